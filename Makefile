@@ -1,0 +1,49 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each creates the local virtualenv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.pyro_bnn-installed
+FMNIST_DIR := /usr/share/datasets/fashion-mnist
+DEMO_OUT ?= results/demo
+
+.PHONY: install fmnist test test-all demo lint bench clean
+
+install: $(STAMP)
+
+# torch/torchvision are installed first at the versions that lie on this machine's disk (a CUDA build that also runs
+# on the CPU); setup.cfg itself only states lower bounds.
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Fashion-MNIST comes from Debian's dataset-fashion-mnist package. Installed when missing and we are root;
+# otherwise the data loader's own error explains the options.
+fmnist:
+	@if [ -d $(FMNIST_DIR) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null; }; \
+	else \
+		echo "note: $(FMNIST_DIR) is missing and we are not root; run 'sudo apt-get install dataset-fashion-mnist' or pass --data-dir"; \
+	fi
+
+test: $(STAMP) fmnist
+	$(PY) -m pytest -q
+
+# Slow convergence and experiment smoke runs, excluded from `make test`.
+test-all: $(STAMP) fmnist
+	$(PY) -m pytest -q -m "slow or not slow"
+
+demo: $(STAMP) fmnist
+	$(VENV)/bin/pyro-bnn demo --out $(DEMO_OUT)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check pyro_bnn tests bench
+
+bench: $(STAMP) fmnist
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
