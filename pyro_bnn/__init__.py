@@ -8,3 +8,7 @@ import pyro
 pyro.settings.set(module_local_params=True)
 
 __version__ = "0.1.0"
+
+from pyro_bnn.bnn import BNN  # noqa: E402  (after the settings above)
+
+__all__ = ["BNN", "__version__"]

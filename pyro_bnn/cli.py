@@ -1,0 +1,169 @@
+"""The ``pyro-bnn`` command: ``train``, ``evaluate``, ``demo`` and ``list``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+
+from pyro_bnn.experiments.config import RunConfig
+
+_DEFAULTS = RunConfig()
+
+
+def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    d = _DEFAULTS
+    add = parser.add_argument
+    add(
+        "--dataset",
+        default=d.dataset,
+        help="mnist, fashion-mnist, digits, moons, circles (default %(default)s)",
+    )
+    add("--model", default=d.model, help="a model from 'pyro-bnn list' (default %(default)s)")
+    add(
+        "--activation",
+        default=d.activation,
+        help="relu, leaky:SLOPE, tanh, sigmoid, abs, linear (default %(default)s)",
+    )
+    add(
+        "--prior",
+        default=d.prior,
+        help="normal:LOC,SCALE, laplace, cauchy, flat, mixture:PI,S1,S2, "
+        "hierarchical:FAMILY,HYPER,ARGS (default %(default)s)",
+    )
+    add(
+        "--guide",
+        default=d.guide,
+        help="autonormal:INIT_SCALE, bbb, map, mle, mc-dropout:P (default %(default)s)",
+    )
+    add("--elbo", default=d.elbo, choices=["trace", "meanfield"], help="ELBO estimator (default %(default)s)")
+    add("--epochs", type=int, default=d.epochs)
+    add("--batch-size", type=int, default=d.batch_size)
+    add("--lr", type=float, default=d.lr, help="Adam learning rate (default %(default)s)")
+    add("--num-particles", type=int, default=d.num_particles)
+    add("--kl-anneal", default=d.kl_anneal, help="constant[:W], linear:EPOCHS, cyclical:PERIOD[,RAMP]")
+    add("--kl-weighting", default=d.kl_weighting, choices=["uniform", "blundell"])
+    add("--seed", type=int, default=d.seed)
+    add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
+    add("--train-subset", type=int, default=None, help="train on this many examples")
+    add("--val-size", type=float, default=None, help="validation examples (count, or a fraction < 1)")
+    add("--normalization", default=d.normalization, choices=["unit", "standard", "bbb"])
+    add("--data-dir", default=None, help="folder with the MNIST / Fashion-MNIST IDX files")
+    add("--num-samples", type=int, default=d.num_samples, help="posterior samples for the test metrics")
+    add("--num-val-samples", type=int, default=d.num_val_samples)
+    add("--n-bins", type=int, default=d.n_bins, help="calibration bins (default %(default)s)")
+    add("--patience", type=int, default=d.patience, help="early stopping on validation accuracy (0: off)")
+
+
+def _config_from(args: argparse.Namespace) -> RunConfig:
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)}
+    if values["val_size"] is not None and float(values["val_size"]).is_integer() and values["val_size"] >= 1:
+        values["val_size"] = int(values["val_size"])
+    return RunConfig(**values)
+
+
+def _print_metrics(metrics: dict) -> None:
+    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.runs import train_run
+
+    config = _config_from(args).validate()
+    result = train_run(config, args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet)
+    _print_metrics(result.metrics)
+    print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, reliability.png")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.runs import evaluate_run
+
+    metrics = evaluate_run(args.run_dir, num_samples=args.num_samples, corruption=args.corruption, device=args.device)
+    _print_metrics(metrics)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
+
+    config = dataclasses.replace(
+        DEMO_CONFIG,
+        epochs=args.epochs if args.epochs is not None else DEMO_CONFIG.epochs,
+        train_subset=args.train_subset if args.train_subset is not None else DEMO_CONFIG.train_subset,
+        data_dir=args.data_dir,
+        device=args.device,
+    ).validate()
+    results = run_demo(args.out, config=config, progress=not args.quiet)
+    print()
+    print(format_table(results))
+    print(f"\nfigures: {args.out}/reliability.png, {args.out}/training.png; per-run folders under {args.out}/")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from pyro_bnn.guides import GuideKind
+    from pyro_bnn.models import available_models
+    from pyro_bnn.nn import Activation
+    from pyro_bnn.priors import PriorKind
+
+    print("models:      " + ", ".join(available_models()))
+    print("activations: " + ", ".join(a.value for a in Activation))
+    print("priors:      " + ", ".join(p.value for p in PriorKind))
+    print("guides:      " + ", ".join(g.value for g in GuideKind))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a BNN and write its metrics, checkpoint and figures")
+    _add_train_arguments(train)
+    train.add_argument("--out", required=True, help="output folder")
+    train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    train.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    train.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.set_defaults(func=_cmd_train)
+
+    evaluate = commands.add_parser("evaluate", help="re-score a saved run, optionally on corrupted inputs")
+    evaluate.add_argument("run_dir")
+    evaluate.add_argument("--num-samples", type=int, default=None)
+    evaluate.add_argument("--corruption", default=None, help="gaussian:GAMMA or salt-pepper:P")
+    evaluate.add_argument("--device", default=None)
+    evaluate.set_defaults(func=_cmd_evaluate)
+
+    demo = commands.add_parser("demo", help="3FC ReLU vs Leaky ReLU on a Fashion-MNIST subset")
+    demo.add_argument("--out", default="results/demo")
+    demo.add_argument("--epochs", type=int, default=None)
+    demo.add_argument("--train-subset", type=int, default=None)
+    demo.add_argument("--data-dir", default=None)
+    demo.add_argument("--device", default="auto")
+    demo.add_argument("--quiet", action="store_true")
+    demo.set_defaults(func=_cmd_demo)
+
+    listing = commands.add_parser("list", help="list models, activations, priors and guides")
+    listing.set_defaults(func=_cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, FileExistsError, TypeError) as err:
+        # Bad options and missing data are the user's to fix: one clear line, not a traceback.
+        print(f"pyro-bnn {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"pyro-bnn {args.command}: interrupted; completed epochs are in the checkpoint (use --resume)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

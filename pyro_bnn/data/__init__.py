@@ -1,0 +1,35 @@
+"""Data layer: classification data sets with train / validation / test splits, fast batch loaders, the cubic
+regression toy set and input corruptions for shift experiments.
+
+Typical use::
+
+    from pyro_bnn.data import load_dataset
+
+    splits = load_dataset("fashion-mnist", normalization="standard", train_subset=5000, seed=1)
+    train_loader, val_loader, test_loader = splits.loaders(batch_size=128, device="cuda")
+
+MNIST and Fashion-MNIST are read from ``data_dir`` / ``$PYRO_BNN_DATA``, Debian's ``dataset-fashion-mnist``,
+the cache (``$PYRO_BNN_CACHE`` or ``~/.cache/pyro_bnn``) or torchvision's download; see
+``pyro_bnn.data.sources``.
+"""
+
+from pyro_bnn.data.corruptions import gaussian_blend, parse_corruption, salt_and_pepper
+from pyro_bnn.data.datasets import DatasetName, load_dataset
+from pyro_bnn.data.loaders import BatchLoader
+from pyro_bnn.data.normalization import Normalization
+from pyro_bnn.data.splits import DatasetSplits, TensorSplit
+from pyro_bnn.data.synthetic import RegressionData, cubic_regression
+
+__all__ = [
+    "BatchLoader",
+    "DatasetName",
+    "DatasetSplits",
+    "Normalization",
+    "RegressionData",
+    "TensorSplit",
+    "cubic_regression",
+    "gaussian_blend",
+    "load_dataset",
+    "parse_corruption",
+    "salt_and_pepper",
+]

@@ -1,0 +1,145 @@
+"""Input corruptions for distribution-shift experiments, and the CLI strings that name them.
+
+Accepted specs (case and surrounding whitespace ignored):
+
+* ``"none"``: the identity;
+* ``"gaussian:<gamma>"``: ``gaussian_blend`` with ``gamma`` in [0, 1], e.g. ``"gaussian:0.5"``;
+* ``"salt-pepper:<p>"`` (also ``"saltpepper:<p>"``, ``"sp:<p>"``): ``salt_and_pepper`` with ``p`` in [0, 1].
+
+Both corruptions return a new tensor of the input's shape, dtype and device, and draw their noise from
+``generator`` when one is given (on the generator's device, then moved), else from torch's global RNG.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Callable
+
+import torch
+
+_SALT_PEPPER_NAMES = ("salt-pepper", "saltpepper", "sp")
+
+ACCEPTED_SPECS = "'none', 'gaussian:<gamma>' or 'salt-pepper:<p>' (also 'saltpepper:<p>', 'sp:<p>'), values in [0, 1]"
+"""The corruption spec forms, for help texts and error messages."""
+
+
+def _check_unit_interval(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a float in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _noise_device(x: torch.Tensor, generator: torch.Generator | None) -> torch.device:
+    # A generator can only fill tensors on its own device; draw there and move the result to x.
+    return x.device if generator is None else generator.device
+
+
+def gaussian_blend(x: torch.Tensor, gamma: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Blends the input with standard Gaussian noise: ``(1 - gamma) * x + gamma * eps``, ``eps ~ N(0, 1)``.
+
+    ``gamma = 0`` returns ``x`` unchanged (as a copy), ``gamma = 1`` pure noise.
+
+    Args:
+        x: ``(...)`` floating-point inputs (normalised images or points).
+        gamma: Noise weight in [0, 1].
+        generator: Source of ``eps`` (elementwise, one draw per element of ``x``); ``None`` uses the global
+            RNG.
+
+    Returns:
+        ``(...)`` tensor of ``x``'s shape, dtype and device.
+
+    Raises:
+        ValueError: If ``gamma`` is not a float in [0, 1].
+        TypeError: If ``x`` is not a floating-point tensor.
+    """
+    gamma = _check_unit_interval(gamma, "gamma")
+    if not x.is_floating_point():
+        raise TypeError(f"gaussian_blend needs a floating-point tensor, got dtype {x.dtype}")
+    eps = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=_noise_device(x, generator))
+    return (1.0 - gamma) * x + gamma * eps.to(x.device)
+
+
+def salt_and_pepper(
+    x: torch.Tensor,
+    p: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Replaces each element independently, with probability ``p``, by ``low`` or ``high`` (one half each).
+
+    One uniform draw ``u`` per element decides both: ``u < p / 2`` gives ``low``, ``p / 2 <= u < p`` gives
+    ``high``, otherwise the element is kept.
+
+    Args:
+        x: ``(...)`` inputs of any real dtype.
+        p: Probability that an element is replaced, in [0, 1].
+        low: The "pepper" value; default ``x.min()`` (the darkest value in this tensor).
+        high: The "salt" value; default ``x.max()``.
+        generator: Source of the draws; ``None`` uses the global RNG.
+
+    Returns:
+        ``(...)`` tensor of ``x``'s shape, dtype and device.
+
+    Raises:
+        ValueError: If ``p`` is not a float in [0, 1].
+    """
+    p = _check_unit_interval(p, "p")
+    if x.numel() == 0:
+        return x.clone()
+    low_value = x.min() if low is None else torch.tensor(low, dtype=x.dtype, device=x.device)
+    high_value = x.max() if high is None else torch.tensor(high, dtype=x.dtype, device=x.device)
+    u = torch.rand(x.shape, generator=generator, device=_noise_device(x, generator)).to(x.device)
+    return torch.where(u < p / 2, low_value, torch.where(u < p, high_value, x))
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def _parse_value(text: str, name: str, spec: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"corruption spec {spec!r}: {name} must be a number in [0, 1], got {text!r}")
+    return value
+
+
+def parse_corruption(spec: str, *, generator: torch.Generator | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Turns a CLI corruption string into a function of the inputs.
+
+    Args:
+        spec: ``"none"``, ``"gaussian:<gamma>"`` or ``"salt-pepper:<p>"`` (see the module docstring).
+        generator: Passed to the corruption on every call; ``None`` uses the global RNG.
+
+    Returns:
+        A function mapping ``(...)`` inputs to corrupted inputs of the same shape and dtype; for ``"none"``
+        the identity, returning its input itself.
+
+    Raises:
+        ValueError: If ``spec`` is not one of the accepted forms or its value is not a number in [0, 1].
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"corruption spec must be a string, one of {ACCEPTED_SPECS}; got {spec!r}")
+    kind, separator, value = spec.strip().lower().partition(":")
+    kind, value = kind.strip(), value.strip()
+    if kind == "none":
+        if separator:
+            raise ValueError(f"corruption spec {spec!r}: 'none' takes no value; expected one of {ACCEPTED_SPECS}")
+        return _identity
+    if kind == "gaussian" or kind in _SALT_PEPPER_NAMES:
+        name = "gamma" if kind == "gaussian" else "p"
+        if not separator or not value:
+            raise ValueError(
+                f"corruption spec {spec!r} lacks its {name}: expected '{kind}:<{name}>' with {name} in [0, 1]"
+            )
+        number = _parse_value(value, name, spec)
+        if kind == "gaussian":
+            return functools.partial(gaussian_blend, gamma=number, generator=generator)
+        return functools.partial(salt_and_pepper, p=number, generator=generator)
+    raise ValueError(f"unknown corruption spec {spec!r}; expected one of {ACCEPTED_SPECS}")

@@ -1,0 +1,239 @@
+"""``load_dataset``: each classification data set by name, split into train / validation / test, normalised.
+
+Splits:
+
+* MNIST and Fashion-MNIST: the official 10 000-image test set; validation held out from the official 60 000
+  training images (default 10 000).
+* digits: a fixed 20 % test part (see ``images.DIGITS_TEST_SEED``); validation 20 % of the remaining 1438 by
+  default.
+* moons, circles: one pool of ``n_samples`` points generated with ``seed``; 20 % of it
+  (``SYNTHETIC_TEST_FRACTION``) is the test part, then validation takes 20 % of the rest by default. With the
+  default 1000 points that is 640 / 160 / 200.
+
+The validation draw and the ``train_subset`` draw come from private generators seeded by ``seed``.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from typing import Any
+
+import torch
+
+from pyro_bnn.data.images import (
+    FASHION_MNIST_MEAN_STD,
+    MNIST_MEAN_STD,
+    RawImages,
+    load_digits_images,
+    load_idx_images,
+)
+from pyro_bnn.data.normalization import Normalization, normalize_pixels
+from pyro_bnn.data.partition import split_indices, train_val_indices
+from pyro_bnn.data.seeding import STREAM_TEST_HOLDOUT, check_seed, seeded_generator
+from pyro_bnn.data.sources import FASHION_MNIST_SPEC, MNIST_SPEC
+from pyro_bnn.data.splits import DatasetSplits, TensorSplit
+from pyro_bnn.data.synthetic import two_circles, two_moons
+
+SYNTHETIC_TEST_FRACTION = 0.2
+"""Share of a moons / circles pool that forms the test part."""
+
+DEFAULT_VAL_FRACTION = 0.2
+"""Default validation share of the training part for every data set except MNIST and Fashion-MNIST."""
+
+MNIST_DEFAULT_VAL_SIZE = 10_000
+"""Default validation count for MNIST and Fashion-MNIST (leaving 50 000 to train on, the common protocol)."""
+
+
+class DatasetName(str, Enum):
+    """The classification data sets ``load_dataset`` knows."""
+
+    MNIST = "mnist"
+    """Handwritten digits, 28x28 grey, 60 000 train / 10 000 test, 10 classes."""
+
+    FASHION_MNIST = "fashion-mnist"
+    """Zalando's clothing images in MNIST's format, 10 classes; also spelled ``"fmnist"``."""
+
+    DIGITS = "digits"
+    """scikit-learn's bundled 8x8 digits (1797 images, pixel values 0..16), the offline image set."""
+
+    MOONS = "moons"
+    """Two interleaving half circles in 2-D (scikit-learn ``make_moons``), 2 classes."""
+
+    CIRCLES = "circles"
+    """Two concentric circles in 2-D (scikit-learn ``make_circles``), 2 classes."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> DatasetName:
+        if isinstance(value, str):
+            key = value.strip().lower()
+            key = _ALIASES.get(key, key)
+            for member in cls:
+                if member.value == key:
+                    return member
+        known = ", ".join(repr(m.value) for m in cls)
+        aliases = ", ".join(f"{alias!r} for {target!r}" for alias, target in _ALIASES.items())
+        raise ValueError(f"unknown dataset name {value!r}; expected one of {known} (aliases: {aliases})")
+
+
+_ALIASES = {"fmnist": DatasetName.FASHION_MNIST.value}
+
+_GENERATOR_KWARGS = {
+    DatasetName.MOONS: ("n_samples", "noise"),
+    DatasetName.CIRCLES: ("n_samples", "noise", "factor"),
+}
+
+
+def _check_generator_kwargs(dataset: DatasetName, kwargs: dict[str, Any]) -> None:
+    accepted = _GENERATOR_KWARGS.get(dataset, ())
+    unexpected = sorted(set(kwargs) - set(accepted))
+    if unexpected:
+        takes = f"takes only {', '.join(accepted)}" if accepted else "takes no generator keyword arguments"
+        raise TypeError(
+            f"load_dataset({dataset.value!r}) got unexpected keyword argument(s) {', '.join(unexpected)}: "
+            f"{dataset.value!r} {takes} (moons: n_samples, noise; circles: n_samples, noise, factor)"
+        )
+
+
+def _load_two_d(
+    dataset: DatasetName,
+    *,
+    val_size: float | None,
+    train_subset: int | None,
+    seed: int,
+    generator_kwargs: dict[str, Any],
+) -> DatasetSplits:
+    make = two_moons if dataset is DatasetName.MOONS else two_circles
+    x, y = make(seed=seed, **generator_kwargs)
+    pool, test = split_indices(
+        len(y), round(SYNTHETIC_TEST_FRACTION * len(y)), seeded_generator(seed, STREAM_TEST_HOLDOUT)
+    )
+    train, val = train_val_indices(
+        len(pool),
+        val_size=val_size,
+        default_val_size=DEFAULT_VAL_FRACTION,
+        train_subset=train_subset,
+        seed=seed,
+    )
+    train, val = pool[train], pool[val]
+    return DatasetSplits(
+        name=dataset.value,
+        train=TensorSplit(x[train], y[train]),
+        val=TensorSplit(x[val], y[val]),
+        test=TensorSplit(x[test], y[test]),
+        num_classes=2,
+        input_shape=(2,),
+        normalization=None,
+    )
+
+
+def _load_images(
+    dataset: DatasetName,
+    raw: RawImages,
+    normalization: Normalization,
+    *,
+    val_size: float | None,
+    train_subset: int | None,
+    seed: int,
+) -> DatasetSplits:
+    default_val = DEFAULT_VAL_FRACTION if dataset is DatasetName.DIGITS else MNIST_DEFAULT_VAL_SIZE
+    n = len(raw.train_y)
+    train, val = train_val_indices(
+        n, val_size=val_size, default_val_size=default_val, train_subset=train_subset, seed=seed
+    )
+    mean_std = raw.mean_std
+    if mean_std is None and normalization is Normalization.STANDARD:
+        # Statistics of the whole training split (validation excluded, before any train_subset), so that a
+        # quick run on a subset scales its inputs exactly like the full run.
+        in_training_split = torch.ones(n, dtype=torch.bool)
+        in_training_split[val] = False
+        unit = raw.train_x[in_training_split].to(torch.float64) / raw.max_value
+        mean_std = (float(unit.mean()), float(unit.std()))
+    mean, std = mean_std if mean_std is not None else (None, None)
+
+    def part(x: torch.Tensor, y: torch.Tensor) -> TensorSplit:
+        return TensorSplit(normalize_pixels(x, normalization, max_value=raw.max_value, mean=mean, std=std), y)
+
+    return DatasetSplits(
+        name=dataset.value,
+        train=part(raw.train_x[train], raw.train_y[train]),
+        val=part(raw.train_x[val], raw.train_y[val]),
+        test=part(raw.test_x, raw.test_y),
+        num_classes=raw.num_classes,
+        input_shape=tuple(raw.train_x.shape[1:]),
+        normalization=normalization,
+    )
+
+
+def load_dataset(
+    name: str,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    normalization: Normalization | str = Normalization.UNIT,
+    val_size: float | None = None,
+    train_subset: int | None = None,
+    seed: int = 0,
+    download: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **synthetic_kwargs: Any,
+) -> DatasetSplits:
+    """Loads a classification data set, split into train / validation / test and normalised.
+
+    See the module docstring for how each data set is split, and ``pyro_bnn.data.sources`` for where MNIST and
+    Fashion-MNIST are looked for (``data_dir``, ``$PYRO_BNN_DATA``, Debian's package, the cache, a download).
+
+    Args:
+        name: A ``DatasetName`` value: ``"mnist"``, ``"fashion-mnist"`` (or ``"fmnist"``), ``"digits"``,
+            ``"moons"`` or ``"circles"``; case is ignored.
+        data_dir: MNIST / Fashion-MNIST only: a folder of IDX files or a torchvision root. When given, it is
+            the only place looked.
+        normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
+            Validated for every data set but ignored by moons and circles, which are not images.
+        val_size: Validation part held out from the training data: an ``int`` count, a ``float`` fraction in
+            ``[0, 1)``, or ``None`` for the default (10 000 for MNIST / Fashion-MNIST, 20 % otherwise). ``0``
+            gives an empty validation part.
+        train_subset: Keep only this many training examples (a seeded uniform subset, not class-balanced), for
+            quick runs; ``None`` keeps all.
+        seed: Non-negative int seeding the validation split, the subset and (moons, circles) the generated
+            pool.
+        download: MNIST / Fashion-MNIST only: whether torchvision may download the data if no local copy
+            exists.
+        cache_dir: MNIST / Fashion-MNIST only: cache folder, default ``$PYRO_BNN_CACHE`` or
+            ``~/.cache/pyro_bnn``.
+        **synthetic_kwargs: moons: ``n_samples`` (default 1000, the whole pool), ``noise`` (0.2); circles
+            also ``factor`` (0.5).
+
+    Returns:
+        The splits. Images: ``x`` float32 ``(N, 1, H, W)``; moons / circles: ``x`` float32 ``(N, 2)``; ``y``
+        int64 ``(N,)`` throughout.
+
+    Raises:
+        ValueError: If ``name``, ``normalization``, ``val_size``, ``train_subset``, ``seed`` or a generator
+            argument is invalid, or a data file is corrupt (naming the file, what was expected and what was
+            found).
+        TypeError: If ``synthetic_kwargs`` holds a keyword the data set does not take.
+        FileNotFoundError: If MNIST / Fashion-MNIST cannot be found (listing every place looked and the
+            fixes).
+    """
+    dataset = DatasetName(name)
+    normalization = Normalization(normalization)
+    seed = check_seed(seed)
+    _check_generator_kwargs(dataset, synthetic_kwargs)
+    if dataset in _GENERATOR_KWARGS:
+        return _load_two_d(
+            dataset,
+            val_size=val_size,
+            train_subset=train_subset,
+            seed=seed,
+            generator_kwargs=synthetic_kwargs,
+        )
+    if dataset is DatasetName.DIGITS:
+        raw = load_digits_images()
+    else:
+        spec, mean_std = (
+            (MNIST_SPEC, MNIST_MEAN_STD)
+            if dataset is DatasetName.MNIST
+            else (FASHION_MNIST_SPEC, FASHION_MNIST_MEAN_STD)
+        )
+        raw = load_idx_images(spec, mean_std, data_dir=data_dir, cache_dir=cache_dir, download=download)
+    return _load_images(dataset, raw, normalization, val_size=val_size, train_subset=train_subset, seed=seed)

@@ -1,0 +1,42 @@
+"""Metrics of a classifier's posterior predictive.
+
+Every metric takes ``probs``, either posterior samples of class probabilities ``(num_samples, N, C)`` or their
+mean ``(N, C)``, and, where it scores predictions, ``labels: (N,)`` integer class indices. Inputs may live on
+any device; labels are moved to the device of ``probs``.
+
+Inputs are validated in one place (``_validation``) and every failure is a ``ValueError`` naming what was
+found: ``probs`` must be a floating tensor of rank 2 or 3 with no empty dimension, finite, non-negative, each
+row summing to 1 within 1e-3 (see ``ROW_SUM_TOLERANCE``); ``labels`` an integer tensor of shape ``(N,)`` with
+values in ``[0, C)``; counts such as ``n_bins`` ints >= 1.
+"""
+
+from pyro_bnn.evaluation._validation import ROW_SUM_TOLERANCE
+from pyro_bnn.evaluation.calibration import (
+    DEFAULT_NUM_BINS,
+    CalibrationResult,
+    calibration,
+    expected_calibration_error,
+    maximum_calibration_error,
+)
+from pyro_bnn.evaluation.classification import accuracy, brier_score, nll
+from pyro_bnn.evaluation.label_frequencies import label_frequencies, label_frequencies_from_samples
+from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize
+from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposition
+
+__all__ = [
+    "DEFAULT_NUM_BINS",
+    "ROW_SUM_TOLERANCE",
+    "SUMMARY_KEYS",
+    "CalibrationResult",
+    "UncertaintySplit",
+    "accuracy",
+    "brier_score",
+    "calibration",
+    "entropy_decomposition",
+    "expected_calibration_error",
+    "label_frequencies",
+    "label_frequencies_from_samples",
+    "maximum_calibration_error",
+    "nll",
+    "summarize",
+]

@@ -1,0 +1,220 @@
+"""Training and re-scoring a run from a :class:`RunConfig`: what ``pyro-bnn train`` and ``evaluate`` do."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyro
+import torch
+from pyro import poutine
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.data import DatasetSplits, load_dataset, parse_corruption
+from pyro_bnn.evaluation import calibration
+from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.guides import parse_guide
+from pyro_bnn.infer import (
+    Checkpoint,
+    EarlyStopping,
+    HistoryLogger,
+    Trainer,
+    load_checkpoint,
+    parse_kl_schedule,
+)
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.plots import plot_reliability, save_figure
+from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
+from pyro_bnn.priors import nothing, parse_prior
+
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class RunResult:
+    """What a finished run wrote and measured."""
+
+    out_dir: Path
+    metrics: dict[str, Any]
+    prediction: Prediction
+
+
+def load_data(config: RunConfig) -> DatasetSplits:
+    """The run's data splits (the split and subset depend on the run's seed)."""
+    return load_dataset(
+        config.dataset,
+        data_dir=config.data_dir,
+        normalization=config.normalization,
+        val_size=config.val_size,
+        train_subset=config.train_subset,
+        seed=config.seed,
+    )
+
+
+def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
+    """The run's model and guide builder (the guide is built by the trainer once the model is on its device)."""
+    guide_spec = parse_guide(config.guide)
+    prior = parse_prior(config.prior, select=None if guide_spec.random_weights else nothing)
+    net = build_model(
+        config.model,
+        input_shape=data.input_shape,
+        num_classes=data.num_classes,
+        activation=config.activation,
+        dropout=guide_spec.dropout,
+    )
+    return BNN(net, prior, Categorical(len(data.train))), guide_spec.build
+
+
+def restore(config: RunConfig, data: DatasetSplits, checkpoint: str | os.PathLike, device: torch.device):
+    """Rebuilds a trained run's model and guide from its checkpoint."""
+    pyro.set_rng_seed(config.seed)
+    bnn, guide_builder = build_bnn(config, data)
+    bnn.to(device)
+    guide = guide_builder(bnn).to(device)
+    x, y = data.train.x[: config.batch_size].to(device), data.train.y[: config.batch_size].to(device)
+    with torch.no_grad(), poutine.block():
+        guide(x, y)  # creates the guide's parameters so the saved values can be loaded into them
+    state = load_checkpoint(checkpoint, map_location=device)
+    bnn.load_state_dict(state["model"])
+    guide.load_state_dict(state["guide"])
+    return bnn, guide
+
+
+def _write_json(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=2))
+    os.replace(tmp, path)
+
+
+def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) -> tuple[dict[str, Any], Prediction]:
+    """Test metrics of the posterior predictive and of the posterior-mean network."""
+    prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples)
+    metrics = prediction.metrics(n_bins=config.n_bins)
+    mean_net = predict_posterior_mean(bnn, guide, (x, y)).metrics(n_bins=config.n_bins)
+    metrics["posterior_mean_accuracy"] = mean_net["accuracy"]
+    metrics["posterior_mean_ece"] = mean_net["ece"]
+    return metrics, prediction
+
+
+def train_run(
+    config: RunConfig,
+    out_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> RunResult:
+    """Trains one run and writes ``config.json``, ``checkpoint.pt``, ``history.json``, ``metrics.json`` and
+    ``reliability.png`` to ``out_dir``.
+
+    Args:
+        config: The run.
+        out_dir: Output folder (created).
+        resume: Continue from ``out_dir/checkpoint.pt`` if it exists (same config required).
+        overwrite: Start afresh even if ``out_dir`` holds an earlier run's checkpoint.
+        progress: Show progress bars.
+
+    Returns:
+        The output folder, the metrics written and the test-set prediction.
+    """
+    config.validate()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / CHECKPOINT
+    if resume and checkpoint.exists():
+        saved = json.loads(load_checkpoint(checkpoint)["config"])
+        if saved != json.loads(config.to_json()):
+            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({saved})")
+    elif checkpoint.exists() and not overwrite:
+        raise FileExistsError(
+            f"{out} already holds a run ({checkpoint.name}); pass --resume to continue it or --overwrite to start again"
+        )
+    _write_json(out / "config.json", json.loads(config.to_json()))
+
+    device = resolve_device(config.device)
+    data = load_data(config)
+    pyro.set_rng_seed(config.seed)
+    bnn, guide_builder = build_bnn(config, data)
+    train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
+    callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
+    if config.patience:
+        callbacks.insert(0, EarlyStopping("val_accuracy", patience=config.patience, restore_best=True))
+    trainer = Trainer(
+        bnn,
+        guide_builder,
+        optim=pyro.optim.Adam({"lr": config.lr}),
+        elbo=config.elbo,
+        num_particles=config.num_particles,
+        kl_schedule=parse_kl_schedule(config.kl_anneal),
+        kl_weighting=config.kl_weighting,
+        device=device,
+        seed=config.seed,
+        num_val_samples=config.num_val_samples,
+        n_bins=config.n_bins,
+        callbacks=callbacks,
+        progress=progress,
+        config=json.loads(config.to_json()),
+    )
+    start = time.perf_counter()
+    history = trainer.fit(
+        train,
+        config.epochs,
+        val_loader=val if len(data.val) else None,
+        resume_from=checkpoint if resume and checkpoint.exists() else None,
+    )
+    train_time = time.perf_counter() - start
+    metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
+    metrics.update(
+        train_time_s=train_time,
+        epochs_run=len(history),
+        device=str(device),
+        num_train=len(data.train),
+        history=history,
+    )
+    _write_json(out / "metrics.json", metrics)
+    result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
+    title = f"{config.model} {config.activation} on {config.dataset}"
+    save_figure(plot_reliability(result, title=title), out / "reliability.png")
+    return RunResult(out, metrics, prediction)
+
+
+def evaluate_run(
+    run_dir: str | os.PathLike,
+    *,
+    num_samples: int | None = None,
+    corruption: str | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Re-scores a saved run on its test split, optionally with corrupted inputs.
+
+    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram into the run folder.
+    """
+    run = Path(run_dir)
+    if not (run / "config.json").is_file():
+        raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
+    config = RunConfig.load(run / "config.json")
+    if num_samples is not None:
+        config.num_samples = num_samples
+    if device is not None:
+        config.device = device
+    config.validate()
+    check_corruption(corruption)
+    resolved = resolve_device(config.device)
+    data = load_data(config)
+    bnn, guide = restore(config, data, run / CHECKPOINT, resolved)
+    x = data.test.x
+    if corruption is not None:
+        x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
+    metrics, prediction = score(bnn, guide, x.to(resolved), data.test.y.to(resolved), config)
+    metrics.update(corruption=corruption or "none", num_samples=config.num_samples)
+    suffix = "" if corruption is None else "-" + corruption.replace(":", "_")
+    _write_json(run / f"evaluation{suffix}.json", metrics)
+    result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
+    figure = plot_reliability(result, title=f"{config.model} {config.activation}, corruption {corruption or 'none'}")
+    save_figure(figure, run / f"reliability{suffix}.png")
+    return metrics

@@ -1,0 +1,97 @@
+"""Training callbacks: early stopping, checkpoints, logging. Each sees the trainer after every epoch."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyro_bnn.infer.trainer import Trainer
+
+
+class Callback:
+    """Base class. Override the hooks you need; set ``trainer.stop_training = True`` to stop after this epoch."""
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        """Called once before the first epoch (after a resume has restored the trainer's state)."""
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        """Called after each epoch with that epoch's record (also appended to ``trainer.history``)."""
+
+    def on_train_end(self, trainer: Trainer) -> None:
+        """Called once when training stops, normally or by early stopping."""
+
+
+class EarlyStopping(Callback):
+    """Stops when ``monitor`` has not improved for ``patience`` epochs.
+
+    Args:
+        monitor: A key of the epoch record, e.g. ``"val_accuracy"`` or ``"val_nll"``.
+        patience: Epochs without improvement before stopping (the One Simple Trick code uses 3).
+        mode: ``"max"`` if larger is better, ``"min"`` otherwise.
+        restore_best: Put the model and guide of the best epoch back when training stops.
+    """
+
+    def __init__(self, monitor: str = "val_accuracy", patience: int = 3, mode: str = "max", restore_best: bool = False):
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an int >= 1, got {patience!r}")
+        self.monitor, self.patience, self.mode, self.restore_best = monitor, patience, mode, restore_best
+        self.best: float | None = None
+        self.best_epoch: int | None = None
+        self._best_state: dict | None = None
+
+    def _improved(self, value: float) -> bool:
+        if self.best is None:
+            return True
+        return value > self.best if self.mode == "max" else value < self.best
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        if self.monitor not in record:
+            raise ValueError(
+                f"EarlyStopping monitors {self.monitor!r}, which the epoch record lacks (keys: {sorted(record)}); "
+                "pass a validation loader for val_* metrics"
+            )
+        value = float(record[self.monitor])
+        if math.isfinite(value) and self._improved(value):
+            self.best, self.best_epoch = value, record["epoch"]
+            if self.restore_best:
+                self._best_state = trainer.model_state()
+        elif record["epoch"] - (self.best_epoch or 0) >= self.patience:
+            trainer.stop_training = True
+
+    def on_train_end(self, trainer: Trainer) -> None:
+        if self.restore_best and self._best_state is not None:
+            trainer.load_model_state(self._best_state)
+
+
+class Checkpoint(Callback):
+    """Writes a resumable checkpoint (model, guide, optimiser, config, epoch, history, RNG) after every
+    ``every`` epochs, atomically: the previous file stays intact until the new one is complete.
+    """
+
+    def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        self.path, self.every = Path(path), every
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        if record["epoch"] % self.every == 0 or trainer.stop_training:
+            trainer.save_checkpoint(self.path)
+
+
+class HistoryLogger(Callback):
+    """Writes the history so far as JSON (atomically) after each epoch, for watching a long run."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(trainer.history, indent=1))
+        os.replace(tmp, self.path)

@@ -1,0 +1,64 @@
+"""Checkpoints: written atomically, read without unpickling arbitrary objects."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "pyro_bnn.checkpoint/1"
+
+
+def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Writes ``state`` to ``path`` via a temporary file in the same folder and an atomic rename.
+
+    A crash or interruption while writing leaves the previous checkpoint at ``path`` intact. ``state`` may hold
+    only tensors, numbers, strings, booleans, None, lists and dicts, the types that
+    ``torch.load(weights_only=True)`` accepts.
+
+    Returns:
+        The checkpoint's path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": FORMAT, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict[str, Any]:
+    """Reads a checkpoint written by :func:`save_checkpoint` with ``torch.load(weights_only=True)``.
+
+    Raises:
+        FileNotFoundError: if there is no file at ``path``.
+        ValueError: if the file holds pickled objects other than tensors and plain containers (refused, since
+            unpickling can run arbitrary code), or is not a pyro_bnn checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ValueError(
+            f"refusing to load {path}: it contains pickled objects other than tensors and plain containers, "
+            f"which could run arbitrary code ({err})"
+        ) from err
+    except (RuntimeError, EOFError) as err:
+        raise ValueError(f"{path} is not a readable checkpoint (truncated or corrupt?): {err}") from err
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"{path} is not a pyro_bnn checkpoint: expected format {FORMAT!r}, found {found!r}")
+    return state

@@ -1,0 +1,334 @@
+"""SVI training loop: a thin layer over Pyro's ELBOs with KL annealing, checkpoints and callbacks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import pyro
+import torch
+from pyro import poutine
+from pyro.infer.autoguide import AutoGuide
+from torch import nn
+from tqdm.auto import tqdm
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.infer.annealing import KLSchedule, constant, scale_latents
+from pyro_bnn.infer.callbacks import Callback, Checkpoint
+from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
+from pyro_bnn.infer.elbo import DataTermRecorder, ElboKind, make_elbo
+from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
+from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
+from pyro_bnn.predict import predict
+from pyro_bnn.predict.predictive import model_device
+
+GuideBuilder = Callable[[BNN], AutoGuide]
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; training stopped before the optimiser step and no checkpoint was written."""
+
+
+def _dataset_size(loader: Iterable) -> int:
+    dataset = getattr(loader, "dataset", None)
+    if dataset is None:
+        raise ValueError("the training loader must expose .dataset (a torch DataLoader or pyro_bnn BatchLoader)")
+    return len(dataset)
+
+
+def _check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
+    """Checks every training target at once where the loader holds them as tensors (labels >= C, wrong dtype)."""
+    tensors = getattr(getattr(loader, "dataset", None), "tensors", None)
+    if tensors is not None and len(tensors) == 2:
+        bnn.validate_batch(x, None)
+        with torch.no_grad():
+            output = bnn.apply_parameters(x[:1], bnn.initial_values())
+        targets = tensors[1]
+        # check_targets compares the batch dimension too, so hand it an output with as many rows as targets.
+        bnn.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
+
+
+class Trainer:
+    """Trains a :class:`~pyro_bnn.BNN` and its guide by stochastic variational inference.
+
+    Each step evaluates the ELBO (``Trace_ELBO`` by default) on one minibatch with every latent site's log density
+    multiplied by ``kl_schedule(progress) * minibatch_kl_weight(step)`` (:class:`scale_latents`), then takes one
+    optimiser step. The data term is scaled by N/B inside the likelihood, so the loss estimates the full-data
+    negative ELBO.
+
+    Args:
+        bnn: The model.
+        guide: A guide module (e.g. ``AutoNormal(bnn)``) or a builder ``bnn -> guide`` called after the model has
+            moved to ``device`` (e.g. ``functools.partial(AutoNormal, init_scale=1e-3)``).
+        optim: A ``pyro.optim`` optimiser, a factory ``params -> torch.optim.Optimizer``, or None (Adam, lr 1e-3).
+        elbo: ``"trace"`` (Trace_ELBO) or ``"meanfield"`` (TraceMeanField_ELBO).
+        num_particles: Weight samples per step.
+        vectorize_particles: Evaluate the particles in one vectorised pass (default: when num_particles > 1).
+        kl_schedule: KL annealing weight as a function of progress in epochs (default: constant 1).
+        kl_weighting: ``"uniform"`` or ``"blundell"`` minibatch KL weights.
+        device: Where to train; the model, priors, guide and batches move there. Default: the model's device.
+        seed: Seeds Pyro/torch at the start of a fresh run; two CPU runs with the same seed give identical results.
+        num_val_samples: Posterior samples for the per-epoch validation metrics.
+        n_bins: Calibration bins for the validation ECE.
+        callbacks: :class:`~pyro_bnn.infer.callbacks.Callback` s, run after every epoch in order.
+        lr_scheduler: Optional factory ``optimizer -> torch LR scheduler``, stepped once per epoch.
+        progress: Show a tqdm progress bar per epoch.
+        config: JSON-serialisable description of the run, stored in checkpoints.
+    """
+
+    def __init__(
+        self,
+        bnn: BNN,
+        guide: AutoGuide | GuideBuilder,
+        *,
+        optim: pyro.optim.PyroOptim | OptimizerFactory | None = None,
+        elbo: ElboKind | str = ElboKind.TRACE,
+        num_particles: int = 1,
+        vectorize_particles: bool | None = None,
+        kl_schedule: KLSchedule | None = None,
+        kl_weighting: KLWeighting | str = KLWeighting.UNIFORM,
+        device: str | torch.device | None = None,
+        seed: int | None = None,
+        num_val_samples: int = 16,
+        n_bins: int = 15,
+        callbacks: Sequence[Callback] = (),
+        lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+        progress: bool = True,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(bnn, BNN):
+            raise ValueError(f"Trainer trains a pyro_bnn.BNN, got {type(bnn).__name__}")
+        self.device = torch.device(device) if device is not None else model_device(bnn)
+        self.bnn = bnn.to(self.device)
+        self.guide: AutoGuide | None = guide if isinstance(guide, nn.Module) else None
+        self._guide_builder = None if isinstance(guide, nn.Module) else guide
+        if self.guide is None and not callable(guide):
+            raise ValueError(f"guide must be a guide module or a builder bnn -> guide, got {guide!r}")
+        if vectorize_particles is None:
+            vectorize_particles = num_particles > 1
+        self._elbo = make_elbo(elbo, num_particles, vectorize_particles)
+        self._recorder = DataTermRecorder(self._elbo)
+        self.kl_schedule = kl_schedule if kl_schedule is not None else constant(1.0)
+        self.kl_weighting = KLWeighting(kl_weighting)
+        self.optim, self.lr_scheduler_factory = optim, lr_scheduler
+        self.seed, self.num_val_samples, self.n_bins = seed, num_val_samples, n_bins
+        self.callbacks = list(callbacks)
+        self.progress = progress
+        self.config = dict(config or {})
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler = None
+        self._clip: dict = {}
+        self._params: list[nn.Parameter] = []
+        self.history: list[dict[str, Any]] = []
+        self.epoch = 0  # completed epochs
+        self.global_step = 0
+        self.stop_training = False
+
+    # ----------------------------------------------------------------------------------------------- set-up
+    def setup(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Checks a first batch, builds the guide and its parameters, and the optimiser. Idempotent."""
+        if self.optimizer is not None:
+            return
+        self.bnn.validate_batch(x, y)
+        if self.guide is None:
+            self.guide = self._guide_builder(self.bnn)
+        self.guide.to(self.device)
+        with torch.no_grad(), poutine.block():
+            self.guide(x, y)  # AutoGuides create their parameters on the first call
+        named, seen = [], set()
+        for prefix, module in (("model", self.bnn), ("guide", self.guide)):
+            for name, param in module.named_parameters():
+                if id(param) not in seen and param.requires_grad:
+                    seen.add(id(param))
+                    named.append((f"{prefix}.{name}", param))
+        if not named:
+            raise ValueError("nothing to train: neither the model nor the guide has parameters")
+        self._params = [p for _, p in named]
+        self.optimizer, self._clip = build_optimizer(self.optim, named)
+        self.scheduler = self.lr_scheduler_factory(self.optimizer) if self.lr_scheduler_factory else None
+
+    # --------------------------------------------------------------------------------------------- training
+    def fit(
+        self,
+        train_loader: Iterable,
+        epochs: int,
+        *,
+        val_loader: Iterable | None = None,
+        resume_from: str | os.PathLike | None = None,
+    ) -> list[dict[str, Any]]:
+        """Trains until ``epochs`` epochs are complete (counting those before a resume) or a callback stops it.
+
+        Args:
+            train_loader: Yields ``(x, y)`` minibatches and exposes ``.dataset`` (its length must equal the
+                likelihood's ``dataset_size``). A ``set_epoch(epoch)`` method, if present, is called each epoch.
+            epochs: Total number of epochs.
+            val_loader: Optional validation batches; adds ``val_*`` metrics to each epoch's record.
+            resume_from: A checkpoint written by this trainer's :class:`Checkpoint` callback; training continues
+                from its epoch with its optimiser state and random state.
+
+        Returns:
+            The history: one record per epoch with ``loss`` (mean -ELBO estimate), ``data_term``, ``kl_term``
+            (the weighted KL as it entered the loss), ``kl_weight`` (mean factor on the latent sites), ``time_s``,
+            ``lr`` and the validation metrics.
+
+        Raises:
+            NonFiniteLossError: if the loss becomes NaN/inf; the last checkpoint is left as it was.
+        """
+        if not (isinstance(epochs, int) and epochs >= 0):
+            raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+        dataset_size = _dataset_size(train_loader)
+        if dataset_size != self.bnn.likelihood.dataset_size:
+            raise ValueError(
+                f"the training loader has {dataset_size} examples but the likelihood was built with "
+                f"dataset_size={self.bnn.likelihood.dataset_size}; they must match for the N/B scaling"
+            )
+        num_steps = len(train_loader)
+        if resume_from is None and self.seed is not None:
+            pyro.set_rng_seed(self.seed)
+        x, y = next(iter(train_loader))
+        x, y = x.to(self.device), y.to(self.device)
+        _check_all_labels(train_loader, self.bnn, x)
+        self.setup(x, y)
+        if resume_from is not None:
+            self.load_checkpoint(resume_from)
+        self.stop_training = False
+        for callback in self.callbacks:
+            callback.on_train_start(self)
+        while self.epoch < epochs and not self.stop_training:
+            record = self._train_epoch(train_loader, num_steps, epochs)
+            if val_loader is not None:
+                record.update({f"val_{k}": v for k, v in self.evaluate(val_loader).items()})
+            self.epoch += 1
+            self.history.append(record)
+            if self.scheduler is not None:
+                self.scheduler.step()
+            for callback in self.callbacks:
+                callback.on_epoch_end(self, record)
+        for callback in self.callbacks:
+            callback.on_train_end(self)
+        return self.history
+
+    def _train_epoch(self, loader: Iterable, num_steps: int, epochs: int) -> dict[str, Any]:
+        self.bnn.train()
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(self.epoch)
+        total_loss = total_data = total_weight = 0.0
+        start = time.perf_counter()
+        bar = tqdm(
+            loader,
+            total=num_steps,
+            desc=f"epoch {self.epoch + 1}/{epochs}",
+            disable=not self.progress,
+            leave=False,
+            dynamic_ncols=True,
+        )
+        for step, (x, y) in enumerate(bar, start=1):
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            kl_weight = self.kl_schedule(self.epoch + (step - 1) / num_steps)
+            kl_weight *= minibatch_kl_weight(self.kl_weighting, step, num_steps)
+            self.optimizer.zero_grad(set_to_none=True)
+            try:
+                with scale_latents(kl_weight):
+                    loss = self._elbo.differentiable_loss(self.bnn, self.guide, x, y)
+            except ValueError as err:
+                # With validation on, a NaN parameter or input already fails inside a distribution's checks.
+                if self._all_finite(x):
+                    raise
+                raise NonFiniteLossError(self._non_finite_message(float("nan"), step)) from err
+            data_term = self._recorder.pop()
+            loss_value = float(loss.detach())
+            if not math.isfinite(loss_value):
+                raise NonFiniteLossError(self._non_finite_message(loss_value, step))
+            loss.backward()
+            if self._clip:
+                clip_gradients(self._params, **self._clip)
+            self.optimizer.step()
+            self.global_step += 1
+            total_loss, total_data, total_weight = (
+                total_loss + loss_value,
+                total_data + data_term,
+                total_weight + kl_weight,
+            )
+            if step % 10 == 0 or step == num_steps:
+                bar.set_postfix(loss=f"{total_loss / step:.4g}", refresh=False)
+        bar.close()
+        return {
+            "epoch": self.epoch + 1,
+            "loss": total_loss / num_steps,
+            "data_term": total_data / num_steps,
+            "kl_term": (total_loss - total_data) / num_steps,
+            "kl_weight": total_weight / num_steps,
+            "time_s": time.perf_counter() - start,
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
+
+    def _all_finite(self, x: torch.Tensor) -> bool:
+        tensors = [x, *self._params] if x.dtype.is_floating_point else self._params
+        return all(bool(torch.isfinite(t).all()) for t in tensors)
+
+    def _non_finite_message(self, loss_value: float, step: int) -> str:
+        paths = [str(cb.path) for cb in self.callbacks if isinstance(cb, Checkpoint) and cb.path.exists()]
+        where = f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
+        return (
+            f"loss became {loss_value} at epoch {self.epoch + 1}, step {step}; training stopped before the optimiser "
+            f"step and {where}. Try a lower learning rate, a smaller init scale or gradient clipping."
+        )
+
+    @torch.no_grad()
+    def evaluate(self, loader: Iterable, num_samples: int | None = None) -> dict[str, float]:
+        """Posterior predictive metrics on ``loader`` (accuracy, nll, brier, ece, mce; or rmse, nll)."""
+        prediction = predict(self.bnn, self.guide, loader, num_samples=num_samples or self.num_val_samples)
+        return prediction.metrics(n_bins=self.n_bins)
+
+    # ------------------------------------------------------------------------------------------ persistence
+    def model_state(self) -> dict[str, Any]:
+        """Copies of the model's and guide's state dicts."""
+        return {
+            "model": copy.deepcopy(self.bnn.state_dict()),
+            "guide": copy.deepcopy(self.guide.state_dict()),
+        }
+
+    def load_model_state(self, state: dict[str, Any]) -> None:
+        """Restores what :meth:`model_state` returned."""
+        self.bnn.load_state_dict(state["model"])
+        self.guide.load_state_dict(state["guide"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs: model, guide, optimiser, scheduler, counters, history, config, RNG state."""
+        if self.optimizer is None:
+            raise RuntimeError("nothing to save before training has started")
+        return {
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "model": self.bnn.state_dict(),
+            "guide": self.guide.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
+            "config": json.dumps(self.config),
+            "history": json.dumps(self.history),
+            "rng_torch": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def save_checkpoint(self, path: str | os.PathLike) -> None:
+        """Writes :meth:`state_dict` atomically to ``path``."""
+        save_checkpoint(self.state_dict(), path)
+
+    def load_checkpoint(self, path: str | os.PathLike) -> None:
+        """Restores a checkpoint into this (already set-up) trainer, random state included."""
+        state = load_checkpoint(path, map_location=self.device)
+        self.bnn.load_state_dict(state["model"])
+        self.guide.load_state_dict(state["guide"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state["scheduler"]:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
+        self.history = json.loads(state["history"])
+        torch.set_rng_state(state["rng_torch"].cpu())
+        if state["rng_cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])

@@ -1,0 +1,29 @@
+"""The model zoo: plain ``torch.nn.Module`` nets, built by name with ``build_model``.
+
+Importing this package registers every zoo model. All nets are pure functions of (parameters, input), so the
+Bayesian layer can run them through ``torch.func.functional_call`` vectorised with ``torch.vmap``.
+"""
+
+from pyro_bnn.models.base import SequentialNet
+from pyro_bnn.models.conv import ConvNet
+from pyro_bnn.models.lenet import LeNet
+from pyro_bnn.models.mlp import MLP, BayesByBackpropMLP, TanhSmallMLP, ThreeFC
+from pyro_bnn.models.registry import ModelFactory, available_models, build_model, register_model
+from pyro_bnn.models.shapes import check_input_shape
+from pyro_bnn.models.tanh_cnn import TanhCNN
+
+__all__ = [
+    "MLP",
+    "BayesByBackpropMLP",
+    "ConvNet",
+    "LeNet",
+    "ModelFactory",
+    "SequentialNet",
+    "TanhCNN",
+    "TanhSmallMLP",
+    "ThreeFC",
+    "available_models",
+    "build_model",
+    "check_input_shape",
+    "register_model",
+]

@@ -1,0 +1,104 @@
+"""Shared building blocks of the zoo: the sequential net base class, hidden-layer blocks, argument checks."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from pyro_bnn.nn import ActivationLike, make_activation
+
+
+def positive_int(value: int, name: str) -> int:
+    """Returns ``value`` if it is a positive int (not a bool), else raises ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def positive_ints(values: Sequence[int], name: str) -> tuple[int, ...]:
+    """Returns ``values`` as a tuple if every entry is a positive int (the tuple may be empty)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(f"{name} must be a sequence of positive ints, got {values!r}")
+    return tuple(positive_int(v, f"every entry of {name}") for v in values)
+
+
+def dropout_probability(dropout: float) -> float:
+    """Returns ``dropout`` as a float if it lies in ``[0, 1)``, else raises ``ValueError``.
+
+    1 is rejected although ``nn.Dropout`` accepts it: it zeroes every hidden unit, so the net's output would
+    no longer depend on its input.
+    """
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not math.isfinite(dropout):
+        raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+    return float(dropout)
+
+
+def hidden_activation(index: int, activation: ActivationLike, dropout: float) -> list[tuple[str, nn.Module]]:
+    """Returns the named layers after hidden layer ``index``: its activation and, if ``dropout > 0``, dropout.
+
+    Args:
+        index: 1-based position of the hidden layer, used in the names ``act{index}`` and ``drop{index}``.
+        activation: Anything ``make_activation`` accepts; a fresh module is built for this layer.
+        dropout: Dropout probability; 0 adds no module, so the deterministic nets carry no no-op layers.
+
+    Returns:
+        ``[("act{index}", activation)]`` plus ``("drop{index}", nn.Dropout(dropout))`` when ``dropout > 0``.
+    """
+    layers: list[tuple[str, nn.Module]] = [(f"act{index}", make_activation(activation))]
+    if dropout > 0:
+        layers.append((f"drop{index}", nn.Dropout(dropout)))
+    return layers
+
+
+class SequentialNet(nn.Sequential):
+    """An ``nn.Sequential`` with named layers that records its per-example input shape and output size.
+
+    Layer names (``fc1``, ``conv2``, ``act1``, ``out``, ...) make parameter names such as ``out.weight`` that
+    a prior's ``select(name, module)`` predicate can match. The forward pass is a pure function of parameters
+    and input, so ``torch.func.functional_call`` and ``torch.vmap`` over stacked parameters apply directly.
+
+    Args:
+        layers: ``(name, module)`` pairs in order.
+        input_shape: Shape of one example without the batch dimension.
+        num_classes: Size of the last dimension of the output (classes, or outputs for regression).
+
+    Attributes:
+        input_shape: Per-example input shape, a tuple of ints.
+        num_classes: Output size.
+    """
+
+    def __init__(
+        self, layers: Sequence[tuple[str, nn.Module]], *, input_shape: tuple[int, ...], num_classes: int
+    ) -> None:
+        super().__init__(OrderedDict(layers))
+        self.input_shape = input_shape
+        self.num_classes = num_classes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Runs the layers in order.
+
+        Args:
+            x: Inputs, shape ``(batch, *input_shape)``.
+
+        Returns:
+            Logits (or regression outputs), shape ``(batch, num_classes)``.
+        """
+        return super().forward(x)
+
+    def __getitem__(self, index: int | slice) -> nn.Module:
+        """Returns one layer, or a slice as a plain ``nn.Sequential`` (``net[:-1]`` is the feature extractor).
+
+        ``nn.Sequential`` rebuilds slices with ``self.__class__``, which the zoo's constructors cannot take.
+        """
+        if isinstance(index, slice):
+            return nn.Sequential(OrderedDict(list(self._modules.items())[index]))
+        return super().__getitem__(index)
+
+    def extra_repr(self) -> str:
+        return f"input_shape={self.input_shape}, num_classes={self.num_classes}"

@@ -1,0 +1,151 @@
+"""Reliability diagrams: accuracy per confidence bin against the diagonal, with a histogram of confidences.
+
+Figures are built with the object API (``matplotlib.figure.Figure``), never through ``pyplot``: nothing here
+picks or switches a backend, so the functions are safe in scripts, on headless machines and in notebooks
+alike, and a figure that is not shown is freed like any other object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+from pyro_bnn.evaluation.calibration import CalibrationResult
+
+PANEL_SIZE = (4.5, 5.0)
+"""Width and height in inches of one reliability panel, histogram included."""
+
+_HISTOGRAM_HEIGHT = "28%"
+"""Height of the confidence histogram below a diagram, relative to the diagram's axes."""
+
+
+def _root_figure(ax: Axes) -> Figure:
+    """The top-level figure of ``ax``, also when ``ax`` lives in a ``SubFigure``."""
+    # ax.figure is the SubFigure for axes inside one; a SubFigure's .figure is its root, a Figure's itself.
+    return ax.figure.figure
+
+
+def _draw_reliability(ax: Axes, result: CalibrationResult, *, title: str | None, label: str | None) -> Axes:
+    """Draws one reliability diagram into ``ax`` and a confidence histogram in a new axes below it.
+
+    Args:
+        ax: axes for the diagram; it gives up the bottom part of its area to the histogram.
+        result: the binned statistics to draw.
+        title: axes title, or ``None`` for none.
+        label: legend label of the accuracy bars (``"accuracy"`` when ``None``); the ECE is appended.
+
+    Returns:
+        The histogram's axes.
+    """
+    edges = result.bin_edges.detach().cpu().double().numpy()
+    counts = result.bin_counts.detach().cpu().numpy()
+    accuracy = result.bin_accuracy.detach().cpu().double().numpy()
+    confidence = result.bin_confidence.detach().cpu().double().numpy()
+    widths = np.diff(edges)
+    centers = edges[:-1] + widths / 2
+    # Empty bins have NaN statistics; they get no bar rather than a misleading zero-height one.
+    filled = counts > 0
+
+    ax.plot([0.0, 1.0], [0.0, 1.0], linestyle="--", color="0.35", linewidth=1.0, label="perfect calibration")
+    ax.bar(
+        centers[filled],
+        accuracy[filled],
+        width=widths[filled],
+        color="C0",
+        edgecolor="white",
+        linewidth=0.5,
+        label=f"{label or 'accuracy'} (ECE = {result.ece:.3f})",
+    )
+    # The gap bar spans accuracy to confidence: above the accuracy bar where the model is overconfident, into
+    # it where it is underconfident.
+    ax.bar(
+        centers[filled],
+        confidence[filled] - accuracy[filled],
+        bottom=accuracy[filled],
+        width=widths[filled],
+        color="C3",
+        alpha=0.3,
+        edgecolor="C3",
+        hatch="//",
+        linewidth=0.5,
+        label="gap to confidence",
+    )
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel("accuracy")
+    ax.legend(loc="upper left", fontsize="small")
+    if title is not None:
+        ax.set_title(title)
+
+    histogram_ax = make_axes_locatable(ax).append_axes("bottom", size=_HISTOGRAM_HEIGHT, pad=0.1, sharex=ax)
+    histogram_ax.bar(centers, counts, width=widths, color="0.55", edgecolor="white", linewidth=0.5)
+    histogram_ax.set_xlabel("confidence")
+    histogram_ax.set_ylabel("count")
+    ax.tick_params(labelbottom=False)
+    return histogram_ax
+
+
+def plot_reliability(
+    result: CalibrationResult,
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    label: str | None = None,
+) -> Figure:
+    """Reliability diagram of one predictive.
+
+    Bars show the accuracy of each non-empty confidence bin against the diagonal of perfect calibration,
+    shaded bars the gap from accuracy to the bin's mean confidence, and a lower panel the number of data
+    points per bin. The ECE is part of the accuracy bars' legend entry.
+
+    Args:
+        result: binned statistics from ``pyro_bnn.evaluation.calibration``; its tensors may be on any device.
+        ax: axes to draw into (the lower part of its area goes to the histogram); ``None`` makes a new
+            figure.
+        title: title of the diagram.
+        label: legend label of the accuracy bars, e.g. the model's name; ``"accuracy"`` when ``None``.
+
+    Returns:
+        The figure holding the diagram (``ax``'s top-level figure when ``ax`` is given).
+    """
+    if ax is None:
+        figure = Figure(figsize=PANEL_SIZE)
+        ax = figure.add_subplot()
+        figure.subplots_adjust(left=0.15, right=0.96, bottom=0.1, top=0.93 if title else 0.97)
+    else:
+        figure = _root_figure(ax)
+    _draw_reliability(ax, result, title=title, label=label)
+    return figure
+
+
+def plot_reliability_grid(results: Mapping[str, CalibrationResult], *, title: str | None = None) -> Figure:
+    """Reliability diagrams of several predictives side by side, one titled panel per entry.
+
+    Args:
+        results: panel title (e.g. ``"ReLU"``, ``"Leaky ReLU"``) to binned statistics, drawn left to right in
+            the mapping's order.
+        title: title over all panels.
+
+    Returns:
+        A new figure with one diagram (and its histogram) per entry.
+
+    Raises:
+        ValueError: ``results`` is empty.
+    """
+    if len(results) == 0:
+        raise ValueError("results must hold at least one CalibrationResult to plot; got an empty mapping")
+    num_panels = len(results)
+    width, height = PANEL_SIZE
+    figure = Figure(figsize=(width * num_panels, height))
+    axes = figure.subplots(1, num_panels, squeeze=False)[0]
+    top = 0.88 if title else 0.93
+    figure.subplots_adjust(left=0.15 / num_panels, right=1 - 0.04 / num_panels, bottom=0.1, top=top, wspace=0.3)
+    for ax, (name, result) in zip(axes, results.items(), strict=True):
+        _draw_reliability(ax, result, title=name, label=None)
+    if title is not None:
+        figure.suptitle(title)
+    return figure

@@ -1,0 +1,79 @@
+"""The prediction object that metrics, diagnostics, plots and exports all consume."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from pyro_bnn.evaluation import summarize
+
+
+@dataclass
+class Prediction:
+    """Posterior predictive samples for N inputs.
+
+    Classification fills ``probs``; regression fills ``means`` and ``noise_scale``.
+
+    Attributes:
+        probs: Class probabilities per posterior sample, ``(S, N, C)``.
+        means: Predicted means per posterior sample, ``(S, N, D)``.
+        noise_scale: Observation noise standard deviation of a Gaussian likelihood (scalar tensor).
+        targets: The inputs' labels ``(N,)`` or regression targets ``(N, D)`` when they were given.
+    """
+
+    probs: torch.Tensor | None = None
+    means: torch.Tensor | None = None
+    noise_scale: torch.Tensor | None = None
+    targets: torch.Tensor | None = None
+
+    @property
+    def num_samples(self) -> int:
+        """S, the number of posterior samples."""
+        return (self.probs if self.probs is not None else self.means).shape[0]
+
+    @property
+    def is_classification(self) -> bool:
+        return self.probs is not None
+
+    def mean_probs(self) -> torch.Tensor:
+        """Posterior predictive class probabilities ``(N, C)``: the mean over samples."""
+        self._require_classification()
+        return self.probs.mean(0)
+
+    def predictive_mean(self) -> torch.Tensor:
+        """Regression predictive mean ``(N, D)``."""
+        self._require_regression()
+        return self.means.mean(0)
+
+    def predictive_std(self) -> torch.Tensor:
+        """Regression predictive standard deviation ``(N, D)``: spread of the sampled means plus the noise."""
+        self._require_regression()
+        variance = self.means.var(0, unbiased=False) + self.noise_scale**2
+        return variance.sqrt()
+
+    def metrics(self, n_bins: int = 15) -> dict[str, float]:
+        """Scores against :attr:`targets`.
+
+        Classification: ``accuracy, nll, brier, ece, mce`` (see :func:`pyro_bnn.evaluation.summarize`).
+        Regression: ``rmse`` of the predictive mean and ``nll``, the mean negative log density of the mixture
+        predictive ``(1/S) sum_s Normal(y; mean_s, noise_scale^2)``.
+        """
+        if self.targets is None:
+            raise ValueError("this prediction has no targets to score against; pass (x, y) or a loader of pairs")
+        if self.is_classification:
+            return summarize(self.probs, self.targets, n_bins=n_bins)
+        normal = torch.distributions.Normal(self.means, self.noise_scale)
+        log_density = normal.log_prob(self.targets.expand_as(self.means)).sum(-1)  # (S, N)
+        mixture = torch.logsumexp(log_density, 0) - math.log(self.num_samples)
+        rmse = (self.predictive_mean() - self.targets).pow(2).sum(-1).mean().sqrt()
+        return {"rmse": float(rmse), "nll": float(-mixture.mean())}
+
+    def _require_classification(self) -> None:
+        if self.probs is None:
+            raise ValueError("this is a regression prediction; it has no class probabilities")
+
+    def _require_regression(self) -> None:
+        if self.means is None:
+            raise ValueError("this is a classification prediction; use probs / mean_probs()")

@@ -1,0 +1,126 @@
+"""The prior interface: which parameters are random and what their prior distribution is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+from pyro.distributions import Distribution
+from torch import nn
+
+from pyro_bnn.priors.selection import Select, every_parameter
+
+
+@dataclass(frozen=True)
+class ParameterSite:
+    """One parameter tensor of a network that becomes a Pyro sample site.
+
+    Attributes:
+        name: Full dotted parameter name, also the sample site's name (``"layers.0.weight"``).
+        layer: Dotted name of the module that owns the parameter (``"layers.0"``; ``""`` for the root).
+        attr: Attribute name on that module (``"weight"``).
+        shape: The parameter's shape, which is the site's event shape.
+    """
+
+    name: str
+    layer: str
+    attr: str
+    shape: torch.Size
+
+
+def join_name(prefix: str, name: str) -> str:
+    """Dotted name ``prefix.name``, or ``name`` alone when the prefix is empty (the root module)."""
+    return f"{prefix}.{name}" if prefix else name
+
+
+def elementwise(family: Callable[..., Distribution], shape: torch.Size, *params: torch.Tensor) -> Distribution:
+    """An i.i.d. prior over a tensor of ``shape`` whose parameters may carry sample dimensions.
+
+    Args:
+        family: A distribution constructor taking the tensors ``params`` (e.g. ``dist.Normal``).
+        shape: Event shape, the parameter tensor's shape.
+        *params: Tensors of shape ``batch`` (``()`` for fixed hyperparameters, ``(P, 1)`` when a hyperprior was
+            sampled under a vectorised particle plate).
+
+    Returns:
+        A distribution with ``batch_shape == broadcast(batch)`` and ``event_shape == shape``.
+    """
+    batch = torch.broadcast_shapes(*(p.shape for p in params))
+    trailing = (1,) * len(shape)
+    base = family(*(p.reshape(p.shape + trailing) for p in params))
+    return base.expand(batch + shape).to_event(len(shape))
+
+
+def positive_buffer(module: nn.Module, name: str, value: float) -> None:
+    """Registers ``value`` as a scalar buffer after checking that it is a finite positive number."""
+    value = float(value)
+    if not (value > 0 and value < float("inf")):
+        raise ValueError(f"{type(module).__name__}: {name} must be a finite number > 0, got {value!r}")
+    module.register_buffer(name, torch.tensor(value))
+
+
+def finite_buffer(module: nn.Module, name: str, value: float) -> None:
+    """Registers ``value`` as a scalar buffer after checking that it is finite."""
+    value = float(value)
+    if not abs(value) < float("inf"):
+        raise ValueError(f"{type(module).__name__}: {name} must be a finite number, got {value!r}")
+    module.register_buffer(name, torch.tensor(value))
+
+
+class Prior(nn.Module):
+    """Base class of weight priors.
+
+    A prior walks a network, picks the parameters that become random (``select``) and gives each its prior
+    distribution. Its hyperparameters are registered buffers, so ``bnn.to("cuda")`` moves them with the network.
+
+    Args:
+        select: ``select(name, module) -> bool`` choosing the random parameters (see
+            :mod:`pyro_bnn.priors.selection`); default: every weight and bias.
+
+    Subclasses implement :meth:`distribution`; hierarchical priors also :meth:`layer_hyperpriors`.
+    """
+
+    def __init__(self, select: Select | None = None) -> None:
+        super().__init__()
+        if select is not None and not callable(select):
+            raise ValueError(f"select must be a callable select(name, module) -> bool, got {select!r}")
+        self.select: Select = select if select is not None else every_parameter
+
+    def parameter_sites(self, net: nn.Module) -> list[ParameterSite]:
+        """The parameters of ``net`` that this prior makes random, in ``named_modules`` order."""
+        sites, seen = [], set()
+        for layer_name, layer in net.named_modules():
+            for attr, param in layer.named_parameters(recurse=False):
+                name = join_name(layer_name, attr)
+                if id(param) in seen or not self.select(name, layer):
+                    continue
+                seen.add(id(param))
+                sites.append(ParameterSite(name, layer_name, attr, param.shape))
+        return sites
+
+    def layer_hyperpriors(self, layer: str) -> dict[str, Distribution]:
+        """Hyperprior distributions shared by one layer's parameters, keyed by a short name (``"scale"``).
+
+        The model samples each as site ``"<layer>.prior_<key>"`` before the layer's parameters and passes the
+        values to :meth:`distribution`. Non-hierarchical priors have none.
+        """
+        return {}
+
+    def distribution(self, site: ParameterSite, hyper: Mapping[str, torch.Tensor]) -> Distribution:
+        """Prior distribution of one parameter tensor.
+
+        Args:
+            site: The parameter.
+            hyper: Sampled values of this layer's :meth:`layer_hyperpriors`, each of shape ``()`` or ``(P, 1)``.
+
+        Returns:
+            A distribution with event shape ``site.shape``.
+        """
+        raise NotImplementedError
+
+    def log_prob(
+        self, site: ParameterSite, value: torch.Tensor, hyper: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """Log prior density of a parameter value, summed over the tensor (a convenience for diagnostics)."""
+        return self.distribution(site, hyper or {}).log_prob(value)

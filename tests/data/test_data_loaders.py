@@ -1,0 +1,133 @@
+"""``BatchLoader``: coverage, (seed, epoch) determinism, drop_last, lengths and devices."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from pyro_bnn.data import BatchLoader
+
+N = 10
+
+
+def ids(loader: BatchLoader) -> list[int]:
+    """The example ids one epoch visits, in order (x holds each example's id)."""
+    return [int(i) for x, _ in loader for i in x[:, 0].tolist()]
+
+
+@pytest.fixture
+def data() -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.arange(N, dtype=torch.float32).unsqueeze(1).repeat(1, 3)  # row i is (i, i, i)
+    y = torch.arange(N) % 3
+    return x, y
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("batch_size", [1, 3, 10, 32])
+def test_every_example_once_per_epoch(data, shuffle, batch_size):
+    loader = BatchLoader(*data, batch_size, shuffle=shuffle)
+    for _ in range(3):
+        batches = list(loader)
+        seen = [int(i) for x, _ in batches for i in x[:, 0].tolist()]
+        assert sorted(seen) == list(range(N))
+        assert len(batches) == len(loader)
+        for x, y in batches:  # targets stay aligned with their inputs
+            assert torch.equal(y, x[:, 0].long() % 3)
+            assert len(x) <= batch_size
+
+
+def test_unshuffled_batches_match_a_dataloader(data):
+    ours = list(BatchLoader(*data, 4))
+    reference = list(DataLoader(TensorDataset(*data), batch_size=4))
+    assert len(ours) == len(reference) == 3
+    for (x, y), (x_ref, y_ref) in zip(ours, reference, strict=True):
+        assert torch.equal(x, x_ref) and torch.equal(y, y_ref)
+
+
+def test_order_depends_only_on_seed_and_epoch(data):
+    a = BatchLoader(*data, 4, shuffle=True, seed=7)
+    b = BatchLoader(*data, 4, shuffle=True, seed=7)
+    a_epochs = [ids(a) for _ in range(3)]  # epochs 0, 1, 2: iter() advances the epoch
+
+    torch.manual_seed(999)  # the global RNG plays no part
+    b.set_epoch(2)
+    assert ids(b) == a_epochs[2]
+    b.set_epoch(0)
+    assert ids(b) == a_epochs[0]
+    assert ids(b) == a_epochs[1]  # and then advances as usual
+
+    assert a_epochs[0] != a_epochs[1] != a_epochs[2]
+    assert ids(BatchLoader(*data, 4, shuffle=True, seed=8)) != a_epochs[0]
+
+
+def test_shuffling_leaves_the_global_rng_alone(data):
+    torch.manual_seed(0)
+    expected = torch.rand(2)
+    torch.manual_seed(0)
+    list(BatchLoader(*data, 3, shuffle=True))
+    assert torch.equal(torch.rand(2), expected)
+
+
+def test_resumed_run_sees_the_same_batches(data):
+    original = BatchLoader(*data, 3, shuffle=True, seed=1)
+    history = [ids(original) for _ in range(4)]
+    resumed = BatchLoader(*data, 3, shuffle=True, seed=1)
+    resumed.set_epoch(2)
+    assert [ids(resumed), ids(resumed)] == history[2:]
+    assert resumed.epoch == 4
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "drop_last", "expected"), [(3, False, 4), (3, True, 3), (5, True, 2), (11, True, 0)]
+)
+def test_len_and_drop_last(data, batch_size, drop_last, expected):
+    loader = BatchLoader(*data, batch_size, drop_last=drop_last, shuffle=True)
+    batches = list(loader)
+    assert len(loader) == len(batches) == expected
+    if drop_last:
+        assert all(len(x) == batch_size for x, _ in batches)
+    else:
+        assert [len(x) for x, _ in batches] == [3, 3, 3, 1]
+
+
+def test_dataset_and_batch_size_attributes(data):
+    loader = BatchLoader(*data, 4)
+    assert isinstance(loader.dataset, TensorDataset)
+    assert len(loader.dataset) == N
+    assert loader.batch_size == 4
+
+
+def test_empty_data():
+    loader = BatchLoader(torch.zeros(0, 2), torch.zeros(0, dtype=torch.long), 4, shuffle=True)
+    assert len(loader) == 0 and list(loader) == []
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, True, "4"])
+def test_bad_batch_size(data, batch_size):
+    with pytest.raises(ValueError, match=f"batch_size must be a positive int, got {batch_size!r}"):
+        BatchLoader(*data, batch_size)
+
+
+def test_mismatched_lengths(data):
+    x, y = data
+    with pytest.raises(ValueError, match="same number of examples, got 10 and 9"):
+        BatchLoader(x, y[:9], 2)
+
+
+def test_bad_epoch(data):
+    with pytest.raises(ValueError, match="epoch"):
+        BatchLoader(*data, 2).set_epoch(-1)
+
+
+def test_batches_move_to_the_device(data, device):
+    loader = BatchLoader(*data, 4, shuffle=True, device=device)
+    for x, y in loader:
+        assert x.device.type == device.type and y.device.type == device.type
+        assert x.dtype == torch.float32 and y.dtype == torch.int64
+
+
+def test_data_already_on_the_device(data, device):
+    x, y = (t.to(device) for t in data)
+    cpu_order = ids(BatchLoader(*data, 4, shuffle=True, seed=5))
+    assert ids(BatchLoader(x, y, 4, shuffle=True, seed=5)) == cpu_order

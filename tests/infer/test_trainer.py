@@ -1,0 +1,295 @@
+import functools
+import pickle
+
+import pyro
+import pytest
+import torch
+from pyro.infer.autoguide import AutoDelta, AutoNormal
+from torch import nn
+
+from pyro_bnn import BNN
+from pyro_bnn.data import BatchLoader
+from pyro_bnn.guides import BayesByBackprop, init_to_network, posterior_loc_scale
+from pyro_bnn.infer import (
+    Checkpoint,
+    EarlyStopping,
+    HistoryLogger,
+    NonFiniteLossError,
+    Trainer,
+    linear_warmup,
+    load_checkpoint,
+    save_checkpoint,
+)
+from pyro_bnn.likelihoods import Categorical, Gaussian
+from pyro_bnn.predict import predict, predict_posterior_mean
+from pyro_bnn.priors import NormalPrior
+
+
+def _blobs(n=120, seed=0):
+    """Three Gaussian blobs in 2-D, labels 0..2."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 3
+    centres = torch.tensor([[0.0, 2.0], [2.0, -1.0], [-2.0, -1.0]])
+    return centres[y] + 0.8 * torch.randn(n, 2, generator=g), y
+
+
+def _classifier(n_train=90):
+    torch.manual_seed(0)  # the network's initialisation, which the guide starts from
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 3))
+    return BNN(net, NormalPrior(0.0, 1.0), Categorical(n_train))
+
+
+def _loaders(batch_size=30):
+    x, y = _blobs()
+    return BatchLoader(x[:90], y[:90], batch_size, shuffle=True, seed=4), BatchLoader(x[90:], y[90:], 30)
+
+
+def _trainer(bnn, **kwargs):
+    kwargs.setdefault("optim", pyro.optim.Adam({"lr": 0.05}))
+    guide = kwargs.pop("guide", lambda m: AutoNormal(m, init_loc_fn=init_to_network(m), init_scale=0.05))
+    return Trainer(bnn, guide, seed=kwargs.pop("seed", 0), progress=False, num_val_samples=8, **kwargs)
+
+
+def test_mean_field_guide_recovers_the_bayesian_linear_regression_posterior():
+    """y = Xw + noise with known noise and a N(0, alpha^2) prior: the exact posterior is Gaussian with precision
+    L = X'X / sigma^2 + I / alpha^2 and mean L^-1 X'y / sigma^2; the best mean-field Gaussian has that mean and
+    variances 1 / L_ii. Tolerances: 0.15 posterior standard deviations on the means, 10 % on the scales."""
+    g = torch.Generator().manual_seed(0)
+    n, d, sigma, alpha = 200, 3, 0.5, 1.0
+    x = torch.randn(n, d, generator=g)
+    y = (x @ torch.tensor([1.0, -2.0, 0.5]) + sigma * torch.randn(n, generator=g)).unsqueeze(-1)
+    precision = x.T @ x / sigma**2 + torch.eye(d) / alpha**2
+    post_mean = torch.linalg.solve(precision, x.T @ y.squeeze(-1) / sigma**2)
+    mean_field_std = precision.diagonal().rsqrt()
+
+    bnn = BNN(nn.Linear(d, 1, bias=False), NormalPrior(0.0, alpha), Gaussian(n, sigma))
+    trainer = Trainer(
+        bnn,
+        functools.partial(BayesByBackprop, rho_init=(-3.0, -3.0)),
+        optim=pyro.optim.Adam({"lr": 0.05}),
+        elbo="meanfield",
+        num_particles=16,
+        seed=0,
+        progress=False,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.MultiStepLR(opt, [300, 400, 500], 0.25),
+    )
+    trainer.fit(BatchLoader(x, y, n), 600)
+    loc, scale = posterior_loc_scale(trainer.guide)["weight"]
+    assert ((loc.squeeze(0) - post_mean).abs() / mean_field_std).max() < 0.15
+    assert ((scale.squeeze(0) / mean_field_std) - 1).abs().max() < 0.10
+    # A broken N/B scaling or KL would land far away: the prior alone has std 1, the full posterior ~0.035.
+
+
+def test_training_learns_and_reports_the_elbo_split():
+    train, val = _loaders()
+    history = _trainer(_classifier()).fit(train, 15, val_loader=val)
+    first, last = history[0], history[-1]
+    assert last["loss"] < first["loss"]
+    assert last["val_accuracy"] > 0.85
+    for record in history:
+        assert record["loss"] == pytest.approx(record["data_term"] + record["kl_term"], rel=1e-6)
+        assert record["kl_term"] > 0
+        assert {"val_nll", "val_ece", "val_brier", "time_s", "lr"} <= set(record)
+
+
+def test_kl_annealing_weights_reach_the_record():
+    train, _ = _loaders()
+    history = _trainer(_classifier(), kl_schedule=linear_warmup(2)).fit(train, 3)
+    # three steps per epoch at progress 0, 1/3, 2/3 then 1, 4/3, 5/3 (weights progress/2), then 1.
+    assert [r["kl_weight"] for r in history] == pytest.approx([1 / 6, 2 / 3, 1.0])
+
+
+def test_blundell_weighting_averages_to_one_per_epoch():
+    train, _ = _loaders(batch_size=10)
+    history = _trainer(_classifier(), kl_weighting="blundell").fit(train, 1)
+    assert history[0]["kl_weight"] == pytest.approx(1.0)
+
+
+def test_same_seed_gives_identical_runs():
+    histories = []
+    for _ in range(2):
+        train, val = _loaders()
+        history = _trainer(_classifier(), num_particles=2).fit(train, 3, val_loader=val)
+        histories.append([{k: v for k, v in r.items() if k != "time_s"} for r in history])
+    assert histories[0] == histories[1]
+
+
+def test_checkpoint_round_trip_gives_identical_predictions(tmp_path):
+    train, val = _loaders()
+    trainer = _trainer(_classifier(), callbacks=[Checkpoint(tmp_path / "ckpt.pt")])
+    trainer.fit(train, 2)
+    restored = _trainer(_classifier())
+    restored.setup(*next(iter(train)))
+    restored.load_checkpoint(tmp_path / "ckpt.pt")
+    x, y = _blobs()
+    mean_a = predict_posterior_mean(trainer.bnn, trainer.guide, (x, y)).probs
+    mean_b = predict_posterior_mean(restored.bnn, restored.guide, (x, y)).probs
+    assert torch.equal(mean_a, mean_b)
+    pyro.set_rng_seed(9)
+    samples_a = predict(trainer.bnn, trainer.guide, x, num_samples=5).probs
+    pyro.set_rng_seed(9)
+    samples_b = predict(restored.bnn, restored.guide, x, num_samples=5).probs
+    assert torch.equal(samples_a, samples_b)
+    assert restored.epoch == 2 and len(restored.history) == 2
+
+
+def test_resume_after_interruption_matches_an_uninterrupted_run(tmp_path):
+    strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
+    train, val = _loaders()
+    straight = _trainer(_classifier()).fit(train, 4, val_loader=val)
+
+    train, val = _loaders()
+    interrupted = _trainer(_classifier(), callbacks=[Checkpoint(tmp_path / "run.pt")])
+    interrupted.fit(train, 2, val_loader=val)  # the "interruption": the process ends after epoch 2
+    train, val = _loaders()
+    resumed = _trainer(_classifier(), seed=12345)  # a different seed must not matter when resuming
+    history = resumed.fit(train, 4, val_loader=val, resume_from=tmp_path / "run.pt")
+    assert strip(history) == strip(straight)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+    x, y = _blobs()
+
+    class PoisonedLoader(BatchLoader):
+        """Serves a NaN input from the third epoch on."""
+
+        def __iter__(self):
+            for xb, yb in super().__iter__():
+                yield (xb * float("nan") if self.current >= 2 else xb), yb
+
+        def set_epoch(self, epoch):
+            self.current = epoch
+            super().set_epoch(epoch)
+
+    loader = PoisonedLoader(x[:90], y[:90], 30, shuffle=True, seed=1)
+    loader.set_epoch(0)
+    path = tmp_path / "ckpt.pt"
+    trainer = _trainer(_classifier(), callbacks=[Checkpoint(path)])
+    with pytest.raises(NonFiniteLossError, match=f"loss became nan at epoch 3, step 1.*last good checkpoint is {path}"):
+        trainer.fit(loader, 5)
+    state = load_checkpoint(path)
+    assert state["epoch"] == 2
+    assert all(torch.isfinite(v).all() for v in state["guide"].values())
+
+
+def test_checkpoint_with_a_pickled_object_is_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save(
+        {"format": "pyro_bnn.checkpoint/1", "payload": pickle.loads(pickle.dumps(functools.partial(print)))},
+        path,
+    )
+    with pytest.raises(ValueError, match="refusing to load"):
+        load_checkpoint(path)
+
+
+def test_checkpoint_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a pyro_bnn checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+    (tmp_path / "truncated.pt").write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "truncated.pt")
+
+
+def test_save_checkpoint_leaves_no_temporary_files(tmp_path):
+    save_checkpoint({"a": torch.ones(3)}, tmp_path / "sub" / "c.pt")
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["c.pt"]
+
+
+def test_early_stopping_and_restore_best():
+    train, val = _loaders()
+    stopper = EarlyStopping("val_nll", patience=2, mode="min", restore_best=True)
+    trainer = _trainer(_classifier(), optim=pyro.optim.Adam({"lr": 0.5}), callbacks=[stopper])
+    history = trainer.fit(train, 40, val_loader=val)
+    assert len(history) < 40
+    assert len(history) == stopper.best_epoch + 2
+
+
+def test_early_stopping_without_validation_metrics_is_a_clear_error():
+    train, _ = _loaders()
+    with pytest.raises(ValueError, match="EarlyStopping monitors 'val_accuracy'"):
+        _trainer(_classifier(), callbacks=[EarlyStopping()]).fit(train, 2)
+
+
+def test_history_logger(tmp_path):
+    train, _ = _loaders()
+    _trainer(_classifier(), callbacks=[HistoryLogger(tmp_path / "h.json")]).fit(train, 2)
+    assert '"epoch": 2' in (tmp_path / "h.json").read_text()
+
+
+def test_pyro_optim_with_per_parameter_arguments_and_clipping():
+    train, _ = _loaders()
+    optim = pyro.optim.Adam(lambda name: {"lr": 0.0 if name.startswith("guide.scales") else 0.05}, {"clip_norm": 1.0})
+    trainer = _trainer(_classifier(), optim=optim)
+    trainer.fit(train, 1)
+    scales = {n: p for n, p in trainer.guide.named_parameters() if n.startswith("scales")}
+    expected = torch.full_like(next(iter(scales.values())), 0.05).expm1().log()  # softplus^-1(0.05), untouched
+    assert torch.allclose(next(iter(scales.values())), expected, atol=1e-6)
+
+
+def test_map_and_deterministic_parameters_train_together():
+    """Parameters the prior does not select stay nn.Parameters and are optimised alongside the guide."""
+    from pyro_bnn.priors import weights_only
+
+    net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 3))
+    bnn = BNN(net, NormalPrior(select=weights_only), Categorical(90))
+    before = net[0].bias.detach().clone()
+    train, _ = _loaders()
+    _trainer(bnn, guide=lambda m: AutoDelta(m, init_loc_fn=init_to_network(m))).fit(train, 2)
+    assert not torch.equal(before, net[0].bias.detach())
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda x, y: (x[:, :1], y), r"per-example shape \(1,\) does not match|cannot run on inputs"),
+        (lambda x, y: (x, y + 3), r"labels must lie in \[0, 3\)"),
+        (lambda x, y: (x, y.float()), "class labels must be an integer tensor"),
+    ],
+)
+def test_bad_batches_fail_before_training(change, message):
+    x, y = _blobs()
+    x, y = change(x[:90], y[:90])
+    with pytest.raises(ValueError, match=message):
+        _trainer(_classifier()).fit(BatchLoader(x, y, 30), 1)
+
+
+def test_dataset_size_must_match_the_loader():
+    train, _ = _loaders()
+    with pytest.raises(ValueError, match="loader has 90 examples but the likelihood was built with dataset_size=50"):
+        _trainer(_classifier(n_train=50)).fit(train, 1)
+
+
+def test_minibatch_larger_than_dataset_size_is_refused():
+    bnn = _classifier(n_train=10)
+    x, y = _blobs()
+    with pytest.raises(ValueError, match="minibatch of 30 examples is larger than dataset_size=10"):
+        bnn(x[:30], y[:30])
+
+
+def test_optimizer_instance_is_refused_with_a_hint():
+    train, _ = _loaders()
+    bad = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    with pytest.raises(TypeError, match="pass a factory"):
+        _trainer(_classifier(), optim=bad).fit(train, 1)
+
+
+def test_torch_optimizer_factory():
+    train, _ = _loaders()
+    trainer = _trainer(_classifier(), optim=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9))
+    trainer.fit(train, 1)
+    assert isinstance(trainer.optimizer, torch.optim.SGD)
+
+
+@pytest.mark.cuda
+def test_training_on_cuda(device):
+    if device.type != "cuda":
+        pytest.skip("CUDA-only test")
+    train, val = _loaders()
+    trainer = _trainer(_classifier(), device=device)
+    history = trainer.fit(train, 3, val_loader=val)
+    assert history[-1]["val_accuracy"] > 0.6
+    assert all(p.device.type == "cuda" for p in trainer.guide.parameters())
+    assert trainer.bnn.prior.scale.device.type == "cuda"

@@ -1,0 +1,136 @@
+import math
+
+import pyro
+import pytest
+import torch
+from pyro.infer.autoguide import AutoDelta, AutoNormal
+from torch import nn
+from torch.func import functional_call
+
+from pyro_bnn import BNN
+from pyro_bnn.data import BatchLoader
+from pyro_bnn.guides import MCDropout, init_to_network
+from pyro_bnn.likelihoods import Categorical, Gaussian
+from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
+from pyro_bnn.priors import NormalPrior, nothing
+
+X = torch.randn(25, 4)
+Y = torch.arange(25) % 3
+
+
+def _bnn(dropout=0.0, prior=None, likelihood=None):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Dropout(dropout), nn.Linear(16, 3))
+    return BNN(net, prior or NormalPrior(), likelihood or Categorical(100))
+
+
+def _guide(bnn, cls=AutoNormal, **kwargs):
+    guide = cls(bnn, init_loc_fn=init_to_network(bnn), **kwargs)
+    guide(X, Y)
+    return guide
+
+
+def test_shapes_and_normalisation():
+    bnn = _bnn()
+    prediction = predict(bnn, _guide(bnn, init_scale=0.3), (X, Y), num_samples=7, batch_size=10)
+    assert prediction.probs.shape == (7, 25, 3)
+    assert torch.allclose(prediction.probs.sum(-1), torch.ones(7, 25))
+    assert torch.equal(prediction.targets, Y)
+    assert prediction.probs.std(0).mean() > 0.01  # the samples differ
+    assert set(prediction.metrics()) == {"accuracy", "nll", "brier", "ece", "mce"}
+
+
+def test_every_input_sees_the_same_weight_samples_and_chunking_only_regroups_them():
+    """Sample s of every input comes from one weight set: recompute sample s by hand for two inputs."""
+    bnn = _bnn()
+    guide = _guide(bnn, init_scale=0.3)
+    pyro.set_rng_seed(3)
+    whole = predict(bnn, guide, X, num_samples=6, chunk_size=6)
+    pyro.set_rng_seed(3)
+    chunked = predict(bnn, guide, X, num_samples=6, chunk_size=6, batch_size=4)
+    assert torch.allclose(whole.probs, chunked.probs, atol=1e-6)
+    small_chunks = predict(bnn, guide, X, num_samples=6, chunk_size=4)
+    assert small_chunks.probs.shape == (6, 25, 3)
+
+
+def test_loader_input_and_targets():
+    bnn = _bnn()
+    prediction = predict(bnn, _guide(bnn), BatchLoader(X, Y, 8), num_samples=3)
+    assert prediction.probs.shape == (3, 25, 3)
+    assert torch.equal(prediction.targets, Y)
+
+
+def test_point_estimate_samples_are_identical_and_equal_the_network():
+    bnn = _bnn()
+    guide = _guide(bnn, cls=AutoDelta)
+    prediction = predict(bnn, guide, X, num_samples=4)
+    expected = torch.softmax(functional_call(bnn.net, bnn.initial_values(), (X,)), -1)
+    assert torch.allclose(prediction.probs, expected.expand(4, -1, -1), atol=1e-6)
+
+
+def test_mc_dropout_keeps_dropout_on_and_restores_the_mode():
+    bnn = _bnn(dropout=0.5).eval()
+    prediction = predict(bnn, _guide(bnn, cls=MCDropout), X, num_samples=5)
+    assert prediction.probs.std(0).mean() > 1e-3
+    assert not bnn.training
+    no_dropout = predict(bnn, _guide(bnn, cls=AutoDelta), X, num_samples=5)
+    assert no_dropout.probs.std(0).max() == 0
+
+
+def test_posterior_mean_network_uses_the_guide_locations():
+    bnn = _bnn()
+    guide = _guide(bnn, init_scale=0.5)
+    prediction = predict_posterior_mean(bnn, guide, (X, Y))
+    locs = {name: guide.median()[name] for name in bnn.site_names}
+    expected = torch.softmax(functional_call(bnn.net, locs, (X,)), -1)
+    assert prediction.probs.shape == (1, 25, 3)
+    assert torch.allclose(prediction.probs[0], expected, atol=1e-6)
+
+
+def test_deterministic_network():
+    bnn = _bnn(prior=NormalPrior(select=nothing))
+    prediction = predict(bnn, _guide(bnn, cls=AutoDelta), X, num_samples=3)
+    assert prediction.probs.shape == (3, 25, 3)
+    assert prediction.probs.std(0).max() == 0
+
+
+def test_regression_prediction_and_metrics():
+    means = torch.tensor([[[0.0], [1.0]], [[2.0], [3.0]]])  # S=2, N=2, D=1
+    targets = torch.tensor([[1.0], [1.0]])
+    prediction = Prediction(means=means, noise_scale=torch.tensor(0.5), targets=targets)
+    assert torch.allclose(prediction.predictive_mean(), torch.tensor([[1.0], [2.0]]))
+    assert torch.allclose(prediction.predictive_std(), torch.tensor([[math.sqrt(1 + 0.25)]] * 2))
+    log_n = lambda y, m: -0.5 * ((y - m) / 0.5) ** 2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)  # noqa: E731
+    nll = -0.5 * (
+        math.log(0.5 * (math.exp(log_n(1, 0)) + math.exp(log_n(1, 2))))
+        + math.log(0.5 * (math.exp(log_n(1, 1)) + math.exp(log_n(1, 3))))
+    )
+    metrics = prediction.metrics()
+    assert metrics["nll"] == pytest.approx(nll, rel=1e-5)
+    assert metrics["rmse"] == pytest.approx(math.sqrt(0.5), rel=1e-6)
+
+
+def test_regression_through_predict():
+    torch.manual_seed(0)
+    bnn = BNN(nn.Linear(4, 2), NormalPrior(), Gaussian(100, scale=0.3))
+    guide = AutoNormal(bnn)
+    y = torch.randn(25, 2)
+    guide(X, y)
+    prediction = predict(bnn, guide, (X, y), num_samples=4)
+    assert prediction.means.shape == (4, 25, 2)
+    assert prediction.noise_scale.item() == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="regression prediction"):
+        prediction.mean_probs()
+
+
+def test_bad_arguments():
+    bnn = _bnn()
+    guide = _guide(bnn)
+    with pytest.raises(ValueError, match="num_samples must be an int >= 1, got 0"):
+        predict(bnn, guide, X, num_samples=0)
+    with pytest.raises(ValueError, match="x has 25 examples but y has 3"):
+        predict(bnn, guide, (X, Y[:3]))
+    with pytest.raises(ValueError, match="iterate more than once"):
+        predict(bnn, guide, iter([(X, Y)]))
+    with pytest.raises(ValueError, match="no targets"):
+        predict(bnn, guide, X, num_samples=2).metrics()

@@ -1,0 +1,174 @@
+import math
+
+import numpy as np
+import pyro
+import pytest
+import scipy.stats as st
+import torch
+from pyro import poutine
+from torch import nn
+
+from pyro_bnn import BNN
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.priors import (
+    CauchyPrior,
+    FlatPrior,
+    HierarchicalPrior,
+    LaplacePrior,
+    NormalPrior,
+    ScaleMixturePrior,
+    module_types,
+    name_matches,
+    nothing,
+    parse_prior,
+    weights_only,
+)
+
+VALUES = torch.tensor([[-3.0, -0.5, 0.0], [0.25, 1.0, 7.5]])
+
+
+def _site(prior, shape=(2, 3)):
+    net = nn.Linear(shape[1], shape[0])
+    return prior.parameter_sites(net)[0]
+
+
+@pytest.mark.parametrize(
+    "prior, scipy_logpdf",
+    [
+        (NormalPrior(0.5, 2.0), lambda v: st.norm(0.5, 2.0).logpdf(v)),
+        (LaplacePrior(-1.0, 0.7), lambda v: st.laplace(-1.0, 0.7).logpdf(v)),
+        (CauchyPrior(0.0, 3.0), lambda v: st.cauchy(0.0, 3.0).logpdf(v)),
+        (
+            ScaleMixturePrior(0.25, 1.0, math.exp(-6)),
+            lambda v: np.log(0.25 * st.norm(0, 1).pdf(v) + 0.75 * st.norm(0, math.exp(-6)).pdf(v)),
+        ),
+    ],
+    ids=["normal", "laplace", "cauchy", "mixture"],
+)
+def test_log_density_matches_scipy(prior, scipy_logpdf):
+    site = _site(prior)
+    expected = scipy_logpdf(VALUES.double().numpy()).sum()
+    assert prior.log_prob(site, VALUES).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_flat_prior_contributes_zero():
+    prior = FlatPrior()
+    site = _site(prior)
+    assert prior.log_prob(site, VALUES * 1e6).item() == 0.0
+
+
+def test_scale_mixture_log_density_is_finite_far_in_the_tails():
+    prior = ScaleMixturePrior(0.5, 1.0, math.exp(-6))
+    site = _site(prior, (1, 1))
+    # The spike component alone underflows at 0.5 (exp(-0.5 * (0.5/e^-6)^2)); logaddexp must keep the broad one.
+    expected = math.log(0.5) + st.norm(0, 1).logpdf(0.5)
+    assert prior.log_prob(site, torch.tensor([[0.5]])).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_scale_mixture_samples_have_the_mixture_variance():
+    prior = ScaleMixturePrior(0.3, 2.0, 0.1)
+    d = prior.distribution(_site(prior, (1, 1)), {})
+    samples = d.sample((200_000,))
+    assert samples.var().item() == pytest.approx(0.3 * 4.0 + 0.7 * 0.01, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    "spec, hyper_logpdf",
+    [
+        ("hierarchical:normal,halfnormal,2", lambda s: st.halfnorm(scale=2).logpdf(s)),
+        ("hierarchical:laplace,halfcauchy,1.5", lambda s: st.halfcauchy(scale=1.5).logpdf(s)),
+        ("hierarchical:cauchy,inversegamma,3,2", lambda s: st.invgamma(3, scale=2).logpdf(s)),
+    ],
+)
+def test_hierarchical_joint_log_density(spec, hyper_logpdf):
+    """The model's log joint over (layer scale, weights) equals log p(s) + sum log p(w | s), by scipy."""
+    prior = parse_prior(spec)
+    net = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 2))
+    bnn = BNN(net, prior, Categorical(10))
+    family = {"normal": st.norm, "laplace": st.laplace, "cauchy": st.cauchy}[spec.split(":")[1].split(",")[0]]
+    scales = {"0": 0.7, "2": 1.9}
+    values = {f"{layer}.prior_scale": torch.tensor(s) for layer, s in scales.items()}
+    generator = torch.Generator().manual_seed(0)
+    for site in bnn.sites:
+        values[site.name] = torch.randn(site.shape, generator=generator)
+    trace = poutine.trace(poutine.condition(bnn, values)).get_trace(torch.randn(4, 3))
+    trace.compute_log_prob()
+    latent = sum(
+        node["log_prob_sum"] for name, node in trace.nodes.items() if name != "obs" and node["type"] == "sample"
+    )
+    expected = sum(hyper_logpdf(s) for s in scales.values())
+    for site in bnn.sites:
+        expected += family(0, scales[site.layer]).logpdf(values[site.name].double().numpy()).sum()
+    assert latent.item() == pytest.approx(expected, rel=1e-5)
+    assert set(bnn.hyper_site_names()) == {"0.prior_scale", "2.prior_scale"}
+
+
+def test_fixed_hyperprior_has_no_site_and_equals_plain_prior():
+    site = _site(NormalPrior())
+    fixed = HierarchicalPrior("normal", "fixed", [0.3])
+    assert fixed.layer_hyperpriors("0") == {}
+    assert fixed.log_prob(site, VALUES).item() == pytest.approx(NormalPrior(0, 0.3).log_prob(site, VALUES).item())
+
+
+def test_prior_buffers_follow_the_module_dtype_and_device():
+    prior = NormalPrior(0.0, 2.0).double()
+    assert prior.scale.dtype == torch.float64
+    assert "scale" in dict(prior.named_buffers())
+
+
+def test_selection_helpers():
+    net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 2))
+    names = lambda select: [s.name for s in NormalPrior(select=select).parameter_sites(net)]  # noqa: E731
+    assert names(None) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert names(weights_only) == ["0.weight", "2.weight"]
+    assert names(module_types(nn.Linear)) == ["2.weight", "2.bias"]
+    assert names(name_matches("2.*")) == ["2.weight", "2.bias"]
+    assert names(nothing) == []
+
+
+@pytest.mark.parametrize(
+    "spec, cls",
+    [
+        ("normal", NormalPrior),
+        ("normal:0,1", NormalPrior),
+        ("laplace:0,0.5", LaplacePrior),
+        ("cauchy", CauchyPrior),
+        ("flat", FlatPrior),
+        ("mixture:0.5,1,0.0025", ScaleMixturePrior),
+        ("hierarchical:normal,fixed,0.1", HierarchicalPrior),
+    ],
+)
+def test_parse_prior(spec, cls):
+    assert isinstance(parse_prior(spec), cls)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("gaussian:0,1", "unknown prior 'gaussian'"),
+        ("normal:0", "takes 0 or 2 numeric argument"),
+        ("normal:0,-1", "scale must be a finite number > 0, got -1.0"),
+        ("normal:a,b", "arguments must be numbers"),
+        ("mixture:1.5,1,0.1", "pi must lie in (0, 1), got 1.5"),
+        ("hierarchical:normal", "expected 'hierarchical:FAMILY,HYPERPRIOR"),
+        ("hierarchical:student,halfnormal,1", "unknown weight family 'student'"),
+        ("hierarchical:normal,gamma,1", "unknown hyperprior 'gamma'"),
+        ("hierarchical:normal,inversegamma,1", "takes 2 argument(s)"),
+        ("flat:1", "takes 0 numeric argument"),
+        ("", "non-empty string"),
+    ],
+)
+def test_bad_prior_specs(spec, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_prior(spec)
+
+
+def test_prior_sampling_through_pyro():
+    """Prior predictive: weights sampled by the model follow the prior (a check on the site wiring)."""
+    net = nn.Linear(50, 40)
+    bnn = BNN(net, NormalPrior(0.0, 0.5), Categorical(10))
+    trace = poutine.trace(bnn).get_trace(torch.randn(2, 50))
+    w = trace.nodes["weight"]["value"]
+    assert w.shape == (40, 50)
+    assert w.std().item() == pytest.approx(0.5, rel=0.05)
+    assert pyro.get_param_store().keys() == set()

@@ -1,0 +1,97 @@
+import pyro
+import pytest
+import torch
+from pyro import poutine
+from pyro.infer.autoguide import AutoNormal
+from torch import nn
+from torch.func import functional_call
+
+from pyro_bnn import BNN
+from pyro_bnn.data import BatchLoader
+from pyro_bnn.guides import init_to_network
+from pyro_bnn.infer import Trainer
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.priors import NormalPrior, weights_only
+
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+
+
+def test_selected_parameters_become_sites_and_leave_the_optimiser():
+    net = _net()
+    initial = net[0].weight.detach().clone()
+    bnn = BNN(net, NormalPrior(select=weights_only), Categorical(10))
+    assert bnn.site_names == ["0.weight", "2.weight"]
+    assert [n for n, _ in bnn.named_parameters()] == ["net.0.bias", "net.2.bias"]
+    assert torch.equal(bnn.initial_values()["0.weight"], initial)
+    assert "net.0.weight" not in bnn.state_dict()  # the initial value is a non-persistent buffer
+    assert "Linear(in_features=4" in repr(bnn)  # the network still prints
+
+
+def test_model_trace_has_one_site_per_parameter_and_a_scaled_data_site():
+    bnn = BNN(_net(), NormalPrior(), Categorical(100))
+    x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    trace = poutine.trace(bnn).get_trace(x, y)
+    assert [n for n in trace.stochastic_nodes if n != "data"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert trace.observation_nodes == ["obs"]
+    assert trace.nodes["obs"]["scale"] == pytest.approx(100 / 5)
+
+
+def test_vectorised_weights_match_a_loop_of_functional_calls():
+    bnn = BNN(_net(), NormalPrior(), Categorical(10))
+    x = torch.randn(6, 4)
+    params = {s.name: torch.randn(7, 1, *s.shape) for s in bnn.sites}
+    batched = bnn.apply_parameters(x, params)
+    assert batched.shape == (7, 6, 3)
+    for i in range(7):
+        single = functional_call(bnn.net, {k: v[i, 0] for k, v in params.items()}, (x,))
+        assert torch.allclose(batched[i], single, atol=1e-6)
+
+
+def test_parameters_without_the_data_plate_slot_are_refused():
+    bnn = BNN(_net(), NormalPrior(), Categorical(10))
+    params = {s.name: torch.randn(7, *s.shape) for s in bnn.sites}
+    with pytest.raises(ValueError, match=r"leading shape \(7,\); expected \(\*sample_dims, 1\)"):
+        bnn.apply_parameters(torch.randn(6, 4), params)
+
+
+def test_two_models_side_by_side_share_nothing():
+    """Same architecture, same site names: training one must not touch the other (no global param store)."""
+    bnns = [BNN(_net(), NormalPrior(), Categorical(30)) for _ in range(2)]
+    guides = [AutoNormal(b, init_loc_fn=init_to_network(b)) for b in bnns]
+    x, y = torch.randn(30, 4), torch.randint(0, 3, (30,))
+    for guide in guides:
+        guide(x, y)
+    before = {k: v.clone() for k, v in guides[1].state_dict().items()}
+    Trainer(bnns[0], guides[0], progress=False, optim=pyro.optim.Adam({"lr": 0.1})).fit(BatchLoader(x, y, 10), 2)
+    assert all(torch.equal(before[k], v) for k, v in guides[1].state_dict().items())
+    assert not all(torch.equal(before[k], v) for k, v in guides[0].state_dict().items())
+    assert len(pyro.get_param_store()) == 0
+
+
+def test_zoo_models_check_their_input_shape():
+    net = build_model("3fc", input_shape=(1, 28, 28), num_classes=10, width=8)
+    bnn = BNN(net, NormalPrior(), Categorical(10))
+    with pytest.raises(
+        ValueError,
+        match=r"per-example shape \(1, 8, 8\) does not match the network's input_shape \(1, 28, 28\)",
+    ):
+        bnn.validate_batch(torch.randn(2, 1, 8, 8))
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="net must be a torch.nn.Module"):
+        BNN("net", NormalPrior(), Categorical(10))
+    with pytest.raises(ValueError, match="prior must be a pyro_bnn.priors.Prior"):
+        BNN(_net(), object(), Categorical(10))
+    with pytest.raises(ValueError, match="likelihood must be a pyro_bnn.likelihoods.Likelihood"):
+        BNN(_net(), NormalPrior(), None)
+
+
+def test_moving_the_model_moves_the_prior():
+    bnn = BNN(_net(), NormalPrior(0.0, 2.0), Categorical(10)).double()
+    assert bnn.prior.scale.dtype == torch.float64
+    assert bnn.initial_values()["0.weight"].dtype == torch.float64
