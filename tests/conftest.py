@@ -1,8 +1,154 @@
+"""Shared fixtures: a fresh Pyro state per test, a ``device`` fixture, tiny IDX files written on the fly, and
+isolation from the machine's own data.
+
+No test may read the real data sets, the user's cache or the network, so an autouse fixture unsets
+``PYRO_BNN_DATA``, points the default cache and the Debian Fashion-MNIST path into ``tmp_path`` and makes
+torchvision's download raise.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 import pyro
 import pytest
 import torch
+import torchvision.datasets
 
 import pyro_bnn  # noqa: F401  (applies pyro_bnn's Pyro settings)
+from pyro_bnn.data import sources
+
+IMAGES_MAGIC = 2051
+LABELS_MAGIC = 2049
+
+
+def idx_bytes(array: np.ndarray, magic: int) -> bytes:
+    """An IDX file's bytes: big-endian magic number, one 4-byte size per dimension, then the uint8 data."""
+    header = magic.to_bytes(4, "big") + b"".join(size.to_bytes(4, "big") for size in array.shape)
+    return header + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
+
+
+def write_file(path: Path, content: bytes, *, compress: bool) -> Path:
+    """Writes ``content`` to ``path``, or gzip-compressed to ``path + '.gz'``; returns the path written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress:
+        path = path.with_name(path.name + ".gz")
+        path.write_bytes(gzip.compress(content))
+    else:
+        path.write_bytes(content)
+    return path
+
+
+@dataclass
+class TinyMnist:
+    """A fake MNIST: ``n_train`` + ``n_test`` 28x28 uint8 images with known pixels and labels.
+
+    Pixel ``[0, 0]`` of every image holds its index (training images 0.., test images 100..), so a test can
+    tell which example ended up where after a split.
+    """
+
+    train_images: np.ndarray
+    train_labels: np.ndarray
+    test_images: np.ndarray
+    test_labels: np.ndarray
+
+    def contents(self) -> dict[str, bytes]:
+        """The four IDX files' (uncompressed) bytes, keyed by standard name."""
+        return {
+            "train-images-idx3-ubyte": idx_bytes(self.train_images, IMAGES_MAGIC),
+            "train-labels-idx1-ubyte": idx_bytes(self.train_labels, LABELS_MAGIC),
+            "t10k-images-idx3-ubyte": idx_bytes(self.test_images, IMAGES_MAGIC),
+            "t10k-labels-idx1-ubyte": idx_bytes(self.test_labels, LABELS_MAGIC),
+        }
+
+    def write(self, folder: Path, *, compress: bool = True, skip: tuple[str, ...] = ()) -> Path:
+        """Writes the four IDX files into ``folder`` (minus those named in ``skip``); returns ``folder``."""
+        for name, content in self.contents().items():
+            if name not in skip:
+                write_file(folder / name, content, compress=compress)
+        return folder
+
+
+def make_tiny_mnist(n_train: int = 7, n_test: int = 3, seed: int = 0) -> TinyMnist:
+    """A ``TinyMnist`` with random pixels from ``seed`` and labels cycling through 0..9."""
+    rng = np.random.default_rng(seed)
+    train = rng.integers(0, 256, size=(n_train, 28, 28), dtype=np.uint8)
+    test = rng.integers(0, 256, size=(n_test, 28, 28), dtype=np.uint8)
+    train[:, 0, 0] = np.arange(n_train)
+    test[:, 0, 0] = 100 + np.arange(n_test)
+    train_labels = (np.arange(n_train) * 3 + 1) % 10
+    test_labels = (np.arange(n_test) * 7 + 2) % 10
+    return TinyMnist(train, train_labels.astype(np.uint8), test, test_labels.astype(np.uint8))
+
+
+@pytest.fixture
+def tiny() -> TinyMnist:
+    """Seven training and three test images."""
+    return make_tiny_mnist()
+
+
+@pytest.fixture
+def make_tiny() -> Callable[..., TinyMnist]:
+    """``make_tiny_mnist`` for tests that need other sizes."""
+    return make_tiny_mnist
+
+
+@pytest.fixture
+def write_idx() -> Callable[..., Path]:
+    """``write_idx(path, array, magic, *, compress)`` writes one IDX file and returns its path."""
+
+    def write(path: Path, array: np.ndarray, magic: int, *, compress: bool = False) -> Path:
+        return write_file(path, idx_bytes(array, magic), compress=compress)
+
+    return write
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    """An empty cache folder (not yet created)."""
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def debian_dir(_isolated_data_sources: None) -> Path:
+    """Where the Debian Fashion-MNIST path points during the test (missing until a test fills it)."""
+    return sources.DEBIAN_FASHION_MNIST_DIR
+
+
+class NetworkDisabled(RuntimeError):
+    """What torchvision's download raises in these tests."""
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sources.DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv("PYRO_BNN_CACHE", str(tmp_path / "default-cache"))
+    monkeypatch.setattr(sources, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "debian" / "fashion-mnist")
+
+    def no_network(self: torchvision.datasets.MNIST) -> None:
+        raise NetworkDisabled("the data tests never use the network")
+
+    monkeypatch.setattr(torchvision.datasets.MNIST, "download", no_network)
+
+
+@pytest.fixture
+def leftover_files() -> Callable[[Path], list[str]]:
+    """Lists temporary or staging files left anywhere under a folder (there should be none)."""
+
+    def find(root: Path) -> list[str]:
+        if not root.exists():
+            return []
+        return sorted(
+            str(path.relative_to(root))
+            for path in root.rglob("*")
+            if path.name.endswith(".part") or path.name.startswith(".download-")
+        )
+
+    return find
 
 
 @pytest.fixture(autouse=True)

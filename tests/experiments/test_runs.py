@@ -1,0 +1,153 @@
+"""End-to-end runs with tiny settings: train, evaluate (with a corruption), resume, the demo and the CLI."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pyro_bnn.cli import main
+from pyro_bnn.experiments import RunConfig, evaluate_run, train_run
+from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
+from pyro_bnn.infer import load_checkpoint
+
+TINY = RunConfig(
+    dataset="moons",
+    model="tanh-small",
+    activation="tanh",
+    guide="autonormal:0.05",
+    epochs=3,
+    batch_size=64,
+    lr=0.02,
+    num_samples=8,
+    num_val_samples=4,
+    device="cpu",
+)
+
+
+def test_train_writes_every_artifact(tmp_path):
+    result = train_run(TINY, tmp_path / "run", progress=False)
+    files = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"config.json", "metrics.json", "checkpoint.pt", "history.json", "reliability.png"} <= files
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert set(metrics) >= {"accuracy", "nll", "ece", "brier", "history", "posterior_mean_accuracy"}
+    assert len(metrics["history"]) == 3 and metrics["accuracy"] == result.metrics["accuracy"]
+    assert result.prediction.probs.shape == (8, 200, 2)
+    assert RunConfig.load(tmp_path / "run" / "config.json") == TINY
+
+
+def test_evaluate_reproduces_the_test_metrics_and_scores_corruptions(tmp_path):
+    trained = train_run(TINY, tmp_path / "run", progress=False).metrics
+    rescored = evaluate_run(tmp_path / "run")
+    for key in ("accuracy", "nll", "ece", "posterior_mean_accuracy"):
+        assert rescored[key] == pytest.approx(trained[key], abs=0.05)
+    # the posterior-mean network is deterministic: exactly the same after the checkpoint round trip
+    assert rescored["posterior_mean_accuracy"] == trained["posterior_mean_accuracy"]
+    noisy = evaluate_run(tmp_path / "run", corruption="gaussian:1.0", num_samples=4)
+    assert noisy["corruption"] == "gaussian:1.0" and noisy["accuracy"] < trained["accuracy"]
+    assert (tmp_path / "run" / "evaluation-gaussian_1.0.json").is_file()
+    assert (tmp_path / "run" / "reliability-gaussian_1.0.png").is_file()
+
+
+def test_resume_refuses_a_checkpoint_from_another_config(tmp_path):
+    train_run(replace(TINY, epochs=1), tmp_path / "b", progress=False)
+    checkpoint = load_checkpoint(tmp_path / "b" / "checkpoint.pt")
+    assert checkpoint["epoch"] == 1
+    with pytest.raises(ValueError, match="different config"):
+        train_run(TINY, tmp_path / "b", resume=True, progress=False)
+
+
+def test_resume_with_the_same_config_matches_an_uninterrupted_run(tmp_path, monkeypatch):
+    strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
+    straight = train_run(TINY, tmp_path / "a", progress=False).metrics["history"]
+
+    from pyro_bnn.infer import Trainer
+
+    real_fit = Trainer.fit
+
+    def interrupted_fit(self, loader, epochs, **kwargs):
+        real_fit(self, loader, 2, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "fit", interrupted_fit)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(TINY, tmp_path / "b", progress=False)
+    monkeypatch.setattr(Trainer, "fit", real_fit)
+    resumed = train_run(TINY, tmp_path / "b", resume=True, progress=False).metrics["history"]
+    assert strip(resumed) == strip(straight)
+
+
+def test_an_existing_run_is_not_overwritten_silently(tmp_path):
+    train_run(replace(TINY, epochs=1), tmp_path / "run", progress=False)
+    with pytest.raises(FileExistsError, match="--resume to continue it or --overwrite"):
+        train_run(TINY, tmp_path / "run", progress=False)
+    train_run(TINY, tmp_path / "run", overwrite=True, progress=False)
+
+
+@pytest.mark.parametrize("guide", ["bbb", "map", "mle", "mc-dropout:0.2"])
+def test_every_guide_runs_through_the_same_pipeline(tmp_path, guide):
+    config = replace(TINY, guide=guide, epochs=1)
+    metrics = train_run(config, tmp_path / guide.replace(":", ""), progress=False).metrics
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["ece"] >= 0
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model": "resnet"}, "unknown model 'resnet'"),
+        ({"prior": "normal:0"}, "takes 0 or 2 numeric"),
+        ({"guide": "svgd"}, "unknown guide 'svgd'"),
+        ({"activation": "leaky:nan"}, "slope must be finite"),
+        ({"dataset": "cifar10"}, "unknown dataset name 'cifar10'"),
+        ({"kl_anneal": "linear"}, "takes 1 numeric"),
+        ({"epochs": -1}, "epochs must be an int >= 0"),
+        ({"lr": 0}, "lr must be a number > 0"),
+        ({"device": "tpu"}, "unknown device 'tpu'"),
+    ],
+)
+def test_bad_configs_fail_before_any_work(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        train_run(replace(TINY, **change), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_demo_on_a_tiny_fake_fashion_mnist(tmp_path, make_tiny):
+    data_dir = make_tiny(n_train=80, n_test=30).write(tmp_path / "fmnist")
+    config = replace(
+        DEMO_CONFIG, data_dir=str(data_dir), train_subset=None, val_size=20, epochs=1, num_samples=2, num_val_samples=2
+    )
+    results = run_demo(tmp_path / "demo", config=config, progress=False)
+    assert list(results) == ["ReLU", "Leaky ReLU (-0.5)"]
+    assert {"reliability.png", "training.png", "summary.json", "relu", "leaky-0.5"} <= {
+        p.name for p in (tmp_path / "demo").iterdir()
+    }
+    table = format_table(results)
+    assert "ReLU" in table and "accuracy" in table
+
+
+def test_cli_train_evaluate_and_list(tmp_path, capsys):
+    out = tmp_path / "cli"
+    args = ["train", "--dataset", "moons", "--model", "tanh-small", "--activation", "leaky:-0.5", "--epochs", "1"]
+    args += ["--num-samples", "4", "--num-val-samples", "2", "--device", "cpu", "--quiet", "--out", str(out)]
+    assert main(args) == 0
+    assert json.loads((out / "config.json").read_text())["activation"] == "leaky:-0.5"
+    assert main(["evaluate", str(out), "--corruption", "salt-pepper:0.2", "--num-samples", "3"]) == 0
+    assert main(["list"]) == 0
+    assert "3fc" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--prior", "gaussian", "--out", "X"], "unknown prior 'gaussian'"),
+        (["train", "--model", "vgg", "--out", "X"], "unknown model 'vgg'"),
+        (["evaluate", "nowhere"], "has no config.json"),
+        (["evaluate", "RUN", "--corruption", "blur:3"], "corruption"),
+    ],
+)
+def test_cli_errors_are_one_clear_line(tmp_path, capsys, args, message):
+    if "RUN" in args:
+        train_run(replace(TINY, epochs=1), tmp_path / "RUN", progress=False)
+    args = [str(tmp_path / a) if a in ("X", "nowhere", "RUN") else a for a in args]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
