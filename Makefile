@@ -42,8 +42,10 @@ demo: $(STAMP) fmnist
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pyro_bnn tests bench
 
-bench: $(STAMP) fmnist
-	$(PY) bench/run.py
+# Step-time benchmark against bayesian-torch, in one process; writes results/bench/.
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/step_time.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
