@@ -11,6 +11,7 @@ from torch import nn
 from torch.func import functional_call
 
 from pyro_bnn.likelihoods.base import Likelihood
+from pyro_bnn.models.shapes import check_input_shape
 from pyro_bnn.priors.base import ParameterSite, Prior, join_name
 
 
@@ -59,6 +60,7 @@ class BNN(nn.Module):
         """Names of the weight sample sites, in network order."""
         return [site.name for site in self.sites]
 
+    @property
     def hyper_site_names(self) -> list[str]:
         """Names of the hyperprior sites (hierarchical priors), in layer order."""
         return [
@@ -126,12 +128,7 @@ class BNN(nn.Module):
             ValueError: when the input shape differs from ``net.input_shape`` (where the net declares one), the
                 network cannot run on ``x``, or ``y`` does not fit the likelihood (e.g. labels >= num_classes).
         """
-        expected = getattr(self.net, "input_shape", None)
-        if expected is not None and tuple(x.shape[1:]) != tuple(expected):
-            raise ValueError(
-                f"input of per-example shape {tuple(x.shape[1:])} does not match the network's input_shape "
-                f"{tuple(expected)}"
-            )
+        check_input_shape(self.net, x)
         try:
             output = self.apply_parameters(x, self.initial_values())
         except RuntimeError as err:

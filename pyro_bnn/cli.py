@@ -7,8 +7,10 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.infer import NonFiniteLossError
 
 _DEFAULTS = RunConfig()
 
@@ -68,35 +70,59 @@ def _print_metrics(metrics: dict) -> None:
     print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.runs import train_run
+class UserError(Exception):
+    """A problem the user fixes (a bad option, missing data, an occupied output folder): one line, exit code 2."""
 
-    config = _config_from(args).validate()
-    result = train_run(config, args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet)
+
+@contextmanager
+def _user_errors():
+    """Turns the errors of checking options and loading data into :class:`UserError`; errors raised later (while
+    training or scoring) keep their traceback, since they are bugs to report rather than typos to fix."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError, FileExistsError, TypeError) as err:
+        raise UserError(str(err)) from err
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.runs import load_data, prepare_run_dir, train_run
+
+    with _user_errors():
+        config = _config_from(args).validate()
+        prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
+        data = load_data(config)
+    result = train_run(config, args.out, data=data, resume=args.resume, overwrite=True, progress=not args.quiet)
     _print_metrics(result.metrics)
     print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, reliability.png")
     return 0
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.runs import evaluate_run
+    from pyro_bnn.experiments.runs import load_evaluation, score_evaluation
 
-    metrics = evaluate_run(args.run_dir, num_samples=args.num_samples, corruption=args.corruption, device=args.device)
+    with _user_errors():
+        evaluation = load_evaluation(
+            args.run_dir, num_samples=args.num_samples, corruption=args.corruption, device=args.device
+        )
+    metrics = score_evaluation(evaluation)
     _print_metrics(metrics)
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
+    from pyro_bnn.experiments.runs import load_data
 
-    config = dataclasses.replace(
-        DEMO_CONFIG,
-        epochs=args.epochs if args.epochs is not None else DEMO_CONFIG.epochs,
-        train_subset=args.train_subset if args.train_subset is not None else DEMO_CONFIG.train_subset,
-        data_dir=args.data_dir,
-        device=args.device,
-    ).validate()
-    results = run_demo(args.out, config=config, progress=not args.quiet)
+    with _user_errors():
+        config = dataclasses.replace(
+            DEMO_CONFIG,
+            epochs=args.epochs if args.epochs is not None else DEMO_CONFIG.epochs,
+            train_subset=args.train_subset if args.train_subset is not None else DEMO_CONFIG.train_subset,
+            data_dir=args.data_dir,
+            device=args.device,
+        ).validate()
+        data = load_data(config)
+    results = run_demo(args.out, config=config, data=data, progress=not args.quiet)
     print()
     print(format_table(results))
     print(f"\nfigures: {args.out}/reliability.png, {args.out}/training.png; per-run folders under {args.out}/")
@@ -104,7 +130,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from pyro_bnn.data import DatasetName
     from pyro_bnn.guides import GuideKind
+    from pyro_bnn.infer import ScheduleKind
     from pyro_bnn.models import available_models
     from pyro_bnn.nn import Activation
     from pyro_bnn.priors import PriorKind
@@ -113,6 +141,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print("activations: " + ", ".join(a.value for a in Activation))
     print("priors:      " + ", ".join(p.value for p in PriorKind))
     print("guides:      " + ", ".join(g.value for g in GuideKind))
+    print("datasets:    " + ", ".join(d.value for d in DatasetName))
+    print("KL anneal:   " + ", ".join(k.value for k in ScheduleKind))
+    print("corruptions: none, gaussian:GAMMA, salt-pepper:P")
     return 0
 
 
@@ -153,10 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError, TypeError) as err:
-        # Bad options and missing data are the user's to fix: one clear line, not a traceback.
+    except UserError as err:
         print(f"pyro-bnn {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except NonFiniteLossError as err:
+        print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(
             f"pyro-bnn {args.command}: interrupted; completed epochs are in the checkpoint (use --resume)",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from pyro_bnn._io import write_text_atomically
 from pyro_bnn.data.idx import IdxHeader, IdxKind, copy_idx, validate_idx
 
 CACHE_DIR_ENV = "PYRO_BNN_CACHE"
@@ -66,24 +66,6 @@ def stamp_path(cached_file: Path) -> Path:
 def _source_signature(source: Path) -> dict[str, object]:
     status = source.stat()
     return {"source": str(source.resolve()), "size": status.st_size, "mtime_ns": status.st_mtime_ns}
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``.
-
-    Args:
-        path: File to create or replace; its folder must exist.
-        text: UTF-8 content.
-    """
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as sink:
-            sink.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _read_stamp(path: Path) -> object:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import gzip
 import math
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import BinaryIO
+
+from pyro_bnn._io import atomic_path
 
 _COPY_CHUNK_BYTES = 1 << 20
 
@@ -208,22 +209,13 @@ def copy_idx(source: Path, destination: Path, kind: IdxKind, item_shape: tuple[i
         FileNotFoundError: If ``source`` does not exist.
         ValueError: If ``source`` fails validation (see ``validate_idx``).
     """
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".part")
-    try:
-        with os.fdopen(descriptor, "wb") as sink:
-            try:
-                with open_idx(source) as stream:
-                    header = read_header(stream, source, kind, item_shape)
-                    sink.write(header.to_bytes())
-                    payload = _drain(stream, sink)
-            except _GZIP_ERRORS as error:
-                raise ValueError(f"{source}: not a readable gzip file ({type(error).__name__}: {error})") from error
-            _check_length(header, payload, source)
-        # mkstemp creates owner-only files; a cache is ordinary data that others on the machine may read.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, destination)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_path(destination) as temporary, open(temporary, "wb") as sink:
+        try:
+            with open_idx(source) as stream:
+                header = read_header(stream, source, kind, item_shape)
+                sink.write(header.to_bytes())
+                payload = _drain(stream, sink)
+        except _GZIP_ERRORS as error:
+            raise ValueError(f"{source}: not a readable gzip file ({type(error).__name__}: {error})") from error
+        _check_length(header, payload, source)
     return header

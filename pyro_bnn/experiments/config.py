@@ -12,6 +12,8 @@ import torch
 
 from pyro_bnn._spec import enum_member
 from pyro_bnn.data import DatasetName, Normalization, parse_corruption
+from pyro_bnn.data.partition import holdout_count
+from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
 from pyro_bnn.models import available_models
@@ -92,6 +94,16 @@ class RunConfig:
             raise ValueError(f"lr must be a number > 0, got {self.lr!r}")
         if not (isinstance(self.patience, int) and self.patience >= 0):
             raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
+        check_seed(self.seed)
+        if self.train_subset is not None and (
+            isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
+        ):
+            raise ValueError(f"train_subset must be None or an int >= 1, got {self.train_subset!r}")
+        if self.val_size is not None:
+            # The count's upper bound depends on the data, checked when it loads; the form is checked here.
+            holdout_count(self.val_size, available=2**62, default=0)
+        if self.patience and self.val_size == 0:
+            raise ValueError(f"patience={self.patience} needs a validation split, but val_size is 0")
         resolve_device(self.device)
         return self
 

@@ -11,9 +11,10 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from pyro_bnn.data import DatasetSplits
 from pyro_bnn.evaluation import calibration
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, train_run
+from pyro_bnn.experiments.runs import RunResult, load_data, train_run
 from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure
 
 ACTIVATIONS = {"ReLU": "relu", "Leaky ReLU (-0.5)": "leaky:-0.5"}
@@ -48,15 +49,19 @@ def run_demo(
     out_dir: str | os.PathLike,
     *,
     config: RunConfig = DEMO_CONFIG,
+    data: DatasetSplits | None = None,
     progress: bool = True,
 ) -> dict[str, RunResult]:
     """Trains both networks, writes each run's folder plus ``summary.json``, ``reliability.png`` and
-    ``training.png`` to ``out_dir``, and returns the results by label."""
+    ``training.png`` to ``out_dir``, and returns the results by label. ``data`` is ``load_data(config)`` if given
+    (both runs share it: the split depends only on the seed)."""
     out = Path(out_dir)
+    data = data if data is not None else load_data(config)
     results = {}
     for label, activation in ACTIVATIONS.items():
         run_config = replace(config, activation=activation)
-        results[label] = train_run(run_config, out / activation.replace(":", ""), overwrite=True, progress=progress)
+        run_dir = out / activation.replace(":", "")
+        results[label] = train_run(run_config, run_dir, data=data, overwrite=True, progress=progress)
     calibrations = {
         label: calibration(r.prediction.probs, r.prediction.targets, n_bins=config.n_bins)
         for label, r in results.items()

@@ -13,6 +13,7 @@ import pyro
 import torch
 from pyro import poutine
 
+from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, load_dataset, parse_corruption
 from pyro_bnn.evaluation import calibration
@@ -85,12 +86,6 @@ def restore(config: RunConfig, data: DatasetSplits, checkpoint: str | os.PathLik
     return bnn, guide
 
 
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=2))
-    os.replace(tmp, path)
-
-
 def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) -> tuple[dict[str, Any], Prediction]:
     """Test metrics of the posterior predictive and of the posterior-mean network."""
     prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples)
@@ -101,10 +96,35 @@ def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) 
     return metrics, prediction
 
 
+def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool) -> Path:
+    """Checks that ``out_dir`` may receive this run and writes its ``config.json``.
+
+    Raises:
+        FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is set.
+        ValueError: ``resume`` is set but the checkpoint was written by a different config.
+    """
+    out = Path(out_dir)
+    checkpoint = out / CHECKPOINT
+    if resume and checkpoint.exists():
+        saved = json.loads(load_checkpoint(checkpoint)["config"])
+        if saved != json.loads(config.to_json()):
+            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({saved})")
+    elif checkpoint.exists():
+        if not overwrite:
+            raise FileExistsError(
+                f"{out} already holds a run ({CHECKPOINT}); pass --resume to continue it or --overwrite to start again"
+            )
+        checkpoint.unlink()  # the user asked to start again; a stale checkpoint must not pass for this run's
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out / "config.json", json.loads(config.to_json()))
+    return out
+
+
 def train_run(
     config: RunConfig,
     out_dir: str | os.PathLike,
     *,
+    data: DatasetSplits | None = None,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -115,6 +135,7 @@ def train_run(
     Args:
         config: The run.
         out_dir: Output folder (created).
+        data: The run's data if already loaded (``load_data(config)``); loaded here otherwise.
         resume: Continue from ``out_dir/checkpoint.pt`` if it exists (same config required).
         overwrite: Start afresh even if ``out_dir`` holds an earlier run's checkpoint.
         progress: Show progress bars.
@@ -123,26 +144,16 @@ def train_run(
         The output folder, the metrics written and the test-set prediction.
     """
     config.validate()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_run_dir(config, out_dir, resume=resume, overwrite=overwrite)
     checkpoint = out / CHECKPOINT
-    if resume and checkpoint.exists():
-        saved = json.loads(load_checkpoint(checkpoint)["config"])
-        if saved != json.loads(config.to_json()):
-            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({saved})")
-    elif checkpoint.exists() and not overwrite:
-        raise FileExistsError(
-            f"{out} already holds a run ({checkpoint.name}); pass --resume to continue it or --overwrite to start again"
-        )
-    _write_json(out / "config.json", json.loads(config.to_json()))
-
     device = resolve_device(config.device)
-    data = load_data(config)
+    data = data if data is not None else load_data(config)
     pyro.set_rng_seed(config.seed)
     bnn, guide_builder = build_bnn(config, data)
     train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
     callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
     if config.patience:
+        # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
         callbacks.insert(0, EarlyStopping("val_accuracy", patience=config.patience, restore_best=True))
     trainer = Trainer(
         bnn,
@@ -176,23 +187,38 @@ def train_run(
         num_train=len(data.train),
         history=history,
     )
-    _write_json(out / "metrics.json", metrics)
+    write_json_atomically(out / "metrics.json", metrics)
     result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
     title = f"{config.model} {config.activation} on {config.dataset}"
     save_figure(plot_reliability(result, title=title), out / "reliability.png")
     return RunResult(out, metrics, prediction)
 
 
-def evaluate_run(
+@dataclass
+class Evaluation:
+    """A saved run made ready for re-scoring: its config, data, restored model and (corrupted) test inputs."""
+
+    run_dir: Path
+    config: RunConfig
+    bnn: BNN
+    guide: Any
+    x: torch.Tensor
+    y: torch.Tensor
+    corruption: str | None
+
+
+def load_evaluation(
     run_dir: str | os.PathLike,
     *,
     num_samples: int | None = None,
     corruption: str | None = None,
     device: str | None = None,
-) -> dict[str, Any]:
-    """Re-scores a saved run on its test split, optionally with corrupted inputs.
+) -> Evaluation:
+    """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
 
-    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram into the run folder.
+    Raises:
+        FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
+        ValueError: a bad option or corruption string.
     """
     run = Path(run_dir)
     if not (run / "config.json").is_file():
@@ -210,11 +236,32 @@ def evaluate_run(
     x = data.test.x
     if corruption is not None:
         x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
-    metrics, prediction = score(bnn, guide, x.to(resolved), data.test.y.to(resolved), config)
-    metrics.update(corruption=corruption or "none", num_samples=config.num_samples)
-    suffix = "" if corruption is None else "-" + corruption.replace(":", "_")
-    _write_json(run / f"evaluation{suffix}.json", metrics)
+    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption)
+
+
+def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
+    """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
+    diagram into the run folder and returns the metrics."""
+    e, config = evaluation, evaluation.config
+    metrics, prediction = score(e.bnn, e.guide, e.x, e.y, config)
+    metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
+    suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
+    write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
     result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
-    figure = plot_reliability(result, title=f"{config.model} {config.activation}, corruption {corruption or 'none'}")
-    save_figure(figure, run / f"reliability{suffix}.png")
+    figure = plot_reliability(result, title=f"{config.model} {config.activation}, corruption {e.corruption or 'none'}")
+    save_figure(figure, e.run_dir / f"reliability{suffix}.png")
     return metrics
+
+
+def evaluate_run(
+    run_dir: str | os.PathLike,
+    *,
+    num_samples: int | None = None,
+    corruption: str | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``).
+
+    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram into the run folder.
+    """
+    return score_evaluation(load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device))

@@ -11,7 +11,6 @@ import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
 from pyro.distributions import constraints
-from pyro.distributions.util import sum_rightmost
 from pyro.infer.autoguide import AutoGuide, AutoNormal
 from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
@@ -39,14 +38,16 @@ class BayesByBackprop(AutoNormal):
     Every latent site gets ``q(w) = Normal(mu, softplus(rho)^2)`` element-wise, with ``mu ~ U(loc_init)`` and
     ``rho ~ U(rho_init)`` at initialisation (``U(-0.2, 0.2)`` and ``U(-5, -4)`` by default, so sigma starts near
     0.007-0.018). Sites with real support are sampled directly from that Normal, so
-    :class:`~pyro.infer.TraceMeanField_ELBO` can use the analytic KL; constrained sites (hierarchical scales) are
-    sampled in unconstrained space and transformed, like :class:`~pyro.infer.autoguide.AutoNormal`.
+    :class:`~pyro.infer.TraceMeanField_ELBO` can use the analytic KL; constrained sites (hierarchical scales) get the
+    Normal in unconstrained space pushed through ``biject_to(support)`` (a transformed distribution, Monte Carlo KL).
 
     Args:
         model: The Pyro model (a :class:`pyro_bnn.BNN`).
         loc_init: Interval of the uniform initialisation of mu, or None to use ``init_loc_fn`` instead.
         rho_init: Interval of the uniform initialisation of rho.
-        init_loc_fn: Initial mu when ``loc_init`` is None, and for constrained sites (default: prior median).
+        init_loc_fn: Values of the prototype trace Pyro runs to find the sites, which are the initial mu when
+            ``loc_init`` is None and for constrained sites (default: prior median; use
+            :class:`~pyro_bnn.guides.init_to_network` with a flat prior, which cannot be sampled).
         create_plates: As in :class:`~pyro.infer.autoguide.AutoNormal`.
     """
 
@@ -97,12 +98,8 @@ class BayesByBackprop(AutoNormal):
                 if _is_real(site["fn"].support):
                     result[name] = pyro.sample(name, q)
                     continue
-                unconstrained = pyro.sample(name + "_unconstrained", q, infer={"is_auxiliary": True})
+                # A transformed Normal keeps the log-Jacobian inside log q, so every ELBO (TraceMeanField's Monte
+                # Carlo fallback included) sees the right density for constrained sites such as layer scales.
                 transform = biject_to(site["fn"].support)
-                value = transform(unconstrained)
-                log_density = transform.inv.log_abs_det_jacobian(value, unconstrained)
-                log_density = sum_rightmost(log_density, log_density.dim() - value.dim() + site["fn"].event_dim)
-                result[name] = pyro.sample(
-                    name, dist.Delta(value, log_density=log_density, event_dim=site["fn"].event_dim)
-                )
+                result[name] = pyro.sample(name, dist.TransformedDistribution(q, transform))
         return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
+from torch.distributions import biject_to
 
 
 def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -22,7 +23,8 @@ def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch
         if isinstance(guide, AutoNormal):
             loc, scale = guide._get_loc_and_scale(name)
         elif isinstance(guide, AutoDelta):
-            loc = guide.median()[name]
+            support = guide.prototype_trace.nodes[name]["fn"].support
+            loc = biject_to(support).inv(guide.median()[name])
             scale = torch.zeros_like(loc)
         else:
             raise ValueError(f"posterior_loc_scale does not know the guide type {type(guide).__name__}")

@@ -62,6 +62,8 @@ class GuideSpec:
         if self.kind is GuideKind.AUTONORMAL:
             return AutoNormal(bnn, init_loc_fn=init, init_scale=self.init_scale)
         if self.kind is GuideKind.BBB:
+            # mu ~ U(-0.2, 0.2); init_to_network only supplies the prototype values (a flat prior cannot be sampled)
+            # and the starting mu of constrained sites.
             return BayesByBackprop(bnn, rho_init=self.rho_init, init_loc_fn=init)
         if self.kind is GuideKind.MC_DROPOUT:
             return MCDropout(bnn, init_loc_fn=init)

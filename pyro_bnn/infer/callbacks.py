@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pyro_bnn._io import write_json_atomically
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
@@ -23,6 +24,13 @@ class Callback:
 
     def on_train_end(self, trainer: Trainer) -> None:
         """Called once when training stops, normally or by early stopping."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """State a resumed run needs (tensors, numbers, strings, None, lists, dicts); stored in checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`."""
 
 
 class EarlyStopping(Callback):
@@ -50,6 +58,11 @@ class EarlyStopping(Callback):
             return True
         return value > self.best if self.mode == "max" else value < self.best
 
+    def on_train_start(self, trainer: Trainer) -> None:
+        # A resumed run that had already met the stopping rule stays stopped.
+        if self.best_epoch is not None and trainer.epoch - self.best_epoch >= self.patience:
+            trainer.stop_training = True
+
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
         if self.monitor not in record:
             raise ValueError(
@@ -68,10 +81,18 @@ class EarlyStopping(Callback):
         if self.restore_best and self._best_state is not None:
             trainer.load_model_state(self._best_state)
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "best_epoch": self.best_epoch, "best_state": self._best_state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best, self.best_epoch, self._best_state = state["best"], state["best_epoch"], state["best_state"]
+
 
 class Checkpoint(Callback):
-    """Writes a resumable checkpoint (model, guide, optimiser, config, epoch, history, RNG) after every
-    ``every`` epochs, atomically: the previous file stays intact until the new one is complete.
+    """Writes a resumable checkpoint (model, guide, optimiser, config, epoch, history, RNG, callback states) after
+    every ``every`` epochs and when training ends, atomically: the previous file stays intact until the new one is
+    complete. Put it after callbacks that change the model at the end (``EarlyStopping(restore_best=True)``), so the
+    final checkpoint holds what training returns.
     """
 
     def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
@@ -83,6 +104,10 @@ class Checkpoint(Callback):
         if record["epoch"] % self.every == 0 or trainer.stop_training:
             trainer.save_checkpoint(self.path)
 
+    def on_train_end(self, trainer: Trainer) -> None:
+        if trainer.optimizer is not None:
+            trainer.save_checkpoint(self.path)
+
 
 class HistoryLogger(Callback):
     """Writes the history so far as JSON (atomically) after each epoch, for watching a long run."""
@@ -91,7 +116,4 @@ class HistoryLogger(Callback):
         self.path = Path(path)
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(trainer.history, indent=1))
-        os.replace(tmp, self.path)
+        write_json_atomically(self.path, trainer.history)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from pyro_bnn._io import atomic_path
 
 FORMAT = "pyro_bnn.checkpoint/1"
 
@@ -23,19 +24,9 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     Returns:
         The checkpoint's path.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_path(path) as temporary:
+        torch.save({"format": FORMAT, **state}, temporary)
+    return Path(path)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+import torch
 from pyro.infer import ELBO, Trace_ELBO, TraceMeanField_ELBO
 
 from pyro_bnn._spec import enum_member
@@ -16,7 +17,9 @@ class ElboKind(str, Enum):
     """:class:`~pyro.infer.Trace_ELBO`: Monte Carlo estimate of the KL from the sampled weights."""
     MEAN_FIELD = "meanfield"
     """:class:`~pyro.infer.TraceMeanField_ELBO`: the analytic KL where it is registered (Normal guide sites
-    against Normal priors), Monte Carlo elsewhere."""
+    against Normal priors, as :class:`~pyro_bnn.guides.BayesByBackprop` samples them), Monte Carlo elsewhere.
+    Pyro's AutoNormal samples every site through a ``Delta``, so with it this equals ``trace``; with a constrained
+    site (a hierarchical scale) it would drop the Jacobian, and the trainer refuses that combination."""
 
 
 def make_elbo(kind: ElboKind | str, num_particles: int = 1, vectorize_particles: bool = False) -> ELBO:
@@ -30,6 +33,25 @@ def make_elbo(kind: ElboKind | str, num_particles: int = 1, vectorize_particles:
         vectorize_particles=vectorize_particles and num_particles > 1,
         max_plate_nesting=1,
     )
+
+
+def check_meanfield_guide(guide_trace) -> None:
+    """Refuses guides that TraceMeanField_ELBO would score wrongly.
+
+    A guide that samples a constrained site as ``Delta(value, log_density=log|J|)`` (Pyro's AutoNormal does) loses
+    the Jacobian under TraceMeanField_ELBO, whose KL of a Delta ignores ``log_density``.
+
+    Raises:
+        ValueError: naming the site, when such a site is present.
+    """
+    for name, site in guide_trace.nodes.items():
+        fn = site.get("fn")
+        log_density = getattr(fn, "log_density", None)
+        if site["type"] == "sample" and isinstance(log_density, torch.Tensor) and bool((log_density != 0).any()):
+            raise ValueError(
+                f"elbo='meanfield' cannot score the guide's constrained site {name!r}: it is sampled through a Delta "
+                "whose Jacobian TraceMeanField_ELBO ignores. Use elbo='trace', or the bbb guide."
+            )
 
 
 class DataTermRecorder:

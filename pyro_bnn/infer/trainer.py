@@ -13,15 +13,17 @@ from typing import Any
 import pyro
 import torch
 from pyro import poutine
+from pyro.infer import TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuide
 from torch import nn
 from tqdm.auto import tqdm
 
+from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
 from pyro_bnn.infer.annealing import KLSchedule, constant, scale_latents
 from pyro_bnn.infer.callbacks import Callback, Checkpoint
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
-from pyro_bnn.infer.elbo import DataTermRecorder, ElboKind, make_elbo
+from pyro_bnn.infer.elbo import DataTermRecorder, ElboKind, check_meanfield_guide, make_elbo
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
 from pyro_bnn.predict import predict
@@ -63,8 +65,9 @@ class Trainer:
 
     Args:
         bnn: The model.
-        guide: A guide module (e.g. ``AutoNormal(bnn)``) or a builder ``bnn -> guide`` called after the model has
-            moved to ``device`` (e.g. ``functools.partial(AutoNormal, init_scale=1e-3)``).
+        guide: A guide module or a builder ``bnn -> guide`` called after the model has moved to ``device``, e.g.
+            ``lambda bnn: AutoNormal(bnn, init_loc_fn=init_to_network(bnn), init_scale=1e-3)`` or
+            ``BayesByBackprop``. (Without ``init_to_network``, Pyro's AutoNormal starts every weight at 0.)
         optim: A ``pyro.optim`` optimiser, a factory ``params -> torch.optim.Optimizer``, or None (Adam, lr 1e-3).
         elbo: ``"trace"`` (Trace_ELBO) or ``"meanfield"`` (TraceMeanField_ELBO).
         num_particles: Weight samples per step.
@@ -114,7 +117,7 @@ class Trainer:
         self._elbo = make_elbo(elbo, num_particles, vectorize_particles)
         self._recorder = DataTermRecorder(self._elbo)
         self.kl_schedule = kl_schedule if kl_schedule is not None else constant(1.0)
-        self.kl_weighting = KLWeighting(kl_weighting)
+        self.kl_weighting = enum_member(KLWeighting, kl_weighting, "KL weighting")
         self.optim, self.lr_scheduler_factory = optim, lr_scheduler
         self.seed, self.num_val_samples, self.n_bins = seed, num_val_samples, n_bins
         self.callbacks = list(callbacks)
@@ -138,8 +141,10 @@ class Trainer:
         if self.guide is None:
             self.guide = self._guide_builder(self.bnn)
         self.guide.to(self.device)
-        with torch.no_grad(), poutine.block():
+        with torch.no_grad(), poutine.block(), poutine.trace() as tracer:
             self.guide(x, y)  # AutoGuides create their parameters on the first call
+        if isinstance(self._elbo, TraceMeanField_ELBO):
+            check_meanfield_guide(tracer.trace)
         named, seen = [], set()
         for prefix, module in (("model", self.bnn), ("guide", self.guide)):
             for name, param in module.named_parameters():
@@ -188,8 +193,8 @@ class Trainer:
                 f"dataset_size={self.bnn.likelihood.dataset_size}; they must match for the N/B scaling"
             )
         num_steps = len(train_loader)
-        if resume_from is None and self.seed is not None:
-            pyro.set_rng_seed(self.seed)
+        if resume_from is None and self.seed is not None and self.optimizer is None:
+            pyro.set_rng_seed(self.seed)  # only a fresh run: a second fit() continues the same random stream
         x, y = next(iter(train_loader))
         x, y = x.to(self.device), y.to(self.device)
         _check_all_labels(train_loader, self.bnn, x)
@@ -221,6 +226,7 @@ class Trainer:
         start = time.perf_counter()
         bar = tqdm(
             loader,
+            mininterval=1.0,
             total=num_steps,
             desc=f"epoch {self.epoch + 1}/{epochs}",
             disable=not self.progress,
@@ -282,7 +288,8 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, loader: Iterable, num_samples: int | None = None) -> dict[str, float]:
         """Posterior predictive metrics on ``loader`` (accuracy, nll, brier, ece, mce; or rmse, nll)."""
-        prediction = predict(self.bnn, self.guide, loader, num_samples=num_samples or self.num_val_samples)
+        num_samples = self.num_val_samples if num_samples is None else num_samples
+        prediction = predict(self.bnn, self.guide, loader, num_samples=num_samples)
         return prediction.metrics(n_bins=self.n_bins)
 
     # ------------------------------------------------------------------------------------------ persistence
@@ -311,6 +318,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
             "config": json.dumps(self.config),
             "history": json.dumps(self.history),
+            "callbacks": {f"{i}:{type(cb).__name__}": cb.state_dict() for i, cb in enumerate(self.callbacks)},
             "rng_torch": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         }
@@ -329,6 +337,13 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
         self.history = json.loads(state["history"])
+        saved_config = json.loads(state["config"])
+        if self.config and saved_config and saved_config != self.config:
+            raise ValueError(f"cannot resume from {path}: it was written with a different config ({saved_config})")
+        for i, callback in enumerate(self.callbacks):
+            key = f"{i}:{type(callback).__name__}"
+            if key in state.get("callbacks", {}):
+                callback.load_state_dict(state["callbacks"][key])
         torch.set_rng_state(state["rng_torch"].cpu())
         if state["rng_cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
+from pyro_bnn._io import atomic_path
 
 DEFAULT_FORMAT = "png"
 """Format written when the path has no suffix."""
@@ -53,14 +54,7 @@ def save_figure(fig: Figure, path: str | os.PathLike[str], *, dpi: float = 150) 
             + ", ".join(f".{name}" for name in sorted(supported))
         )
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Same directory as the target, so os.replace is a rename within one file system. The leading dot and the
-    # .tmp suffix keep a leftover from a killed process out of listings and globs such as "*.png".
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
+    with atomic_path(path) as temporary:
         fig.savefig(temporary, format=file_format, dpi=dpi, bbox_inches="tight")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
     _close(fig)
     return path

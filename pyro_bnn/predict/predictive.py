@@ -17,12 +17,12 @@ from pyro_bnn.predict.prediction import Prediction
 
 Data = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | Iterable
 
-# Weight samples held at once are capped at this many bytes when the chunk size is chosen automatically.
-_CHUNK_BYTES = 256 * 2**20
+# Memory for one vectorised call (weight samples plus activations) when the chunk size is chosen automatically.
+DEFAULT_CHUNK_BYTES = 256 * 2**20
 
 
-def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]] | Iterable:
-    """A re-iterable of ``(x, y_or_None)`` batches from a tensor, an ``(x, y)`` pair or a loader."""
+def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """The ``(x, y_or_None)`` batches of a tensor, an ``(x, y)`` pair or one pass over a loader."""
     if isinstance(data, torch.Tensor):
         return [(x, None) for x in data.split(batch_size)]
     if isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
@@ -32,7 +32,9 @@ def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tens
         return list(zip(x.split(batch_size), y.split(batch_size), strict=True))
     if isinstance(data, Iterator):
         raise ValueError("predict needs data it can iterate more than once (a tensor, an (x, y) pair or a loader)")
-    return data
+    # One pass over the loader, kept: every chunk of weight samples must see the examples in the same order, and a
+    # shuffling loader would reorder them on each pass.
+    return [tuple(batch) if isinstance(batch, (tuple, list)) else (batch, None) for batch in data]
 
 
 @contextmanager
@@ -72,14 +74,37 @@ def model_device(module: torch.nn.Module) -> torch.device:
     return next((t.device for t in tensors), torch.device("cpu"))
 
 
-def _auto_chunk(bnn: BNN, num_samples: int) -> int:
-    per_sample = max(bnn.num_random_parameters(), 1) * 4
-    return max(1, min(num_samples, _CHUNK_BYTES // per_sample))
+def _activation_bytes(bnn: BNN, x_one: torch.Tensor) -> int:
+    """Bytes of all leaf-module outputs in one forward pass of one example (a conservative activation size)."""
+    total = 0
+
+    def count(module, inputs, output):
+        nonlocal total
+        if isinstance(output, torch.Tensor):
+            total += output.numel() * output.element_size()
+
+    leaves = [m for m in bnn.net.modules() if next(m.children(), None) is None]
+    handles = [m.register_forward_hook(count) for m in leaves]
+    try:
+        bnn.apply_parameters(x_one, bnn.initial_values())
+    finally:
+        for handle in handles:
+            handle.remove()
+    return total
+
+
+def _auto_chunk(bnn: BNN, num_samples: int, batches, max_bytes: int) -> int:
+    """Weight sets per vectorised call so that weights plus activations of one batch stay under ``max_bytes``."""
+    weight_bytes = bnn.num_random_parameters() * 4
+    batch_size = max(len(x) for x, _ in batches)
+    x_one = batches[0][0][:1].to(model_device(bnn))
+    per_sample = weight_bytes + batch_size * _activation_bytes(bnn, x_one)
+    return max(1, min(num_samples, max_bytes // max(per_sample, 1)))
 
 
 def _outputs(bnn: BNN, params: dict[str, torch.Tensor], batches, device, num_samples: int):
     outputs, targets = [], []
-    for x, y in (b if isinstance(b, (tuple, list)) else (b, None) for b in batches):
+    for x, y in batches:
         x = x.to(device)
         out = bnn.apply_parameters(x, params)
         if out.dim() == 2:  # no sample dimension: one weight set (or a deterministic network)
@@ -107,6 +132,7 @@ def predict(
     num_samples: int = 100,
     chunk_size: int | None = None,
     batch_size: int = 1000,
+    max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Prediction:
     """Posterior predictive for every input in ``data``.
 
@@ -119,8 +145,10 @@ def predict(
         guide: A trained guide for it. A guide with ``mc_dropout = True`` keeps dropout on while predicting.
         data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
         num_samples: S, posterior samples to draw.
-        chunk_size: Weight sets per vectorised call; default keeps them under 256 MiB.
+        chunk_size: Weight sets per vectorised call; by default as many as fit in ``max_chunk_bytes`` together with
+            one batch's activations (measured with one example).
         batch_size: Batch size used when ``data`` is a tensor or a pair.
+        max_chunk_bytes: Memory budget of one vectorised call when ``chunk_size`` is None.
 
     Returns:
         A :class:`Prediction` with ``probs (S, N, C)`` (classification) or ``means (S, N, D)`` (regression).
@@ -128,11 +156,12 @@ def predict(
     if not (isinstance(num_samples, int) and num_samples >= 1):
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
     batches = _batches(data, batch_size)
+    if not batches:
+        raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
-    first = next(iter(batches))
-    x_first = (first[0] if isinstance(first, (tuple, list)) else first).to(device)
+    x_first = batches[0][0].to(device)
     mc_dropout = bool(getattr(guide, "mc_dropout", False))
-    chunk = chunk_size or _auto_chunk(bnn, num_samples)
+    chunk = chunk_size or _auto_chunk(bnn, num_samples, batches, max_chunk_bytes)
     with _network_mode(bnn, train=mc_dropout):
         if not bnn.sites:
             output, targets = _outputs(bnn, {}, batches, device, num_samples if mc_dropout else 1)
@@ -158,11 +187,10 @@ def predict_posterior_mean(bnn: BNN, guide: AutoGuide, data: Data, *, batch_size
     """
     batches = _batches(data, batch_size)
     device = model_device(bnn)
-    first = next(iter(batches))
     with _network_mode(bnn, train=False):
         params = {}
         if bnn.sites:
-            _ensure_guide_ready(guide, (first[0] if isinstance(first, (tuple, list)) else first).to(device))
+            _ensure_guide_ready(guide, batches[0][0].to(device))
             median = guide.median()
             params = {name: median[name] for name in bnn.site_names}
         output, targets = _outputs(bnn, params, batches, device, 1)

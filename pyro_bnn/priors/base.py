@@ -89,14 +89,19 @@ class Prior(nn.Module):
 
     def parameter_sites(self, net: nn.Module) -> list[ParameterSite]:
         """The parameters of ``net`` that this prior makes random, in ``named_modules`` order."""
-        sites, seen = [], set()
-        for layer_name, layer in net.named_modules():
+        sites, owners = [], {}
+        for layer_name, layer in net.named_modules(remove_duplicate=False):
             for attr, param in layer.named_parameters(recurse=False):
                 name = join_name(layer_name, attr)
-                if id(param) in seen or not self.select(name, layer):
-                    continue
-                seen.add(id(param))
-                sites.append(ParameterSite(name, layer_name, attr, param.shape))
+                if id(param) in owners:
+                    # One site per tensor would break the tie (the second owner would keep a deterministic copy).
+                    raise ValueError(
+                        f"parameters {owners[id(param)]!r} and {name!r} are one shared (tied) tensor; "
+                        "pyro_bnn cannot make tied weights random yet"
+                    )
+                owners[id(param)] = name
+                if self.select(name, layer):
+                    sites.append(ParameterSite(name, layer_name, attr, param.shape))
         return sites
 
     def layer_hyperpriors(self, layer: str) -> dict[str, Distribution]:

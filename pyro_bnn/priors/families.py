@@ -55,8 +55,7 @@ class FlatPrior(Prior):
     """
 
     def distribution(self, site: ParameterSite, hyper: Mapping[str, torch.Tensor]) -> Distribution:
-        batch = torch.broadcast_shapes(*(v.shape for v in hyper.values())) if hyper else torch.Size()
-        return dist.ImproperUniform(constraints.real, batch, site.shape)
+        return dist.ImproperUniform(constraints.real, torch.Size(), site.shape)
 
 
 class ScaleMixturePrior(Prior):

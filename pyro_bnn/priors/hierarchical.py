@@ -33,7 +33,8 @@ class Hyperprior(str, Enum):
     HALF_CAUCHY = "halfcauchy"
     """scale ~ HalfCauchy(s); one argument s."""
     INVERSE_GAMMA = "inversegamma"
-    """scale ~ InverseGamma(concentration, rate); two arguments."""
+    """scale^2 ~ InverseGamma(concentration, rate), the conjugate prior on a Normal's variance; two arguments.
+    The latent site is then ``"<layer>.prior_variance"``."""
     FIXED = "fixed"
     """scale is the given constant (a delta hyperprior); one argument."""
 
@@ -54,9 +55,10 @@ _ARITY = {
 class HierarchicalPrior(Prior):
     """Weights ``w ~ family(0, s_l)`` with one scale ``s_l`` per layer and a hyperprior on it.
 
-    Each layer with a selected parameter gets a latent site ``"<layer>.prior_scale"`` (the guide learns a posterior
-    over it) shared by that layer's weight and bias; with ``Hyperprior.FIXED`` the scale is a constant and there is
-    no such site, which recovers the plain prior.
+    Each layer with a selected parameter gets a latent site ``"<layer>.prior_scale"`` (``"<layer>.prior_variance"``
+    for the inverse-gamma hyperprior, which is on the variance) that the guide learns a posterior over, shared by
+    that layer's weight and bias; with ``Hyperprior.FIXED`` the scale is a constant and there is no such site, which
+    recovers the plain prior.
 
     Args:
         family: Weight family given the scale (``"normal"``, ``"laplace"``, ``"cauchy"``).
@@ -86,20 +88,27 @@ class HierarchicalPrior(Prior):
             positive_buffer(self, f"hyper_{i}", value)
         self.register_buffer("zero", torch.tensor(0.0))
 
-    def _scale_prior(self) -> Distribution:
-        if self.hyperprior is Hyperprior.HALF_NORMAL:
-            return dist.HalfNormal(self.hyper_0)
-        if self.hyperprior is Hyperprior.HALF_CAUCHY:
-            return dist.HalfCauchy(self.hyper_0)
-        return dist.InverseGamma(self.hyper_0, self.hyper_1)
-
     def layer_hyperpriors(self, layer: str) -> dict[str, Distribution]:
-        if self.hyperprior is Hyperprior.FIXED:
-            return {}
-        return {"scale": self._scale_prior()}
+        if self.hyperprior is Hyperprior.HALF_NORMAL:
+            return {"scale": dist.HalfNormal(self.hyper_0)}
+        if self.hyperprior is Hyperprior.HALF_CAUCHY:
+            return {"scale": dist.HalfCauchy(self.hyper_0)}
+        if self.hyperprior is Hyperprior.INVERSE_GAMMA:
+            return {"variance": dist.InverseGamma(self.hyper_0, self.hyper_1)}
+        return {}
 
     def distribution(self, site: ParameterSite, hyper: Mapping[str, torch.Tensor]) -> Distribution:
-        scale = self.hyper_0 if self.hyperprior is Hyperprior.FIXED else hyper["scale"]
+        if self.hyperprior is Hyperprior.FIXED:
+            scale = self.hyper_0
+        elif "scale" in hyper:
+            scale = hyper["scale"]
+        elif "variance" in hyper:
+            scale = hyper["variance"].sqrt()
+        else:
+            raise ValueError(
+                f"the prior of {site.name!r} depends on its layer's sampled {list(self.layer_hyperpriors(site.layer))} "
+                "value; pass it as hyper={...}"
+            )
         return elementwise(_FAMILIES[self.family], site.shape, self.zero, scale)
 
     def extra_repr(self) -> str:

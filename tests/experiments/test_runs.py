@@ -151,3 +151,27 @@ def test_cli_errors_are_one_clear_line(tmp_path, capsys, args, message):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_cli_lets_errors_raised_during_training_keep_their_traceback(tmp_path, monkeypatch):
+    from pyro_bnn.infer import Trainer
+
+    def broken_fit(self, *args, **kwargs):
+        raise ValueError("a bug inside training")
+
+    monkeypatch.setattr(Trainer, "fit", broken_fit)
+    args = ["train", "--dataset", "moons", "--model", "tanh-small", "--device", "cpu", "--quiet"]
+    with pytest.raises(ValueError, match="a bug inside training"):
+        main([*args, "--out", str(tmp_path / "run")])
+
+
+def test_cli_reports_a_non_finite_loss_in_one_line(tmp_path, monkeypatch, capsys):
+    from pyro_bnn.infer import NonFiniteLossError, Trainer
+
+    def diverging_fit(self, *args, **kwargs):
+        raise NonFiniteLossError("loss became nan at epoch 1, step 3")
+
+    monkeypatch.setattr(Trainer, "fit", diverging_fit)
+    args = ["train", "--dataset", "moons", "--model", "tanh-small", "--device", "cpu", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 1
+    assert "training stopped: loss became nan" in capsys.readouterr().err

@@ -48,11 +48,16 @@ def test_bbb_samples_weights_from_normal_sites():
     assert scale.mean().item() == pytest.approx(0.6931, rel=1e-3)  # softplus(0) = log 2
 
 
-def test_bbb_handles_constrained_hyperprior_sites():
+def test_bbb_constrained_sites_carry_the_jacobian():
+    """A layer scale s > 0 is exp(z) with z ~ Normal(mu, sigma): log q(s) = log N(log s; mu, sigma) - log s."""
     guide = BayesByBackprop(_bnn(HierarchicalPrior("normal", "halfcauchy", [1.0])))
     trace = poutine.trace(guide).get_trace(X, Y)
-    assert trace.nodes["0.prior_scale"]["value"].item() > 0
-    assert "0.prior_scale_unconstrained" in trace.nodes
+    site = trace.nodes["0.prior_scale"]
+    value = site["value"]
+    assert value.item() > 0
+    loc, scale = guide._get_loc_and_scale("0.prior_scale")
+    expected = torch.distributions.Normal(loc, scale).log_prob(value.log()) - value.log()
+    assert site["fn"].log_prob(value).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
 def test_init_to_network_starts_at_the_network_weights():
@@ -121,3 +126,11 @@ def test_mle_needs_a_deterministic_network():
 def test_bad_guide_specs(spec, message):
     with pytest.raises(ValueError, match=message):
         parse_guide(spec)
+
+
+def test_posterior_loc_scale_is_in_unconstrained_space_for_every_guide():
+    bnn = _bnn(HierarchicalPrior("normal", "halfcauchy", [1.0]))
+    delta = AutoDelta(bnn, init_loc_fn=init_to_network(bnn))
+    delta(X, Y)
+    loc, _ = posterior_loc_scale(delta)["0.prior_scale"]
+    assert torch.allclose(loc, delta.median()["0.prior_scale"].log())

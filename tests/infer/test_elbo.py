@@ -103,3 +103,34 @@ def test_vectorised_and_sequential_particles_agree_in_expectation():
 def test_negative_kl_weight_is_refused():
     with pytest.raises(ValueError, match="KL weight must be a finite number >= 0, got -1.0"):
         scale_latents(-1.0)
+
+
+def _hierarchical(dataset_size=4):
+    from pyro_bnn.priors import HierarchicalPrior
+
+    torch.manual_seed(3)
+    return BNN(nn.Linear(3, 2), HierarchicalPrior("normal", "halfcauchy", [1.0]), Categorical(dataset_size))
+
+
+def test_meanfield_and_trace_agree_with_a_constrained_site_under_bbb():
+    """Layer scales are positive: BBB samples them through exp, and both ELBOs must include its Jacobian."""
+    bnn = _hierarchical()
+    guide = BayesByBackprop(bnn, rho_init=(-1.0, -0.5))
+    guide(X, Y)
+    with torch.no_grad():
+        guide.locs.prior_scale.fill_(2.0)  # a scale far from 1, where a lost Jacobian shows
+    trace = make_elbo("trace", num_particles=50_000, vectorize_particles=True).loss(bnn, guide, X, Y)
+    meanfield = make_elbo("meanfield", num_particles=50_000, vectorize_particles=True).loss(bnn, guide, X, Y)
+    assert meanfield == pytest.approx(trace, abs=0.05)
+
+
+def test_meanfield_refuses_autonormal_with_a_constrained_site():
+    from pyro.infer.autoguide import AutoNormal
+
+    from pyro_bnn.data import BatchLoader
+    from pyro_bnn.infer import Trainer
+
+    bnn = _hierarchical()
+    trainer = Trainer(bnn, AutoNormal, elbo="meanfield", progress=False)
+    with pytest.raises(ValueError, match="cannot score the guide's constrained site 'prior_scale'"):
+        trainer.fit(BatchLoader(X, Y, 4), 1)

@@ -11,6 +11,7 @@ from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.guides import BayesByBackprop, init_to_network, posterior_loc_scale
 from pyro_bnn.infer import (
+    Callback,
     Checkpoint,
     EarlyStopping,
     HistoryLogger,
@@ -244,7 +245,7 @@ def test_map_and_deterministic_parameters_train_together():
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda x, y: (x[:, :1], y), r"per-example shape \(1,\) does not match|cannot run on inputs"),
+        (lambda x, y: (x[:, :1], y), r"found per-example shape \(1,\)|cannot run on inputs"),
         (lambda x, y: (x, y + 3), r"labels must lie in \[0, 3\)"),
         (lambda x, y: (x, y.float()), "class labels must be an integer tensor"),
     ],
@@ -283,13 +284,54 @@ def test_torch_optimizer_factory():
     assert isinstance(trainer.optimizer, torch.optim.SGD)
 
 
-@pytest.mark.cuda
-def test_training_on_cuda(device):
-    if device.type != "cuda":
-        pytest.skip("CUDA-only test")
+class _Interrupt(Callback):
+    """Stands in for Ctrl-C after a given epoch (after the checkpoint callback has run)."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def on_epoch_end(self, trainer, record):
+        if record["epoch"] == self.epoch:
+            raise KeyboardInterrupt
+
+
+def _early_stopped_run(tmp_path, resume_from=None, name="run.pt", interrupt_at=None):
     train, val = _loaders()
-    trainer = _trainer(_classifier(), device=device)
-    history = trainer.fit(train, 3, val_loader=val)
-    assert history[-1]["val_accuracy"] > 0.6
-    assert all(p.device.type == "cuda" for p in trainer.guide.parameters())
-    assert trainer.bnn.prior.scale.device.type == "cuda"
+    stopper = EarlyStopping("val_nll", patience=2, mode="min", restore_best=True)
+    callbacks = [stopper, Checkpoint(tmp_path / name)] + ([_Interrupt(interrupt_at)] if interrupt_at else [])
+    trainer = _trainer(_classifier(), optim=pyro.optim.Adam({"lr": 0.5}), callbacks=callbacks)
+    history = trainer.fit(train, 40, val_loader=val, resume_from=resume_from)
+    return trainer, stopper, history
+
+
+def test_early_stopping_survives_a_resume(tmp_path):
+    strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
+    straight, stopper, history = _early_stopped_run(tmp_path, name="a.pt")
+    stop_epoch = len(history)
+    assert stop_epoch < 40
+    # Interrupt one epoch before the stop, then resume: same records, same stop, same best epoch.
+    with pytest.raises(KeyboardInterrupt):
+        _early_stopped_run(tmp_path, name="b.pt", interrupt_at=stop_epoch - 1)
+    resumed, resumed_stopper, resumed_history = _early_stopped_run(tmp_path, resume_from=tmp_path / "b.pt", name="b.pt")
+    assert strip(resumed_history) == strip(history)
+    assert resumed_stopper.best_epoch == stopper.best_epoch
+    # Resuming a run that already stopped trains no further.
+    _, _, again = _early_stopped_run(tmp_path, resume_from=tmp_path / "a.pt", name="a.pt")
+    assert len(again) == stop_epoch
+
+
+def test_final_checkpoint_holds_the_restored_best_epoch(tmp_path):
+    trainer, _, _ = _early_stopped_run(tmp_path)
+    restored = _trainer(_classifier())
+    restored.setup(*next(iter(_loaders()[0])))
+    restored.load_checkpoint(tmp_path / "run.pt")
+    x, y = _blobs()
+    in_memory = predict_posterior_mean(trainer.bnn, trainer.guide, (x, y)).probs
+    assert torch.equal(predict_posterior_mean(restored.bnn, restored.guide, (x, y)).probs, in_memory)
+
+
+def test_resume_with_another_config_is_refused(tmp_path):
+    train, _ = _loaders()
+    _trainer(_classifier(), config={"lr": 0.05}, callbacks=[Checkpoint(tmp_path / "c.pt")]).fit(train, 1)
+    with pytest.raises(ValueError, match="written with a different config"):
+        _trainer(_classifier(), config={"lr": 0.1}).fit(train, 2, resume_from=tmp_path / "c.pt")

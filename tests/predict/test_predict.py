@@ -40,17 +40,44 @@ def test_shapes_and_normalisation():
     assert set(prediction.metrics()) == {"accuracy", "nll", "brier", "ece", "mce"}
 
 
-def test_every_input_sees_the_same_weight_samples_and_chunking_only_regroups_them():
-    """Sample s of every input comes from one weight set: recompute sample s by hand for two inputs."""
+def test_every_input_sees_the_same_weight_samples(monkeypatch):
+    """Sample s of every input, in every batch and chunk, comes from one weight set: record the drawn weights and
+    recompute each sample's probabilities for all 25 inputs at once."""
+    import pyro_bnn.predict.predictive as predictive
+
     bnn = _bnn()
     guide = _guide(bnn, init_scale=0.3)
-    pyro.set_rng_seed(3)
-    whole = predict(bnn, guide, X, num_samples=6, chunk_size=6)
-    pyro.set_rng_seed(3)
-    chunked = predict(bnn, guide, X, num_samples=6, chunk_size=6, batch_size=4)
-    assert torch.allclose(whole.probs, chunked.probs, atol=1e-6)
-    small_chunks = predict(bnn, guide, X, num_samples=6, chunk_size=4)
-    assert small_chunks.probs.shape == (6, 25, 3)
+    drawn = []
+    real_draw = predictive.draw_parameters
+    monkeypatch.setattr(predictive, "draw_parameters", lambda *a: drawn.append(real_draw(*a)) or drawn[-1])
+    prediction = predict(bnn, guide, X, num_samples=7, chunk_size=3, batch_size=4)
+    assert [next(iter(d.values())).shape[0] for d in drawn] == [3, 3, 1]
+    weights = [{name: d[name][i, 0] for name in d} for d in drawn for i in range(len(next(iter(d.values()))))]
+    for s, w in enumerate(weights):
+        expected = torch.softmax(functional_call(bnn.net, w, (X,)), -1)
+        assert torch.allclose(prediction.probs[s], expected, atol=1e-6)
+
+
+def test_a_shuffling_loader_keeps_examples_and_targets_aligned():
+    bnn = _bnn()
+    guide = _guide(bnn, init_scale=0.3)
+    pyro.set_rng_seed(1)
+    from_pair = predict(bnn, guide, (X, Y), num_samples=6, chunk_size=2)
+    pyro.set_rng_seed(1)
+    shuffled = predict(bnn, guide, BatchLoader(X, Y, 5, shuffle=True, seed=3), num_samples=6, chunk_size=2)
+    assert sorted(shuffled.targets.tolist()) == sorted(Y.tolist()) and not torch.equal(shuffled.targets, Y)
+    assert shuffled.metrics()["nll"] == pytest.approx(from_pair.metrics()["nll"], rel=1e-5)
+
+
+def test_automatic_chunks_shrink_with_the_batch_activations():
+    from pyro_bnn.predict.predictive import _auto_chunk, _batches
+
+    bnn = _bnn()
+    small = _auto_chunk(bnn, 10**9, _batches(X, 2), max_bytes=2**20)
+    large = _auto_chunk(bnn, 10**9, _batches(torch.randn(2000, 4), 2000), max_bytes=2**20)
+    # per sample: 131 weights * 4 B plus, per example, the outputs of Linear(16), Tanh(16), Dropout(16), Linear(3)
+    assert small == 2**20 // (131 * 4 + 2 * 51 * 4)
+    assert large == 2**20 // (131 * 4 + 2000 * 51 * 4)
 
 
 def test_loader_input_and_targets():

@@ -73,21 +73,22 @@ def test_scale_mixture_samples_have_the_mixture_variance():
 
 
 @pytest.mark.parametrize(
-    "spec, hyper_logpdf",
+    "spec, key, hyper_logpdf, to_scale",
     [
-        ("hierarchical:normal,halfnormal,2", lambda s: st.halfnorm(scale=2).logpdf(s)),
-        ("hierarchical:laplace,halfcauchy,1.5", lambda s: st.halfcauchy(scale=1.5).logpdf(s)),
-        ("hierarchical:cauchy,inversegamma,3,2", lambda s: st.invgamma(3, scale=2).logpdf(s)),
+        ("hierarchical:normal,halfnormal,2", "scale", lambda s: st.halfnorm(scale=2).logpdf(s), lambda s: s),
+        ("hierarchical:laplace,halfcauchy,1.5", "scale", lambda s: st.halfcauchy(scale=1.5).logpdf(s), lambda s: s),
+        # the inverse-gamma hyperprior is on the variance (conjugate for a Normal); the weights' scale is its root
+        ("hierarchical:cauchy,inversegamma,3,2", "variance", lambda v: st.invgamma(3, scale=2).logpdf(v), math.sqrt),
     ],
 )
-def test_hierarchical_joint_log_density(spec, hyper_logpdf):
-    """The model's log joint over (layer scale, weights) equals log p(s) + sum log p(w | s), by scipy."""
+def test_hierarchical_joint_log_density(spec, key, hyper_logpdf, to_scale):
+    """The model's log joint over (layer hyperparameter, weights) equals log p(h) + sum log p(w | h), by scipy."""
     prior = parse_prior(spec)
     net = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 2))
     bnn = BNN(net, prior, Categorical(10))
     family = {"normal": st.norm, "laplace": st.laplace, "cauchy": st.cauchy}[spec.split(":")[1].split(",")[0]]
-    scales = {"0": 0.7, "2": 1.9}
-    values = {f"{layer}.prior_scale": torch.tensor(s) for layer, s in scales.items()}
+    hyper = {"0": 0.7, "2": 1.9}
+    values = {f"{layer}.prior_{key}": torch.tensor(h) for layer, h in hyper.items()}
     generator = torch.Generator().manual_seed(0)
     for site in bnn.sites:
         values[site.name] = torch.randn(site.shape, generator=generator)
@@ -96,11 +97,24 @@ def test_hierarchical_joint_log_density(spec, hyper_logpdf):
     latent = sum(
         node["log_prob_sum"] for name, node in trace.nodes.items() if name != "obs" and node["type"] == "sample"
     )
-    expected = sum(hyper_logpdf(s) for s in scales.values())
+    expected = sum(hyper_logpdf(h) for h in hyper.values())
     for site in bnn.sites:
-        expected += family(0, scales[site.layer]).logpdf(values[site.name].double().numpy()).sum()
+        expected += family(0, to_scale(hyper[site.layer])).logpdf(values[site.name].double().numpy()).sum()
     assert latent.item() == pytest.approx(expected, rel=1e-5)
-    assert set(bnn.hyper_site_names()) == {"0.prior_scale", "2.prior_scale"}
+    assert set(bnn.hyper_site_names) == {f"0.prior_{key}", f"2.prior_{key}"}
+
+
+def test_hierarchical_log_prob_without_the_layer_value_is_a_clear_error():
+    prior = parse_prior("hierarchical:normal,halfnormal,1")
+    with pytest.raises(ValueError, match=r"depends on its layer's sampled \['scale'\] value; pass it as hyper"):
+        prior.log_prob(_site(prior), VALUES)
+
+
+def test_tied_weights_are_refused():
+    shared = nn.Linear(3, 3)
+    net = nn.Sequential(shared, nn.Tanh(), shared)
+    with pytest.raises(ValueError, match="are one shared \\(tied\\) tensor"):
+        BNN(net, NormalPrior(), Categorical(10))
 
 
 def test_fixed_hyperprior_has_no_site_and_equals_plain_prior():
