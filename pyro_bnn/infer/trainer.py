@@ -44,10 +44,12 @@ def _dataset_size(loader: Iterable) -> int:
 
 
 def _check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
-    """Checks every training target at once where the loader holds them as tensors (labels >= C, wrong dtype)."""
+    """Checks every training target at once where the loader holds them as tensors (labels >= C, wrong dtype).
+
+    Call after ``bnn.validate_batch(x, ...)`` has accepted the batch's inputs.
+    """
     tensors = getattr(getattr(loader, "dataset", None), "tensors", None)
     if tensors is not None and len(tensors) == 2:
-        bnn.validate_batch(x, None)
         with torch.no_grad():
             output = bnn.apply_parameters(x[:1], bnn.initial_values())
         targets = tensors[1]
@@ -197,8 +199,8 @@ class Trainer:
             pyro.set_rng_seed(self.seed)  # only a fresh run: a second fit() continues the same random stream
         x, y = next(iter(train_loader))
         x, y = x.to(self.device), y.to(self.device)
+        self.setup(x, y)  # validates the first batch before anything else runs on it
         _check_all_labels(train_loader, self.bnn, x)
-        self.setup(x, y)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
         self.stop_training = False
