@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import partial
 
 import pyro
 import torch
@@ -11,8 +12,14 @@ from torch import nn
 from torch.func import functional_call
 
 from pyro_bnn.likelihoods.base import Likelihood
+from pyro_bnn.local_latents import LocalLatent
 from pyro_bnn.models.shapes import check_input_shape
 from pyro_bnn.priors.base import ParameterSite, Prior, join_name
+
+
+def _apply_latent(latent: LocalLatent, value: torch.Tensor, module: nn.Module, args: tuple) -> tuple:
+    """Forward pre-hook: replaces the target module's first input by ``latent.apply(input, value)``."""
+    return (latent.apply(args[0], value), *args[1:])
 
 
 class BNN(nn.Module):
@@ -28,16 +35,23 @@ class BNN(nn.Module):
     Because weights enter only through ``functional_call``, several weight samples run in one vectorised call
     (``torch.vmap``): vectorised ELBO particles and predictive sampling both use it.
 
+    Per-example latent variables (:class:`~pyro_bnn.local_latents.LocalLatent`, e.g. node noise) are sampled inside
+    the likelihood's data plate, one value per row, and enter the network through a forward pre-hook on their target
+    submodule that exists only while the BNN runs the network. Dimensions follow :mod:`pyro_bnn.sites`.
+
     Args:
         net: Any network whose forward is a function of its parameters and input (no in-place parameter updates).
         prior: Chooses the random parameters and their prior (e.g. ``NormalPrior(0, 1)``).
         likelihood: Owns the data site and plate (e.g. ``Categorical(dataset_size=60_000)``).
+        local_latents: Per-example latent sites, sampled in this order.
 
     Shapes:
         ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` class labels or ``(B, D)`` regression targets.
     """
 
-    def __init__(self, net: nn.Module, prior: Prior, likelihood: Likelihood) -> None:
+    def __init__(
+        self, net: nn.Module, prior: Prior, likelihood: Likelihood, local_latents: Sequence[LocalLatent] = ()
+    ) -> None:
         super().__init__()
         if not isinstance(net, nn.Module):
             raise ValueError(f"net must be a torch.nn.Module, got {type(net).__name__}")
@@ -54,6 +68,24 @@ class BNN(nn.Module):
             layer = net.get_submodule(site.layer)
             param = layer._parameters.pop(site.attr)
             layer.register_buffer(site.attr, param.detach().clone(), persistent=False)
+        self.local_latents = nn.ModuleList(self._check_local_latents(local_latents))
+
+    def _check_local_latents(self, latents: Sequence[LocalLatent]) -> list[LocalLatent]:
+        latents = list(latents)
+        taken = set(self.site_names)
+        for latent in latents:
+            if not isinstance(latent, LocalLatent):
+                raise ValueError(f"local_latents must be pyro_bnn LocalLatent modules, got {type(latent).__name__}")
+            if latent.name in taken or latent.name in ("data", "obs"):
+                raise ValueError(f"local latent site name {latent.name!r} is already used by another site")
+            taken.add(latent.name)
+            try:
+                self.net.get_submodule(latent.target)
+            except AttributeError:
+                raise ValueError(
+                    f"local latent {latent.name!r} targets {latent.target!r}, which is not a submodule of the network"
+                ) from None
+        return latents
 
     @property
     def site_names(self) -> list[str]:
@@ -66,6 +98,11 @@ class BNN(nn.Module):
         return [
             join_name(layer, f"prior_{key}") for layer in self._layers for key in self.prior.layer_hyperpriors(layer)
         ]
+
+    @property
+    def local_site_names(self) -> list[str]:
+        """Names of the per-example latent sites."""
+        return [latent.name for latent in self.local_latents]
 
     def initial_values(self) -> dict[str, torch.Tensor]:
         """The network's initial value of every random parameter, ``{site name: tensor of the parameter's shape}``."""
@@ -87,38 +124,132 @@ class BNN(nn.Module):
             site.name: pyro.sample(site.name, self.prior.distribution(site, hyper[site.layer])) for site in self.sites
         }
 
-    def apply_parameters(self, x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Runs the network with the given values of its random parameters.
+    def sample_local_latents(
+        self, batch_size: int, device: torch.device | None = None, *, plate: pyro.plate | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Samples every per-example latent inside the data plate; returns ``{name: (B, *event_shape)}`` (with a
+        leading ``(S,)`` under a sample plate). ``plate``: the data plate to reuse (one model enters it once per
+        site, but creates it once)."""
+        if not self.local_latents:
+            return {}
+        with plate if plate is not None else self.likelihood.plate(batch_size, device):
+            return {latent.name: pyro.sample(latent.name, latent.prior(batch_size)) for latent in self.local_latents}
+
+    def point_local_values(self, batch_size: int) -> dict[str, torch.Tensor]:
+        """Every per-example latent at its :meth:`~LocalLatent.point_value`, ``{name: (B, *event_shape)}``."""
+        return {latent.name: latent.point_value(batch_size) for latent in self.local_latents}
+
+    def apply_parameters(
+        self,
+        x: torch.Tensor,
+        params: Mapping[str, torch.Tensor],
+        local_values: Mapping[str, torch.Tensor] | None = None,
+        *,
+        sample_shape: tuple[int, ...] = (),
+    ) -> torch.Tensor:
+        """Runs the network with the given values of its random parameters and per-example latents.
 
         Args:
             x: Inputs ``(B, *input_shape)``.
             params: ``{site name: value}``; each value has the parameter's shape, optionally preceded by sample
-                dimensions ``(*S, 1)`` where the trailing 1 is the slot of the data plate (the layout that Pyro's
-                vectorised particle plate and :func:`pyro_bnn.predict.predict` produce).
+                dimensions ``(*S, 1)`` where the trailing 1 is the slot of the data plate (:mod:`pyro_bnn.sites`).
+            local_values: ``{latent name: value}`` of shape ``(B, *event_shape)`` or ``(*S, B, *event_shape)``;
+                None puts every latent at its point value.
+            sample_shape: Run the network this many times even where no value varies (a network whose dropout
+                stays on draws a fresh mask for each run).
 
         Returns:
-            Network output ``(B, out)``, or ``(*S, B, out)`` when the parameters carry sample dimensions.
+            Network output ``(B, out)``, or ``(*S, B, out)`` where the values (or ``sample_shape``) carry sample
+            dimensions.
         """
-        leading = (
-            torch.broadcast_shapes(*(params[s.name].shape[: params[s.name].dim() - len(s.shape)] for s in self.sites))
-            if self.sites
-            else torch.Size()
+        batch_size = x.shape[0]
+        if local_values is None:
+            local_values = self.point_local_values(batch_size)
+        weight_lead = {s.name: params[s.name].shape[: params[s.name].dim() - len(s.shape)] for s in self.sites}
+        local_lead = {
+            latent.name: local_values[latent.name].shape[: local_values[latent.name].dim() - len(latent.event_shape)]
+            for latent in self.local_latents
+        }
+        for lead in weight_lead.values():
+            if lead and lead[-1] != 1:
+                raise ValueError(
+                    f"sampled parameters have leading shape {tuple(lead)}; expected (*sample_dims, 1) with the last "
+                    "dimension reserved for the data plate (dim=-1)"
+                )
+        for name, lead in local_lead.items():
+            if not lead or lead[-1] != batch_size:
+                raise ValueError(
+                    f"local latent {name!r} has leading shape {tuple(lead)}; expected (*sample_dims, {batch_size}) "
+                    "with one value per row of the batch"
+                )
+        sample_shape = torch.broadcast_shapes(
+            torch.Size(sample_shape), *(lead[:-1] for lead in (*weight_lead.values(), *local_lead.values()))
         )
-        if math.prod(leading) == 1:
-            flat = {s.name: params[s.name].reshape(s.shape) for s in self.sites}
-            return functional_call(self.net, flat, (x,))
-        if leading[-1] != 1:
-            raise ValueError(
-                f"sampled parameters have leading shape {tuple(leading)}; expected (*sample_dims, 1) with the last "
-                "dimension reserved for the data plate (dim=-1)"
+        num = math.prod(sample_shape)
+        if num == 1:
+            weights = {s.name: params[s.name].reshape(s.shape) for s in self.sites}
+            latents = {
+                latent.name: local_values[latent.name].reshape(batch_size, *latent.event_shape)
+                for latent in self.local_latents
+            }
+            output = self._run(x, weights, latents)
+            return output.reshape(sample_shape + output.shape)
+
+        # Values that vary over the samples are flattened to (num, ...) and vmapped; the others are shared.
+        def split(values, leads, shapes, slot):
+            varying, shared = {}, {}
+            for name, value in values.items():
+                if leads[name][:-1].numel() > 1:
+                    varying[name] = value.expand(sample_shape + (slot,) + shapes[name]).reshape(
+                        num, *([] if slot == 1 else [slot]), *shapes[name]
+                    )
+                else:
+                    shared[name] = value.reshape(*([] if slot == 1 else [slot]), *shapes[name])
+            return varying, shared
+
+        w_varying, w_shared = split(
+            {s.name: params[s.name] for s in self.sites}, weight_lead, {s.name: s.shape for s in self.sites}, 1
+        )
+        l_varying, l_shared = split(
+            {latent.name: local_values[latent.name] for latent in self.local_latents},
+            local_lead,
+            {latent.name: latent.event_shape for latent in self.local_latents},
+            batch_size,
+        )
+
+        def run_one(w_var, l_var, _):
+            return self._run(x, {**w_shared, **w_var}, {**l_shared, **l_var})
+
+        index = torch.arange(num, device=x.device)  # gives vmap a batched input when nothing else varies
+        output = torch.vmap(run_one, randomness="different")(w_varying, l_varying, index)
+        return output.reshape(sample_shape + output.shape[1:])
+
+    def _run(
+        self, x: torch.Tensor, weights: Mapping[str, torch.Tensor], local_values: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """One network pass: ``weights`` by site name, latents ``(B, *event_shape)`` hooked onto their targets."""
+        if not self.local_latents:
+            return functional_call(self.net, dict(weights), (x,))
+        handles = [
+            self.net.get_submodule(latent.target).register_forward_pre_hook(
+                partial(_apply_latent, latent, local_values[latent.name])
             )
-        stacked = {s.name: params[s.name].expand(leading + s.shape).reshape(-1, *s.shape) for s in self.sites}
-        output = torch.vmap(lambda p: functional_call(self.net, p, (x,)), randomness="different")(stacked)
-        return output.reshape(leading[:-1] + output.shape[1:])
+            for latent in self.local_latents
+        ]
+        try:
+            return functional_call(self.net, dict(weights), (x,))
+        finally:
+            for handle in handles:
+                handle.remove()
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
-        """The Pyro model: samples weights, runs the network, scores ``y`` under the likelihood."""
-        return self.likelihood(self.apply_parameters(x, self.sample_parameters()), y)
+        """The Pyro model: samples weights (and per-example latents), runs the network, scores ``y``."""
+        params = self.sample_parameters()
+        if not self.local_latents:
+            return self.likelihood(self.apply_parameters(x, params), y)
+        plate = self.likelihood.plate(x.shape[0], x.device)
+        local_values = self.sample_local_latents(x.shape[0], plate=plate)
+        return self.likelihood(self.apply_parameters(x, params, local_values), y, plate=plate)
 
     @torch.no_grad()
     def validate_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
@@ -137,4 +268,8 @@ class BNN(nn.Module):
             self.likelihood.check_targets(output, y)
 
     def extra_repr(self) -> str:
-        return f"random parameters: {len(self.sites)} tensors, {self.num_random_parameters():,} weights"
+        text = f"random parameters: {len(self.sites)} tensors, {self.num_random_parameters():,} weights"
+        if self.local_latents:
+            per_example = sum(latent.event_shape.numel() for latent in self.local_latents)
+            text += f"; per-example latents: {len(self.local_latents)} sites, {per_example:,} values per example"
+        return text

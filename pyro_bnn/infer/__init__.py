@@ -1,4 +1,4 @@
-"""Inference: the SVI trainer, KL annealing, minibatch KL weighting, callbacks and checkpoints."""
+"""Inference: training objectives, the SVI trainer, KL annealing, minibatch KL weighting, callbacks, checkpoints."""
 
 from pyro_bnn.infer.annealing import (
     KLSchedule,
@@ -11,9 +11,16 @@ from pyro_bnn.infer.annealing import (
 )
 from pyro_bnn.infer.callbacks import Callback, Checkpoint, EarlyStopping, HistoryLogger
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
-from pyro_bnn.infer.elbo import ElboKind, make_elbo
 from pyro_bnn.infer.kl_weighting import KLWeighting, blundell_fraction, minibatch_kl_weight
-from pyro_bnn.infer.trainer import NonFiniteLossError, Trainer
+from pyro_bnn.infer.objectives import (
+    ElboKind,
+    MeanFieldELBO,
+    Objective,
+    ObjectiveTerms,
+    TraceELBO,
+    make_objective,
+)
+from pyro_bnn.infer.trainer import NonFiniteLossError, SchedulerInterval, Trainer
 
 __all__ = [
     "Callback",
@@ -21,6 +28,11 @@ __all__ = [
     "EarlyStopping",
     "ElboKind",
     "HistoryLogger",
+    "MeanFieldELBO",
+    "Objective",
+    "ObjectiveTerms",
+    "SchedulerInterval",
+    "TraceELBO",
     "KLSchedule",
     "KLWeighting",
     "NonFiniteLossError",
@@ -31,7 +43,7 @@ __all__ = [
     "cyclical",
     "linear_warmup",
     "load_checkpoint",
-    "make_elbo",
+    "make_objective",
     "minibatch_kl_weight",
     "parse_kl_schedule",
     "save_checkpoint",

@@ -1,8 +1,10 @@
 """KL annealing: an effect handler that weights the latent sites, and the schedules that choose the weight.
 
-Pyro's ELBO is ``E_q[log p(y|w)] + w_kl * E_q[log p(w) - log q(w)]`` once every *latent* site's log density (in the
-model and in the guide alike) is multiplied by ``w_kl``; the observed site keeps its own scale (the data plate's
-N/B). That is all :class:`scale_latents` does; the schedule is a separate small callable of training progress.
+Pyro's ELBO is ``E_q[log p(y|w)] + w_kl * E_q[log p(w) - log q(w)]`` once every site's log density except the
+likelihood's (in the model and in the guide alike) is multiplied by ``w_kl``; the likelihood's site keeps its own
+scale (the data plate's N/B). That is all :class:`scale_latents` does; the schedule is a separate small callable of
+training progress. The likelihood is recognised by its tag (:data:`pyro_bnn.sites.LIKELIHOOD_TAG`), so a
+``pyro.factor`` term, though observed, is annealed with the prior it belongs to.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from enum import Enum
 from pyro.poutine.messenger import Messenger
 
 from pyro_bnn._spec import enum_member, floats, split_spec
+from pyro_bnn.sites import is_likelihood_site
 
 KLSchedule = Callable[[float], float]
 """Maps training progress in epochs (``epoch + step / steps_per_epoch``, starting at 0) to a KL weight >= 0."""
 
 
 class scale_latents(Messenger):  # noqa: N801  (an effect handler, named like pyro.poutine's handlers)
-    """Multiplies the log density of every unobserved sample site by ``weight``; observed sites are untouched.
+    """Multiplies the log density of every sample site except the likelihood's by ``weight``.
+
+    Latent sites in model and guide and ``pyro.factor`` terms are scaled; the site the likelihood tagged is not.
 
     Use it around the whole ELBO evaluation, so model and guide are both inside (their scales must agree for
     :class:`~pyro.infer.TraceMeanField_ELBO`'s analytic KL). Unlike :func:`pyro.poutine.scale`, a weight of 0 is
@@ -38,7 +43,7 @@ class scale_latents(Messenger):  # noqa: N801  (an effect handler, named like py
         self.weight = weight
 
     def _process_message(self, msg: dict) -> None:
-        if msg["type"] == "sample" and not msg["is_observed"]:
+        if msg["type"] == "sample" and not is_likelihood_site(msg):
             msg["scale"] = msg["scale"] * self.weight
 
 

@@ -1,4 +1,4 @@
-"""SVI training loop: a thin layer over Pyro's ELBOs with KL annealing, checkpoints and callbacks."""
+"""SVI training loop: any :class:`~pyro_bnn.infer.objectives.Objective`, KL annealing, checkpoints and callbacks."""
 
 from __future__ import annotations
 
@@ -8,23 +8,23 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
 from typing import Any
 
 import pyro
 import torch
 from pyro import poutine
-from pyro.infer import TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuide
 from torch import nn
 from tqdm.auto import tqdm
 
 from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
-from pyro_bnn.infer.annealing import KLSchedule, constant, scale_latents
+from pyro_bnn.infer.annealing import KLSchedule, constant
 from pyro_bnn.infer.callbacks import Callback, Checkpoint
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
-from pyro_bnn.infer.elbo import DataTermRecorder, ElboKind, check_meanfield_guide, make_elbo
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
+from pyro_bnn.infer.objectives import ElboKind, Objective, make_objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
 from pyro_bnn.predict import predict
 from pyro_bnn.predict.predictive import model_device
@@ -34,6 +34,15 @@ GuideBuilder = Callable[[BNN], AutoGuide]
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped before the optimiser step and no checkpoint was written."""
+
+
+class SchedulerInterval(str, Enum):
+    """When the trainer steps its learning-rate scheduler."""
+
+    EPOCH = "epoch"
+    """Once after every epoch (``T_max`` and ``step_size`` count epochs)."""
+    STEP = "step"
+    """After every optimiser step (``T_max`` and ``step_size`` count steps)."""
 
 
 def _dataset_size(loader: Iterable) -> int:
@@ -60,10 +69,10 @@ def _check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
 class Trainer:
     """Trains a :class:`~pyro_bnn.BNN` and its guide by stochastic variational inference.
 
-    Each step evaluates the ELBO (``Trace_ELBO`` by default) on one minibatch with every latent site's log density
-    multiplied by ``kl_schedule(progress) * minibatch_kl_weight(step)`` (:class:`scale_latents`), then takes one
-    optimiser step. The data term is scaled by N/B inside the likelihood, so the loss estimates the full-data
-    negative ELBO.
+    Each step evaluates the objective (Pyro's ``Trace_ELBO`` by default) on one minibatch with the KL weight
+    ``kl_schedule(progress) * minibatch_kl_weight(step)``, then takes one optimiser step. The data term is scaled by
+    N/B inside the likelihood, so the loss estimates the full-data negative ELBO. Per-step values stay on the
+    device and are read at logging intervals (the progress bar, the end of an epoch).
 
     Args:
         bnn: The model.
@@ -71,8 +80,9 @@ class Trainer:
             ``lambda bnn: AutoNormal(bnn, init_loc_fn=init_to_network(bnn), init_scale=1e-3)`` or
             ``BayesByBackprop``. (Without ``init_to_network``, Pyro's AutoNormal starts every weight at 0.)
         optim: A ``pyro.optim`` optimiser, a factory ``params -> torch.optim.Optimizer``, or None (Adam, lr 1e-3).
-        elbo: ``"trace"`` (Trace_ELBO) or ``"meanfield"`` (TraceMeanField_ELBO).
-        num_particles: Weight samples per step.
+        objective: An :class:`~pyro_bnn.infer.objectives.Objective`, or the name of a built-in one: ``"trace"``
+            (Trace_ELBO) or ``"meanfield"`` (TraceMeanField_ELBO).
+        num_particles: Weight samples per step (for an objective given by name).
         vectorize_particles: Evaluate the particles in one vectorised pass (default: when num_particles > 1).
         kl_schedule: KL annealing weight as a function of progress in epochs (default: constant 1).
         kl_weighting: ``"uniform"`` or ``"blundell"`` minibatch KL weights.
@@ -81,7 +91,13 @@ class Trainer:
         num_val_samples: Posterior samples for the per-epoch validation metrics.
         n_bins: Calibration bins for the validation ECE.
         callbacks: :class:`~pyro_bnn.infer.callbacks.Callback` s, run after every epoch in order.
-        lr_scheduler: Optional factory ``optimizer -> torch LR scheduler``, stepped once per epoch.
+        lr_scheduler: Optional factory ``optimizer -> torch LR scheduler``.
+        lr_scheduler_interval: ``"epoch"`` (step the scheduler after every epoch) or ``"step"`` (after every
+            optimiser step).
+        nan_check_every: Steps between host-side checks that the loss is finite. With 1 (the default) a NaN or
+            infinite loss stops training before the optimiser step that would spread it; with k > 1 the check reads
+            the device every k steps (cheaper on a GPU) and the error says the parameters may already be non-finite.
+            Checkpoints are written at the end of an epoch only, so the last one stays good either way.
         progress: Show a tqdm progress bar per epoch.
         config: JSON-serialisable description of the run, stored in checkpoints.
     """
@@ -92,7 +108,7 @@ class Trainer:
         guide: AutoGuide | GuideBuilder,
         *,
         optim: pyro.optim.PyroOptim | OptimizerFactory | None = None,
-        elbo: ElboKind | str = ElboKind.TRACE,
+        objective: Objective | ElboKind | str = ElboKind.TRACE,
         num_particles: int = 1,
         vectorize_particles: bool | None = None,
         kl_schedule: KLSchedule | None = None,
@@ -103,6 +119,8 @@ class Trainer:
         n_bins: int = 15,
         callbacks: Sequence[Callback] = (),
         lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+        lr_scheduler_interval: SchedulerInterval | str = SchedulerInterval.EPOCH,
+        nan_check_every: int = 1,
         progress: bool = True,
         config: dict[str, Any] | None = None,
     ) -> None:
@@ -116,8 +134,17 @@ class Trainer:
             raise ValueError(f"guide must be a guide module or a builder bnn -> guide, got {guide!r}")
         if vectorize_particles is None:
             vectorize_particles = num_particles > 1
-        self._elbo = make_elbo(elbo, num_particles, vectorize_particles)
-        self._recorder = DataTermRecorder(self._elbo)
+        if isinstance(objective, (str, ElboKind)):
+            objective = make_objective(objective, num_particles, vectorize_particles)
+        elif num_particles != 1:
+            raise ValueError("num_particles applies to an objective given by name; set it on the objective itself")
+        if not isinstance(objective, Objective):
+            raise ValueError(f"objective must be 'trace', 'meanfield' or an Objective, got {objective!r}")
+        self.objective = objective
+        self.lr_scheduler_interval = enum_member(SchedulerInterval, lr_scheduler_interval, "scheduler interval")
+        if isinstance(nan_check_every, bool) or not isinstance(nan_check_every, int) or nan_check_every < 1:
+            raise ValueError(f"nan_check_every must be an int >= 1, got {nan_check_every!r}")
+        self.nan_check_every = nan_check_every
         self.kl_schedule = kl_schedule if kl_schedule is not None else constant(1.0)
         self.kl_weighting = enum_member(KLWeighting, kl_weighting, "KL weighting")
         self.optim, self.lr_scheduler_factory = optim, lr_scheduler
@@ -143,10 +170,12 @@ class Trainer:
         if self.guide is None:
             self.guide = self._guide_builder(self.bnn)
         self.guide.to(self.device)
-        with torch.no_grad(), poutine.block(), poutine.trace() as tracer:
+        with torch.no_grad(), poutine.block():
             self.guide(x, y)  # AutoGuides create their parameters on the first call
-        if isinstance(self._elbo, TraceMeanField_ELBO):
-            check_meanfield_guide(tracer.trace)
+        validate = getattr(self.objective, "validate", None)
+        if validate is not None:
+            with poutine.block():
+                validate(self.bnn, self.guide, x, y)
         named, seen = [], set()
         for prefix, module in (("model", self.bnn), ("guide", self.guide)):
             for name, param in module.named_parameters():
@@ -212,7 +241,7 @@ class Trainer:
                 record.update({f"val_{k}": v for k, v in self.evaluate(val_loader).items()})
             self.epoch += 1
             self.history.append(record)
-            if self.scheduler is not None:
+            if self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.EPOCH:
                 self.scheduler.step()
             for callback in self.callbacks:
                 callback.on_epoch_end(self, record)
@@ -224,7 +253,9 @@ class Trainer:
         self.bnn.train()
         if hasattr(loader, "set_epoch"):
             loader.set_epoch(self.epoch)
-        total_loss = total_data = total_weight = 0.0
+        # Sums of the per-step loss and data term, kept on the device: read at logging intervals only.
+        totals = torch.zeros(2, device=self.device, dtype=torch.float64)
+        total_weight = 0.0
         start = time.perf_counter()
         bar = tqdm(
             loader,
@@ -241,30 +272,30 @@ class Trainer:
             kl_weight *= minibatch_kl_weight(self.kl_weighting, step, num_steps)
             self.optimizer.zero_grad(set_to_none=True)
             try:
-                with scale_latents(kl_weight):
-                    loss = self._elbo.differentiable_loss(self.bnn, self.guide, x, y)
+                terms = self.objective(self.bnn, self.guide, x, y, kl_weight)
             except ValueError as err:
                 # With validation on, a NaN parameter or input already fails inside a distribution's checks.
                 if self._all_finite(x):
                     raise
                 raise NonFiniteLossError(self._non_finite_message(float("nan"), step)) from err
-            data_term = self._recorder.pop()
-            loss_value = float(loss.detach())
-            if not math.isfinite(loss_value):
-                raise NonFiniteLossError(self._non_finite_message(loss_value, step))
+            loss = terms.loss
+            if step % self.nan_check_every == 0 or step == num_steps:
+                loss_value = float(loss.detach())
+                if not math.isfinite(loss_value):
+                    raise NonFiniteLossError(self._non_finite_message(loss_value, step))
             loss.backward()
             if self._clip:
                 clip_gradients(self._params, **self._clip)
             self.optimizer.step()
             self.global_step += 1
-            total_loss, total_data, total_weight = (
-                total_loss + loss_value,
-                total_data + data_term,
-                total_weight + kl_weight,
-            )
-            if step % 10 == 0 or step == num_steps:
-                bar.set_postfix(loss=f"{total_loss / step:.4g}", refresh=False)
+            if self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP:
+                self.scheduler.step()
+            totals += torch.stack([loss.detach(), terms.data_term]).double()
+            total_weight += kl_weight
+            if self.progress and (step % 10 == 0 or step == num_steps):
+                bar.set_postfix(loss=f"{float(totals[0]) / step:.4g}", refresh=False)
         bar.close()
+        total_loss, total_data = totals.tolist()
         return {
             "epoch": self.epoch + 1,
             "loss": total_loss / num_steps,
@@ -282,9 +313,16 @@ class Trainer:
     def _non_finite_message(self, loss_value: float, step: int) -> str:
         paths = [str(cb.path) for cb in self.callbacks if isinstance(cb, Checkpoint) and cb.path.exists()]
         where = f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
+        if self.nan_check_every == 1:
+            when = f"at epoch {self.epoch + 1}, step {step}; training stopped before the optimiser step"
+        else:
+            when = (
+                f"by epoch {self.epoch + 1}, step {step} (checked every {self.nan_check_every} steps, so the "
+                "parameters may already be non-finite); training stopped"
+            )
         return (
-            f"loss became {loss_value} at epoch {self.epoch + 1}, step {step}; training stopped before the optimiser "
-            f"step and {where}. Try a lower learning rate, a smaller init scale or gradient clipping."
+            f"loss became {loss_value} {when} and {where}. Try a lower learning rate, a smaller init scale or "
+            "gradient clipping."
         )
 
     @torch.no_grad()

@@ -27,6 +27,6 @@ class Categorical(Likelihood):
                 f"found values in [{int(y.min())}, {int(y.max())}]"
             )
 
-    def predictive(self, output: torch.Tensor) -> torch.Tensor:
-        """Class probabilities ``(..., B, C)`` from logits."""
-        return torch.softmax(output, dim=-1)
+    def prediction_fields(self, output: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``{"probs": softmax(output)}``, class probabilities ``(S, N, C)`` from logits ``(S, N, C)``."""
+        return {"probs": torch.softmax(output, dim=-1)}

@@ -49,6 +49,6 @@ class Gaussian(Likelihood):
                 "(expected (B, D); reshape a 1-D target to (B, 1))"
             )
 
-    def predictive(self, output: torch.Tensor) -> torch.Tensor:
-        """Predicted mean ``(..., B, D)`` (the noise scale is :attr:`scale`)."""
-        return output
+    def prediction_fields(self, output: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``{"means": output, "noise_scale": scale}``: predicted means ``(S, N, D)`` and the noise scale ``()``."""
+        return {"means": output, "noise_scale": self.scale.detach()}

@@ -14,19 +14,23 @@ from pyro_bnn.evaluation import summarize
 class Prediction:
     """Posterior predictive samples for N inputs.
 
-    Classification fills ``probs``; regression fills ``means`` and ``noise_scale``.
+    Classification fills ``probs``; regression fills ``means`` and ``noise_scale`` (the likelihood decides, through
+    :meth:`~pyro_bnn.likelihoods.Likelihood.prediction_fields`).
 
     Attributes:
         probs: Class probabilities per posterior sample, ``(S, N, C)``.
         means: Predicted means per posterior sample, ``(S, N, D)``.
         noise_scale: Observation noise standard deviation of a Gaussian likelihood (scalar tensor).
         targets: The inputs' labels ``(N,)`` or regression targets ``(N, D)`` when they were given.
+        log_likelihood: ``log p(y_n | sample s)`` of the targets, unscaled, ``(S, N)``, when targets were given
+            (the input of WAIC / PSIS-LOO).
     """
 
     probs: torch.Tensor | None = None
     means: torch.Tensor | None = None
     noise_scale: torch.Tensor | None = None
     targets: torch.Tensor | None = None
+    log_likelihood: torch.Tensor | None = None
 
     @property
     def num_samples(self) -> int:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-import pyro
 import torch
-from pyro import poutine
-from pyro.infer.autoguide import AutoGuide
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.predict.prediction import Prediction
+from pyro_bnn.predict.sources import ParameterSource, PointEstimate, as_source
 
 Data = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | Iterable
+Source = ParameterSource | Callable | Mapping[str, torch.Tensor]
 
 # Memory for one vectorised call (weight samples plus activations) when the chunk size is chosen automatically.
 DEFAULT_CHUNK_BYTES = 256 * 2**20
@@ -45,27 +43,6 @@ def _network_mode(bnn: BNN, train: bool):
         yield
     finally:
         bnn.train(was_training)
-
-
-def _ensure_guide_ready(guide: AutoGuide, x: torch.Tensor) -> None:
-    if getattr(guide, "prototype_trace", True) is None:
-        with poutine.block():
-            guide(x)
-
-
-def draw_parameters(bnn: BNN, guide: AutoGuide, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Draws ``num_samples`` weight sets from the guide in one vectorised call.
-
-    Returns:
-        ``{site name: (num_samples, 1, *param_shape)}``, the layout :meth:`BNN.apply_parameters` takes.
-    """
-    with poutine.block(), poutine.trace() as tracer, pyro.plate("_posterior_samples", num_samples, dim=-2):
-        guide(x)
-    nodes = tracer.trace.nodes
-    missing = [name for name in bnn.site_names if name not in nodes]
-    if missing:
-        raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")
-    return {name: nodes[name]["value"] for name in bnn.site_names}
 
 
 def model_device(module: torch.nn.Module) -> torch.device:
@@ -102,34 +79,20 @@ def _auto_chunk(bnn: BNN, num_samples: int, batches, max_bytes: int) -> int:
     return max(1, min(num_samples, max_bytes // max(per_sample, 1)))
 
 
-def _outputs(bnn: BNN, params: dict[str, torch.Tensor], batches, device, num_samples: int):
-    outputs, targets = [], []
-    for x, y in batches:
-        x = x.to(device)
-        out = bnn.apply_parameters(x, params)
-        if out.dim() == 2:  # no sample dimension: one weight set (or a deterministic network)
-            out = out.unsqueeze(0).expand(num_samples, *out.shape)
-        outputs.append(out)
-        if y is not None:
-            targets.append(y.to(device))
-    return torch.cat(outputs, dim=1), (torch.cat(targets) if targets else None)
-
-
-def _to_prediction(bnn: BNN, output: torch.Tensor, targets: torch.Tensor | None) -> Prediction:
-    if isinstance(bnn.likelihood, Categorical):
-        return Prediction(probs=bnn.likelihood.predictive(output), targets=targets)
-    if isinstance(bnn.likelihood, Gaussian):
-        return Prediction(means=output, noise_scale=bnn.likelihood.scale.detach(), targets=targets)
-    raise ValueError(f"predict does not know the likelihood {type(bnn.likelihood).__name__}")
+def _varies(bnn: BNN, source: ParameterSource) -> bool:
+    """Whether S samples can differ at all: random sites, per-example latents or dropout left on."""
+    return bool(bnn.sites or bnn.local_latents or source.mc_dropout) and not (
+        isinstance(source, PointEstimate) and not source.mc_dropout
+    )
 
 
 @torch.no_grad()
 def predict(
     bnn: BNN,
-    guide: AutoGuide,
+    source: Source,
     data: Data,
     *,
-    num_samples: int = 100,
+    num_samples: int | None = None,
     chunk_size: int | None = None,
     batch_size: int = 1000,
     max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -138,60 +101,82 @@ def predict(
 
     The same ``num_samples`` weight sets score every input (so per-sample quantities such as ensemble members'
     accuracies are consistent). Weights are drawn ``chunk_size`` sets at a time and the network runs on a whole
-    chunk at once with ``torch.vmap``; memory is bounded by the chunk, not by S.
+    chunk at once with ``torch.vmap``; memory is bounded by the chunk, not by S. Per-example latent sites, if the
+    model has any, are drawn for every batch.
 
     Args:
         bnn: The model.
-        guide: A trained guide for it. A guide with ``mc_dropout = True`` keeps dropout on while predicting.
+        source: Where the latent values come from (:mod:`pyro_bnn.predict.sources`): a trained guide (one with
+            ``mc_dropout = True`` keeps dropout on), a dict of weight samples ``{site: (S, *param_shape)}`` (MCMC,
+            an ensemble, a file), a point estimate ``{site: param_shape}``, or a ``ParameterSource``.
         data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
-        num_samples: S, posterior samples to draw.
+        num_samples: S, posterior samples to draw (default: 100 from a guide, all of a dict of samples, 1 for a
+            point estimate).
         chunk_size: Weight sets per vectorised call; by default as many as fit in ``max_chunk_bytes`` together with
             one batch's activations (measured with one example).
         batch_size: Batch size used when ``data`` is a tensor or a pair.
         max_chunk_bytes: Memory budget of one vectorised call when ``chunk_size`` is None.
 
     Returns:
-        A :class:`Prediction` with ``probs (S, N, C)`` (classification) or ``means (S, N, D)`` (regression).
+        A :class:`Prediction` with what the likelihood makes of the outputs (``probs (S, N, C)`` or ``means
+        (S, N, D)``) and, when targets were given, ``log_likelihood (S, N)``.
     """
-    if not (isinstance(num_samples, int) and num_samples >= 1):
+    source = as_source(bnn, source)
+    if num_samples is None:
+        num_samples = source.default_num_samples()
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
     batches = _batches(data, batch_size)
     if not batches:
         raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
-    mc_dropout = bool(getattr(guide, "mc_dropout", False))
-    chunk = chunk_size or _auto_chunk(bnn, num_samples, batches, max_chunk_bytes)
-    with _network_mode(bnn, train=mc_dropout):
-        if not bnn.sites:
-            output, targets = _outputs(bnn, {}, batches, device, num_samples if mc_dropout else 1)
-            if not mc_dropout:
-                output = output.expand(num_samples, *output.shape[1:])
-            return _to_prediction(bnn, output, targets)
-        _ensure_guide_ready(guide, x_first)
-        chunks, targets = [], None
-        for start in range(0, num_samples, chunk):
-            size = min(chunk, num_samples - start)
-            params = draw_parameters(bnn, guide, size, x_first)
-            output, targets = _outputs(bnn, params, batches, device, size)
-            chunks.append(output)
-    return _to_prediction(bnn, torch.cat(chunks), targets)
+    with _network_mode(bnn, train=source.mc_dropout):
+        source.prepare(bnn, x_first)
+        if not _varies(bnn, source):
+            # Every sample would be the same network: run it once and repeat the output.
+            params = source.draw_globals(bnn, 0, 1, x_first)
+            output, targets = _outputs(bnn, source, params, batches, device, 1)
+            output = output.expand(num_samples, *output.shape[1:])
+        else:
+            chunk = chunk_size or _auto_chunk(bnn, num_samples, batches, max_chunk_bytes)
+            chunks, targets = [], None
+            for start in range(0, num_samples, chunk):
+                size = min(chunk, num_samples - start)
+                params = source.draw_globals(bnn, start, size, x_first)
+                output, targets = _outputs(bnn, source, params, batches, device, size)
+                chunks.append(output)
+            output = torch.cat(chunks)
+    log_likelihood = None if targets is None else bnn.likelihood.log_likelihood(output, targets)
+    return Prediction(**bnn.likelihood.prediction_fields(output), targets=targets, log_likelihood=log_likelihood)
+
+
+def _outputs(bnn: BNN, source: ParameterSource, params, batches, device, num_samples: int):
+    """Network outputs ``(S, N, out)`` of every batch under one chunk of ``num_samples`` draws, and the targets."""
+    outputs, targets = [], []
+    for x, y in batches:
+        x = x.to(device)
+        local_values = source.draw_locals(bnn, params, num_samples, x)
+        out = bnn.apply_parameters(x, params, local_values, sample_shape=(num_samples,))
+        outputs.append(out)
+        if y is not None:
+            targets.append(y.to(device))
+    return torch.cat(outputs, dim=1), (torch.cat(targets) if targets else None)
 
 
 @torch.no_grad()
-def predict_posterior_mean(bnn: BNN, guide: AutoGuide, data: Data, *, batch_size: int = 1000) -> Prediction:
+def predict_posterior_mean(bnn: BNN, guide: Callable, data: Data, *, batch_size: int = 1000) -> Prediction:
     """Prediction of the single network at the guide's posterior median weights (the mean for Normal guides).
+
+    Per-example latents sit at their point value (the prior mean).
 
     Returns:
         A :class:`Prediction` with one sample: ``probs (1, N, C)`` or ``means (1, N, D)``.
     """
-    batches = _batches(data, batch_size)
-    device = model_device(bnn)
-    with _network_mode(bnn, train=False):
-        params = {}
-        if bnn.sites:
-            _ensure_guide_ready(guide, batches[0][0].to(device))
-            median = guide.median()
-            params = {name: median[name] for name in bnn.site_names}
-        output, targets = _outputs(bnn, params, batches, device, 1)
-    return _to_prediction(bnn, output, targets)
+    values = {}
+    if bnn.sites:
+        source = as_source(bnn, guide)
+        source.prepare(bnn, _batches(data, batch_size)[0][0].to(model_device(bnn)))
+        median = guide.median()
+        values = {name: median[name] for name in bnn.site_names}
+    return predict(bnn, PointEstimate(values), data, num_samples=1, batch_size=batch_size)

@@ -68,7 +68,7 @@ def test_mean_field_guide_recovers_the_bayesian_linear_regression_posterior():
         bnn,
         functools.partial(BayesByBackprop, rho_init=(-3.0, -3.0)),
         optim=pyro.optim.Adam({"lr": 0.05}),
-        elbo="meanfield",
+        objective="meanfield",
         num_particles=16,
         seed=0,
         progress=False,

@@ -43,13 +43,13 @@ def test_shapes_and_normalisation():
 def test_every_input_sees_the_same_weight_samples(monkeypatch):
     """Sample s of every input, in every batch and chunk, comes from one weight set: record the drawn weights and
     recompute each sample's probabilities for all 25 inputs at once."""
-    import pyro_bnn.predict.predictive as predictive
+    from pyro_bnn.predict import GuideSource
 
     bnn = _bnn()
     guide = _guide(bnn, init_scale=0.3)
     drawn = []
-    real_draw = predictive.draw_parameters
-    monkeypatch.setattr(predictive, "draw_parameters", lambda *a: drawn.append(real_draw(*a)) or drawn[-1])
+    real_draw = GuideSource.draw_globals
+    monkeypatch.setattr(GuideSource, "draw_globals", lambda *a: drawn.append(real_draw(*a)) or drawn[-1])
     prediction = predict(bnn, guide, X, num_samples=7, chunk_size=3, batch_size=4)
     assert [next(iter(d.values())).shape[0] for d in drawn] == [3, 3, 1]
     weights = [{name: d[name][i, 0] for name in d} for d in drawn for i in range(len(next(iter(d.values()))))]

@@ -1,0 +1,208 @@
+"""Where the latent values of a prediction come from: a guide, a dict of samples, or a point estimate.
+
+A parameter source draws the model's global sites (network weights) once per chunk of posterior samples, and the
+per-example latent sites for every batch. Shapes follow :mod:`pyro_bnn.sites`: globals ``(S, 1, *param_shape)``,
+per-example latents ``(S, B, *event_shape)``.
+
+* :class:`GuideSource` draws both from a trained guide.
+* :class:`Samples` replays given weight draws ``{site: (S, *param_shape)}`` (MCMC, an ensemble, a file) in order;
+  per-example latents of new inputs come from their prior, since such draws hold no value for them.
+* :class:`PointEstimate` is one set of weights ``{site: param_shape}`` (a MAP or posterior-mean network);
+  per-example latents sit at their point value (the prior mean).
+
+:func:`as_source` turns what the user passed to :func:`~pyro_bnn.predict.predict` into one of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from pyro import poutine
+from torch import nn
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.sites import sample_plate
+
+
+class ParameterSource:
+    """Base class: what :func:`~pyro_bnn.predict.predict` needs from a source of latent values.
+
+    Attributes:
+        mc_dropout: Keep the network's dropout on while predicting (each sample draws its own mask).
+    """
+
+    mc_dropout: bool = False
+
+    def default_num_samples(self) -> int:
+        """S when the caller does not say."""
+        return 100
+
+    def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
+        """Called once before drawing, with the first batch's inputs ``(B, ...)``."""
+
+    def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Samples ``start .. start + num_samples`` of every weight site, ``{name: (S, 1, *param_shape)}`` (or
+        ``param_shape`` when they do not vary)."""
+        raise NotImplementedError
+
+    def draw_locals(
+        self, bnn: BNN, globals_: Mapping[str, torch.Tensor], num_samples: int, x: torch.Tensor
+    ) -> dict[str, torch.Tensor] | None:
+        """The per-example latents of one batch ``x`` given this chunk's globals, ``{name: (S, B, *event)}``;
+        None puts them at their point value."""
+        if not bnn.local_latents:
+            return None
+        with poutine.block(), poutine.trace() as tracer, sample_plate(num_samples):
+            bnn.sample_local_latents(x.shape[0], x.device)
+        return {name: tracer.trace.nodes[name]["value"] for name in bnn.local_site_names}
+
+
+class GuideSource(ParameterSource):
+    """Draws every latent site from a trained guide (global sites once per chunk, per-example sites per batch).
+
+    Args:
+        guide: The guide, called as ``guide(x)``. A guide with ``mc_dropout = True`` keeps dropout on.
+    """
+
+    def __init__(self, guide: Callable) -> None:
+        if not callable(guide):
+            raise ValueError(f"a guide source needs a callable guide, got {type(guide).__name__}")
+        self.guide = guide
+        self.mc_dropout = bool(getattr(guide, "mc_dropout", False))
+
+    def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
+        if getattr(self.guide, "prototype_trace", True) is None:  # an AutoGuide that has not run yet
+            with poutine.block():
+                self.guide(x)
+
+    def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        nodes = self._trace(num_samples, x).nodes
+        missing = [name for name in bnn.site_names if name not in nodes]
+        if missing:
+            raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")
+        return {name: nodes[name]["value"] for name in bnn.site_names}
+
+    def draw_locals(self, bnn, globals_, num_samples, x):
+        if not bnn.local_latents:
+            return None
+        # The chunk's weights are held fixed across batches; only the per-example sites are drawn afresh.
+        nodes = self._trace(num_samples, x, condition=dict(globals_)).nodes
+        missing = [name for name in bnn.local_site_names if name not in nodes]
+        if missing:
+            raise ValueError(f"the guide does not sample the model's per-example latent sites {missing[:5]}")
+        return {name: nodes[name]["value"] for name in bnn.local_site_names}
+
+    def _trace(self, num_samples: int, x: torch.Tensor, condition: dict | None = None):
+        guide = poutine.condition(self.guide, data=condition) if condition else self.guide
+        with poutine.block(), poutine.trace() as tracer, sample_plate(num_samples):
+            guide(x)
+        return tracer.trace
+
+
+class Samples(ParameterSource):
+    """Given posterior draws of the weight sites, used in order.
+
+    Args:
+        samples: ``{site name: (S, *param_shape)}`` for every weight site of the model, the same S for all (e.g.
+            ``pyro.infer.MCMC.get_samples()``). Extra keys (hyperparameters) are ignored.
+    """
+
+    def __init__(self, samples: Mapping[str, torch.Tensor]) -> None:
+        self.samples = dict(samples)
+        counts = {len(v) for v in self.samples.values()}
+        if len(counts) > 1:
+            raise ValueError(f"every site needs the same number of samples, got {sorted(counts)}")
+        self.count = counts.pop() if counts else 0
+
+    def default_num_samples(self) -> int:
+        return self.count
+
+    def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
+        _check_values(bnn, self.samples, leading=1)
+
+    def draw_globals(self, bnn, start, num_samples, x):
+        if start + num_samples > self.count:
+            raise ValueError(f"asked for {start + num_samples} samples but the source holds {self.count}")
+        return {
+            name: self.samples[name][start : start + num_samples].unsqueeze(1).to(x.device)
+            for name in bnn.site_names
+        }
+
+
+class PointEstimate(ParameterSource):
+    """One value of every weight site (MAP, posterior mean, a deterministic network's weights).
+
+    Args:
+        values: ``{site name: param_shape tensor}``. Extra keys are ignored.
+        mc_dropout: Keep dropout on, so that S samples differ by their dropout masks.
+    """
+
+    def __init__(self, values: Mapping[str, torch.Tensor], *, mc_dropout: bool = False) -> None:
+        self.values = dict(values)
+        self.mc_dropout = bool(mc_dropout)
+
+    def default_num_samples(self) -> int:
+        return 100 if self.mc_dropout else 1
+
+    def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
+        _check_values(bnn, self.values, leading=0)
+
+    def draw_globals(self, bnn, start, num_samples, x):
+        return {name: self.values[name].to(x.device) for name in bnn.site_names}
+
+    def draw_locals(self, bnn, globals_, num_samples, x):
+        return None
+
+
+def _check_values(bnn: BNN, values: Mapping[str, torch.Tensor], leading: int) -> None:
+    missing = [name for name in bnn.site_names if name not in values]
+    if missing:
+        raise ValueError(f"the parameter source has no values for the weight sites {missing[:5]}")
+    for site in bnn.sites:
+        shape = tuple(values[site.name].shape)
+        if shape[leading:] != tuple(site.shape) or len(shape) != leading + len(site.shape):
+            expected = ("S", *site.shape) if leading else tuple(site.shape)
+            raise ValueError(f"values of site {site.name!r} have shape {shape}; expected {expected}")
+
+
+def as_source(bnn: BNN, source: ParameterSource | Callable | Mapping[str, torch.Tensor]) -> ParameterSource:
+    """The :class:`ParameterSource` behind what a user passed: a source, a guide, or a dict of tensors.
+
+    A dict is a point estimate when every weight site's value has the parameter's own shape, and samples when every
+    value has one more leading dimension.
+
+    Raises:
+        ValueError: when a dict fits neither form, naming the first site that does not fit.
+    """
+    if isinstance(source, ParameterSource):
+        return source
+    if isinstance(source, Mapping):
+        if all(name in source and tuple(source[name].shape) == tuple(s.shape) for name, s in _named(bnn)):
+            return PointEstimate(source)
+        if all(name in source and tuple(source[name].shape[1:]) == tuple(s.shape) for name, s in _named(bnn)):
+            return Samples(source)
+        _check_values(bnn, source, leading=1)  # raises, naming the site that fits neither form
+    if isinstance(source, nn.Module) or callable(source):
+        return GuideSource(source)
+    raise ValueError(
+        f"predict takes a guide, a dict of weight samples or a point estimate, got {type(source).__name__}"
+    )
+
+
+def _named(bnn: BNN):
+    return [(site.name, site) for site in bnn.sites]
+
+
+def draw_parameters(bnn: BNN, guide: Callable, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Draws ``num_samples`` weight sets from a guide in one vectorised call.
+
+    Returns:
+        ``{site name: (num_samples, 1, *param_shape)}``, the layout :meth:`BNN.apply_parameters` takes.
+    """
+    source = GuideSource(guide)
+    source.prepare(bnn, x)
+    return source.draw_globals(bnn, 0, num_samples, x)
+
+
+__all__ = ["GuideSource", "ParameterSource", "PointEstimate", "Samples", "as_source", "draw_parameters"]

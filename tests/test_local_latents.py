@@ -1,0 +1,131 @@
+"""A per-example latent site (one value per row, inside the data plate) trained by the unchanged Trainer and
+predicted by the unchanged predict, against the closed-form optimum of its ELBO."""
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+import torch.nn.functional as F
+from pyro import poutine
+from torch import nn
+
+from pyro_bnn import BNN
+from pyro_bnn.data import BatchLoader
+from pyro_bnn.infer import Trainer
+from pyro_bnn.likelihoods import Gaussian
+from pyro_bnn.local_latents import LocalLatent
+from pyro_bnn.predict import predict
+from pyro_bnn.priors import NormalPrior, nothing
+
+PRIOR_SCALE, NOISE = 0.5, 0.4
+
+
+class InputScale(LocalLatent):
+    """z_i ~ N(1, s^2) per example, multiplying the target's input: node noise in the small."""
+
+    def __init__(self, target: str, features: int, scale: float) -> None:
+        super().__init__("z", target, (features,))
+        self.register_buffer("scale", torch.tensor(scale))
+
+    def prior(self, batch_size):
+        loc = torch.ones(batch_size, *self.event_shape, device=self.scale.device)
+        return dist.Normal(loc, self.scale).to_event(1)
+
+    def apply(self, inputs, value):
+        return inputs * value
+
+
+class SharedNormalGuide(nn.Module):
+    """q(z_i) = N(m, sigma^2) for every row: global parameters, one draw per row inside the data plate."""
+
+    def __init__(self, bnn: BNN) -> None:
+        super().__init__()
+        self.likelihood = (bnn.likelihood,)  # a tuple: not a submodule
+        self.loc = nn.Parameter(torch.ones(1))
+        self.rho = nn.Parameter(torch.full((1,), -2.0))
+
+    def forward(self, x, y=None):
+        with self.likelihood[0].plate(x.shape[0], x.device):
+            q = dist.Normal(self.loc, F.softplus(self.rho)).expand([x.shape[0], 1]).to_event(1)
+            return pyro.sample("z", q)
+
+
+def _toy(n=40):
+    torch.manual_seed(0)
+    x = torch.rand(n, 1) * 1.5 + 0.5
+    y = 1.6 * x + NOISE * torch.randn(n, 1)
+    net = nn.Sequential(nn.Linear(1, 1, bias=False))
+    with torch.no_grad():
+        net[0].weight.fill_(1.0)
+    net[0].weight.requires_grad_(False)  # y_i = z_i x_i exactly: the oracle below needs the weight fixed at 1
+    bnn = BNN(net, NormalPrior(select=nothing), Gaussian(n, scale=NOISE), [InputScale("0", 1, PRIOR_SCALE)])
+    return bnn, x, y
+
+
+def _optimum(x, y):
+    """The shared Normal q maximising sum_i E_q[log N(y_i; z x_i, tau^2)] - N KL(q || N(1, s^2))."""
+    n, precision = len(x), 1 / NOISE**2
+    a = precision * (x**2).sum() + n / PRIOR_SCALE**2
+    return float((precision * (x * y).sum() + n / PRIOR_SCALE**2) / a), math.sqrt(n / float(a))
+
+
+def test_model_trace_puts_the_latent_inside_the_data_plate():
+    bnn, x, y = _toy()
+    trace = poutine.trace(bnn).get_trace(x[:5], y[:5])
+    site = trace.nodes["z"]
+    assert site["value"].shape == (5, 1)
+    assert [f.name for f in site["cond_indep_stack"]] == ["data"]
+    assert site["scale"] == pytest.approx(40 / 5)
+    with pyro.plate("_samples", 3, dim=-2):
+        vectorised = poutine.trace(bnn).get_trace(x[:5], y[:5])
+    assert vectorised.nodes["z"]["value"].shape == (3, 5, 1)
+    assert vectorised.nodes["obs"]["fn"].batch_shape == (3, 5)
+
+
+def test_per_example_latent_trains_and_predicts_through_the_unchanged_trainer():
+    bnn, x, y = _toy()
+    guide = SharedNormalGuide(bnn)
+    trainer = Trainer(
+        bnn,
+        guide,
+        optim=pyro.optim.Adam({"lr": 0.03}),
+        num_particles=16,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.995),
+        lr_scheduler_interval="step",  # 800 steps: lr 0.03 -> 5e-4, so the noise of the last steps is small
+        seed=0,
+        progress=False,
+    )
+    history = trainer.fit(BatchLoader(x, y, 20), epochs=400)
+    assert history[-1]["loss"] < history[0]["loss"]
+    loc, scale = _optimum(x, y)
+    assert history[-1]["lr"] == pytest.approx(0.03 * 0.995**800)
+    assert guide.loc.item() == pytest.approx(loc, abs=0.01)
+    assert F.softplus(guide.rho).item() == pytest.approx(scale, rel=0.1)
+
+    x_test = torch.ones(3, 1)
+    pyro.set_rng_seed(1)
+    prediction = predict(bnn, guide, (x_test, 1.6 * x_test), num_samples=4000)
+    assert prediction.means.shape == (4000, 3, 1)
+    assert prediction.log_likelihood.shape == (4000, 3)
+    # With x = 1 every sampled mean is one draw of z: mean m, sd sigma, drawn afresh for every row.
+    assert prediction.means.mean(0).squeeze() == pytest.approx([loc] * 3, abs=0.02)
+    assert prediction.means.std(0).squeeze() == pytest.approx([F.softplus(guide.rho).item()] * 3, rel=0.06)
+    assert not torch.equal(prediction.means[:, 0], prediction.means[:, 1])
+
+
+def test_point_prediction_puts_the_latent_at_its_prior_mean():
+    bnn, x, _ = _toy()
+    prediction = predict(bnn, {}, x)
+    assert torch.allclose(prediction.means[0], x)
+
+
+def test_latents_are_checked_when_the_model_is_built():
+    net = nn.Sequential(nn.Linear(1, 1))
+    with pytest.raises(ValueError, match="targets 'fc9', which is not a submodule"):
+        BNN(net, NormalPrior(), Gaussian(4), [InputScale("fc9", 1, 1.0)])
+    with pytest.raises(ValueError, match="site name '0.weight' is already used"):
+        latent = InputScale("0", 1, 1.0)
+        latent.name = "0.weight"
+        BNN(nn.Sequential(nn.Linear(1, 1)), NormalPrior(), Gaussian(4), [latent])
