@@ -25,7 +25,7 @@ from pyro.infer.autoguide import AutoNormal
 
 from pyro_bnn import BNN
 from pyro_bnn.guides import BayesByBackprop, init_to_network
-from pyro_bnn.infer import make_elbo
+from pyro_bnn.infer import TraceELBO
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import NormalPrior
@@ -77,11 +77,11 @@ def _pyro_bnn(x, y, make_guide):
     guide = make_guide(bnn)
     guide(x, y)
     optimizer = torch.optim.Adam(guide.parameters(), lr=1e-3)
-    elbo = make_elbo("trace")
+    objective = TraceELBO()
 
     def step():
         optimizer.zero_grad()
-        elbo.differentiable_loss(bnn, guide, x, y).backward()
+        objective(bnn, guide, x, y, 1.0).loss.backward()
         optimizer.step()
 
     return step

@@ -335,3 +335,54 @@ def test_resume_with_another_config_is_refused(tmp_path):
     _trainer(_classifier(), config={"lr": 0.05}, callbacks=[Checkpoint(tmp_path / "c.pt")]).fit(train, 1)
     with pytest.raises(ValueError, match="written with a different config"):
         _trainer(_classifier(), config={"lr": 0.1}).fit(train, 2, resume_from=tmp_path / "c.pt")
+
+
+class _CountingObjective:
+    """Any Objective: here Trace_ELBO with a counter, to see that the trainer calls it and reports its parts."""
+
+    def __init__(self):
+        from pyro_bnn.infer import TraceELBO
+
+        self.inner, self.calls, self.weights = TraceELBO(), 0, []
+
+    def __call__(self, model, guide, x, y, kl_weight):
+        self.calls += 1
+        self.weights.append(kl_weight)
+        return self.inner(model, guide, x, y, kl_weight)
+
+
+def test_trainer_takes_any_objective_and_reports_its_parts():
+    objective = _CountingObjective()
+    train, _ = _loaders()
+    history = _trainer(_classifier(), objective=objective, kl_schedule=linear_warmup(2)).fit(train, 2)
+    assert objective.calls == 6
+    assert objective.weights == pytest.approx([0, 1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6])
+    for record in history:
+        assert record["loss"] == pytest.approx(record["data_term"] + record["kl_term"], rel=1e-9)
+    with pytest.raises(ValueError, match="num_particles applies to an objective given by name"):
+        _trainer(_classifier(), objective=objective, num_particles=2)
+    with pytest.raises(ValueError, match="objective must be 'trace', 'meanfield' or an Objective, got 3"):
+        _trainer(_classifier(), objective=3)
+
+
+@pytest.mark.parametrize("interval,expected", [("epoch", 0.05 * 0.5), ("step", 0.05 * 0.5**3)])
+def test_lr_scheduler_steps_per_epoch_or_per_step(interval, expected):
+    train, _ = _loaders()  # 3 steps per epoch
+    trainer = _trainer(
+        _classifier(),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
+        lr_scheduler_interval=interval,
+    )
+    trainer.fit(train, 1)
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(expected)
+    with pytest.raises(ValueError, match="unknown scheduler interval 'batch'"):
+        _trainer(_classifier(), lr_scheduler_interval="batch")
+
+
+def test_sparse_nan_checks_still_stop_training_and_say_so():
+    train, _ = _loaders()
+    trainer = _trainer(_classifier(), optim=pyro.optim.Adam({"lr": float("inf")}), nan_check_every=2)
+    with pytest.raises(NonFiniteLossError, match=r"checked every 2 steps, so the parameters may already be"):
+        trainer.fit(train, 2)
+    with pytest.raises(ValueError, match="nan_check_every must be an int >= 1, got 0"):
+        _trainer(_classifier(), nan_check_every=0)
