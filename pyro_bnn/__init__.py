@@ -1,14 +1,37 @@
-"""pyro_bnn: a Pyro model zoo for Bayesian neural networks."""
+"""pyro_bnn: a Pyro model zoo for Bayesian neural networks.
+
+Importing pyro_bnn turns on Pyro's ``module_local_params`` setting: every :class:`~pyro.nn.PyroModule` (AutoGuides
+included) then keeps its parameters on the module instead of in Pyro's global parameter store, so two models (or
+two guides) built side by side never share a parameter merely because their site names match. It is also the
+setting Pyro recommends for the plain torch-optimiser training that pyro_bnn's trainer does.
+
+Set the environment variable ``PYRO_BNN_MODULE_LOCAL_PARAMS=0`` before the import to leave Pyro's setting as it
+is (for code that relies on ``pyro.get_param_store()``); ``1``, empty or unset means the default above.
+"""
+
+import os
 
 import pyro
 
-# Every PyroModule (AutoGuides included) keeps its parameters on the module instead of Pyro's global parameter
-# store, so two models (or two guides) built side by side never share a parameter because their names match.
-# This is the setting Pyro recommends for the torch-optimizer interface that pyro_bnn's trainer uses.
-pyro.settings.set(module_local_params=True)
+MODULE_LOCAL_PARAMS_ENV = "PYRO_BNN_MODULE_LOCAL_PARAMS"
+
+
+def _module_local_params_wanted() -> bool:
+    """Reads ``PYRO_BNN_MODULE_LOCAL_PARAMS``: True unless it is ``0``; any value other than 0, 1 or empty fails."""
+    value = os.environ.get(MODULE_LOCAL_PARAMS_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"{MODULE_LOCAL_PARAMS_ENV}={value!r} is not understood: expected 0 (leave Pyro's module_local_params "
+            "setting alone) or 1 (turn it on, the default)"
+        )
+    return value != "0"
+
+
+if _module_local_params_wanted():
+    pyro.settings.set(module_local_params=True)
 
 __version__ = "0.1.0"
 
 from pyro_bnn.bnn import BNN  # noqa: E402  (after the settings above)
 
-__all__ = ["BNN", "__version__"]
+__all__ = ["BNN", "MODULE_LOCAL_PARAMS_ENV", "__version__"]

@@ -11,9 +11,9 @@ import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
 from pyro.distributions import constraints
-from pyro.infer.autoguide import AutoGuide, AutoNormal
-from pyro.infer.autoguide.initialization import init_to_median
-from pyro.infer.autoguide.utils import deep_setattr
+from pyro.infer.autoguide import AutoGuide
+from pyro.infer.autoguide.initialization import InitMessenger, init_to_median
+from pyro.infer.autoguide.utils import deep_setattr, helpful_support_errors
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import biject_to
 
@@ -32,7 +32,7 @@ def _is_real(support: constraints.Constraint) -> bool:
     return support is constraints.real
 
 
-class BayesByBackprop(AutoNormal):
+class BayesByBackprop(AutoGuide):
     """Mean-field Normal guide with ``sigma = softplus(rho)`` and Blundell et al.'s initialisation.
 
     Every latent site gets ``q(w) = Normal(mu, softplus(rho)^2)`` element-wise, with ``mu ~ U(loc_init)`` and
@@ -40,6 +40,10 @@ class BayesByBackprop(AutoNormal):
     0.007-0.018). Sites with real support are sampled directly from that Normal, so
     :class:`~pyro.infer.TraceMeanField_ELBO` can use the analytic KL; constrained sites (hierarchical scales) get the
     Normal in unconstrained space pushed through ``biject_to(support)`` (a transformed distribution, Monte Carlo KL).
+
+    The parameters live in two :class:`~pyro.nn.PyroModule` s, ``locs`` (mu) and ``rhos`` (rho), with one
+    attribute per site nested at the dots of its name (``guide.locs.get_submodule("0").weight``), so a state dict
+    holds ``locs.<site>_unconstrained`` and ``rhos.<site>_unconstrained``. Read them through :meth:`loc_scale`.
 
     Args:
         model: The Pyro model (a :class:`pyro_bnn.BNN`).
@@ -62,16 +66,18 @@ class BayesByBackprop(AutoNormal):
     ) -> None:
         self._loc_init = None if loc_init is None else _check_interval("loc_init", loc_init)
         self._rho_init = _check_interval("rho_init", rho_init)
-        super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
+        self.init_loc_fn = init_loc_fn
+        super().__init__(InitMessenger(init_loc_fn)(model), create_plates=create_plates)
 
     def _setup_prototype(self, *args, **kwargs) -> None:
-        # Skip AutoNormal's parameter creation: only its prototype trace is wanted.
-        AutoGuide._setup_prototype(self, *args, **kwargs)
-        self._event_dims = {}
+        super()._setup_prototype(*args, **kwargs)
+        self._event_dims: dict[str, int] = {}
         self.locs = PyroModule()
         self.rhos = PyroModule()
         for name, site in self.prototype_trace.iter_stochastic_nodes():
-            init_loc = biject_to(site["fn"].support).inv(site["value"].detach()).detach()
+            with helpful_support_errors(site):
+                init_loc = biject_to(site["fn"].support).inv(site["value"].detach()).detach()
+            # The unconstrained event dims can differ from the site's own (a simplex loses one dimension).
             self._event_dims[name] = site["fn"].event_dim + init_loc.dim() - site["value"].dim()
             if self._loc_init is not None and _is_real(site["fn"].support):
                 init_loc = torch.empty_like(init_loc).uniform_(*self._loc_init)
@@ -79,8 +85,24 @@ class BayesByBackprop(AutoNormal):
             deep_setattr(self.locs, name, PyroParam(init_loc, constraints.real, self._event_dims[name]))
             deep_setattr(self.rhos, name, PyroParam(init_rho, constraints.real, self._event_dims[name]))
 
-    def _get_loc_and_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _site_loc_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        # attrgetter follows the dots that deep_setattr nested the site name at.
         return attrgetter(name)(self.locs), F.softplus(attrgetter(name)(self.rhos))
+
+    def loc_scale(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Each latent site's variational mu and sigma = softplus(rho), in the site's unconstrained space.
+
+        The tensors are live: gradients flow back to the parameters (detach them to keep values).
+
+        Returns:
+            ``{site name: (loc, scale)}``, both of the site's unconstrained shape.
+
+        Raises:
+            ValueError: The guide has not been run yet, so it has no parameters.
+        """
+        if self.prototype_trace is None:
+            raise ValueError(f"{type(self).__name__} has no parameters yet: run it (or train) once before reading them")
+        return {name: self._site_loc_scale(name) for name, _ in self.prototype_trace.iter_stochastic_nodes()}
 
     def forward(self, *args, **kwargs) -> dict[str, torch.Tensor]:
         """Samples every latent site; returns ``{site name: value}``."""
@@ -93,7 +115,7 @@ class BayesByBackprop(AutoNormal):
                 for frame in site["cond_indep_stack"]:
                     if frame.vectorized:
                         stack.enter_context(plates[frame.name])
-                loc, scale = self._get_loc_and_scale(name)
+                loc, scale = self._site_loc_scale(name)
                 q = dist.Normal(loc, scale).to_event(self._event_dims[name])
                 if _is_real(site["fn"].support):
                     result[name] = pyro.sample(name, q)
@@ -103,3 +125,47 @@ class BayesByBackprop(AutoNormal):
                 transform = biject_to(site["fn"].support)
                 result[name] = pyro.sample(name, dist.TransformedDistribution(q, transform))
         return result
+
+    def _set_up(self, *args, **kwargs) -> None:
+        # Like AutoDelta.median, a guide that has not run yet runs its prototype on the model arguments given.
+        if self.prototype_trace is None and (args or kwargs):
+            self._setup_prototype(*args, **kwargs)
+
+    @torch.no_grad()
+    def median(self, *args, **kwargs) -> dict[str, torch.Tensor]:
+        """Each latent site's posterior median in the site's own (constrained) space: ``biject_to(support)(mu)``.
+
+        Args:
+            *args: The model's arguments, needed only when the guide has not run yet.
+            **kwargs: Likewise.
+
+        Returns:
+            ``{site name: median}`` with tensors of the site's shape, detached.
+        """
+        self._set_up(*args, **kwargs)
+        medians = {}
+        for name, (loc, _) in self.loc_scale().items():
+            median = biject_to(self.prototype_trace.nodes[name]["fn"].support)(loc)
+            medians[name] = median.clone() if median is loc else median
+        return medians
+
+    @torch.no_grad()
+    def quantiles(self, quantiles: torch.Tensor | list[float], *args, **kwargs) -> dict[str, torch.Tensor]:
+        """Posterior quantiles of each latent site in its own space, e.g. ``guide.quantiles([0.05, 0.5, 0.95])``.
+
+        Args:
+            quantiles: Levels in (0, 1), shape ``(q,)``.
+            *args: The model's arguments, needed only when the guide has not run yet.
+            **kwargs: Likewise.
+
+        Returns:
+            ``{site name: values}`` with values of shape ``(q, *site_shape)``, detached.
+        """
+        self._set_up(*args, **kwargs)
+        results = {}
+        for name, (loc, scale) in self.loc_scale().items():
+            levels = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device)
+            levels = levels.reshape((-1,) + (1,) * loc.dim())
+            unconstrained = dist.Normal(loc, scale).icdf(levels)
+            results[name] = biject_to(self.prototype_trace.nodes[name]["fn"].support)(unconstrained)
+        return results

@@ -1,6 +1,8 @@
-"""Reading a guide's posterior parameters, whatever the guide."""
+"""Reading a guide's posterior parameters, whatever the guide, through public routes only."""
 
 from __future__ import annotations
+
+from operator import attrgetter
 
 import torch
 from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
@@ -10,23 +12,33 @@ from torch.distributions import biject_to
 def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Each latent site's variational location and scale, in the site's unconstrained space.
 
-    Works for :class:`~pyro.infer.autoguide.AutoNormal`, :class:`~pyro_bnn.guides.BayesByBackprop` (scale =
-    softplus(rho)) and :class:`~pyro.infer.autoguide.AutoDelta` (scale 0). The guide must have been run once.
+    Works for any guide with a public ``loc_scale()`` method (:class:`~pyro_bnn.guides.BayesByBackprop`: scale =
+    softplus(rho)), for :class:`~pyro.infer.autoguide.AutoNormal` (its ``locs`` and ``scales`` submodules, where
+    each site sits at the dots of its name) and for :class:`~pyro.infer.autoguide.AutoDelta` (scale 0). The guide
+    must have been run once.
 
     Returns:
         ``{site name: (loc, scale)}`` with tensors of the site's (unconstrained) shape, detached.
+
+    Raises:
+        ValueError: The guide has not been run yet, or is of a kind this function does not know.
     """
     if guide.prototype_trace is None:
         raise ValueError("the guide has no parameters yet: run it (or train) once before reading them")
-    result = {}
-    for name, _ in guide.prototype_trace.iter_stochastic_nodes():
-        if isinstance(guide, AutoNormal):
-            loc, scale = guide._get_loc_and_scale(name)
-        elif isinstance(guide, AutoDelta):
-            support = guide.prototype_trace.nodes[name]["fn"].support
-            loc = biject_to(support).inv(guide.median()[name])
-            scale = torch.zeros_like(loc)
-        else:
-            raise ValueError(f"posterior_loc_scale does not know the guide type {type(guide).__name__}")
-        result[name] = (loc.detach(), scale.detach())
-    return result
+    loc_scale = getattr(guide, "loc_scale", None)
+    if callable(loc_scale):
+        pairs = loc_scale()
+    elif isinstance(guide, AutoNormal):
+        pairs = {
+            name: (attrgetter(name)(guide.locs), attrgetter(name)(guide.scales))
+            for name, _ in guide.prototype_trace.iter_stochastic_nodes()
+        }
+    elif isinstance(guide, AutoDelta):
+        pairs = {}
+        for name, median in guide.median().items():
+            loc = biject_to(guide.prototype_trace.nodes[name]["fn"].support).inv(median)
+            pairs[name] = (loc, torch.zeros_like(loc))
+    else:
+        raise ValueError(f"posterior_loc_scale does not know the guide type {type(guide).__name__}")
+    # Copies, so a result taken before training is a snapshot rather than a view of parameters that keep moving.
+    return {name: (loc.detach().clone(), scale.detach().clone()) for name, (loc, scale) in pairs.items()}

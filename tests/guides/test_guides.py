@@ -1,8 +1,9 @@
 import pytest
 import torch
 from pyro import poutine
-from pyro.infer.autoguide import AutoDelta, AutoNormal
+from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
 from torch import nn
+from torch.distributions import biject_to
 
 from pyro_bnn import BNN
 from pyro_bnn.guides import (
@@ -17,6 +18,7 @@ from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.priors import HierarchicalPrior, NormalPrior, nothing
 
 X, Y = torch.randn(8, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+HIERARCHICAL_SITES = ["0.prior_scale", "0.weight", "0.bias", "2.prior_scale", "2.weight", "2.bias"]
 
 
 def _bnn(prior=None):
@@ -42,7 +44,7 @@ def test_bbb_samples_weights_from_normal_sites():
     trace = poutine.trace(guide).get_trace(X, Y)
     site = trace.nodes["0.weight"]
     assert type(site["fn"].base_dist).__name__ == "Normal"
-    loc, scale = guide._get_loc_and_scale("0.weight")
+    loc, scale = guide.loc_scale()["0.weight"]
     z = (site["value"] - loc) / scale
     assert z.std().item() == pytest.approx(1.0, rel=0.05)
     assert scale.mean().item() == pytest.approx(0.6931, rel=1e-3)  # softplus(0) = log 2
@@ -55,7 +57,7 @@ def test_bbb_constrained_sites_carry_the_jacobian():
     site = trace.nodes["0.prior_scale"]
     value = site["value"]
     assert value.item() > 0
-    loc, scale = guide._get_loc_and_scale("0.prior_scale")
+    loc, scale = guide.loc_scale()["0.prior_scale"]
     expected = torch.distributions.Normal(loc, scale).log_prob(value.log()) - value.log()
     assert site["fn"].log_prob(value).item() == pytest.approx(expected.item(), rel=1e-5)
 
@@ -134,3 +136,95 @@ def test_posterior_loc_scale_is_in_unconstrained_space_for_every_guide():
     delta(X, Y)
     loc, _ = posterior_loc_scale(delta)["0.prior_scale"]
     assert torch.allclose(loc, delta.median()["0.prior_scale"].log())
+
+
+def _perturbed(guide):
+    """Runs the guide once and moves every parameter off its (often constant) initial value."""
+    guide(X, Y)
+    with torch.no_grad():
+        for param in guide.parameters():
+            param.add_(0.3 * torch.randn_like(param))
+    return guide
+
+
+def test_bbb_is_its_own_autoguide():
+    guide = BayesByBackprop(_bnn())
+    assert isinstance(guide, AutoGuide) and not isinstance(guide, AutoNormal)
+
+
+def test_bbb_state_dict_keeps_the_old_layout():
+    """Checkpoints written when BayesByBackprop subclassed AutoNormal hold exactly these keys: one PyroParam per
+    site in ``locs`` and ``rhos``, nested at the dots of the site name, stored unconstrained."""
+    guide = BayesByBackprop(_bnn(HierarchicalPrior("normal", "halfcauchy", [1.0])))
+    guide(X, Y)
+    old_keys = {f"{group}.{site}_unconstrained" for group in ("locs", "rhos") for site in HIERARCHICAL_SITES}
+    assert set(guide.state_dict()) == old_keys
+
+
+def test_bbb_loads_a_state_dict_in_the_old_layout():
+    shapes = {"0.prior_scale": (), "0.weight": (300, 4), "0.bias": (300,), "2.prior_scale": ()}
+    shapes |= {"2.weight": (3, 300), "2.bias": (3,)}
+    mu = {site: torch.full(shape, 0.1 * i) for i, (site, shape) in enumerate(shapes.items())}
+    rho = {site: torch.full(shape, -float(i)) for i, (site, shape) in enumerate(shapes.items())}
+    old_state = {f"locs.{site}_unconstrained": mu[site] for site in shapes}
+    old_state |= {f"rhos.{site}_unconstrained": rho[site] for site in shapes}
+    guide = BayesByBackprop(_bnn(HierarchicalPrior("normal", "halfcauchy", [1.0])))
+    guide(X, Y)
+    guide.load_state_dict(old_state)  # strict: no key missing, none unexpected
+    loc_scale = guide.loc_scale()
+    assert set(loc_scale) == set(shapes)
+    for site, (loc, scale) in loc_scale.items():
+        assert torch.equal(loc, mu[site])
+        assert torch.allclose(scale, torch.nn.functional.softplus(rho[site]))
+    assert guide.median()["2.prior_scale"].item() == pytest.approx(torch.tensor(0.3).exp().item())
+
+
+def test_bbb_loc_scale_is_live_and_needs_a_run():
+    guide = BayesByBackprop(_bnn())
+    with pytest.raises(ValueError, match="BayesByBackprop has no parameters yet: run it \\(or train\\) once"):
+        guide.loc_scale()
+    guide(X, Y)
+    loc, scale = guide.loc_scale()["2.bias"]
+    (loc.sum() + scale.sum()).backward()
+    rho = guide.rhos.get_submodule("2").bias
+    assert torch.equal(guide.locs.get_submodule("2").bias.grad, torch.ones(3))
+    assert torch.allclose(rho.grad, torch.sigmoid(rho.detach()))  # d softplus(rho) / d rho
+    assert set(guide.loc_scale()) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+def test_bbb_median_and_quantiles_are_in_the_constrained_space():
+    guide = _perturbed(BayesByBackprop(_bnn(HierarchicalPrior("normal", "halfcauchy", [1.0]))))
+    median, loc_scale = guide.median(), guide.loc_scale()
+    quantiles = guide.quantiles([0.5, 0.8413447])  # the median and one standard deviation above it
+    assert set(median) == set(HIERARCHICAL_SITES)
+    for site, (loc, scale) in loc_scale.items():
+        support = guide.prototype_trace.nodes[site]["fn"].support
+        # The real weights' median is mu itself (no softplus, no transform); a layer scale's is exp(mu).
+        expected = biject_to(support)(loc) if site.endswith("prior_scale") else loc
+        assert torch.allclose(median[site], expected) and not median[site].requires_grad
+        assert torch.allclose(quantiles[site][0], median[site])
+        assert torch.allclose(quantiles[site][1], biject_to(support)(loc + scale), rtol=1e-4)
+    assert torch.allclose(median["0.prior_scale"], loc_scale["0.prior_scale"][0].exp())
+    assert median["0.weight"] is not loc_scale["0.weight"][0]  # a copy: editing it cannot touch the parameter
+
+
+def test_bbb_median_before_a_run_sets_the_guide_up_from_the_model_arguments():
+    guide = BayesByBackprop(_bnn())
+    assert set(guide.median(X, Y)) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    with pytest.raises(ValueError, match="no parameters yet"):
+        BayesByBackprop(_bnn()).median()
+
+
+def test_posterior_loc_scale_of_autonormal_matches_its_median_and_scales():
+    guide = _perturbed(AutoNormal(_bnn(HierarchicalPrior("normal", "halfcauchy", [1.0])), init_scale=0.1))
+    median, loc_scale = guide.median(), posterior_loc_scale(guide)
+    one_sd_above = guide.quantiles([0.8413447])  # biject_to(support)(loc + scale)
+    assert set(loc_scale) == set(HIERARCHICAL_SITES)
+    for site, (loc, scale) in loc_scale.items():
+        unconstrain = biject_to(guide.prototype_trace.nodes[site]["fn"].support).inv
+        assert torch.allclose(loc, unconstrain(median[site]), atol=1e-6)
+        assert torch.allclose(scale, unconstrain(one_sd_above[site][0]) - loc, atol=1e-4)
+        *path, leaf = site.split(".")
+        assert torch.equal(scale, getattr(guide.scales.get_submodule(".".join(path)), leaf).detach())
+        assert not loc.requires_grad and not scale.requires_grad
+    assert not torch.allclose(loc_scale["0.weight"][1], torch.tensor(0.1))  # the perturbation reached the scales
