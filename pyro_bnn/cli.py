@@ -21,9 +21,13 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--dataset",
         default=d.dataset,
-        help="mnist, fashion-mnist, digits, moons, circles (default %(default)s)",
+        help="mnist, fashion-mnist, digits, moons, circles, or cubic for regression (default %(default)s)",
     )
-    add("--model", default=d.model, help="a model from 'pyro-bnn list' (default %(default)s)")
+    add(
+        "--model",
+        default=d.model,
+        help="a model from 'pyro-bnn list', e.g. mlp:256,256 for hidden widths (default %(default)s)",
+    )
     add(
         "--activation",
         default=d.activation,
@@ -34,6 +38,12 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.prior,
         help="normal:LOC,SCALE, laplace, cauchy, flat, mixture:PI,S1,S2, "
         "hierarchical:FAMILY,HYPER,ARGS (default %(default)s)",
+    )
+    add(
+        "--noise-scale",
+        type=float,
+        default=d.noise_scale,
+        help="regression: fixed standard deviation of the Gaussian likelihood, > 0 (default %(default)s)",
     )
     add(
         "--guide",
@@ -56,7 +66,12 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--num-samples", type=int, default=d.num_samples, help="posterior samples for the test metrics")
     add("--num-val-samples", type=int, default=d.num_val_samples)
     add("--n-bins", type=int, default=d.n_bins, help="calibration bins (default %(default)s)")
-    add("--patience", type=int, default=d.patience, help="early stopping on validation accuracy (0: off)")
+    add(
+        "--patience",
+        type=int,
+        default=d.patience,
+        help="early stopping on validation accuracy (regression: NLL) (0: off)",
+    )
 
 
 def _config_from(args: argparse.Namespace) -> RunConfig:
@@ -93,7 +108,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         data = load_data(config)
     result = train_run(config, args.out, data=data, resume=args.resume, overwrite=True, progress=not args.quiet)
     _print_metrics(result.metrics)
-    print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, reliability.png")
+    print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, {result.figure.name}")
     return 0
 
 
@@ -130,18 +145,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from pyro_bnn.data import DatasetName
+    from pyro_bnn.data import DatasetName, Task
     from pyro_bnn.guides import GuideKind
     from pyro_bnn.infer import ScheduleKind
-    from pyro_bnn.models import available_models
+    from pyro_bnn.models import available_models, model_usage
     from pyro_bnn.nn import Activation
     from pyro_bnn.priors import PriorKind
 
-    print("models:      " + ", ".join(available_models()))
+    print("models:      " + ", ".join(model_usage(name) for name in available_models()))
     print("activations: " + ", ".join(a.value for a in Activation))
     print("priors:      " + ", ".join(p.value for p in PriorKind))
     print("guides:      " + ", ".join(g.value for g in GuideKind))
-    print("datasets:    " + ", ".join(d.value for d in DatasetName))
+    datasets = [f"{d.value} (regression)" if d.task is Task.REGRESSION else d.value for d in DatasetName]
+    print("datasets:    " + ", ".join(datasets))
     print("KL anneal:   " + ", ".join(k.value for k in ScheduleKind))
     print("corruptions: none, gaussian:GAMMA, salt-pepper:P")
     return 0
@@ -162,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="re-score a saved run, optionally on corrupted inputs")
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--num-samples", type=int, default=None)
-    evaluate.add_argument("--corruption", default=None, help="gaussian:GAMMA or salt-pepper:P")
+    evaluate.add_argument(
+        "--corruption", default=None, help="gaussian:GAMMA or salt-pepper:P (classification runs only)"
+    )
     evaluate.add_argument("--device", default=None)
     evaluate.set_defaults(func=_cmd_evaluate)
 
@@ -175,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true")
     demo.set_defaults(func=_cmd_demo)
 
-    listing = commands.add_parser("list", help="list models, activations, priors and guides")
+    listing = commands.add_parser("list", help="list models, activations, priors, guides and data sets")
     listing.set_defaults(func=_cmd_list)
     return parser
 

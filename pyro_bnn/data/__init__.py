@@ -1,5 +1,5 @@
-"""Data layer: classification data sets with train / validation / test splits, fast batch loaders, the cubic
-regression toy set and input corruptions for shift experiments.
+"""Data layer: classification data sets and the cubic regression toy set with train / validation / test splits
+(``DatasetSplits.task`` tells them apart), fast batch loaders and input corruptions for shift experiments.
 
 Typical use::
 
@@ -17,7 +17,7 @@ from pyro_bnn.data.corruptions import gaussian_blend, parse_corruption, salt_and
 from pyro_bnn.data.datasets import DatasetName, load_dataset
 from pyro_bnn.data.loaders import BatchLoader
 from pyro_bnn.data.normalization import Normalization
-from pyro_bnn.data.splits import DatasetSplits, TensorSplit
+from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
 from pyro_bnn.data.synthetic import RegressionData, cubic_regression
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "DatasetSplits",
     "Normalization",
     "RegressionData",
+    "Task",
     "TensorSplit",
     "cubic_regression",
     "gaussian_blend",

@@ -1,4 +1,4 @@
-"""``load_dataset``: each classification data set by name, split into train / validation / test, normalised.
+"""``load_dataset``: each data set by name, split into train / validation / test, normalised.
 
 Splits:
 
@@ -9,6 +9,8 @@ Splits:
 * moons, circles: one pool of ``n_samples`` points generated with ``seed``; 20 % of it
   (``SYNTHETIC_TEST_FRACTION``) is the test part, then validation takes 20 % of the rest by default. With the
   default 1000 points that is 640 / 160 / 200.
+* cubic (regression): the 400 training points of ``cubic_regression`` and its dense noiseless test grid (801
+  points on [-4, 4], gap included); no validation part unless ``val_size`` asks for one.
 
 The validation draw and the ``train_subset`` draw come from private generators seeded by ``seed``.
 """
@@ -32,21 +34,25 @@ from pyro_bnn.data.normalization import Normalization, normalize_pixels
 from pyro_bnn.data.partition import split_indices, train_val_indices
 from pyro_bnn.data.seeding import STREAM_TEST_HOLDOUT, check_seed, seeded_generator
 from pyro_bnn.data.sources import FASHION_MNIST_SPEC, MNIST_SPEC
-from pyro_bnn.data.splits import DatasetSplits, TensorSplit
-from pyro_bnn.data.synthetic import two_circles, two_moons
+from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
+from pyro_bnn.data.synthetic import cubic_regression, two_circles, two_moons
 
 SYNTHETIC_TEST_FRACTION = 0.2
 """Share of a moons / circles pool that forms the test part."""
 
 DEFAULT_VAL_FRACTION = 0.2
-"""Default validation share of the training part for every data set except MNIST and Fashion-MNIST."""
+"""Default validation share of the training part for the digits, moons and circles."""
+
+CUBIC_DEFAULT_VAL_SIZE = 0
+"""Default validation count for cubic: none. The paper trains on all 400 points and scores the dense test grid;
+a validation part would take points from the two data intervals, which are what define the fit."""
 
 MNIST_DEFAULT_VAL_SIZE = 10_000
 """Default validation count for MNIST and Fashion-MNIST (leaving 50 000 to train on, the common protocol)."""
 
 
 class DatasetName(str, Enum):
-    """The classification data sets ``load_dataset`` knows."""
+    """The data sets ``load_dataset`` knows; :attr:`task` says which are regression sets."""
 
     MNIST = "mnist"
     """Handwritten digits, 28x28 grey, 60 000 train / 10 000 test, 10 classes."""
@@ -62,6 +68,14 @@ class DatasetName(str, Enum):
 
     CIRCLES = "circles"
     """Two concentric circles in 2-D (scikit-learn ``make_circles``), 2 classes."""
+
+    CUBIC = "cubic"
+    """Regression: the implicit-BNN paper's ``y = x**3 + 2 eps`` on ``[-3, -1) ∪ [1, 3)`` (``cubic_regression``)."""
+
+    @property
+    def task(self) -> Task:
+        """Classification or regression, known from the name alone (before any data is loaded)."""
+        return Task.REGRESSION if self is DatasetName.CUBIC else Task.CLASSIFICATION
 
     @classmethod
     def _missing_(cls, value: object) -> DatasetName:
@@ -81,6 +95,7 @@ _ALIASES = {"fmnist": DatasetName.FASHION_MNIST.value}
 _GENERATOR_KWARGS = {
     DatasetName.MOONS: ("n_samples", "noise"),
     DatasetName.CIRCLES: ("n_samples", "noise", "factor"),
+    DatasetName.CUBIC: ("step", "noise_scale", "test_range", "test_step"),
 }
 
 
@@ -89,9 +104,10 @@ def _check_generator_kwargs(dataset: DatasetName, kwargs: dict[str, Any]) -> Non
     unexpected = sorted(set(kwargs) - set(accepted))
     if unexpected:
         takes = f"takes only {', '.join(accepted)}" if accepted else "takes no generator keyword arguments"
+        every = "; ".join(f"{name.value}: {', '.join(keys)}" for name, keys in _GENERATOR_KWARGS.items())
         raise TypeError(
             f"load_dataset({dataset.value!r}) got unexpected keyword argument(s) {', '.join(unexpected)}: "
-            f"{dataset.value!r} {takes} (moons: n_samples, noise; circles: n_samples, noise, factor)"
+            f"{dataset.value!r} {takes} ({every})"
         )
 
 
@@ -124,6 +140,33 @@ def _load_two_d(
         num_classes=2,
         input_shape=(2,),
         normalization=None,
+    )
+
+
+def _load_cubic(
+    *,
+    val_size: float | None,
+    train_subset: int | None,
+    seed: int,
+    generator_kwargs: dict[str, Any],
+) -> DatasetSplits:
+    data = cubic_regression(seed=seed, **generator_kwargs)
+    train, val = train_val_indices(
+        len(data.x_train),
+        val_size=val_size,
+        default_val_size=CUBIC_DEFAULT_VAL_SIZE,
+        train_subset=train_subset,
+        seed=seed,
+    )
+    return DatasetSplits(
+        name=DatasetName.CUBIC.value,
+        train=TensorSplit(data.x_train[train], data.y_train[train]),
+        val=TensorSplit(data.x_train[val], data.y_train[val]),
+        test=TensorSplit(data.x_test, data.y_test),
+        num_classes=None,
+        input_shape=(1,),
+        normalization=None,
+        task=Task.REGRESSION,
     )
 
 
@@ -177,35 +220,37 @@ def load_dataset(
     cache_dir: str | os.PathLike[str] | None = None,
     **synthetic_kwargs: Any,
 ) -> DatasetSplits:
-    """Loads a classification data set, split into train / validation / test and normalised.
+    """Loads a data set, split into train / validation / test and normalised.
 
     See the module docstring for how each data set is split, and ``pyro_bnn.data.sources`` for where MNIST and
     Fashion-MNIST are looked for (``data_dir``, ``$PYRO_BNN_DATA``, Debian's package, the cache, a download).
 
     Args:
         name: A ``DatasetName`` value: ``"mnist"``, ``"fashion-mnist"`` (or ``"fmnist"``), ``"digits"``,
-            ``"moons"`` or ``"circles"``; case is ignored.
+            ``"moons"``, ``"circles"`` or ``"cubic"`` (regression); case is ignored.
         data_dir: MNIST / Fashion-MNIST only: a folder of IDX files or a torchvision root. When given, it is
             the only place looked.
         normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
-            Validated for every data set but ignored by moons and circles, which are not images.
+            Validated for every data set but ignored by moons, circles and cubic, which are not images.
         val_size: Validation part held out from the training data: an ``int`` count, a ``float`` fraction in
-            ``[0, 1)``, or ``None`` for the default (10 000 for MNIST / Fashion-MNIST, 20 % otherwise). ``0``
-            gives an empty validation part.
+            ``[0, 1)``, or ``None`` for the default (10 000 for MNIST / Fashion-MNIST, none for cubic, 20 %
+            otherwise). ``0`` gives an empty validation part.
         train_subset: Keep only this many training examples (a seeded uniform subset, not class-balanced), for
             quick runs; ``None`` keeps all.
-        seed: Non-negative int seeding the validation split, the subset and (moons, circles) the generated
-            pool.
+        seed: Non-negative int seeding the validation split, the subset and (moons, circles, cubic) the
+            generated data.
         download: MNIST / Fashion-MNIST only: whether torchvision may download the data if no local copy
             exists.
         cache_dir: MNIST / Fashion-MNIST only: cache folder, default ``$PYRO_BNN_CACHE`` or
             ``~/.cache/pyro_bnn``.
         **synthetic_kwargs: moons: ``n_samples`` (default 1000, the whole pool), ``noise`` (0.2); circles
-            also ``factor`` (0.5).
+            also ``factor`` (0.5); cubic: ``step``, ``noise_scale`` (of the generated targets, 2.0),
+            ``test_range``, ``test_step`` (see ``cubic_regression``).
 
     Returns:
         The splits. Images: ``x`` float32 ``(N, 1, H, W)``; moons / circles: ``x`` float32 ``(N, 2)``; ``y``
-        int64 ``(N,)`` throughout.
+        int64 ``(N,)``; ``task`` is ``Task.CLASSIFICATION``. Cubic: ``x`` and ``y`` float32 ``(N, 1)``,
+        ``num_classes`` None, ``output_dim`` 1 and ``task`` ``Task.REGRESSION``.
 
     Raises:
         ValueError: If ``name``, ``normalization``, ``val_size``, ``train_subset``, ``seed`` or a generator
@@ -219,7 +264,9 @@ def load_dataset(
     normalization = Normalization(normalization)
     seed = check_seed(seed)
     _check_generator_kwargs(dataset, synthetic_kwargs)
-    if dataset in _GENERATOR_KWARGS:
+    if dataset is DatasetName.CUBIC:
+        return _load_cubic(val_size=val_size, train_subset=train_subset, seed=seed, generator_kwargs=synthetic_kwargs)
+    if dataset in (DatasetName.MOONS, DatasetName.CIRCLES):
         return _load_two_d(
             dataset,
             val_size=val_size,

@@ -1,8 +1,10 @@
-"""What ``load_dataset`` returns: ``TensorSplit`` (one part) and ``DatasetSplits`` (all parts, metadata)."""
+"""What ``load_dataset`` returns: ``TensorSplit`` (one part) and ``DatasetSplits`` (all parts, metadata), and the
+``Task`` that tells classification data from regression data."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 
@@ -10,13 +12,23 @@ from pyro_bnn.data.loaders import BatchLoader
 from pyro_bnn.data.normalization import Normalization
 
 
+class Task(str, Enum):
+    """What a data set's targets are; code that must treat the two differently asks ``DatasetSplits.task``."""
+
+    CLASSIFICATION = "classification"
+    """``y`` holds int64 class labels ``(N,)`` in ``0 .. num_classes - 1``; the net outputs one logit per class."""
+
+    REGRESSION = "regression"
+    """``y`` holds float32 targets ``(N, D)``; the net outputs ``D`` means of a Gaussian likelihood."""
+
+
 @dataclass(frozen=True, eq=False)
 class TensorSplit:
-    """One part of a classification data set, in memory.
+    """One part of a data set, in memory.
 
     Attributes:
-        x: ``(N, C, H, W)`` float32 images or ``(N, 2)`` float32 points.
-        y: ``(N,)`` int64 class labels.
+        x: ``(N, C, H, W)`` float32 images, ``(N, 2)`` float32 points or ``(N, 1)`` float32 regression inputs.
+        y: ``(N,)`` int64 class labels (classification) or ``(N, D)`` float32 targets (regression).
 
     Raises:
         ValueError: If ``x`` and ``y`` hold different numbers of examples.
@@ -36,26 +48,56 @@ class TensorSplit:
 
 @dataclass(frozen=True, eq=False)
 class DatasetSplits:
-    """A classification data set split into training, held-out validation and test parts.
+    """A data set split into training, held-out validation and test parts.
+
+    Classification and regression sets share this type; ``task`` says which one it is and ``output_dim`` how
+    many outputs a network for it needs, so callers never guess from dtypes.
 
     Attributes:
         name: Canonical data set name (a ``DatasetName`` value, e.g. ``"fashion-mnist"``).
         train: Training part.
         val: Validation part, held out from the official training set (may be empty).
-        test: Test part (the official test set where the data set has one).
-        num_classes: Number of classes; labels lie in ``0 .. num_classes - 1``.
-        input_shape: Shape of one input without the batch dimension: ``(1, 28, 28)``, ``(1, 8, 8)`` or
-            ``(2,)``.
-        normalization: The image scaling applied, or ``None`` for 2-D synthetic sets, which have none.
+        test: Test part (the official test set where the data set has one; for cubic the dense grid).
+        num_classes: Number of classes, labels lying in ``0 .. num_classes - 1``; ``None`` for regression.
+        input_shape: Shape of one input without the batch dimension: ``(1, 28, 28)``, ``(1, 8, 8)``, ``(2,)``
+            or ``(1,)``.
+        normalization: The image scaling applied, or ``None`` for the synthetic sets, which have none.
+        task: ``Task.CLASSIFICATION`` (the default) or ``Task.REGRESSION``.
+
+    Raises:
+        ValueError: If ``num_classes`` does not fit ``task`` (a positive int for classification, ``None`` for
+            regression) or regression targets are not 2-D.
     """
 
     name: str
     train: TensorSplit
     val: TensorSplit
     test: TensorSplit
-    num_classes: int
+    num_classes: int | None
     input_shape: tuple[int, ...]
     normalization: Normalization | None
+    task: Task = Task.CLASSIFICATION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "task", Task(self.task))
+        if self.task is Task.REGRESSION:
+            if self.num_classes is not None:
+                raise ValueError(
+                    f"a regression data set has no classes: num_classes must be None, got {self.num_classes!r}"
+                )
+            parts = (self.train, self.val, self.test)
+            if any(part.y.dim() != 2 for part in parts) or len({part.y.shape[1] for part in parts}) != 1:
+                shapes = [tuple(part.y.shape) for part in parts]
+                raise ValueError(f"regression targets must be (N, D) with one D in every part, got {shapes}")
+        elif isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or self.num_classes < 1:
+            raise ValueError(f"a classification data set needs num_classes, a positive int; got {self.num_classes!r}")
+
+    @property
+    def output_dim(self) -> int:
+        """Network outputs the data set needs: ``num_classes`` logits, or the ``D`` of regression targets."""
+        if self.task is Task.REGRESSION:
+            return int(self.train.y.shape[1])
+        return self.num_classes
 
     def loaders(
         self,

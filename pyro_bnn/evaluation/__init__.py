@@ -1,4 +1,4 @@
-"""Metrics of a classifier's posterior predictive.
+"""Metrics of a classifier's posterior predictive, and of a Gaussian regression predictive (``regression``).
 
 Every metric takes ``probs``, either posterior samples of class probabilities ``(num_samples, N, C)`` or their
 mean ``(N, C)``, and, where it scores predictions, ``labels: (N,)`` integer class indices. Inputs may live on
@@ -8,6 +8,9 @@ Inputs are validated in one place (``_validation``) and every failure is a ``Val
 found: ``probs`` must be a floating tensor of rank 2 or 3 with no empty dimension, finite, non-negative, each
 row summing to 1 within 1e-3 (see ``ROW_SUM_TOLERANCE``); ``labels`` an integer tensor of shape ``(N,)`` with
 values in ``[0, C)``; counts such as ``n_bins`` ints >= 1.
+
+Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
+means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
 """
 
 from pyro_bnn.evaluation._validation import ROW_SUM_TOLERANCE
@@ -20,11 +23,19 @@ from pyro_bnn.evaluation.calibration import (
 )
 from pyro_bnn.evaluation.classification import accuracy, brier_score, nll
 from pyro_bnn.evaluation.label_frequencies import label_frequencies, label_frequencies_from_samples
+from pyro_bnn.evaluation.regression import (
+    DEFAULT_NUM_SD,
+    REGRESSION_KEYS,
+    predictive_moments,
+    regression_metrics,
+)
 from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize
 from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposition
 
 __all__ = [
     "DEFAULT_NUM_BINS",
+    "DEFAULT_NUM_SD",
+    "REGRESSION_KEYS",
     "ROW_SUM_TOLERANCE",
     "SUMMARY_KEYS",
     "CalibrationResult",
@@ -38,5 +49,7 @@ __all__ = [
     "label_frequencies_from_samples",
     "maximum_calibration_error",
     "nll",
+    "predictive_moments",
+    "regression_metrics",
     "summarize",
 ]

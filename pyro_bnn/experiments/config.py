@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,12 +13,12 @@ from typing import Any
 import torch
 
 from pyro_bnn._spec import enum_member
-from pyro_bnn.data import DatasetName, Normalization, parse_corruption
+from pyro_bnn.data import DatasetName, Normalization, Task, parse_corruption
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
-from pyro_bnn.models import available_models
+from pyro_bnn.models import parse_model_spec
 from pyro_bnn.nn import parse_activation
 from pyro_bnn.priors import parse_prior
 
@@ -25,11 +27,18 @@ from pyro_bnn.priors import parse_prior
 class RunConfig:
     """One training run. Field names match the ``pyro-bnn train`` options.
 
+    The data set decides the task (``DatasetName.task``): classification sets train with a Categorical
+    likelihood, ``cubic`` with a Gaussian one of fixed scale ``noise_scale``. Options of the other task are
+    ignored (``noise_scale`` for classification; ``normalization`` and ``n_bins`` for regression).
+
     Attributes:
-        dataset: ``mnist``, ``fashion-mnist``, ``digits``, ``moons`` or ``circles``.
-        model: A registered model name (``pyro_bnn.models.available_models()``).
+        dataset: ``mnist``, ``fashion-mnist``, ``digits``, ``moons``, ``circles`` or ``cubic`` (regression).
+        model: A registered model name, or a model string with arguments such as ``mlp:256,256``
+            (``pyro_bnn.models.parse_model_spec``; ``pyro-bnn list`` shows the forms).
         activation: ``relu``, ``leaky:-0.5``, ``tanh``, ... (``pyro_bnn.nn.parse_activation``).
         prior: ``normal:0,1``, ``mixture``, ``hierarchical:normal,halfcauchy,1``, ... (``parse_prior``).
+        noise_scale: Regression only: the fixed standard deviation of the Gaussian likelihood (1.0 as in the
+            implicit-BNN authors' code); a finite number > 0.
         guide: ``autonormal:1e-3``, ``bbb``, ``map``, ``mle``, ``mc-dropout:0.1`` (``parse_guide``).
         elbo: ``trace`` or ``meanfield``.
         epochs: Maximum number of epochs.
@@ -47,13 +56,15 @@ class RunConfig:
         num_samples: Posterior samples for the test metrics.
         num_val_samples: Posterior samples for the per-epoch validation metrics.
         n_bins: Calibration bins.
-        patience: Early stopping on validation accuracy after this many epochs without improvement (0: off).
+        patience: Early stopping after this many epochs without improvement of the validation accuracy
+            (regression: the validation NLL); 0: off.
     """
 
     dataset: str = "fashion-mnist"
     model: str = "3fc"
     activation: str = "relu"
     prior: str = "normal:0,1"
+    noise_scale: float = 1.0
     guide: str = "autonormal:0.001"
     elbo: str = "trace"
     epochs: int = 10
@@ -75,10 +86,18 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Parses every option once so a typo fails before data loading or training; returns self."""
-        DatasetName(self.dataset)
+        dataset = DatasetName(self.dataset)
         Normalization(self.normalization)
-        if self.model.lower() not in available_models():
-            raise ValueError(f"unknown model {self.model!r}; expected one of {', '.join(available_models())}")
+        parse_model_spec(self.model)
+        if (
+            isinstance(self.noise_scale, bool)
+            or not isinstance(self.noise_scale, numbers.Real)
+            or not (math.isfinite(self.noise_scale) and self.noise_scale > 0)
+        ):
+            raise ValueError(
+                f"noise_scale must be a finite number > 0 (the Gaussian likelihood's standard deviation), "
+                f"got {self.noise_scale!r}"
+            )
         parse_activation(self.activation)
         parse_prior(self.prior)
         parse_guide(self.guide)
@@ -104,6 +123,11 @@ class RunConfig:
             holdout_count(self.val_size, available=2**62, default=0)
         if self.patience and self.val_size == 0:
             raise ValueError(f"patience={self.patience} needs a validation split, but val_size is 0")
+        if self.patience and self.val_size is None and dataset.task is Task.REGRESSION:
+            raise ValueError(
+                f"patience={self.patience} needs a validation split, but {dataset.value!r} holds none out by "
+                "default; pass val_size (--val-size)"
+            )
         resolve_device(self.device)
         return self
 
@@ -137,7 +161,14 @@ def resolve_device(device: str) -> torch.device:
     return resolved
 
 
-def check_corruption(spec: str | None) -> None:
-    """Validates a ``--corruption`` string early."""
-    if spec is not None:
-        parse_corruption(spec)
+def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
+    """Validates a ``--corruption`` string early, and refuses one for a regression run (given its ``config``):
+    the corruptions perturb images and 2-D points for classification shift experiments."""
+    if spec is None:
+        return
+    if config is not None and DatasetName(config.dataset).task is Task.REGRESSION:
+        raise ValueError(
+            f"corruption {spec!r} does not apply to a regression run (dataset {config.dataset!r}); "
+            "evaluate it without --corruption"
+        )
+    parse_corruption(spec)

@@ -15,8 +15,8 @@ from pyro import poutine
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
-from pyro_bnn.data import DatasetSplits, load_dataset, parse_corruption
-from pyro_bnn.evaluation import calibration
+from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset, parse_corruption
+from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import (
@@ -27,9 +27,9 @@ from pyro_bnn.infer import (
     load_checkpoint,
     parse_kl_schedule,
 )
-from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
-from pyro_bnn.plots import plot_reliability, save_figure
+from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
 from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
 from pyro_bnn.priors import nothing, parse_prior
 
@@ -38,11 +38,19 @@ CHECKPOINT = "checkpoint.pt"
 
 @dataclass
 class RunResult:
-    """What a finished run wrote and measured."""
+    """What a finished run wrote and measured.
+
+    Attributes:
+        out_dir: The run folder.
+        metrics: What ``metrics.json`` holds.
+        prediction: The test-set prediction (``probs`` for classification, ``means`` for regression).
+        figure: The figure written: ``reliability.png`` (classification) or ``predictive.png`` (regression).
+    """
 
     out_dir: Path
     metrics: dict[str, Any]
     prediction: Prediction
+    figure: Path | None = None
 
 
 def load_data(config: RunConfig) -> DatasetSplits:
@@ -58,17 +66,25 @@ def load_data(config: RunConfig) -> DatasetSplits:
 
 
 def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
-    """The run's model and guide builder (the guide is built by the trainer once the model is on its device)."""
+    """The run's model and guide builder (the guide is built by the trainer once the model is on its device).
+
+    Classification data gets a Categorical likelihood, regression data (``data.task``) a Gaussian one with the
+    fixed scale ``config.noise_scale``.
+    """
     guide_spec = parse_guide(config.guide)
     prior = parse_prior(config.prior, select=None if guide_spec.random_weights else nothing)
     net = build_model(
         config.model,
         input_shape=data.input_shape,
-        num_classes=data.num_classes,
+        num_classes=data.output_dim,
         activation=config.activation,
         dropout=guide_spec.dropout,
     )
-    return BNN(net, prior, Categorical(len(data.train))), guide_spec.build
+    if data.task is Task.REGRESSION:
+        likelihood = Gaussian(len(data.train), scale=config.noise_scale)
+    else:
+        likelihood = Categorical(len(data.train))
+    return BNN(net, prior, likelihood), guide_spec.build
 
 
 def restore(config: RunConfig, data: DatasetSplits, checkpoint: str | os.PathLike, device: torch.device):
@@ -87,13 +103,58 @@ def restore(config: RunConfig, data: DatasetSplits, checkpoint: str | os.PathLik
 
 
 def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) -> tuple[dict[str, Any], Prediction]:
-    """Test metrics of the posterior predictive and of the posterior-mean network."""
+    """Test metrics of the posterior predictive and of the posterior-mean network.
+
+    Classification: ``accuracy, nll, brier, ece, mce, posterior_mean_accuracy, posterior_mean_ece``.
+    Regression: ``rmse, nll, coverage`` (of mean ± 2 sd; :func:`pyro_bnn.evaluation.regression_metrics`) and
+    ``posterior_mean_rmse``.
+    """
     prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples)
+    mean_net = predict_posterior_mean(bnn, guide, (x, y))
+    if not prediction.is_classification:
+        metrics = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
+        mean_rmse = regression_metrics(mean_net.means, mean_net.noise_scale, mean_net.targets)["rmse"]
+        metrics["posterior_mean_rmse"] = mean_rmse
+        return metrics, prediction
     metrics = prediction.metrics(n_bins=config.n_bins)
-    mean_net = predict_posterior_mean(bnn, guide, (x, y)).metrics(n_bins=config.n_bins)
-    metrics["posterior_mean_accuracy"] = mean_net["accuracy"]
-    metrics["posterior_mean_ece"] = mean_net["ece"]
+    mean_metrics = mean_net.metrics(n_bins=config.n_bins)
+    metrics["posterior_mean_accuracy"] = mean_metrics["accuracy"]
+    metrics["posterior_mean_ece"] = mean_metrics["ece"]
     return metrics, prediction
+
+
+def save_prediction_figure(
+    prediction: Prediction,
+    config: RunConfig,
+    out: Path,
+    *,
+    suffix: str = "",
+    title: str,
+    train: TensorSplit | None = None,
+    test: TensorSplit | None = None,
+) -> Path:
+    """Writes the figure of a test prediction into ``out`` and returns its path.
+
+    Classification: the reliability diagram ``reliability{suffix}.png``. Regression: ``predictive{suffix}.png``,
+    the predictive mean ± 2 sd over the test inputs of ``test`` (its targets drawn as the true function) with the
+    ``train`` points as dots.
+    """
+    if prediction.is_classification:
+        result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
+        return save_figure(plot_reliability(result, title=title), out / f"reliability{suffix}.png")
+    if test is None:
+        raise ValueError("a regression figure needs the test split (its inputs are the x axis)")
+    mean, sd = predictive_moments(prediction.means, prediction.noise_scale)
+    figure = plot_regression(
+        test.x,
+        mean,
+        sd,
+        x_train=None if train is None else train.x,
+        y_train=None if train is None else train.y,
+        y_true=test.y,
+        title=title,
+    )
+    return save_figure(figure, out / f"predictive{suffix}.png")
 
 
 def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool) -> Path:
@@ -130,7 +191,7 @@ def train_run(
     progress: bool = True,
 ) -> RunResult:
     """Trains one run and writes ``config.json``, ``checkpoint.pt``, ``history.json``, ``metrics.json`` and
-    ``reliability.png`` to ``out_dir``.
+    ``reliability.png`` (classification) or ``predictive.png`` (regression) to ``out_dir``.
 
     Args:
         config: The run.
@@ -141,7 +202,7 @@ def train_run(
         progress: Show progress bars.
 
     Returns:
-        The output folder, the metrics written and the test-set prediction.
+        The output folder, the metrics written, the test-set prediction and the figure's path.
     """
     config.validate()
     out = prepare_run_dir(config, out_dir, resume=resume, overwrite=overwrite)
@@ -154,12 +215,13 @@ def train_run(
     callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
     if config.patience:
         # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
-        callbacks.insert(0, EarlyStopping("val_accuracy", patience=config.patience, restore_best=True))
+        monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
+        callbacks.insert(0, EarlyStopping(monitor, patience=config.patience, mode=mode, restore_best=True))
     trainer = Trainer(
         bnn,
         guide_builder,
         optim=pyro.optim.Adam({"lr": config.lr}),
-        elbo=config.elbo,
+        objective=config.elbo,
         num_particles=config.num_particles,
         kl_schedule=parse_kl_schedule(config.kl_anneal),
         kl_weighting=config.kl_weighting,
@@ -188,10 +250,11 @@ def train_run(
         history=history,
     )
     write_json_atomically(out / "metrics.json", metrics)
-    result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
     title = f"{config.model} {config.activation} on {config.dataset}"
-    save_figure(plot_reliability(result, title=title), out / "reliability.png")
-    return RunResult(out, metrics, prediction)
+    if data.task is Task.REGRESSION:
+        title += f", noise scale {config.noise_scale:g}"
+    figure = save_prediction_figure(prediction, config, out, title=title, train=data.train, test=data.test)
+    return RunResult(out, metrics, prediction, figure)
 
 
 @dataclass
@@ -205,6 +268,7 @@ class Evaluation:
     x: torch.Tensor
     y: torch.Tensor
     corruption: str | None
+    data: DatasetSplits | None = None
 
 
 def load_evaluation(
@@ -218,7 +282,7 @@ def load_evaluation(
 
     Raises:
         FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
-        ValueError: a bad option or corruption string.
+        ValueError: a bad option or corruption string, or a corruption for a regression run.
     """
     run = Path(run_dir)
     if not (run / "config.json").is_file():
@@ -229,27 +293,30 @@ def load_evaluation(
     if device is not None:
         config.device = device
     config.validate()
-    check_corruption(corruption)
+    check_corruption(corruption, config)
     resolved = resolve_device(config.device)
     data = load_data(config)
     bnn, guide = restore(config, data, run / CHECKPOINT, resolved)
     x = data.test.x
     if corruption is not None:
         x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
-    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption)
+    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption, data)
 
 
 def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
     """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
-    diagram into the run folder and returns the metrics."""
+    diagram (regression: ``predictive.png``) into the run folder and returns the metrics."""
     e, config = evaluation, evaluation.config
     metrics, prediction = score(e.bnn, e.guide, e.x, e.y, config)
     metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
     suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
     write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
-    result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
-    figure = plot_reliability(result, title=f"{config.model} {config.activation}, corruption {e.corruption or 'none'}")
-    save_figure(figure, e.run_dir / f"reliability{suffix}.png")
+    title = f"{config.model} {config.activation}, corruption {e.corruption or 'none'}"
+    if not prediction.is_classification:
+        title = f"{config.model} {config.activation} on {config.dataset}, noise scale {config.noise_scale:g}"
+    train = e.data.train if e.data is not None else None
+    test = TensorSplit(e.x.cpu(), e.y.cpu())
+    save_prediction_figure(prediction, config, e.run_dir, suffix=suffix, title=title, train=train, test=test)
     return metrics
 
 
@@ -260,8 +327,10 @@ def evaluate_run(
     corruption: str | None = None,
     device: str | None = None,
 ) -> dict[str, Any]:
-    """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``).
+    """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``; not for
+    regression runs).
 
-    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram into the run folder.
+    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram (regression: ``predictive.png``)
+    into the run folder.
     """
     return score_evaluation(load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device))

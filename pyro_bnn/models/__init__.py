@@ -7,17 +7,29 @@ Bayesian layer can run them through ``torch.func.functional_call`` vectorised wi
 from pyro_bnn.models.base import SequentialNet
 from pyro_bnn.models.conv import ConvNet
 from pyro_bnn.models.lenet import LeNet
-from pyro_bnn.models.mlp import MLP, BayesByBackpropMLP, TanhSmallMLP, ThreeFC
-from pyro_bnn.models.registry import ModelFactory, available_models, build_model, register_model
+from pyro_bnn.models.mlp import DEFAULT_MLP_WIDTHS, MLP, BayesByBackpropMLP, TanhSmallMLP, ThreeFC
+from pyro_bnn.models.registry import (
+    ModelArguments,
+    ModelFactory,
+    ModelSpec,
+    available_models,
+    build_model,
+    model_usage,
+    parse_model_spec,
+    register_model,
+)
 from pyro_bnn.models.shapes import check_input_shape
 from pyro_bnn.models.tanh_cnn import TanhCNN
 
 __all__ = [
+    "DEFAULT_MLP_WIDTHS",
     "MLP",
     "BayesByBackpropMLP",
     "ConvNet",
     "LeNet",
+    "ModelArguments",
     "ModelFactory",
+    "ModelSpec",
     "SequentialNet",
     "TanhCNN",
     "TanhSmallMLP",
@@ -25,5 +37,7 @@ __all__ = [
     "available_models",
     "build_model",
     "check_input_shape",
+    "model_usage",
+    "parse_model_spec",
     "register_model",
 ]

@@ -18,22 +18,35 @@ from pyro_bnn.models.base import (
     positive_int,
     positive_ints,
 )
-from pyro_bnn.models.registry import register_model
+from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_input_shape
 from pyro_bnn.nn import ActivationLike
 
+DEFAULT_MLP_WIDTHS = (256, 256)
+"""Hidden widths of a plain ``"mlp"``: two layers of 256 units."""
 
-@register_model("mlp")
+
+def _parse_hidden_widths(args: list[str]) -> dict[str, object]:
+    """``["256", "256"]`` -> ``{"hidden_widths": (256, 256)}``, the arguments of ``mlp:W1,W2,...``."""
+    for arg in args:
+        if not arg.isdecimal() or int(arg) < 1:
+            raise ValueError(f"hidden widths must be positive ints, got {arg!r}")
+    return {"hidden_widths": tuple(int(arg) for arg in args)}
+
+
+@register_model("mlp", arguments=ModelArguments("W1,W2,...", _parse_hidden_widths))
 class MLP(SequentialNet):
     """Flatten, then ``Linear -> activation [-> Dropout]`` per hidden width, then a linear output layer.
 
-    Registered as ``"mlp"``; with ``hidden_widths=(256,) * 5`` it is the implicit-BNN paper's 1-D regression
-    net, and with ``hidden_widths=()`` a linear (logistic-regression) model.
+    Registered as ``"mlp"``: the model string ``"mlp:256,256"`` gives ``hidden_widths=(256, 256)`` and a bare
+    ``"mlp"`` the default :data:`DEFAULT_MLP_WIDTHS`, two hidden layers of 256. With ``hidden_widths=(256,) * 5``
+    it is the implicit-BNN paper's 1-D regression net, and with ``hidden_widths=()`` a linear
+    (logistic-regression) model.
 
     Args:
         input_shape: One example's shape without the batch dimension; flattened to ``prod(input_shape)``.
         num_classes: Output size.
-        hidden_widths: Width of each hidden layer, in order (may be empty).
+        hidden_widths: Width of each hidden layer, in order (may be empty); default two layers of 256.
         activation: Hidden activation (``pyro_bnn.nn.make_activation``); None means ReLU.
         dropout: Probability of an ``nn.Dropout`` after each hidden activation; 0 adds none.
 
@@ -48,7 +61,7 @@ class MLP(SequentialNet):
         self,
         input_shape: Sequence[int],
         num_classes: int,
-        hidden_widths: Sequence[int],
+        hidden_widths: Sequence[int] = DEFAULT_MLP_WIDTHS,
         *,
         activation: ActivationLike | None = None,
         dropout: float = 0.0,

@@ -1,16 +1,22 @@
-"""Name -> model factory registry: ``register_model``, ``build_model`` and ``available_models``.
+"""Name -> model factory registry: ``register_model``, ``build_model``, ``parse_model_spec`` and
+``available_models``.
 
 A factory is a class or function called as::
 
     factory(input_shape=..., num_classes=..., activation=..., dropout=..., **options) -> nn.Module
 
 where ``activation=None`` means the model's own default. Names are case-insensitive (``"3FC"`` is ``"3fc"``).
+
+A model string (the CLI's ``--model``, ``RunConfig.model``) is ``name`` or ``name:arg1,arg2,...``. Only models
+registered with :class:`ModelArguments` take arguments after the colon; they say how the arguments become
+options, e.g. ``mlp:256,256`` is ``hidden_widths=(256, 256)``.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from torch import nn
@@ -24,7 +30,38 @@ FactoryT = TypeVar("FactoryT", bound=ModelFactory)
 
 _COMMON_ARGUMENTS = frozenset({"input_shape", "num_classes", "activation", "dropout"})
 
+
+@dataclass(frozen=True)
+class ModelArguments:
+    """How a model reads the arguments after the colon of its model string.
+
+    Attributes:
+        usage: What follows the colon, for messages and ``pyro-bnn list``, e.g. ``"W1,W2,..."``.
+        parse: Turns the comma-separated arguments (stripped strings, never empty as a list) into build options,
+            e.g. ``["256", "256"] -> {"hidden_widths": (256, 256)}``; raises ``ValueError`` saying what is wrong
+            with which argument.
+    """
+
+    usage: str
+    parse: Callable[[list[str]], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model string.
+
+    Attributes:
+        name: The registered name (lower case).
+        options: Build options given after the colon (empty for a bare name).
+    """
+
+    name: str
+    options: dict[str, object] = field(default_factory=dict)
+
+
 _REGISTRY: dict[str, ModelFactory] = {}
+
+_ARGUMENTS: dict[str, ModelArguments] = {}
 
 
 def _key(name: str) -> str:
@@ -33,7 +70,9 @@ def _key(name: str) -> str:
     return name.strip().lower()
 
 
-def register_model(name: str, *, replace: bool = False) -> Callable[[FactoryT], FactoryT]:
+def register_model(
+    name: str, *, replace: bool = False, arguments: ModelArguments | None = None
+) -> Callable[[FactoryT], FactoryT]:
     """Decorator that registers a model class or factory function under ``name``.
 
     Example::
@@ -43,16 +82,20 @@ def register_model(name: str, *, replace: bool = False) -> Callable[[FactoryT], 
             return MLP(input_shape, num_classes, [width], activation=activation or "tanh", dropout=dropout)
 
     Args:
-        name: Registry name (case-insensitive).
+        name: Registry name (case-insensitive, without ``:``).
         replace: Allow replacing a different factory already registered under ``name``.
+        arguments: How the model reads ``name:arg1,arg2,...`` model strings; ``None``: it takes no arguments.
 
     Returns:
         A decorator that registers its argument and returns it unchanged.
 
     Raises:
-        ValueError: If ``name`` is empty, or already taken by another factory and ``replace`` is false.
+        ValueError: If ``name`` is empty or holds a ``:``, or is already taken by another factory and
+            ``replace`` is false.
     """
     key = _key(name)
+    if ":" in key:
+        raise ValueError(f"a model name cannot hold ':' (it starts the arguments of a model string), got {name!r}")
 
     def decorator(factory: FactoryT) -> FactoryT:
         existing = _REGISTRY.get(key)
@@ -61,6 +104,10 @@ def register_model(name: str, *, replace: bool = False) -> Callable[[FactoryT], 
                 f"model name {key!r} is already registered to {existing!r}; pass replace=True to override it"
             )
         _REGISTRY[key] = factory
+        if arguments is None:
+            _ARGUMENTS.pop(key, None)
+        else:
+            _ARGUMENTS[key] = arguments
         return factory
 
     return decorator
@@ -69,6 +116,53 @@ def register_model(name: str, *, replace: bool = False) -> Callable[[FactoryT], 
 def available_models() -> list[str]:
     """Returns the registered model names, sorted."""
     return sorted(_REGISTRY)
+
+
+def model_usage(name: str) -> str:
+    """The model string forms of a registered model: ``"mlp[:W1,W2,...]"``, or the bare name if it takes no
+    arguments."""
+    key = _key(name)
+    arguments = _ARGUMENTS.get(key)
+    return f"{key}[:{arguments.usage}]" if arguments is not None else key
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Parses a model string ``name`` or ``name:arg1,arg2,...`` without building anything.
+
+    ``RunConfig.validate`` calls this so that a bad ``--model`` fails before any data is loaded.
+
+    Args:
+        spec: A registered name (case-insensitive), optionally followed by ``:`` and the model's arguments.
+            ``"name:"`` with nothing after the colon is the bare name.
+
+    Returns:
+        The name and the options the arguments stand for.
+
+    Raises:
+        ValueError: One line naming ``spec``: an unknown name (listing the known ones), arguments given to a
+            model that takes none, or arguments its parser refuses (with the expected form).
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a model must be a non-empty string like 'mlp' or 'mlp:256,256', got {spec!r}")
+    name, colon, rest = spec.strip().partition(":")
+    key = name.strip().lower()
+    if key not in _REGISTRY:
+        where = f" (in {spec!r})" if colon else ""
+        raise ValueError(f"unknown model {name.strip()!r}{where}; available models: {', '.join(available_models())}")
+    if not rest.strip():
+        return ModelSpec(key)
+    arguments = _ARGUMENTS.get(key)
+    if arguments is None:
+        raise ValueError(
+            f"model {key!r} takes no arguments after ':', got {spec!r}; "
+            "set its options in Python with build_model(name, ..., **options)"
+        )
+    args = [a.strip() for a in rest.split(",")]
+    try:
+        options = arguments.parse(args)
+    except ValueError as err:
+        raise ValueError(f"model {spec!r}: {err}; expected {key}:{arguments.usage}") from None
+    return ModelSpec(key, dict(options))
 
 
 def _model_options(factory: ModelFactory) -> list[str] | None:
@@ -96,9 +190,10 @@ def build_model(
     """Builds a registered model.
 
     Args:
-        name: A name from ``available_models()`` (case-insensitive).
+        name: A name from ``available_models()`` (case-insensitive), or a model string with arguments such as
+            ``"mlp:256,256"`` (see :func:`parse_model_spec`).
         input_shape: One example's shape without the batch dimension, e.g. ``(1, 28, 28)`` or ``(2,)``.
-        num_classes: Output size.
+        num_classes: Output size (classes, or the target dimension D of a regression).
         activation: Hidden activation (see ``pyro_bnn.nn.make_activation``); None uses the model's default.
         dropout: Probability of the ``nn.Dropout`` after each hidden activation; 0 adds none.
         **kwargs: Model-specific options, e.g. ``width`` for ``"bbb-mlp"``.
@@ -108,15 +203,17 @@ def build_model(
         ``num_classes`` attributes (set here if a user factory did not set them).
 
     Raises:
-        ValueError: If ``name`` is unknown (the message lists the known names), or the model rejects the
-            shape, activation or options.
-        TypeError: If an option is not one the model takes (the message lists those it does), or the factory
-            returns something other than an ``nn.Module``.
+        ValueError: If ``name`` is unknown (the message lists the known names), its arguments are invalid, or
+            the model rejects the shape, activation or options.
+        TypeError: If an option is not one the model takes (the message lists those it does), is given both in
+            the model string and as a keyword, or the factory returns something other than an ``nn.Module``.
     """
-    key = _key(name)
-    factory = _REGISTRY.get(key)
-    if factory is None:
-        raise ValueError(f"unknown model {name!r}; available models: {', '.join(available_models())}")
+    spec = parse_model_spec(name)
+    key, factory = spec.name, _REGISTRY[spec.name]
+    both = sorted(set(spec.options) & set(kwargs))
+    if both:
+        raise TypeError(f"option(s) {both} given both in the model string {name!r} and as keyword arguments")
+    kwargs = {**spec.options, **kwargs}
     options = _model_options(factory)
     if options is not None:
         unknown = sorted(set(kwargs) - set(options))

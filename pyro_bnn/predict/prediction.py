@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
-from pyro_bnn.evaluation import summarize
+from pyro_bnn.evaluation import regression_metrics, summarize
 
 
 @dataclass
@@ -61,18 +60,15 @@ class Prediction:
         """Scores against :attr:`targets`.
 
         Classification: ``accuracy, nll, brier, ece, mce`` (see :func:`pyro_bnn.evaluation.summarize`).
-        Regression: ``rmse`` of the predictive mean and ``nll``, the mean negative log density of the mixture
-        predictive ``(1/S) sum_s Normal(y; mean_s, noise_scale^2)``.
+        Regression: ``rmse`` of the predictive mean, ``nll`` of the mixture predictive
+        ``(1/S) sum_s Normal(y; mean_s, noise_scale^2)`` and the ``coverage`` of mean ± 2 sd (see
+        :func:`pyro_bnn.evaluation.regression_metrics`).
         """
         if self.targets is None:
             raise ValueError("this prediction has no targets to score against; pass (x, y) or a loader of pairs")
         if self.is_classification:
             return summarize(self.probs, self.targets, n_bins=n_bins)
-        normal = torch.distributions.Normal(self.means, self.noise_scale)
-        log_density = normal.log_prob(self.targets.expand_as(self.means)).sum(-1)  # (S, N)
-        mixture = torch.logsumexp(log_density, 0) - math.log(self.num_samples)
-        rmse = (self.predictive_mean() - self.targets).pow(2).sum(-1).mean().sqrt()
-        return {"rmse": float(rmse), "nll": float(-mixture.mean())}
+        return regression_metrics(self.means, self.noise_scale, self.targets)
 
     def _require_classification(self) -> None:
         if self.probs is None:

@@ -125,8 +125,7 @@ class Samples(ParameterSource):
         if start + num_samples > self.count:
             raise ValueError(f"asked for {start + num_samples} samples but the source holds {self.count}")
         return {
-            name: self.samples[name][start : start + num_samples].unsqueeze(1).to(x.device)
-            for name in bnn.site_names
+            name: self.samples[name][start : start + num_samples].unsqueeze(1).to(x.device) for name in bnn.site_names
         }
 
 

@@ -1,11 +1,11 @@
-"""``cubic_regression``: the implicit-BNN paper's 1-D set with a gap in [-1, 1)."""
+"""``cubic_regression``: the implicit-BNN paper's 1-D set with a gap in [-1, 1), and ``load_dataset("cubic")``."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pyro_bnn.data import RegressionData, cubic_regression
+from pyro_bnn.data import DatasetName, DatasetSplits, RegressionData, Task, TensorSplit, cubic_regression, load_dataset
 
 
 def test_shapes_and_dtypes():
@@ -73,3 +73,59 @@ def test_step_sets_the_number_of_points():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         cubic_regression(**kwargs)
+
+
+# ---- load_dataset("cubic") ---------------------------------------------------------------------------
+
+
+def test_load_dataset_cubic_shapes_and_task():
+    splits = load_dataset("cubic")
+    assert splits.task is Task.REGRESSION and DatasetName("cubic").task is Task.REGRESSION
+    assert splits.num_classes is None and splits.output_dim == 1
+    assert splits.input_shape == (1,) and splits.normalization is None
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (400, 0, 801)
+    for part in (splits.train, splits.val, splits.test):
+        assert part.x.shape == part.y.shape == (len(part), 1)
+        assert part.x.dtype == part.y.dtype == torch.float32
+    data = cubic_regression(seed=0)
+    assert torch.equal(splits.train.y, data.y_train) and torch.equal(splits.test.x, data.x_test)
+
+
+def test_classification_sets_keep_their_task():
+    splits = load_dataset("moons")
+    assert splits.task is Task.CLASSIFICATION and splits.output_dim == splits.num_classes == 2
+    assert all(DatasetName(name).task is Task.CLASSIFICATION for name in ("mnist", "digits", "circles"))
+
+
+def test_cubic_validation_and_subset_on_request():
+    splits = load_dataset("cubic", val_size=0.25, train_subset=50, seed=3)
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (50, 100, 801)
+    train_x = set(splits.train.x.squeeze(1).tolist())
+    assert not train_x & set(splits.val.x.squeeze(1).tolist())
+    assert train_x <= set(cubic_regression().x_train.squeeze(1).tolist())
+
+
+def test_cubic_ignores_normalization_and_passes_generator_arguments():
+    splits = load_dataset("cubic", normalization="standard", noise_scale=0.0, step=0.1, test_step=0.5)
+    assert (len(splits.train), len(splits.test)) == (40, 17)
+    torch.testing.assert_close(splits.train.y, splits.train.x.double().pow(3).float())
+    with pytest.raises(TypeError, match="cubic: step, noise_scale, test_range, test_step"):
+        load_dataset("cubic", n_samples=10)
+
+
+def test_cubic_loaders_yield_float_targets():
+    train, _, test = load_dataset("cubic").loaders(batch_size=64, seed=0)
+    x, y = next(iter(train))
+    assert x.shape == y.shape == (64, 1) and y.dtype == torch.float32
+    assert sum(len(batch[0]) for batch in test) == 801
+
+
+def test_dataset_splits_check_num_classes_against_the_task():
+    part = TensorSplit(torch.zeros(3, 1), torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="num_classes must be None"):
+        DatasetSplits("cubic", part, part, part, 1, (1,), None, Task.REGRESSION)
+    flat = TensorSplit(torch.zeros(3, 1), torch.zeros(3))
+    with pytest.raises(ValueError, match=r"regression targets must be \(N, D\)"):
+        DatasetSplits("cubic", flat, flat, flat, None, (1,), None, Task.REGRESSION)
+    with pytest.raises(ValueError, match="needs num_classes"):
+        DatasetSplits("moons", flat, flat, flat, None, (1,), None)

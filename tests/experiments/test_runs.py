@@ -6,7 +6,8 @@ from dataclasses import replace
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, evaluate_run, train_run
+from pyro_bnn.evaluation import regression_metrics
+from pyro_bnn.experiments import RunConfig, evaluate_run, runs, train_run
 from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
 from pyro_bnn.infer import load_checkpoint
 
@@ -22,6 +23,30 @@ TINY = RunConfig(
     num_val_samples=4,
     device="cpu",
 )
+
+TINY_CUBIC = RunConfig(
+    dataset="cubic",
+    model="mlp:16,16",
+    guide="autonormal:0.05",
+    epochs=2,
+    batch_size=200,
+    lr=0.01,
+    num_samples=8,
+    num_val_samples=4,
+    device="cpu",
+)
+
+REGRESSION_KEYS = {"rmse", "nll", "coverage", "posterior_mean_rmse", "history", "train_time_s", "epochs_run"}
+
+
+@pytest.fixture
+def no_data_loading(monkeypatch):
+    """Makes loading a run's data fail loudly: for checks that must happen before any data is loaded."""
+
+    def refuse(config):
+        raise AssertionError(f"data was loaded for {config.dataset!r}")
+
+    monkeypatch.setattr(runs, "load_data", refuse)
 
 
 def test_train_writes_every_artifact(tmp_path):
@@ -102,6 +127,10 @@ def test_every_guide_runs_through_the_same_pipeline(tmp_path, guide):
         ({"epochs": -1}, "epochs must be an int >= 0"),
         ({"lr": 0}, "lr must be a number > 0"),
         ({"device": "tpu"}, "unknown device 'tpu'"),
+        ({"model": "mlp:0"}, "model 'mlp:0': hidden widths must be positive ints, got '0'"),
+        ({"noise_scale": float("nan")}, "noise_scale must be a finite number > 0"),
+        ({"noise_scale": 0}, "noise_scale must be a finite number > 0"),
+        ({"dataset": "cubic", "patience": 2}, "'cubic' holds none out by default"),
     ],
 )
 def test_bad_configs_fail_before_any_work(tmp_path, change, message):
@@ -175,3 +204,104 @@ def test_cli_reports_a_non_finite_loss_in_one_line(tmp_path, monkeypatch, capsys
     args = ["train", "--dataset", "moons", "--model", "tanh-small", "--device", "cpu", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "run")]) == 1
     assert "training stopped: loss became nan" in capsys.readouterr().err
+
+
+# ---- regression (cubic) ------------------------------------------------------------------------------
+
+
+def test_regression_run_writes_metrics_and_the_predictive_figure(tmp_path):
+    result = train_run(TINY_CUBIC, tmp_path / "run", progress=False)
+    files = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"config.json", "metrics.json", "checkpoint.pt", "history.json", "predictive.png"} <= files
+    assert "reliability.png" not in files and result.figure == tmp_path / "run" / "predictive.png"
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert REGRESSION_KEYS <= set(metrics) and "accuracy" not in metrics
+    assert len(metrics["history"]) == 2 and 0.0 <= metrics["coverage"] <= 1.0
+    prediction = result.prediction
+    assert prediction.means.shape == (8, 801, 1) and prediction.targets.shape == (801, 1)
+    assert float(prediction.noise_scale) == pytest.approx(1.0)
+    # metrics.json holds exactly what regression_metrics says of the prediction
+    expected = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
+    assert {k: metrics[k] for k in expected} == pytest.approx(expected, rel=1e-12)
+
+
+def test_regression_noise_scale_sets_the_likelihood(tmp_path):
+    result = train_run(replace(TINY_CUBIC, epochs=0, noise_scale=0.25), tmp_path / "run", progress=False)
+    assert float(result.prediction.noise_scale) == pytest.approx(0.25)
+
+
+def test_regression_evaluate_rescores_the_run(tmp_path):
+    trained = train_run(TINY_CUBIC, tmp_path / "run", progress=False).metrics
+    (tmp_path / "run" / "predictive.png").unlink()
+    rescored = evaluate_run(tmp_path / "run", num_samples=16)
+    assert rescored["posterior_mean_rmse"] == trained["posterior_mean_rmse"]  # deterministic after the round trip
+    assert rescored["rmse"] == pytest.approx(trained["rmse"], rel=0.2)
+    assert json.loads((tmp_path / "run" / "evaluation.json").read_text())["num_samples"] == 16
+    assert (tmp_path / "run" / "predictive.png").is_file()
+
+
+def test_regression_early_stopping_watches_the_validation_nll(tmp_path):
+    config = replace(TINY_CUBIC, val_size=0.25, patience=1, epochs=3)
+    history = train_run(config, tmp_path / "run", progress=False).metrics["history"]
+    assert {"val_rmse", "val_nll"} <= set(history[0]) and "val_accuracy" not in history[0]
+
+
+def test_configs_written_before_noise_scale_still_load(tmp_path):
+    values = json.loads(TINY.to_json())
+    del values["noise_scale"]
+    (tmp_path / "config.json").write_text(json.dumps(values))
+    assert RunConfig.load(tmp_path / "config.json").noise_scale == 1.0
+
+
+def test_cli_regression_train_and_evaluate(tmp_path, capsys):
+    out = tmp_path / "cubic"
+    args = ["train", "--dataset", "cubic", "--model", "mlp:16,16", "--epochs", "1", "--batch-size", "200"]
+    args += ["--noise-scale", "0.5", "--num-samples", "4", "--device", "cpu", "--quiet", "--out", str(out)]
+    assert main(args) == 0
+    assert "predictive.png" in capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert REGRESSION_KEYS <= set(metrics) and (out / "predictive.png").is_file()
+    assert json.loads((out / "config.json").read_text())["noise_scale"] == 0.5
+    assert main(["evaluate", str(out), "--num-samples", "3"]) == 0
+    evaluation = json.loads((out / "evaluation.json").read_text())
+    assert {"rmse", "nll", "coverage", "posterior_mean_rmse"} <= set(evaluation)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--noise-scale", "0"], "noise_scale must be a finite number > 0 (the Gaussian likelihood's standard "),
+        (["--noise-scale", "nan"], "got nan"),
+        (["--noise-scale=-inf"], "got -inf"),
+        (["--model", "mlp:0"], "model 'mlp:0': hidden widths must be positive ints, got '0'; expected mlp:W1,W2"),
+        (["--model", "mlp:a"], "model 'mlp:a': hidden widths must be positive ints, got 'a'"),
+        (["--model", "3fc:10"], "model '3fc' takes no arguments after ':', got '3fc:10'"),
+    ],
+)
+def test_cli_bad_regression_options_fail_before_data_loads(tmp_path, capsys, no_data_loading, args, message):
+    out = tmp_path / "run"
+    assert main(["train", "--dataset", "cubic", *args, "--device", "cpu", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_refuses_a_corruption_for_a_regression_run(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    train_run(replace(TINY_CUBIC, epochs=0), run, progress=False)
+
+    def refuse(config):
+        raise AssertionError("data was loaded")
+
+    monkeypatch.setattr(runs, "load_data", refuse)
+    assert main(["evaluate", str(run), "--corruption", "gaussian:0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "corruption 'gaussian:0.5' does not apply to a regression run (dataset 'cubic')" in err
+    assert err.count("\n") == 1
+    assert not list(run.glob("evaluation*"))
+
+
+def test_cli_list_shows_cubic_and_the_mlp_string(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "cubic (regression)" in out and "mlp[:W1,W2,...]" in out

@@ -1,10 +1,21 @@
-"""The model registry: lookup, options, user registration and its errors."""
+"""The model registry: lookup, options, model strings (``mlp:256,256``), user registration and its errors."""
 
 import pytest
 import torch
 from torch import nn
 
-from pyro_bnn.models import ThreeFC, available_models, build_model, register_model
+from pyro_bnn.models import (
+    DEFAULT_MLP_WIDTHS,
+    MLP,
+    ModelArguments,
+    ModelSpec,
+    ThreeFC,
+    available_models,
+    build_model,
+    model_usage,
+    parse_model_spec,
+    register_model,
+)
 from pyro_bnn.models import registry as registry_module
 
 ZOO = ["3fc", "bbb-mlp", "conv", "lenet", "mlp", "tanh-cnn", "tanh-small"]
@@ -14,6 +25,7 @@ ZOO = ["3fc", "bbb-mlp", "conv", "lenet", "mlp", "tanh-cnn", "tanh-small"]
 def registry(monkeypatch):
     """A private copy of the registry, so user registrations in a test do not leak into others."""
     monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+    monkeypatch.setattr(registry_module, "_ARGUMENTS", dict(registry_module._ARGUMENTS))
     return registry_module._REGISTRY
 
 
@@ -106,3 +118,77 @@ def test_plain_user_modules_get_input_shape_and_num_classes(registry):
 
     net = build_model("plain", input_shape=[2, 2], num_classes=3, anything="accepted by **options")
     assert net.input_shape == (2, 2) and net.num_classes == 3
+
+
+# ---- model strings ---------------------------------------------------------------------------------
+
+
+def _widths(net: nn.Module) -> list[int]:
+    return [m.out_features for m in net.modules() if isinstance(m, nn.Linear)][:-1]
+
+
+def test_a_bare_mlp_has_two_hidden_layers_of_256():
+    net = build_model("mlp", input_shape=(1,), num_classes=1)
+    assert isinstance(net, MLP) and DEFAULT_MLP_WIDTHS == (256, 256)
+    assert _widths(net) == [256, 256] and net(torch.zeros(3, 1)).shape == (3, 1)
+
+
+@pytest.mark.parametrize(("spec", "widths"), [("mlp:16,8", [16, 8]), (" MLP: 16 , 8 ", [16, 8]), ("mlp:5", [5])])
+def test_mlp_strings_give_the_hidden_widths(spec, widths):
+    assert parse_model_spec(spec) == ModelSpec("mlp", {"hidden_widths": tuple(widths)})
+    assert _widths(build_model(spec, input_shape=(2,), num_classes=3)) == widths
+
+
+def test_names_without_arguments_parse_to_no_options():
+    assert parse_model_spec("3FC") == ModelSpec("3fc") and parse_model_spec("mlp:") == ModelSpec("mlp")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("mlp:0", "model 'mlp:0': hidden widths must be positive ints, got '0'; expected mlp:W1,W2,..."),
+        ("mlp:a", "model 'mlp:a': hidden widths must be positive ints, got 'a'"),
+        ("mlp:16,,8", "got ''"),
+        ("mlp:-3", "got '-3'"),
+        ("mlp:1.5", "got '1.5'"),
+        ("3fc:500", "model '3fc' takes no arguments after ':', got '3fc:500'"),
+        ("resnet:18", "unknown model 'resnet' (in 'resnet:18'); available models: 3fc"),
+        ("", "a model must be a non-empty string"),
+    ],
+)
+def test_bad_model_strings_fail_in_one_line(spec, message):
+    with pytest.raises(ValueError) as info:
+        parse_model_spec(spec)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ValueError):
+        build_model(spec, input_shape=(2,), num_classes=2)
+
+
+def test_an_option_in_the_string_and_as_a_keyword_is_refused():
+    with pytest.raises(TypeError, match=r"\['hidden_widths'\] given both"):
+        build_model("mlp:4", input_shape=(2,), num_classes=2, hidden_widths=(8,))
+
+
+def test_model_usage_shows_the_string_forms():
+    assert model_usage("mlp") == "mlp[:W1,W2,...]" and model_usage("3FC") == "3fc"
+
+
+def test_user_models_can_take_arguments(registry):
+    def parse(args):
+        return {"width": int(args[0])}
+
+    @register_model("wide", arguments=ModelArguments("WIDTH", parse))
+    def wide(*, input_shape, num_classes, activation=None, dropout=0.0, width=3):
+        return ThreeFC(input_shape, num_classes, activation=activation, dropout=dropout, width=width)
+
+    assert _widths(build_model("wide:7", input_shape=(2,), num_classes=2)) == [7, 7, 7]
+    with pytest.raises(ValueError, match=r"model 'wide:x': invalid literal .*; expected wide:WIDTH"):
+        parse_model_spec("wide:x")
+    register_model("wide", replace=True)(wide)  # re-registered without arguments: the string form goes too
+    with pytest.raises(ValueError, match="takes no arguments"):
+        parse_model_spec("wide:7")
+
+
+def test_names_cannot_hold_a_colon(registry):
+    with pytest.raises(ValueError, match="cannot hold ':'"):
+        register_model("mlp:2")

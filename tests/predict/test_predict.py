@@ -135,6 +135,7 @@ def test_regression_prediction_and_metrics():
     metrics = prediction.metrics()
     assert metrics["nll"] == pytest.approx(nll, rel=1e-5)
     assert metrics["rmse"] == pytest.approx(math.sqrt(0.5), rel=1e-6)
+    assert metrics["coverage"] == pytest.approx(1.0)  # |1 - 1| and |1 - 2| both lie within 2 sd = 2.24
 
 
 def test_regression_through_predict():
