@@ -39,3 +39,26 @@ def floats(args: list[str], counts: tuple[int, ...], spec: str, what: str) -> li
         return [float(a) for a in args]
     except ValueError:
         raise ValueError(f"{what} {spec!r}: arguments must be numbers, got {args!r}") from None
+
+
+def split_options(args: list[str], spec: str, what: str, known: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    """Separates positional arguments from ``key=value`` options (which must follow them and be in ``known``).
+
+    Raises:
+        ValueError: an unknown or repeated key, or a positional argument after an option.
+    """
+    positional, options = [], {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            if options:
+                raise ValueError(f"{what} {spec!r}: positional argument {arg!r} after a key=value option")
+            positional.append(arg)
+            continue
+        key = key.strip().lower()
+        if key not in known:
+            raise ValueError(f"{what} {spec!r}: unknown option {key!r}; expected one of {', '.join(known)}")
+        if key in options:
+            raise ValueError(f"{what} {spec!r}: option {key!r} given twice")
+        options[key] = value.strip()
+    return positional, options

@@ -108,6 +108,24 @@ class BNN(nn.Module):
         """The network's initial value of every random parameter, ``{site name: tensor of the parameter's shape}``."""
         return {site.name: self.net.get_buffer(site.name) for site in self.sites}
 
+    @torch.no_grad()
+    def set_initial_values(self, values: Mapping[str, torch.Tensor]) -> None:
+        """Replaces the initial value of the random parameters named in ``values`` (e.g. by a MAP warm start), which
+        guides built afterwards start from (:class:`~pyro_bnn.guides.init_to_network`).
+
+        Raises:
+            ValueError: a name that is not a weight site, or a value of another shape.
+        """
+        current = self.initial_values()
+        for name, value in values.items():
+            if name not in current:
+                raise ValueError(f"{name!r} is not a weight site of this model; sites: {self.site_names[:5]}...")
+            if value.shape != current[name].shape:
+                raise ValueError(
+                    f"value for {name!r} has shape {tuple(value.shape)}, expected {tuple(current[name].shape)}"
+                )
+            current[name].copy_(value)
+
     def num_random_parameters(self) -> int:
         """Number of scalar weights that are random."""
         return sum(math.prod(site.shape) for site in self.sites)

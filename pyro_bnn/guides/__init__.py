@@ -1,17 +1,21 @@
 """Guides: variational families and point-estimate baselines, all Pyro AutoGuides built from the model."""
 
+from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.init import init_to_network
-from pyro_bnn.guides.inspect import posterior_loc_scale
+from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
 from pyro_bnn.guides.point import MCDropout
-from pyro_bnn.guides.spec import GuideKind, GuideSpec, parse_guide
+from pyro_bnn.guides.spec import GuideKind, GuideSpec, LocInit, parse_guide
 
 __all__ = [
     "BayesByBackprop",
     "GuideKind",
     "GuideSpec",
+    "LocInit",
+    "RelativeScaleNormal",
     "MCDropout",
     "init_to_network",
+    "mean_posterior_scale",
     "parse_guide",
     "posterior_loc_scale",
 ]

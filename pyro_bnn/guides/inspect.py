@@ -42,3 +42,26 @@ def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch
         raise ValueError(f"posterior_loc_scale does not know the guide type {type(guide).__name__}")
     # Copies, so a result taken before training is a snapshot rather than a view of parameters that keep moving.
     return {name: (loc.detach().clone(), scale.detach().clone()) for name, (loc, scale) in pairs.items()}
+
+
+def mean_posterior_scale(guide: AutoGuide, bnn) -> tuple[float, dict[str, float]]:
+    """Mean variational standard deviation over all random weights of ``bnn``, and per layer.
+
+    Args:
+        guide: A trained guide (any that :func:`posterior_loc_scale` reads).
+        bnn: Its :class:`~pyro_bnn.BNN`; layers are the modules that own the random parameters (weight and bias
+            together).
+
+    Returns:
+        ``(overall mean, {layer name: mean})``, each the mean of sigma over every scalar weight it covers.
+    """
+    scales = posterior_loc_scale(guide)
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for site in bnn.sites:
+        scale = scales[site.name][1]
+        sums[site.layer] = sums.get(site.layer, 0.0) + float(scale.double().sum())
+        counts[site.layer] = counts.get(site.layer, 0) + scale.numel()
+    total = sum(counts.values())
+    overall = sum(sums.values()) / total if total else 0.0
+    return overall, {layer: sums[layer] / counts[layer] for layer in sums}

@@ -21,6 +21,7 @@ from pyro_bnn.infer.objectives import (
     make_objective,
 )
 from pyro_bnn.infer.trainer import NonFiniteLossError, SchedulerInterval, Trainer
+from pyro_bnn.infer.warm_start import map_warm_start
 
 __all__ = [
     "Callback",
@@ -44,6 +45,7 @@ __all__ = [
     "linear_warmup",
     "load_checkpoint",
     "make_objective",
+    "map_warm_start",
     "minibatch_kl_weight",
     "parse_kl_schedule",
     "save_checkpoint",

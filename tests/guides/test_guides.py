@@ -118,7 +118,15 @@ def test_mle_needs_a_deterministic_network():
     "spec, message",
     [
         ("laplace-approx", "unknown guide 'laplace-approx'"),
-        ("autonormal:0", "init scale must be > 0"),
+        ("autonormal:0", "init scale must be a finite number > 0"),
+        ("autonormal:inf", "init scale must be a finite number > 0"),
+        ("autonormal:rel=0", "rel must be a finite number > 0"),
+        ("autonormal:0.1,rel=1", "not both"),
+        ("autonormal:loc=prior", "unknown location init .prior."),
+        ("autonormal:spread=1", "unknown option .spread."),
+        ("autonormal:loc=median,0.1", "positional argument .0.1. after a key=value option"),
+        ("autonormal:map_epochs=2", "map_epochs needs loc=map"),
+        ("autonormal:loc=map,map_epochs=0", "map_epochs must be an int >= 1"),
         ("autonormal:1,2", "takes 0 or 1 numeric"),
         ("bbb:-4,-5", "low <= high"),
         ("mc-dropout:1.5", r"must lie in \(0, 1\)"),
@@ -228,3 +236,38 @@ def test_posterior_loc_scale_of_autonormal_matches_its_median_and_scales():
         assert torch.equal(scale, getattr(guide.scales.get_submodule(".".join(path)), leaf).detach())
         assert not loc.requires_grad and not scale.requires_grad
     assert not torch.allclose(loc_scale["0.weight"][1], torch.tensor(0.1))  # the perturbation reached the scales
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["autonormal:0.01,loc=median", "autonormal:rel=0.5", "autonormal:rel=1,loc=map", "autonormal:loc=map,map_epochs=2"],
+)
+def test_autonormal_option_strings_round_trip(spec):
+    parsed = parse_guide(spec)
+    assert parse_guide(str(parsed)) == parsed
+
+
+def test_relative_scale_is_a_multiple_of_each_tensors_initial_spread():
+    from pyro_bnn.guides.autonormal import RelativeScaleNormal
+
+    bnn = _bnn()
+    guide = parse_guide("autonormal:rel=0.5").build(bnn)
+    assert isinstance(guide, RelativeScaleNormal)
+    guide(X, Y)
+    for name, (loc, scale) in posterior_loc_scale(guide).items():
+        initial = bnn.initial_values()[name]
+        assert torch.equal(loc, initial)
+        assert torch.allclose(scale, torch.full_like(initial, 0.5 * float(initial.std())), rtol=1e-5)
+
+
+def test_median_locations_are_prior_draws_not_the_network():
+    bnn = _bnn()
+    guide = parse_guide("autonormal:0.01,loc=median").build(bnn)
+    guide(X, Y)
+    locs = {name: loc for name, (loc, _) in posterior_loc_scale(guide).items()}
+    weight = locs["0.weight"]
+    assert not torch.allclose(weight, bnn.initial_values()["0.weight"])
+    # The median of 15 N(0, 1) draws has std ~ sqrt(pi / (2 * 15)) ~ 0.32.
+    assert 0.2 < float(weight.std()) < 0.45
+    assert parse_guide("autonormal:loc=map").map_warm_start_epochs == 1
+    assert parse_guide("autonormal:0.1").map_warm_start_epochs == 0
