@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import NonFiniteLossError
+from pyro_bnn.likelihoods import KLScale
 
 _DEFAULTS = RunConfig()
 
@@ -57,6 +58,13 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--num-particles", type=int, default=d.num_particles)
     add("--kl-anneal", default=d.kl_anneal, help="constant[:W], linear:EPOCHS, cyclical:PERIOD[,RAMP]")
     add("--kl-weighting", default=d.kl_weighting, choices=["uniform", "blundell"])
+    add(
+        "--kl-scale",
+        default=d.kl_scale,
+        choices=[k.value for k in KLScale],
+        help="dataset: full-data ELBO (minibatch likelihood x N/B); paper: One Simple Trick's unscaled minibatch "
+        "likelihood + KL per step (default %(default)s)",
+    )
     add("--seed", type=int, default=d.seed)
     add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     add("--train-subset", type=int, default=None, help="train on this many examples")

@@ -18,6 +18,7 @@ from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
+from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import parse_model_spec
 from pyro_bnn.nn import parse_activation
 from pyro_bnn.priors import parse_prior
@@ -47,6 +48,8 @@ class RunConfig:
         num_particles: ELBO particles per step (vectorised).
         kl_anneal: KL schedule, ``constant``, ``linear:EPOCHS`` or ``cyclical:PERIOD[,RAMP]``.
         kl_weighting: ``uniform`` or ``blundell`` minibatch KL weights.
+        kl_scale: ``dataset`` (the full-data ELBO: minibatch log-likelihood times N/B) or ``paper`` (the One Simple
+            Trick objective: unscaled minibatch log-likelihood plus the KL on every step; not with ``blundell``).
         seed: Seeds the split, the network's initialisation and training.
         device: ``cpu``, ``cuda``, ``cuda:1`` or ``auto``.
         train_subset: Train on this many examples (None: all).
@@ -73,6 +76,7 @@ class RunConfig:
     num_particles: int = 1
     kl_anneal: str = "constant"
     kl_weighting: str = "uniform"
+    kl_scale: str = "dataset"
     seed: int = 0
     device: str = "auto"
     train_subset: int | None = None
@@ -102,7 +106,12 @@ class RunConfig:
         parse_prior(self.prior)
         parse_guide(self.guide)
         parse_kl_schedule(self.kl_anneal)
-        enum_member(KLWeighting, self.kl_weighting, "KL weighting")
+        weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
+        if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
+            raise ValueError(
+                "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with kl_weighting 'blundell', "
+                "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
+            )
         enum_member(ElboKind, self.elbo, "ELBO")
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)

@@ -81,9 +81,9 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
         dropout=guide_spec.dropout,
     )
     if data.task is Task.REGRESSION:
-        likelihood = Gaussian(len(data.train), scale=config.noise_scale)
+        likelihood = Gaussian(len(data.train), scale=config.noise_scale, kl_scale=config.kl_scale)
     else:
-        likelihood = Categorical(len(data.train))
+        likelihood = Categorical(len(data.train), kl_scale=config.kl_scale)
     return BNN(net, prior, likelihood), guide_spec.build
 
 

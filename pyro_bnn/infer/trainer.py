@@ -26,6 +26,7 @@ from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
 from pyro_bnn.infer.objectives import ElboKind, Objective, make_objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
+from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import predict
 from pyro_bnn.predict.predictive import model_device
 
@@ -147,6 +148,11 @@ class Trainer:
         self.nan_check_every = nan_check_every
         self.kl_schedule = kl_schedule if kl_schedule is not None else constant(1.0)
         self.kl_weighting = enum_member(KLWeighting, kl_weighting, "KL weighting")
+        if self.kl_weighting is KLWeighting.BLUNDELL and bnn.likelihood.kl_scale is KLScale.PAPER:
+            raise ValueError(
+                "kl_weighting='blundell' assumes the data term is scaled by N/B, but the likelihood uses "
+                "kl_scale='paper' (unscaled minibatch); use kl_weighting='uniform' or kl_scale='dataset'"
+            )
         self.optim, self.lr_scheduler_factory = optim, lr_scheduler
         self.seed, self.num_val_samples, self.n_bins = seed, num_val_samples, n_bins
         self.callbacks = list(callbacks)

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 import pyro
 import torch
 from pyro.distributions import Distribution
 from torch import nn
 
+from pyro_bnn._spec import enum_member
 from pyro_bnn.sites import DATA_DIM, LIKELIHOOD_TAG
+
+
+class KLScale(str, Enum):
+    """How a step's data term is scaled against the KL term (``--kl-scale``)."""
+
+    DATASET = "dataset"
+    """The full-data ELBO (default): the minibatch log-likelihood times N/B plus the KL, so each step's loss
+    estimates ``-sum_n log p(y_n | w) + KL`` over the whole training set."""
+    PAPER = "paper"
+    """The One Simple Trick code's objective: the *unscaled* minibatch log-likelihood plus the full KL on every step,
+    ``sum_batch -log p(y | w) + KL`` (a short last batch included). Per step this is (B/N) times the full-data ELBO
+    with the KL weighted by N/B: a prior N/B times stronger. It does not combine with Blundell's minibatch KL
+    weighting, which assumes the N/B scaling."""
 
 
 class Likelihood(nn.Module):
@@ -23,15 +39,18 @@ class Likelihood(nn.Module):
 
     Args:
         dataset_size: Number of training examples N (the plate's full size).
+        kl_scale: ``"dataset"`` (scale the minibatch by N/B, the default) or ``"paper"`` (no scaling; see
+            :class:`KLScale`).
     """
 
-    def __init__(self, dataset_size: int) -> None:
+    def __init__(self, dataset_size: int, kl_scale: KLScale | str = KLScale.DATASET) -> None:
         super().__init__()
         if isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1:
             raise ValueError(
                 f"dataset_size must be a positive int (the number of training examples), got {dataset_size!r}"
             )
         self.dataset_size = dataset_size
+        self.kl_scale = enum_member(KLScale, kl_scale, "KL scale")
 
     def distribution(self, output: torch.Tensor) -> Distribution:
         """Observation distribution given the network output ``(..., B, out)``; batch shape ``(..., B)``."""
@@ -74,9 +93,11 @@ class Likelihood(nn.Module):
                 f"minibatch of {batch_size} examples is larger than dataset_size={self.dataset_size}; "
                 "dataset_size must be the number of training examples"
             )
-        # An explicit subsample (rather than subsample_size) gives the N/B scale without drawing random indices.
+        # An explicit subsample (rather than subsample_size) gives the N/B scale without drawing random indices;
+        # a plate as large as the minibatch gives scale 1 (the paper's unscaled objective).
         subsample = torch.arange(batch_size, device=device)
-        return pyro.plate("data", size=self.dataset_size, subsample=subsample, dim=DATA_DIM)
+        size = self.dataset_size if self.kl_scale is KLScale.DATASET else batch_size
+        return pyro.plate("data", size=size, subsample=subsample, dim=DATA_DIM)
 
     def forward(
         self, output: torch.Tensor, y: torch.Tensor | None = None, *, plate: pyro.plate | None = None
@@ -95,4 +116,5 @@ class Likelihood(nn.Module):
             return pyro.sample("obs", self.distribution(output), obs=y, infer={LIKELIHOOD_TAG: True})
 
     def extra_repr(self) -> str:
-        return f"dataset_size={self.dataset_size}"
+        scale = "" if self.kl_scale is KLScale.DATASET else f", kl_scale={self.kl_scale.value!r}"
+        return f"dataset_size={self.dataset_size}{scale}"

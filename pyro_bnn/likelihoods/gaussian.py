@@ -9,7 +9,7 @@ import torch
 from pyro.distributions import Distribution
 from torch import nn
 
-from pyro_bnn.likelihoods.base import Likelihood
+from pyro_bnn.likelihoods.base import KLScale, Likelihood
 
 
 class Gaussian(Likelihood):
@@ -19,10 +19,17 @@ class Gaussian(Likelihood):
         dataset_size: Number of training examples N.
         scale: Observation noise standard deviation (the initial value when learned).
         learn_scale: Learn the noise scale as a point estimate (a model parameter the trainer optimises).
+        kl_scale: As in :class:`~pyro_bnn.likelihoods.Likelihood`.
     """
 
-    def __init__(self, dataset_size: int, scale: float = 1.0, learn_scale: bool = False) -> None:
-        super().__init__(dataset_size)
+    def __init__(
+        self,
+        dataset_size: int,
+        scale: float = 1.0,
+        learn_scale: bool = False,
+        kl_scale: KLScale | str = KLScale.DATASET,
+    ) -> None:
+        super().__init__(dataset_size, kl_scale)
         scale = float(scale)
         if not (scale > 0 and math.isfinite(scale)):
             raise ValueError(f"Gaussian likelihood: scale must be a finite number > 0, got {scale!r}")

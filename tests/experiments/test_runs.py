@@ -169,6 +169,8 @@ def test_cli_train_evaluate_and_list(tmp_path, capsys):
     [
         (["train", "--prior", "gaussian", "--out", "X"], "unknown prior 'gaussian'"),
         (["train", "--model", "vgg", "--out", "X"], "unknown model 'vgg'"),
+        (["train", "--kl-scale", "paper", "--kl-weighting", "blundell", "--out", "X"], "does not combine"),
+        (["train", "--guide", "autonormal:loc=prior", "--out", "X"], "unknown location init 'prior'"),
         (["evaluate", "nowhere"], "has no config.json"),
         (["evaluate", "RUN", "--corruption", "blur:3"], "corruption"),
     ],
@@ -305,3 +307,15 @@ def test_cli_list_shows_cubic_and_the_mlp_string(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "cubic (regression)" in out and "mlp[:W1,W2,...]" in out
+
+
+def test_cli_paper_kl_scale_trains_the_unscaled_objective(tmp_path):
+    out = tmp_path / "paper"
+    args = ["train", "--dataset", "moons", "--model", "tanh-small", "--epochs", "1", "--kl-scale", "paper"]
+    args += ["--num-samples", "4", "--num-val-samples", "2", "--device", "cpu", "--quiet", "--out", str(out)]
+    assert main(args) == 0
+    assert json.loads((out / "config.json").read_text())["kl_scale"] == "paper"
+    history = json.loads((out / "history.json").read_text())
+    # Unscaled: the data term is a sum over a minibatch of 128 rows (about 128 ln 2 = 89 nats at chance for two
+    # classes), not over the 640 training points (443 nats at chance) that the N/B scaling would give.
+    assert history[0]["data_term"] < 128 * 1.0

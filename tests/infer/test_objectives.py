@@ -190,3 +190,37 @@ def test_meanfield_refuses_autonormal_with_a_constrained_site():
     trainer = Trainer(bnn, AutoNormal, objective="meanfield", progress=False)
     with pytest.raises(ValueError, match="cannot score the guide's constrained site 'prior_scale'"):
         trainer.fit(BatchLoader(X, Y, 4), 1)
+
+
+@pytest.mark.parametrize("rows", [slice(0, 3), slice(3, 4)])  # a full batch of 3 and the short last batch of 1
+def test_paper_kl_scale_is_the_unscaled_minibatch_likelihood_plus_kl(rows):
+    """One Simple Trick: each step's loss is sum_batch -log p(y | w) + KL, whatever N and B are."""
+    torch.manual_seed(3)
+    bnn = BNN(nn.Linear(3, 2), NormalPrior(0.0, 1.5), Categorical(4, kl_scale="paper"))
+    guide = BayesByBackprop(bnn, rho_init=(-1.0, 0.5))
+    x, y = X[rows], Y[rows]
+    guide(x, y)
+    pyro.set_rng_seed(8)
+    terms = MeanFieldELBO()(bnn, guide, x, y, 1.0)
+    kl = sum(
+        torch.distributions.kl_divergence(torch.distributions.Normal(loc, scale), torch.distributions.Normal(0.0, 1.5))
+        .sum()
+        .item()
+        for loc, scale in guide.loc_scale().values()
+    )
+    pyro.set_rng_seed(8)
+    weights = poutine.trace(guide).get_trace(x, y)
+    logits = x @ weights.nodes["weight"]["value"].T + weights.nodes["bias"]["value"]
+    nll = -torch.distributions.Categorical(logits=logits).log_prob(y).sum().item()
+    assert terms.loss.item() == pytest.approx(nll + kl, rel=1e-5)
+    assert terms.data_term.item() == pytest.approx(nll, rel=1e-5)
+
+
+def test_paper_kl_scale_refuses_blundell_weighting():
+    from pyro_bnn.infer import Trainer
+
+    bnn = BNN(nn.Linear(3, 2), NormalPrior(), Categorical(4, kl_scale="paper"))
+    with pytest.raises(ValueError, match="kl_weighting='blundell' assumes the data term is scaled by N/B"):
+        Trainer(bnn, BayesByBackprop, kl_weighting="blundell")
+    with pytest.raises(ValueError, match="unknown KL scale 'full'"):
+        Categorical(4, kl_scale="full")
