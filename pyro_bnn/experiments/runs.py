@@ -25,6 +25,7 @@ from pyro_bnn.infer import (
     HistoryLogger,
     Trainer,
     load_checkpoint,
+    map_warm_start,
     parse_kl_schedule,
 )
 from pyro_bnn.likelihoods import Categorical, Gaussian
@@ -217,6 +218,19 @@ def train_run(
         # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
         monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
         callbacks.insert(0, EarlyStopping(monitor, patience=config.patience, mode=mode, restore_best=True))
+    resume_from = checkpoint if resume and checkpoint.exists() else None
+    warm_start_epochs = parse_guide(config.guide).map_warm_start_epochs
+    if warm_start_epochs and resume_from is None:
+        # The guide's locations start at a short MAP fit (a resumed run takes everything from its checkpoint).
+        map_warm_start(
+            bnn,
+            train,
+            warm_start_epochs,
+            optim=pyro.optim.Adam({"lr": config.lr}),
+            device=device,
+            seed=config.seed,
+            progress=progress,
+        )
     trainer = Trainer(
         bnn,
         guide_builder,
@@ -238,7 +252,7 @@ def train_run(
         train,
         config.epochs,
         val_loader=val if len(data.val) else None,
-        resume_from=checkpoint if resume and checkpoint.exists() else None,
+        resume_from=resume_from,
     )
     train_time = time.perf_counter() - start
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)

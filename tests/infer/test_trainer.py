@@ -386,3 +386,21 @@ def test_sparse_nan_checks_still_stop_training_and_say_so():
         trainer.fit(train, 2)
     with pytest.raises(ValueError, match="nan_check_every must be an int >= 1, got 0"):
         _trainer(_classifier(), nan_check_every=0)
+
+
+def test_map_warm_start_moves_the_initial_values_the_guide_starts_from():
+    from pyro_bnn.guides import parse_guide
+    from pyro_bnn.infer import map_warm_start
+
+    bnn = _classifier()
+    before = {k: v.clone() for k, v in bnn.initial_values().items()}
+    train, _ = _loaders()
+    values = map_warm_start(bnn, train, 2, optim=pyro.optim.Adam({"lr": 0.05}), seed=0, progress=False)
+    assert all(not torch.equal(values[k], before[k]) for k in before)
+    assert all(torch.equal(bnn.initial_values()[k], values[k]) for k in values)
+    guide = parse_guide("autonormal:0.01,loc=map").build(bnn)
+    x, y = _blobs()
+    guide(x[:30], y[:30])
+    assert all(torch.equal(loc, values[k]) for k, (loc, _) in posterior_loc_scale(guide).items())
+    with pytest.raises(ValueError, match="a MAP warm start needs epochs >= 1, got 0"):
+        map_warm_start(bnn, train, 0)
