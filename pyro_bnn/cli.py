@@ -133,19 +133,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
+    from pyro_bnn.experiments.demo import DEMO_CONFIG, DEMO_SEEDS, format_table, run_demo
     from pyro_bnn.experiments.runs import load_data
 
     with _user_errors():
+        seeds = tuple(range(args.seeds)) if args.seeds is not None else DEMO_SEEDS
+        if not seeds:
+            raise ValueError(f"--seeds must be an int >= 1, got {args.seeds}")
         config = dataclasses.replace(
             DEMO_CONFIG,
             epochs=args.epochs if args.epochs is not None else DEMO_CONFIG.epochs,
             train_subset=args.train_subset if args.train_subset is not None else DEMO_CONFIG.train_subset,
             data_dir=args.data_dir,
             device=args.device,
+            seed=seeds[0],
         ).validate()
         data = load_data(config)
-    results = run_demo(args.out, config=config, data=data, progress=not args.quiet)
+    results = run_demo(args.out, config=config, seeds=seeds, data=data, progress=not args.quiet)
     print()
     print(format_table(results))
     print(f"\nfigures: {args.out}/reliability.png, {args.out}/training.png; per-run folders under {args.out}/")
@@ -196,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="results/demo")
     demo.add_argument("--epochs", type=int, default=None)
     demo.add_argument("--train-subset", type=int, default=None)
+    demo.add_argument("--seeds", type=int, default=None, help="seeds per activation (default 2)")
     demo.add_argument("--data-dir", default=None)
     demo.add_argument("--device", default="auto")
     demo.add_argument("--quiet", action="store_true")

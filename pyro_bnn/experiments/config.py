@@ -16,7 +16,7 @@ from pyro_bnn._spec import enum_member
 from pyro_bnn.data import DatasetName, Normalization, Task, parse_corruption
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
-from pyro_bnn.guides import parse_guide
+from pyro_bnn.guides import DEFAULT_GUIDE, parse_guide
 from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import parse_model_spec
@@ -68,7 +68,7 @@ class RunConfig:
     activation: str = "relu"
     prior: str = "normal:0,1"
     noise_scale: float = 1.0
-    guide: str = "autonormal:0.001"
+    guide: str = DEFAULT_GUIDE
     elbo: str = "trace"
     epochs: int = 10
     batch_size: int = 128

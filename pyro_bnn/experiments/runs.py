@@ -18,7 +18,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset, parse_corruption
 from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
-from pyro_bnn.guides import parse_guide
+from pyro_bnn.guides import mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
     EarlyStopping,
@@ -52,6 +52,8 @@ class RunResult:
     metrics: dict[str, Any]
     prediction: Prediction
     figure: Path | None = None
+    bnn: BNN | None = None
+    guide: Any = None
 
 
 def load_data(config: RunConfig) -> DatasetSplits:
@@ -256,6 +258,8 @@ def train_run(
     )
     train_time = time.perf_counter() - start
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
+    if bnn.sites:
+        metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
     metrics.update(
         train_time_s=train_time,
         epochs_run=len(history),
@@ -268,7 +272,7 @@ def train_run(
     if data.task is Task.REGRESSION:
         title += f", noise scale {config.noise_scale:g}"
     figure = save_prediction_figure(prediction, config, out, title=title, train=data.train, test=data.test)
-    return RunResult(out, metrics, prediction, figure)
+    return RunResult(out, metrics, prediction, figure, bnn, trainer.guide)
 
 
 @dataclass

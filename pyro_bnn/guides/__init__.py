@@ -5,9 +5,10 @@ from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
 from pyro_bnn.guides.point import MCDropout
-from pyro_bnn.guides.spec import GuideKind, GuideSpec, LocInit, parse_guide
+from pyro_bnn.guides.spec import DEFAULT_GUIDE, GuideKind, GuideSpec, LocInit, parse_guide
 
 __all__ = [
+    "DEFAULT_GUIDE",
     "BayesByBackprop",
     "GuideKind",
     "GuideSpec",

@@ -50,6 +50,10 @@ class LocInit(str, Enum):
 
 _AUTONORMAL_OPTIONS = ("rel", "loc", "map_epochs")
 
+DEFAULT_GUIDE = "autonormal:0.001"
+"""The guide the CLI and the demo use unless told otherwise, chosen by the measurement in
+``results/guide-defaults/`` (see the README's results section)."""
+
 
 @dataclass(frozen=True)
 class GuideSpec:

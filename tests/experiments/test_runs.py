@@ -144,13 +144,41 @@ def test_demo_on_a_tiny_fake_fashion_mnist(tmp_path, make_tiny):
     config = replace(
         DEMO_CONFIG, data_dir=str(data_dir), train_subset=None, val_size=20, epochs=1, num_samples=2, num_val_samples=2
     )
-    results = run_demo(tmp_path / "demo", config=config, progress=False)
+    results = run_demo(tmp_path / "demo", config=config, seeds=(0, 1), progress=False)
     assert list(results) == ["ReLU", "Leaky ReLU (-0.5)"]
-    assert {"reliability.png", "training.png", "summary.json", "relu", "leaky-0.5"} <= {
+    assert {"reliability.png", "training.png", "summary.json", "relu-seed0", "leaky-0.5-seed1"} <= {
         p.name for p in (tmp_path / "demo").iterdir()
     }
+    for seed_runs in results.values():
+        assert len(seed_runs) == 2
+        for run in seed_runs:
+            assert run.metrics["mean_posterior_sigma"] > 0 and run.metrics["mutual_information"] >= 0
+            assert "mutual_information" in json.loads((run.out_dir / "metrics.json").read_text())
+    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    assert summary["seeds"] == [0, 1]
+    assert "better calibrated" in summary["verdict"] or "no clear winner" in summary["verdict"]
     table = format_table(results)
-    assert "ReLU" in table and "accuracy" in table
+    assert "ReLU" in table and "accuracy" in table and "MI (γ=0.5)" in table and "over 2 seeds" in table
+
+
+def _row(ece, sd):
+    return {
+        "accuracy": (0.8, 0.0),
+        "ece": (ece, sd),
+        "mean_posterior_sigma": (0.01, 0.0),
+        "mutual_information": (0.1, 0),
+    }
+
+
+def test_demo_verdict_names_the_better_calibrated_activation_or_says_it_cannot_tell():
+    from pyro_bnn.experiments.demo import verdict
+
+    clear = verdict({"ReLU": _row(0.05, 0.004), "Leaky": _row(0.02, 0.003)}, 2)
+    assert clear.startswith("Leaky came out better calibrated at this scale: ECE 0.0200 vs 0.0500 (2 seeds)")
+    close = verdict({"ReLU": _row(0.030, 0.004), "Leaky": _row(0.028, 0.003)}, 2)
+    assert "Leaky had the lower mean ECE" in close and "no clear winner" in close
+    single = verdict({"ReLU": _row(0.030, 0.0), "Leaky": _row(0.031, 0.0)}, 1)
+    assert single.startswith("ReLU came out better calibrated") and "(1 seed)" in single
 
 
 def test_cli_train_evaluate_and_list(tmp_path, capsys):
