@@ -33,8 +33,34 @@ from pyro_bnn.predict.predictive import model_device
 GuideBuilder = Callable[[BNN], AutoGuide]
 
 
+def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: Iterable[str] = ()) -> str:
+    """One line naming the keys whose values differ (``"activation: 'relu' in the checkpoint, 'tanh' now"``), or
+    an empty string."""
+    keys = sorted((set(saved) | set(current)) - set(ignore))
+    parts = [
+        f"{key}: {saved.get(key, '<missing>')!r} in the checkpoint, {current.get(key, '<missing>')!r} now"
+        for key in keys
+        if saved.get(key, "<missing>") != current.get(key, "<missing>")
+    ]
+    return "; ".join(parts)
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped before the optimiser step and no checkpoint was written."""
+
+
+class NonFiniteOutputError(ValueError):
+    """The network's predictions are NaN or infinite."""
+
+
+def _finite(x: torch.Tensor) -> bool:
+    return not x.dtype.is_floating_point or bool(torch.isfinite(x).all())
+
+
+def _is_argument_check(err: ValueError) -> bool:
+    """Whether ``err`` is torch.distributions' argument validation (``Expected parameter ... to satisfy ...``), which
+    overflowing parameters trip before any loss is computed."""
+    return str(err).startswith("Expected parameter")
 
 
 class SchedulerInterval(str, Enum):
@@ -100,7 +126,9 @@ class Trainer:
             the device every k steps (cheaper on a GPU) and the error says the parameters may already be non-finite.
             Checkpoints are written at the end of an epoch only, so the last one stays good either way.
         progress: Show a tqdm progress bar per epoch.
-        config: JSON-serialisable description of the run, stored in checkpoints.
+        config: JSON-serialisable description of the run, stored in checkpoints; a resume refuses a checkpoint
+            whose config differs.
+        resume_may_change: Config keys that may differ on a resume (e.g. ``epochs``, to extend a finished run).
     """
 
     def __init__(
@@ -124,6 +152,7 @@ class Trainer:
         nan_check_every: int = 1,
         progress: bool = True,
         config: dict[str, Any] | None = None,
+        resume_may_change: Sequence[str] = (),
     ) -> None:
         if not isinstance(bnn, BNN):
             raise ValueError(f"Trainer trains a pyro_bnn.BNN, got {type(bnn).__name__}")
@@ -154,7 +183,11 @@ class Trainer:
                 "kl_scale='paper' (unscaled minibatch); use kl_weighting='uniform' or kl_scale='dataset'"
             )
         self.optim, self.lr_scheduler_factory = optim, lr_scheduler
+        for name, value in (("num_val_samples", num_val_samples), ("n_bins", n_bins)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.seed, self.num_val_samples, self.n_bins = seed, num_val_samples, n_bins
+        self.resume_may_change = frozenset(resume_may_change)
         self.callbacks = list(callbacks)
         self.progress = progress
         self.config = dict(config or {})
@@ -243,8 +276,15 @@ class Trainer:
             callback.on_train_start(self)
         while self.epoch < epochs and not self.stop_training:
             record = self._train_epoch(train_loader, num_steps, epochs)
+            if not self._parameters_finite():
+                # The last steps' updates can overflow although every loss was finite: never checkpoint that.
+                raise NonFiniteLossError(
+                    f"parameters became NaN or infinite during epoch {self.epoch + 1} (after its last checked loss); "
+                    f"training stopped and {self._last_checkpoint_text()}. Try a lower learning rate, a smaller "
+                    "init scale or gradient clipping."
+                )
             if val_loader is not None:
-                record.update({f"val_{k}": v for k, v in self.evaluate(val_loader).items()})
+                record.update({f"val_{k}": v for k, v in self._validate(val_loader).items()})
             self.epoch += 1
             self.history.append(record)
             if self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.EPOCH:
@@ -280,15 +320,15 @@ class Trainer:
             try:
                 terms = self.objective(self.bnn, self.guide, x, y, kl_weight)
             except ValueError as err:
-                # With validation on, a NaN parameter or input already fails inside a distribution's checks.
-                if self._all_finite(x):
+                # With validation on, divergence shows up first as a distribution's argument check.
+                if _finite(x) and self._parameters_finite() and not _is_argument_check(err):
                     raise
-                raise NonFiniteLossError(self._non_finite_message(float("nan"), step)) from err
+                raise NonFiniteLossError(self._non_finite_message(float("nan"), step, x)) from err
             loss = terms.loss
             if step % self.nan_check_every == 0 or step == num_steps:
                 loss_value = float(loss.detach())
                 if not math.isfinite(loss_value):
-                    raise NonFiniteLossError(self._non_finite_message(loss_value, step))
+                    raise NonFiniteLossError(self._non_finite_message(loss_value, step, x))
             loss.backward()
             if self._clip:
                 clip_gradients(self._params, **self._clip)
@@ -312,13 +352,23 @@ class Trainer:
             "lr": self.optimizer.param_groups[0]["lr"],
         }
 
-    def _all_finite(self, x: torch.Tensor) -> bool:
-        tensors = [x, *self._params] if x.dtype.is_floating_point else self._params
-        return all(bool(torch.isfinite(t).all()) for t in tensors)
+    def _parameters_finite(self) -> bool:
+        """Whether every trained parameter is finite (one host read for all of them)."""
+        if not self._params:
+            return True
+        return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
 
-    def _non_finite_message(self, loss_value: float, step: int) -> str:
+    def _last_checkpoint_text(self) -> str:
         paths = [str(cb.path) for cb in self.callbacks if isinstance(cb, Checkpoint) and cb.path.exists()]
-        where = f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
+        return f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
+
+    def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor) -> str:
+        where = self._last_checkpoint_text()
+        if not _finite(x):
+            return (
+                f"the input batch of epoch {self.epoch + 1}, step {step} holds NaN or infinite values; training "
+                f"stopped before the optimiser step and {where}. Check the data."
+            )
         if self.nan_check_every == 1:
             when = f"at epoch {self.epoch + 1}, step {step}; training stopped before the optimiser step"
         else:
@@ -331,11 +381,24 @@ class Trainer:
             "gradient clipping."
         )
 
+    def _validate(self, loader: Iterable) -> dict[str, float]:
+        """:meth:`evaluate` during training: outputs that overflow mean the parameters diverged."""
+        try:
+            return self.evaluate(loader)
+        except NonFiniteOutputError as err:
+            raise NonFiniteLossError(
+                f"{err} after epoch {self.epoch + 1}: the parameters diverged; training stopped and "
+                f"{self._last_checkpoint_text()}. Try a lower learning rate, a smaller init scale or gradient clipping."
+            ) from err
+
     @torch.no_grad()
     def evaluate(self, loader: Iterable, num_samples: int | None = None) -> dict[str, float]:
         """Posterior predictive metrics on ``loader`` (accuracy, nll, brier, ece, mce; or rmse, nll)."""
         num_samples = self.num_val_samples if num_samples is None else num_samples
         prediction = predict(self.bnn, self.guide, loader, num_samples=num_samples)
+        outputs = prediction.probs if prediction.is_classification else prediction.means
+        if not bool(torch.isfinite(outputs).all()):
+            raise NonFiniteOutputError("the network's predictions on the validation data are NaN or infinite")
         return prediction.metrics(n_bins=self.n_bins)
 
     # ------------------------------------------------------------------------------------------ persistence
@@ -370,7 +433,10 @@ class Trainer:
         }
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """Writes :meth:`state_dict` atomically to ``path``."""
+        """Writes :meth:`state_dict` atomically to ``path``; refuses (NonFiniteLossError) parameters that are not
+        finite, so a checkpoint on disk is always one to resume from."""
+        if not self._parameters_finite():
+            raise NonFiniteLossError(f"refusing to write {path}: the parameters are NaN or infinite")
         save_checkpoint(self.state_dict(), path)
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:
@@ -384,8 +450,10 @@ class Trainer:
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
         self.history = json.loads(state["history"])
         saved_config = json.loads(state["config"])
-        if self.config and saved_config and saved_config != self.config:
-            raise ValueError(f"cannot resume from {path}: it was written with a different config ({saved_config})")
+        if self.config and saved_config:
+            differing = config_differences(saved_config, self.config, ignore=self.resume_may_change)
+            if differing:
+                raise ValueError(f"cannot resume from {path}: it was written with a different config ({differing})")
         for i, callback in enumerate(self.callbacks):
             key = f"{i}:{type(callback).__name__}"
             if key in state.get("callbacks", {}):

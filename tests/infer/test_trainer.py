@@ -166,7 +166,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     loader.set_epoch(0)
     path = tmp_path / "ckpt.pt"
     trainer = _trainer(_classifier(), callbacks=[Checkpoint(path)])
-    with pytest.raises(NonFiniteLossError, match=f"loss became nan at epoch 3, step 1.*last good checkpoint is {path}"):
+    with pytest.raises(NonFiniteLossError, match=f"input batch of epoch 3, step 1 holds NaN.*checkpoint is {path}"):
         trainer.fit(loader, 5)
     state = load_checkpoint(path)
     assert state["epoch"] == 2
@@ -404,3 +404,41 @@ def test_map_warm_start_moves_the_initial_values_the_guide_starts_from():
     assert all(torch.equal(loc, values[k]) for k, (loc, _) in posterior_loc_scale(guide).items())
     with pytest.raises(ValueError, match="a MAP warm start needs epochs >= 1, got 0"):
         map_warm_start(bnn, train, 0)
+
+
+def test_parameters_that_overflow_on_an_epochs_last_step_are_never_checkpointed(tmp_path):
+    """Every loss is finite, but the update of epoch 2's last step uses lr = inf: the epoch's checkpoint must not be
+    written, and the error names epoch 1's checkpoint as the last good one."""
+    train, _ = _loaders()  # 3 steps per epoch; the LambdaLR factor for step k applies to step k + 1
+    path = tmp_path / "ckpt.pt"
+    trainer = _trainer(
+        _classifier(),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda k: float("inf") if k == 5 else 1.0),
+        lr_scheduler_interval="step",
+        callbacks=[Checkpoint(path)],
+    )
+    with pytest.raises(NonFiniteLossError, match=f"parameters became NaN or infinite during epoch 2.*is {path}"):
+        trainer.fit(train, 3)
+    state = load_checkpoint(path)
+    assert state["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in state["guide"].values())
+    with pytest.raises(NonFiniteLossError, match="refusing to write"):
+        trainer.save_checkpoint(tmp_path / "other.pt")
+    assert not (tmp_path / "other.pt").exists()
+
+
+def test_divergence_with_validation_on_is_the_trainers_one_line_error():
+    """A huge learning rate: validation's distribution checks or the validation metrics see it first."""
+    train, val = _loaders()
+    trainer = _trainer(_classifier(), optim=pyro.optim.Adam({"lr": 1e6}))
+    with pytest.raises(NonFiniteLossError) as info:
+        trainer.fit(train, 3, val_loader=val)
+    assert "\n" not in str(info.value)
+    assert "lower learning rate" in str(info.value)
+
+
+def test_bad_validation_settings_fail_at_construction():
+    with pytest.raises(ValueError, match="n_bins must be an int >= 1, got 0"):
+        _trainer(_classifier(), n_bins=0)
+    with pytest.raises(ValueError, match="num_val_samples must be an int >= 1, got -1"):
+        Trainer(_classifier(), AutoNormal, num_val_samples=-1)
