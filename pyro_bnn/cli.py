@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import NonFiniteLossError
-from pyro_bnn.likelihoods import KLScale
+from pyro_bnn.spec import catalogue
 
 _DEFAULTS = RunConfig()
 
@@ -19,57 +19,37 @@ _DEFAULTS = RunConfig()
 def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     d = _DEFAULTS
     add = parser.add_argument
-    add(
-        "--dataset",
-        default=d.dataset,
-        help="mnist, fashion-mnist, digits, moons, circles, or cubic for regression (default %(default)s)",
-    )
-    add(
-        "--model",
-        default=d.model,
-        help="a model from 'pyro-bnn list', e.g. mlp:256,256 for hidden widths (default %(default)s)",
-    )
-    add(
-        "--activation",
-        default=d.activation,
-        help="relu, leaky:SLOPE, tanh, sigmoid, abs, linear (default %(default)s)",
-    )
-    add(
-        "--prior",
-        default=d.prior,
-        help="normal:LOC,SCALE, laplace, cauchy, flat, mixture:PI,S1,S2, "
-        "hierarchical:FAMILY,HYPER,ARGS (default %(default)s)",
-    )
+
+    def add_spec(flag: str) -> None:
+        # Help text and choices come from the option's family (pyro_bnn.spec.catalogue), never written here.
+        option = catalogue.option(flag)
+        default = getattr(d, option.field)
+        add(flag, default=default, choices=option.family.names() if option.choices else None, help=option.help(default))
+
+    add_spec("--dataset")
+    add_spec("--model")
+    add_spec("--activation")
+    add_spec("--prior")
     add(
         "--noise-scale",
         type=float,
         default=d.noise_scale,
         help="regression: fixed standard deviation of the Gaussian likelihood, > 0 (default %(default)s)",
     )
-    add(
-        "--guide",
-        default=d.guide,
-        help="autonormal:INIT_SCALE, bbb, map, mle, mc-dropout:P (default %(default)s)",
-    )
-    add("--elbo", default=d.elbo, choices=["trace", "meanfield"], help="ELBO estimator (default %(default)s)")
+    add_spec("--guide")
+    add_spec("--elbo")
     add("--epochs", type=int, default=d.epochs)
     add("--batch-size", type=int, default=d.batch_size)
     add("--lr", type=float, default=d.lr, help="Adam learning rate (default %(default)s)")
     add("--num-particles", type=int, default=d.num_particles)
-    add("--kl-anneal", default=d.kl_anneal, help="constant[:W], linear:EPOCHS, cyclical:PERIOD[,RAMP]")
-    add("--kl-weighting", default=d.kl_weighting, choices=["uniform", "blundell"])
-    add(
-        "--kl-scale",
-        default=d.kl_scale,
-        choices=[k.value for k in KLScale],
-        help="dataset: full-data ELBO (minibatch likelihood x N/B); paper: One Simple Trick's unscaled minibatch "
-        "likelihood + KL per step (default %(default)s)",
-    )
+    add_spec("--kl-anneal")
+    add_spec("--kl-weighting")
+    add_spec("--kl-scale")
     add("--seed", type=int, default=d.seed)
     add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     add("--train-subset", type=int, default=None, help="train on this many examples")
     add("--val-size", type=float, default=None, help="validation examples (count, or a fraction < 1)")
-    add("--normalization", default=d.normalization, choices=["unit", "standard", "bbb"])
+    add_spec("--normalization")
     add("--data-dir", default=None, help="folder with the MNIST / Fashion-MNIST IDX files")
     add("--num-samples", type=int, default=d.num_samples, help="posterior samples for the test metrics")
     add("--num-val-samples", type=int, default=d.num_val_samples)
@@ -112,9 +92,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     with _user_errors():
         config = _config_from(args).validate()
-        prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
+        resuming = prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
+        if args.resume and not resuming:
+            print(f"pyro-bnn train: no checkpoint in {args.out}; starting a fresh run", file=sys.stderr)
         data = load_data(config)
-    result = train_run(config, args.out, data=data, resume=args.resume, overwrite=True, progress=not args.quiet)
+    result = train_run(
+        config, args.out, data=data, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
+    )
     _print_metrics(result.metrics)
     print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, {result.figure.name}")
     return 0
@@ -157,21 +141,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from pyro_bnn.data import DatasetName, Task
-    from pyro_bnn.guides import GuideKind
-    from pyro_bnn.infer import ScheduleKind
-    from pyro_bnn.models import available_models, model_usage
-    from pyro_bnn.nn import Activation
-    from pyro_bnn.priors import PriorKind
-
-    print("models:      " + ", ".join(model_usage(name) for name in available_models()))
-    print("activations: " + ", ".join(a.value for a in Activation))
-    print("priors:      " + ", ".join(p.value for p in PriorKind))
-    print("guides:      " + ", ".join(g.value for g in GuideKind))
-    datasets = [f"{d.value} (regression)" if d.task is Task.REGRESSION else d.value for d in DatasetName]
-    print("datasets:    " + ", ".join(datasets))
-    print("KL anneal:   " + ", ".join(k.value for k in ScheduleKind))
-    print("corruptions: none, gaussian:GAMMA, salt-pepper:P")
+    print(catalogue.listing())
     return 0
 
 
@@ -190,9 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="re-score a saved run, optionally on corrupted inputs")
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--num-samples", type=int, default=None)
-    evaluate.add_argument(
-        "--corruption", default=None, help="gaussian:GAMMA or salt-pepper:P (classification runs only)"
-    )
+    evaluate.add_argument("--corruption", default=None, help=catalogue.option("--corruption").help())
     evaluate.add_argument("--device", default=None)
     evaluate.set_defaults(func=_cmd_evaluate)
 
@@ -206,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true")
     demo.set_defaults(func=_cmd_demo)
 
-    listing = commands.add_parser("list", help="list models, activations, priors, guides and data sets")
+    listing = commands.add_parser("list", help="list the option strings (models, priors, ...) and their grammar")
     listing.set_defaults(func=_cmd_list)
     return parser
 
@@ -216,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as err:
-        print(f"pyro-bnn {args.command}: error: {err}", file=sys.stderr)
+        # One line, whatever the message: some errors from the libraries underneath span several.
+        text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        print(f"pyro-bnn {args.command}: error: {text}", file=sys.stderr)
         return 2
     except NonFiniteLossError as err:
         print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)

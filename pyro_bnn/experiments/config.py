@@ -118,8 +118,10 @@ class RunConfig:
             minimum = 0 if name == "epochs" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ValueError(f"lr must be a number > 0, got {self.lr!r}")
+        if isinstance(self.lr, bool) or not (
+            isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0
+        ):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
         if not (isinstance(self.patience, int) and self.patience >= 0):
             raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
         check_seed(self.seed)
@@ -154,7 +156,21 @@ class RunConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Reads a ``config.json``.
+
+        Raises:
+            ValueError: the file is not JSON, not an object, or holds unknown options (naming the file).
+        """
+        try:
+            values = json.loads(Path(path).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not valid JSON ({err})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} must hold a JSON object of run options, found {type(values).__name__}")
+        try:
+            return cls.from_dict(values)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: {err}") from None
 
 
 def resolve_device(device: str) -> torch.device:
@@ -167,6 +183,11 @@ def resolve_device(device: str) -> torch.device:
         raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} was asked for but torch sees no CUDA device; use --device cpu")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ValueError(
+            f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0..cuda:{count - 1}"
+        )
     return resolved
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset, parse_corruption
 from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
 from pyro_bnn.guides import mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
@@ -28,13 +29,12 @@ from pyro_bnn.infer import (
     map_warm_start,
     parse_kl_schedule,
 )
+from pyro_bnn.infer.trainer import config_differences
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
 from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
 from pyro_bnn.priors import nothing, parse_prior
-
-CHECKPOINT = "checkpoint.pt"
 
 
 @dataclass
@@ -90,8 +90,14 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
     return BNN(net, prior, likelihood), guide_spec.build
 
 
-def restore(config: RunConfig, data: DatasetSplits, checkpoint: str | os.PathLike, device: torch.device):
-    """Rebuilds a trained run's model and guide from its checkpoint."""
+def restore(
+    config: RunConfig,
+    data: DatasetSplits,
+    checkpoint: str | os.PathLike,
+    device: torch.device,
+    state: dict[str, Any] | None = None,
+):
+    """Rebuilds a trained run's model and guide from its checkpoint (``state``: the checkpoint, if already read)."""
     pyro.set_rng_seed(config.seed)
     bnn, guide_builder = build_bnn(config, data)
     bnn.to(device)
@@ -99,9 +105,13 @@ def restore(config: RunConfig, data: DatasetSplits, checkpoint: str | os.PathLik
     x, y = data.train.x[: config.batch_size].to(device), data.train.y[: config.batch_size].to(device)
     with torch.no_grad(), poutine.block():
         guide(x, y)  # creates the guide's parameters so the saved values can be loaded into them
-    state = load_checkpoint(checkpoint, map_location=device)
-    bnn.load_state_dict(state["model"])
-    guide.load_state_dict(state["guide"])
+    state = state if state is not None else load_checkpoint(checkpoint, map_location=device)
+    try:
+        bnn.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
+        guide.load_state_dict({k: v.to(device) for k, v in state["guide"].items()})
+    except (RuntimeError, KeyError) as err:
+        first = str(err).strip().splitlines()[0]
+        raise ValueError(f"{checkpoint} does not fit the model its config describes: {first}") from None
     return bnn, guide
 
 
@@ -160,28 +170,58 @@ def save_prediction_figure(
     return save_figure(figure, out / f"predictive{suffix}.png")
 
 
-def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool) -> Path:
-    """Checks that ``out_dir`` may receive this run and writes its ``config.json``.
+RESUME_MAY_CHANGE = ("epochs", "device", "num_samples", "data_dir")
+"""Config keys a resume may change: more epochs extend a finished run; where it runs and how it is scored or where
+the data lies do not change what was trained."""
+
+
+def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool) -> bool:
+    """Checks, before any data is loaded, that ``out_dir`` may receive this run; writes nothing.
+
+    Returns:
+        Whether the run will resume from a checkpoint in ``out_dir``.
 
     Raises:
-        FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is set.
-        ValueError: ``resume`` is set but the checkpoint was written by a different config.
+        ValueError: ``out_dir`` cannot be written, its checkpoint is not a safe pyro_bnn checkpoint, or ``resume``
+            is set but the checkpoint was written by a different config (naming the keys that differ).
+        FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is
+            set, or another run is using it right now.
     """
     out = Path(out_dir)
+    check_writable(out)
+    check_not_busy(out)
     checkpoint = out / CHECKPOINT
-    if resume and checkpoint.exists():
-        saved = json.loads(load_checkpoint(checkpoint)["config"])
-        if saved != json.loads(config.to_json()):
-            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({saved})")
-    elif checkpoint.exists():
-        if not overwrite:
-            raise FileExistsError(
-                f"{out} already holds a run ({CHECKPOINT}); pass --resume to continue it or --overwrite to start again"
-            )
-        checkpoint.unlink()  # the user asked to start again; a stale checkpoint must not pass for this run's
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out / "config.json", json.loads(config.to_json()))
-    return out
+    if not checkpoint.exists():
+        return False
+    if resume:
+        saved = _normalized(json.loads(load_checkpoint(checkpoint)["config"]), checkpoint)
+        differing = config_differences(saved, json.loads(config.to_json()), ignore=RESUME_MAY_CHANGE)
+        if differing:
+            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({differing})")
+        return True
+    if not overwrite:
+        raise FileExistsError(
+            f"{out} already holds a run ({CHECKPOINT}); pass --resume to continue it or --overwrite to start again"
+        )
+    load_checkpoint(checkpoint)  # an unreadable or hostile file is refused here too, before any work
+    return False
+
+
+def _options_added_since(checkpoint: Path | None) -> tuple[str, ...]:
+    """Config keys a checkpoint's stored config lacks (options added since it was written; ``prepare_run_dir`` has
+    checked that this run leaves them at their defaults)."""
+    if checkpoint is None:
+        return ()
+    saved = json.loads(load_checkpoint(checkpoint)["config"])
+    return tuple(sorted(set(json.loads(RunConfig().to_json())) - set(saved)))
+
+
+def _normalized(values: dict[str, Any], source: Path) -> dict[str, Any]:
+    """A stored config with the options added since it was written filled in at their defaults."""
+    try:
+        return json.loads(RunConfig.from_dict(values).to_json())
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{source} holds a config this version cannot read: {err}") from None
 
 
 def train_run(
@@ -208,10 +248,22 @@ def train_run(
         The output folder, the metrics written, the test-set prediction and the figure's path.
     """
     config.validate()
-    out = prepare_run_dir(config, out_dir, resume=resume, overwrite=overwrite)
-    checkpoint = out / CHECKPOINT
+    resuming = prepare_run_dir(config, out_dir, resume=resume, overwrite=overwrite)
     device = resolve_device(config.device)
     data = data if data is not None else load_data(config)
+    final = Path(out_dir)
+    with RunFolder(final, overwrite=overwrite and not resuming) as out:
+        result = _train_in(config, out, data, device, resuming, progress)
+    # A staged run has just replaced the old folder: report the final paths.
+    return replace(result, out_dir=final, figure=final / result.figure.name)
+
+
+def _train_in(
+    config: RunConfig, out: Path, data: DatasetSplits, device: torch.device, resuming: bool, progress: bool
+) -> RunResult:
+    """Everything ``train_run`` does inside the (locked, possibly staging) run folder ``out``."""
+    write_json_atomically(out / "config.json", json.loads(config.to_json()))
+    checkpoint = out / CHECKPOINT
     pyro.set_rng_seed(config.seed)
     bnn, guide_builder = build_bnn(config, data)
     train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
@@ -220,7 +272,7 @@ def train_run(
         # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
         monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
         callbacks.insert(0, EarlyStopping(monitor, patience=config.patience, mode=mode, restore_best=True))
-    resume_from = checkpoint if resume and checkpoint.exists() else None
+    resume_from = checkpoint if resuming else None
     warm_start_epochs = parse_guide(config.guide).map_warm_start_epochs
     if warm_start_epochs and resume_from is None:
         # The guide's locations start at a short MAP fit (a resumed run takes everything from its checkpoint).
@@ -248,6 +300,7 @@ def train_run(
         callbacks=callbacks,
         progress=progress,
         config=json.loads(config.to_json()),
+        resume_may_change=RESUME_MAY_CHANGE + _options_added_since(checkpoint if resuming else None),
     )
     start = time.perf_counter()
     history = trainer.fit(
@@ -305,7 +358,18 @@ def load_evaluation(
     run = Path(run_dir)
     if not (run / "config.json").is_file():
         raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
-    config = RunConfig.load(run / "config.json")
+    shown = RunConfig.load(run / "config.json")
+    # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
+    state = load_checkpoint(run / CHECKPOINT)
+    trained = _normalized(json.loads(state["config"]), run / CHECKPOINT)
+    differing = config_differences(trained, json.loads(shown.to_json()), ignore=RESUME_MAY_CHANGE)
+    if differing:
+        raise ValueError(
+            f"{run / 'config.json'} does not match the config stored in {run / CHECKPOINT} ({differing}); "
+            "restore config.json or retrain"
+        )
+    config = RunConfig.from_dict(trained)
+    config.data_dir = shown.data_dir
     if num_samples is not None:
         config.num_samples = num_samples
     if device is not None:
@@ -314,7 +378,7 @@ def load_evaluation(
     check_corruption(corruption, config)
     resolved = resolve_device(config.device)
     data = load_data(config)
-    bnn, guide = restore(config, data, run / CHECKPOINT, resolved)
+    bnn, guide = restore(config, data, run / CHECKPOINT, resolved, state)
     x = data.test.x
     if corruption is not None:
         x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)

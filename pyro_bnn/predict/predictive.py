@@ -131,6 +131,7 @@ def predict(
         raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
+    bnn.validate_batch(x_first[:1])  # inputs of the wrong shape: one line, not a matmul error
     with _network_mode(bnn, train=source.mc_dropout):
         source.prepare(bnn, x_first)
         if not _varies(bnn, source):

@@ -77,8 +77,16 @@ def test_resume_refuses_a_checkpoint_from_another_config(tmp_path):
     train_run(replace(TINY, epochs=1), tmp_path / "b", progress=False)
     checkpoint = load_checkpoint(tmp_path / "b" / "checkpoint.pt")
     assert checkpoint["epoch"] == 1
-    with pytest.raises(ValueError, match="different config"):
-        train_run(TINY, tmp_path / "b", resume=True, progress=False)
+    with pytest.raises(ValueError, match=r"different config \(activation: 'tanh' in the checkpoint, 'relu' now\)"):
+        train_run(replace(TINY, epochs=1, activation="relu"), tmp_path / "b", resume=True, progress=False)
+
+
+def test_resume_with_more_epochs_extends_a_finished_run(tmp_path):
+    strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
+    straight = train_run(replace(TINY, epochs=2), tmp_path / "a", progress=False).metrics["history"]
+    train_run(replace(TINY, epochs=1), tmp_path / "b", progress=False)
+    extended = train_run(replace(TINY, epochs=2), tmp_path / "b", resume=True, progress=False).metrics["history"]
+    assert len(extended) == 2 and strip(extended) == strip(straight)
 
 
 def test_resume_with_the_same_config_matches_an_uninterrupted_run(tmp_path, monkeypatch):
@@ -125,7 +133,7 @@ def test_every_guide_runs_through_the_same_pipeline(tmp_path, guide):
         ({"dataset": "cifar10"}, "unknown dataset name 'cifar10'"),
         ({"kl_anneal": "linear"}, "takes 1 numeric"),
         ({"epochs": -1}, "epochs must be an int >= 0"),
-        ({"lr": 0}, "lr must be a number > 0"),
+        ({"lr": 0}, "lr must be a finite number > 0"),
         ({"device": "tpu"}, "unknown device 'tpu'"),
         ({"model": "mlp:0"}, "model 'mlp:0': hidden widths must be positive ints, got '0'"),
         ({"noise_scale": float("nan")}, "noise_scale must be a finite number > 0"),

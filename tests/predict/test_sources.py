@@ -107,3 +107,9 @@ def test_sources_refuse_values_of_the_wrong_shape():
         predict(bnn, samples, X, num_samples=5)
     with pytest.raises(ValueError, match="predict takes a guide, a dict of weight samples or a point estimate"):
         predict(bnn, 3, X)
+
+
+def test_inputs_of_the_wrong_shape_are_one_clear_error():
+    bnn = _bnn()
+    with pytest.raises(ValueError, match=r"the network cannot run on inputs of shape \(1, 5\)"):
+        predict(bnn, _guide(bnn), torch.randn(10, 5), num_samples=2)
