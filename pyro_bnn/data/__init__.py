@@ -10,18 +10,21 @@ Typical use::
 
 MNIST and Fashion-MNIST are read from ``data_dir`` / ``$PYRO_BNN_DATA``, Debian's ``dataset-fashion-mnist``,
 the cache (``$PYRO_BNN_CACHE`` or ``~/.cache/pyro_bnn``) or torchvision's download; see
-``pyro_bnn.data.sources``.
+``pyro_bnn.data.sources``. A named folder holding anything but the published data set is loaded with a
+``DataContentWarning`` and never becomes what a load naming no folder returns (``pyro_bnn.data.cache``).
 """
 
 from pyro_bnn.data.corruptions import gaussian_blend, parse_corruption, salt_and_pepper
 from pyro_bnn.data.datasets import DatasetName, load_dataset
 from pyro_bnn.data.loaders import BatchLoader
 from pyro_bnn.data.normalization import Normalization
+from pyro_bnn.data.sources import DataContentWarning
 from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
 from pyro_bnn.data.synthetic import RegressionData, cubic_regression
 
 __all__ = [
     "BatchLoader",
+    "DataContentWarning",
     "DatasetName",
     "DatasetSplits",
     "Normalization",

@@ -5,13 +5,17 @@ element type ``0x08`` for unsigned bytes, then the number of dimensions), one 4-
 ``prod(sizes)`` bytes. Files may be gzip-compressed (``*.gz``); every length below is that of the decompressed
 content.
 
-Every failure is a ``ValueError`` that names the file, what was expected and what was found, so a truncated
-download or a label file passed as images is reported before torchvision's asserts see it.
+Every failure is a one-line ``ValueError`` that names the file, what was expected and what was found, so a
+truncated download or a label file passed as images is reported before torchvision's asserts see it.
+
+``scan_idx`` reads a file once to validate it, take the MD5 of its decompressed bytes (what identifies a data
+set, see ``pyro_bnn.data.fingerprints``) and, optionally, write the decompressed copy, all in the same pass.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import math
 import os
 import zlib
@@ -86,6 +90,21 @@ class IdxHeader:
         return b"".join(value.to_bytes(4, "big") for value in fields)
 
 
+@dataclass(frozen=True)
+class IdxFacts:
+    """What one full read of an IDX file established about its decompressed content.
+
+    Attributes:
+        header: The validated header.
+        md5: MD5 (hex) of the decompressed file, header included.
+        value_range: ``(min, max)`` of the values of a labels file (``None`` for images or an empty file).
+    """
+
+    header: IdxHeader
+    md5: str
+    value_range: tuple[int, int] | None = None
+
+
 def open_idx(path: Path) -> BinaryIO:
     """Opens an IDX file for binary reading, decompressing on the fly when its name ends in ``.gz``.
 
@@ -129,32 +148,38 @@ def read_header(stream: BinaryIO, path: Path, kind: IdxKind, item_shape: tuple[i
         raise ValueError(f"{path}: expected the IDX magic number {kind.value} ({kind.noun} file), found {found}")
     sizes = _read_exact(stream, 4 * kind.ndim, path, f"header of {kind.ndim} dimension size(s)")
     shape = tuple(int.from_bytes(sizes[4 * i : 4 * i + 4], "big") for i in range(kind.ndim))
-    if item_shape is not None and shape[1:] != tuple(item_shape):
+    header = IdxHeader(kind, shape)
+    check_item_shape(header, path, item_shape)
+    return header
+
+
+def check_item_shape(header: IdxHeader, path: Path, item_shape: tuple[int, ...] | None) -> None:
+    """Checks that one example of ``header`` has shape ``item_shape``.
+
+    Args:
+        header: A parsed header.
+        path: The file's path, for messages.
+        item_shape: Expected shape of one example; ``None`` accepts any.
+
+    Raises:
+        ValueError: If the example shape differs, naming both.
+    """
+    if item_shape is not None and header.shape[1:] != tuple(item_shape):
         raise ValueError(
-            f"{path}: expected {kind.noun} of shape (N, {', '.join(map(str, item_shape))}), found shape {shape}"
+            f"{path}: expected {header.kind.noun} of shape (N, {', '.join(map(str, item_shape))}), "
+            f"found shape {header.shape}"
         )
-    return IdxHeader(kind, shape)
 
 
 def _check_length(header: IdxHeader, found_payload: int, path: Path) -> None:
     if found_payload != header.payload_bytes:
         problem = "truncated" if found_payload < header.payload_bytes else "has trailing bytes"
         raise ValueError(
-            f"{path}: IDX file {problem}: its header promises {header.kind.noun} of shape {header.shape}, "
-            f"i.e. {header.total_bytes} bytes ({header.header_bytes}-byte header + {header.payload_bytes} "
-            f"data bytes), found {header.header_bytes + found_payload} bytes"
+            f"{path}: IDX file {problem}: expected {header.total_bytes} bytes, as its header promises "
+            f"{header.kind.noun} of shape {header.shape} ({header.header_bytes}-byte header + "
+            f"{header.payload_bytes} data bytes), found {header.header_bytes + found_payload} bytes"
             + (" after decompression" if path.suffix == ".gz" else "")
         )
-
-
-def _drain(stream: BinaryIO, sink: BinaryIO | None = None) -> int:
-    """Reads ``stream`` to its end, writing to ``sink`` if given; returns the number of bytes read."""
-    total = 0
-    while chunk := stream.read(_COPY_CHUNK_BYTES):
-        total += len(chunk)
-        if sink is not None:
-            sink.write(chunk)
-    return total
 
 
 def validate_idx(path: Path, kind: IdxKind, item_shape: tuple[int, ...] | None = None) -> IdxHeader:
@@ -176,17 +201,59 @@ def validate_idx(path: Path, kind: IdxKind, item_shape: tuple[int, ...] | None =
         ValueError: If the header is wrong (see ``read_header``), the (decompressed) length differs from what
             the header promises, or a gzip file is corrupt.
     """
+    if path.suffix == ".gz":
+        return scan_idx(path, kind, item_shape).header
+    with open_idx(path) as stream:
+        header = read_header(stream, path, kind, item_shape)
+        payload = os.fstat(stream.fileno()).st_size - header.header_bytes
+    _check_length(header, payload, path)
+    return header
+
+
+def scan_idx(
+    path: Path, kind: IdxKind, item_shape: tuple[int, ...] | None = None, sink: BinaryIO | None = None
+) -> IdxFacts:
+    """Reads an IDX file to its end once: validates it, hashes its decompressed bytes and optionally copies them.
+
+    Args:
+        path: The file (``*.gz`` is decompressed on the fly).
+        kind: Which layout the file must have.
+        item_shape: Expected shape of one example; ``None`` accepts any.
+        sink: Binary stream that receives the decompressed file (header included); ``None`` writes nothing.
+            On failure it may hold part of the file: the caller discards it.
+
+    Returns:
+        The header, the MD5 of the decompressed file and, for labels, the range of their values.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: If the header is wrong (see ``read_header``), the (decompressed) length differs from what
+            the header promises, or a gzip file is corrupt.
+    """
+    digest = hashlib.md5(usedforsecurity=False)
+    low, high = 256, -1
+    payload = 0
     try:
         with open_idx(path) as stream:
             header = read_header(stream, path, kind, item_shape)
-            if path.suffix == ".gz":
-                payload = _drain(stream)
-            else:
-                payload = os.fstat(stream.fileno()).st_size - header.header_bytes
+            head = header.to_bytes()
+            digest.update(head)
+            if sink is not None:
+                sink.write(head)
+            while chunk := stream.read(_COPY_CHUNK_BYTES):
+                payload += len(chunk)
+                digest.update(chunk)
+                if sink is not None:
+                    sink.write(chunk)
+                if kind is IdxKind.LABELS:
+                    low, high = min(low, min(chunk)), max(high, max(chunk))
     except _GZIP_ERRORS as error:
-        raise ValueError(f"{path}: not a readable gzip file ({type(error).__name__}: {error})") from error
+        raise ValueError(
+            f"{path}: not a readable gzip file ({type(error).__name__}: {error}); expected a complete gzip stream, "
+            f"as the name ends in .gz"
+        ) from error
     _check_length(header, payload, path)
-    return header
+    return IdxFacts(header, digest.hexdigest(), (low, high) if high >= 0 else None)
 
 
 def copy_idx(source: Path, destination: Path, kind: IdxKind, item_shape: tuple[int, ...] | None = None) -> IdxHeader:
@@ -210,12 +277,4 @@ def copy_idx(source: Path, destination: Path, kind: IdxKind, item_shape: tuple[i
         ValueError: If ``source`` fails validation (see ``validate_idx``).
     """
     with atomic_path(destination) as temporary, open(temporary, "wb") as sink:
-        try:
-            with open_idx(source) as stream:
-                header = read_header(stream, source, kind, item_shape)
-                sink.write(header.to_bytes())
-                payload = _drain(stream, sink)
-        except _GZIP_ERRORS as error:
-            raise ValueError(f"{source}: not a readable gzip file ({type(error).__name__}: {error})") from error
-        _check_length(header, payload, source)
-    return header
+        return scan_idx(source, kind, item_shape, sink).header

@@ -9,26 +9,50 @@ Sources, tried in order:
    lacks a file, that is an error and nothing else is tried. ``$PYRO_BNN_DATA`` is a standing setting that may
    hold only some data sets, so a miss there falls through.
 2. For Fashion-MNIST, the Debian package ``dataset-fashion-mnist`` (``DEBIAN_FASHION_MNIST_DIR``).
-3. The cache (``pyro_bnn.data.cache``), holding earlier conversions and downloads.
+3. The cache (``pyro_bnn.data.cache``): its entry of the published data set, from earlier conversions and
+   downloads, served only while the files' digests are the published ones.
 4. torchvision's own download into the cache, when ``download=True``.
 
-A folder of IDX files is converted into the cache's torchvision layout (decompressed, validated, written
-atomically) and loaded from there with ``torchvision.datasets.MNIST`` / ``FashionMNIST``; a complete
-uncompressed torchvision root is used in place. A missing source falls through to the next; a corrupt file
-anywhere is a ``ValueError``, never skipped silently. When every source misses, one ``FileNotFoundError``
-lists each place looked, why it failed and how to fix it.
+A folder of IDX files is validated whole (all four files: headers, lengths after decompression, image and label
+counts, label values) before any of it enters the cache (``pyro_bnn.data.cache``), and errors name the user's
+file. It is then recognised by the MD5 of its decompressed files (``pyro_bnn.data.fingerprints``):
+
+* the published data set asked for: it becomes the cache entry that loads naming no folder read;
+* anything else (another known data set, a test fixture, a modified file): a named folder (``data_dir``) is still
+  loaded, with a ``DataContentWarning`` saying what it holds, from a separate entry keyed by its content, so it
+  never becomes what ``load_dataset("mnist")`` without ``data_dir`` returns. ``$PYRO_BNN_DATA`` is treated the
+  same way, except that another known data set there is a miss (it is set once for every data set); the Debian
+  path serves the published Fashion-MNIST only.
+
+A complete uncompressed torchvision root is used in place. A missing source falls through to the next; a corrupt
+file anywhere is a one-line ``ValueError``, never skipped silently. When every source misses, one
+``FileNotFoundError`` lists each place looked, why it failed and how to fix it.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from dataclasses import dataclass
+import sys
+import warnings
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from pyro_bnn.data.cache import cache_idx_file, resolve_cache_dir, stamp_path, torchvision_raw_dir
-from pyro_bnn.data.idx import IdxHeader, IdxKind, validate_idx
+from pyro_bnn.data.cache import (
+    Staging,
+    cached_file_facts,
+    content_root,
+    file_signature,
+    install_cached_file,
+    recall_facts,
+    record_facts,
+    resolve_cache_dir,
+    source_stamp_path,
+    staging_dir,
+    torchvision_raw_dir,
+)
+from pyro_bnn.data.fingerprints import describe_content, identify, is_published
+from pyro_bnn.data.idx import IdxFacts, IdxHeader, IdxKind, check_item_shape, scan_idx
 
 DATA_DIR_ENV = "PYRO_BNN_DATA"
 """Environment variable naming a data folder, used when no ``data_dir`` is passed."""
@@ -72,6 +96,24 @@ class IdxDatasetSpec:
 
 MNIST_SPEC = IdxDatasetSpec(title="MNIST", folder="MNIST")
 FASHION_MNIST_SPEC = IdxDatasetSpec(title="Fashion-MNIST", folder="FashionMNIST", apt_package="dataset-fashion-mnist")
+
+
+class DataContentWarning(UserWarning):
+    """A named data folder holds something other than the published data set asked for; it is loaded anyway,
+    kept apart in the cache, and never returned by a load that names no folder."""
+
+
+class _Trust(Enum):
+    """What a source may hold besides the published data set asked for."""
+
+    NAMED = "named"
+    """``data_dir``: anything valid, loaded with a ``DataContentWarning``."""
+
+    STANDING = "standing"
+    """``$PYRO_BNN_DATA``: like ``NAMED``, but another known data set is a miss (the setting serves every set)."""
+
+    PUBLISHED = "published"
+    """Debian's package path: the published data set only; anything else is a miss."""
 
 
 class _SourceMissing(Exception):
@@ -125,27 +167,146 @@ def _check_counts(headers: dict[str, tuple[Path, IdxHeader]]) -> None:
             )
 
 
-def _validate_raw_dir(spec: IdxDatasetSpec, raw_dir: Path) -> None:
-    headers = {
-        name: (raw_dir / name, validate_idx(raw_dir / name, kind, _item_shape(spec, kind))) for name, kind in IDX_FILES
-    }
-    _check_counts(headers)
+def _check_facts(spec: IdxDatasetSpec, path: Path, kind: IdxKind, facts: IdxFacts) -> None:
+    check_item_shape(facts.header, path, _item_shape(spec, kind))
+    if facts.value_range is not None:
+        low, high = facts.value_range
+        if not 0 <= low <= high < spec.num_classes:
+            raise ValueError(f"{path}: expected labels in 0..{spec.num_classes - 1}, found values from {low} to {high}")
 
 
-def _convert_into_cache(spec: IdxDatasetSpec, found: dict[str, Path], cache: Path) -> Path:
-    raw_dir = torchvision_raw_dir(cache, spec.folder)
-    headers = {}
+@dataclass
+class _Scan:
+    """The four files of one source, validated as a whole.
+
+    Attributes:
+        files: Each standard name's file in the source.
+        facts: What each file holds (from a remembered stamp or a fresh read).
+        staged: Decompressed copies written while reading, waiting in a staging folder.
+        learned: Facts read afresh, with the file's signature from before the read, to remember once the whole
+            source has passed.
+    """
+
+    files: dict[str, Path]
+    facts: dict[str, IdxFacts] = field(default_factory=dict)
+    staged: dict[str, Path] = field(default_factory=dict)
+    learned: dict[str, tuple[IdxFacts, dict[str, object]]] = field(default_factory=dict)
+
+    @property
+    def digests(self) -> dict[str, str]:
+        return {name: facts.md5 for name, facts in self.facts.items()}
+
+
+def _read_into(source: Path, kind: IdxKind, item_shape: tuple[int, ...], target: Path) -> IdxFacts:
+    with open(target, "wb") as sink:
+        facts = scan_idx(source, kind, item_shape, sink)
+        sink.flush()
+        os.fsync(sink.fileno())
+    return facts
+
+
+def _scan(spec: IdxDatasetSpec, files: dict[str, Path], cache: Path, staging: Staging | None) -> _Scan:
+    """Validates all four files of a source before anything is written to the cache.
+
+    A file whose stamp in the cache still matches is not read again; any other is read once, validated, hashed
+    and (with ``staging``) copied decompressed into ``staging`` in the same pass.
+    """
+    scan = _Scan(files)
     for name, kind in IDX_FILES:
-        headers[name] = (
-            found[name],
-            cache_idx_file(found[name], raw_dir / name, kind, _item_shape(spec, kind)),
-        )
-    _check_counts(headers)
-    return cache
+        source = files[name]
+        facts = recall_facts(source_stamp_path(cache, source), source, kind)
+        if facts is None:
+            signature = file_signature(source)
+            if staging is None:
+                facts = scan_idx(source, kind, _item_shape(spec, kind))
+            else:
+                facts = _read_into(source, kind, _item_shape(spec, kind), staging.path / name)
+                scan.staged[name] = staging.path / name
+            scan.learned[name] = (facts, signature)
+        _check_facts(spec, source, kind, facts)
+        scan.facts[name] = facts
+    _check_counts({name: (files[name], facts.header) for name, facts in scan.facts.items()})
+    return scan
 
 
-def _from_folder(spec: IdxDatasetSpec, directory: Path, cache: Path) -> Path:
-    """A torchvision root holding ``spec`` from a user folder, or ``_SourceMissing`` saying what is absent."""
+def _remember(cache: Path, scan: _Scan) -> None:
+    for name, (facts, signature) in scan.learned.items():
+        record_facts(source_stamp_path(cache, scan.files[name]), facts, signature)
+
+
+def _commit(spec: IdxDatasetSpec, scan: _Scan, root: Path, staging: Staging) -> None:
+    """Makes ``root``'s raw folder hold the scanned content, moving in only the files it lacks."""
+    raw_dir = torchvision_raw_dir(root, spec.folder)
+    for name, kind in IDX_FILES:
+        cached_file, wanted = raw_dir / name, scan.facts[name]
+        try:
+            if cached_file_facts(cached_file, kind).md5 == wanted.md5:
+                continue
+        except (FileNotFoundError, ValueError):
+            pass  # Missing or damaged: replaced below.
+        prepared = scan.staged.get(name)
+        if prepared is None:
+            # The source was read on an earlier load (its stamp held), but this entry lost its copy.
+            prepared = staging.path / name
+            found = _read_into(scan.files[name], kind, _item_shape(spec, kind), prepared)
+            if found.md5 != wanted.md5:
+                raise ValueError(
+                    f"{scan.files[name]}: changed while being read: expected MD5 {wanted.md5}, found {found.md5}; "
+                    f"load again"
+                )
+        install_cached_file(prepared, cached_file, wanted)
+
+
+def _stacklevel_outside_this_package() -> int:
+    """The ``stacklevel`` that makes a warning raised by its caller point at the first frame outside
+    ``pyro_bnn.data`` (the user's ``load_dataset`` call)."""
+    package = str(Path(__file__).parent) + os.sep
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _judge(spec: IdxDatasetSpec, directory: Path, where: Path, scan: _Scan, cache: Path, trust: _Trust) -> bool:
+    """Whether the scanned source is the published data set; warns, or raises ``_SourceMissing``, if it is not.
+
+    Args:
+        directory: The folder as it was named (``data_dir``, ``$PYRO_BNN_DATA``, the Debian path).
+        where: The folder holding the files: ``directory`` or its torchvision raw folder.
+    """
+    digests = scan.digests
+    if is_published(spec.title, digests):
+        return True
+    content = describe_content(spec.title, digests)
+    if trust is _Trust.PUBLISHED or (trust is _Trust.STANDING and identify(digests) is not None):
+        _remember(cache, scan)  # So that the next load knows this without reading the files again.
+        inside = "" if where == directory else f"its {where.relative_to(directory)} "
+        raise _SourceMissing(f"{inside}holds {content}")
+    named_by = "data_dir" if trust is _Trust.NAMED else f"${DATA_DIR_ENV}"
+    warnings.warn(
+        f"{where} holds {content}: loaded because {named_by} names it; a load that names no folder returns only "
+        f"the published {spec.title}",
+        DataContentWarning,
+        stacklevel=_stacklevel_outside_this_package(),
+    )
+    return False
+
+
+def _convert(
+    spec: IdxDatasetSpec, directory: Path, where: Path, files: dict[str, Path], cache: Path, trust: _Trust
+) -> Path:
+    """Brings a folder of IDX files (any of them ``.gz``) into the cache; returns the torchvision root to load."""
+    with staging_dir(cache) as staging:
+        scan = _scan(spec, files, cache, staging)
+        published = _judge(spec, directory, where, scan, cache, trust)
+        root = cache if published else content_root(cache, scan.digests.values())
+        _commit(spec, scan, root, staging)
+    _remember(cache, scan)
+    return root
+
+
+def _from_folder(spec: IdxDatasetSpec, directory: Path, cache: Path, trust: _Trust) -> Path:
+    """A torchvision root holding ``spec`` from a folder, or ``_SourceMissing`` saying what is absent."""
     if not directory.exists():
         raise _SourceMissing(f"{directory} does not exist")
     if not directory.is_dir():
@@ -153,30 +314,46 @@ def _from_folder(spec: IdxDatasetSpec, directory: Path, cache: Path) -> Path:
     raw_dir = torchvision_raw_dir(directory, spec.folder)
     if raw_dir.is_dir():
         found, missing = find_idx_files(raw_dir)
-        if not missing:
-            if all(path.suffix != ".gz" for path in found.values()):
-                _validate_raw_dir(spec, raw_dir)
-                return directory
+        if missing:
+            raise _SourceMissing(
+                f"torchvision root with an incomplete {raw_dir}: {_describe_missing(raw_dir, missing)}"
+            )
+        if any(path.suffix == ".gz" for path in found.values()):
             # torchvision reads uncompressed files only; a raw folder of just the .gz downloads is converted.
-            return _convert_into_cache(spec, found, cache)
-        raise _SourceMissing(f"torchvision root with an incomplete {raw_dir}: {_describe_missing(raw_dir, missing)}")
+            return _convert(spec, directory, raw_dir, found, cache, trust)
+        scan = _scan(spec, found, cache, staging=None)
+        _judge(spec, directory, raw_dir, scan, cache, trust)  # Used in place: only its digests enter the cache.
+        _remember(cache, scan)
+        return directory
     found, missing = find_idx_files(directory)
-    if not missing:
-        return _convert_into_cache(spec, found, cache)
-    raise _SourceMissing(f"{_describe_missing(directory, missing)} (nor is it a torchvision root: no {raw_dir})")
+    if missing:
+        raise _SourceMissing(f"{_describe_missing(directory, missing)} (nor is it a torchvision root: no {raw_dir})")
+    return _convert(spec, directory, directory, found, cache, trust)
 
 
 def _from_cache(spec: IdxDatasetSpec, cache: Path) -> Path:
+    """The cache as a torchvision root if its entry for ``spec`` holds the published data set."""
     raw_dir = torchvision_raw_dir(cache, spec.folder)
     if not raw_dir.is_dir():
         raise _SourceMissing(f"{raw_dir} does not exist")
     _, missing = find_idx_files(raw_dir, allow_gzip=False)
     if missing:
         raise _SourceMissing(_describe_missing(raw_dir, missing, allow_gzip=False))
+    facts = {}
     try:
-        _validate_raw_dir(spec, raw_dir)
+        for name, kind in IDX_FILES:
+            facts[name] = cached_file_facts(raw_dir / name, kind, _item_shape(spec, kind))
+            _check_facts(spec, raw_dir / name, kind, facts[name])
+        _check_counts({name: (raw_dir / name, value.header) for name, value in facts.items()})
     except ValueError as error:
         raise ValueError(f"{error} (this is a cache file: delete it to have it rebuilt or downloaded again)") from error
+    digests = {name: value.md5 for name, value in facts.items()}
+    if not is_published(spec.title, digests):
+        # Left by an older version, which cached every data_dir here, or put there by hand: never served.
+        raise _SourceMissing(
+            f"{raw_dir} holds {describe_content(spec.title, digests)}, so it is not used (a download replaces "
+            f"it; or delete it)"
+        )
     return cache
 
 
@@ -184,25 +361,25 @@ def _download_into_cache(spec: IdxDatasetSpec, cache: Path) -> Path:
     """Runs torchvision's download in a staging folder inside the cache, then moves the checked files in.
 
     torchvision writes and extracts in place, so an interrupted download would leave partial files under their
-    final names; staging keeps the cache itself all-or-nothing.
+    final names; staging keeps the cache itself all-or-nothing. Only the published data set enters the cache.
     """
     import torchvision.datasets
 
-    cache.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=cache, prefix=".download-"))
-    try:
+    with staging_dir(cache, prefix=".download-") as staging:
         dataset_class = getattr(torchvision.datasets, spec.folder)
-        dataset_class(root=str(staging), train=True, download=True)
-        staged_raw = torchvision_raw_dir(staging, spec.folder)
-        _validate_raw_dir(spec, staged_raw)
+        dataset_class(root=str(staging.path), train=True, download=True)
+        staged_raw = torchvision_raw_dir(staging.path, spec.folder)
+        files = {name: staged_raw / name for name, _ in IDX_FILES}
+        # Source stamps looked for inside the staging folder: there are none, so every file is read.
+        scan = _scan(spec, files, staging.path, staging=None)
+        if not is_published(spec.title, scan.digests):
+            raise ValueError(
+                f"the download in {staged_raw} holds {describe_content(spec.title, scan.digests)}; expected the "
+                f"published files"
+            )
         raw_dir = torchvision_raw_dir(cache, spec.folder)
-        raw_dir.mkdir(parents=True, exist_ok=True)
         for name, _ in IDX_FILES:
-            os.replace(staged_raw / name, raw_dir / name)
-            # The file now comes from the download, not from the source an old stamp names.
-            stamp_path(raw_dir / name).unlink(missing_ok=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            install_cached_file(files[name], raw_dir / name, scan.facts[name])
     return cache
 
 
@@ -241,19 +418,25 @@ def locate_idx_dataset(
 
     Returns:
         A folder ``root`` such that ``torchvision.datasets.<spec.folder>(root, download=False)`` loads the
-        data: ``data_dir`` itself or the cache.
+        data: a torchvision root named as ``data_dir`` itself, the cache (the published data set) or a
+        content-keyed cache entry (a named folder of other content).
 
     Raises:
         FileNotFoundError: If an explicit ``data_dir`` lacks a file (naming it), or no source holds the data
             set (listing every place looked, why each failed, and the fixes).
         ValueError: If a file that was found is not a valid IDX file (wrong magic number, dimensions or
-            length) or image and label counts disagree.
+            length, broken gzip stream), image and label counts disagree or a label is out of range; the
+            one-line message names the user's file, what was expected and what was found.
+
+    Warns:
+        DataContentWarning: If a named folder (``data_dir`` or ``$PYRO_BNN_DATA``) holds anything but the
+            published data set; it is loaded all the same.
     """
     cache = resolve_cache_dir(cache_dir)
     if data_dir is not None:
         directory = Path(data_dir).expanduser()
         try:
-            return _from_folder(spec, directory, cache)
+            return _from_folder(spec, directory, cache, _Trust.NAMED)
         except _SourceMissing as missing:
             raise FileNotFoundError(
                 f"{spec.title} not found in data_dir={str(directory)!r}: {missing.reason}. data_dir was "
@@ -266,7 +449,7 @@ def locate_idx_dataset(
     from_env = os.environ.get(DATA_DIR_ENV)
     if from_env:
         try:
-            return _from_folder(spec, Path(from_env).expanduser(), cache)
+            return _from_folder(spec, Path(from_env).expanduser(), cache, _Trust.STANDING)
         except _SourceMissing as missing:
             looked.append(f"${DATA_DIR_ENV}={from_env}: {missing.reason}")
     else:
@@ -280,8 +463,12 @@ def locate_idx_dataset(
         else:
             found, missing_names = find_idx_files(debian_dir)
             if not missing_names:
-                return _convert_into_cache(spec, found, cache)
-            looked.append(f"{where}: {_describe_missing(debian_dir, missing_names)}")
+                try:
+                    return _convert(spec, debian_dir, debian_dir, found, cache, _Trust.PUBLISHED)
+                except _SourceMissing as missing:
+                    looked.append(f"{where}: {missing.reason}")
+            else:
+                looked.append(f"{where}: {_describe_missing(debian_dir, missing_names)}")
 
     try:
         return _from_cache(spec, cache)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 
 import numpy as np
 import pytest
 
-from pyro_bnn.data.idx import IdxHeader, IdxKind, copy_idx, validate_idx
+from pyro_bnn.data.idx import IdxHeader, IdxKind, copy_idx, scan_idx, validate_idx
 
 IMAGES = 2051
 LABELS = 2049
@@ -123,3 +124,25 @@ def test_failed_copy_writes_nothing_under_the_final_name(tmp_path, write_idx, im
     assert not destination.exists()
     assert list(destination.parent.iterdir()) == []
     assert leftover_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_scan_hashes_the_decompressed_file_and_copies_it_in_one_pass(tmp_path, write_idx, images, compress):
+    path = write_idx(tmp_path / "train-images-idx3-ubyte", images, IMAGES, compress=compress)
+    content = gzip.decompress(path.read_bytes()) if compress else path.read_bytes()
+    copy = tmp_path / "copy"
+
+    with open(copy, "wb") as sink:
+        facts = scan_idx(path, IdxKind.IMAGES, (28, 28), sink)
+
+    assert facts.md5 == hashlib.md5(content).hexdigest()  # the same whatever the gzip bytes
+    assert facts.header == IdxHeader(IdxKind.IMAGES, (5, 28, 28))
+    assert facts.value_range is None
+    assert copy.read_bytes() == content
+
+
+def test_scan_reports_the_range_of_label_values(tmp_path, write_idx):
+    path = write_idx(tmp_path / "labels", np.array([3, 7, 2, 9], np.uint8), LABELS, compress=True)
+    assert scan_idx(path, IdxKind.LABELS).value_range == (2, 9)
+    empty = write_idx(tmp_path / "empty", np.zeros(0, np.uint8), LABELS)
+    assert scan_idx(empty, IdxKind.LABELS).value_range is None

@@ -11,6 +11,9 @@ from pyro_bnn.data import BatchLoader, DatasetName, DatasetSplits, Normalization
 
 N_TRAIN = 50
 
+# The fake MNIST is unknown content, loaded with a DataContentWarning (tested in test_data_cache.py).
+pytestmark = pytest.mark.filterwarnings("ignore::pyro_bnn.data.DataContentWarning")
+
 
 @pytest.fixture
 def mnist_dir(tmp_path, make_tiny):

@@ -1,6 +1,8 @@
 """Finding MNIST / Fashion-MNIST: data_dir, $PYRO_BNN_DATA, the Debian path, the cache, the download, errors.
 
-Every test works on tiny IDX files written into ``tmp_path``; the conftest isolates the real machine.
+Every test works on tiny IDX files written into ``tmp_path``; the conftest isolates the real machine. A tiny fake
+is unknown content (loaded with a ``DataContentWarning`` when named) unless a test ``publish``es it; what the
+cache may and may not serve is tested in ``test_data_cache.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import torchvision.datasets
 from pyro_bnn.data import cache as cache_module
 from pyro_bnn.data import load_dataset, sources
 from pyro_bnn.data.cache import resolve_cache_dir
+
+pytestmark = pytest.mark.filterwarnings("ignore::pyro_bnn.data.DataContentWarning")
 
 IDX_NAMES = (
     "train-images-idx3-ubyte",
@@ -51,7 +55,8 @@ def test_idx_folder_round_trip(tmp_path, cache_dir, tiny, compress):
     assert_loaded_exactly(splits, tiny)
 
 
-def test_conversion_writes_torchvisions_raw_layout(tmp_path, cache_dir, tiny, leftover_files):
+def test_conversion_writes_torchvisions_raw_layout(tmp_path, cache_dir, tiny, leftover_files, publish):
+    publish("Fashion-MNIST", tiny)  # only the published set lands in the entry that plain loads read
     data_dir = tiny.write(tmp_path / "idx", compress=True)
 
     load_dataset("fashion-mnist", data_dir=data_dir, cache_dir=cache_dir, val_size=0, download=False)
@@ -67,16 +72,21 @@ def test_conversion_writes_torchvisions_raw_layout(tmp_path, cache_dir, tiny, le
     assert torch.equal(dataset.data, torch.from_numpy(tiny.train_images))
 
 
-def test_second_load_reuses_the_cache(tmp_path, cache_dir, tiny, monkeypatch):
+@pytest.mark.parametrize("published", [True, False], ids=["published", "unknown-content"])
+def test_second_load_reuses_the_cache(tmp_path, cache_dir, tiny, monkeypatch, publish, entry_raw_dir, published):
+    if published:
+        publish("MNIST", tiny)
     data_dir = tiny.write(tmp_path / "idx", compress=True)
     load_dataset("mnist", data_dir=data_dir, cache_dir=cache_dir, val_size=0, download=False)
-    raw = cache_dir / "MNIST" / "raw"
+    raw = entry_raw_dir(cache_dir, "MNIST")
     inodes = {name: (raw / name).stat().st_ino for name in IDX_NAMES}
 
-    def no_copy(*args, **kwargs):
-        raise AssertionError("the cache should have been reused")
+    def no_read(*args, **kwargs):
+        raise AssertionError("no file should be decompressed or hashed again: the stamps hold")
 
-    monkeypatch.setattr(cache_module, "copy_idx", no_copy)
+    # Every full read (decompression, hashing, copying) goes through scan_idx.
+    monkeypatch.setattr(cache_module, "scan_idx", no_read)
+    monkeypatch.setattr(sources, "scan_idx", no_read)
     splits = load_dataset("mnist", data_dir=data_dir, cache_dir=cache_dir, val_size=0, download=False)
 
     assert_loaded_exactly(splits, tiny)
@@ -94,10 +104,10 @@ def test_changed_source_is_converted_again(tmp_path, cache_dir, tiny, make_tiny)
     assert torch.equal(splits.train.x, expected_images(other.train_images))
 
 
-def test_damaged_cache_file_is_rebuilt_from_its_source(tmp_path, cache_dir, tiny):
+def test_damaged_cache_file_is_rebuilt_from_its_source(tmp_path, cache_dir, tiny, entry_raw_dir):
     data_dir = tiny.write(tmp_path / "idx", compress=True)
     load_dataset("mnist", data_dir=data_dir, cache_dir=cache_dir, val_size=0, download=False)
-    cached = cache_dir / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    cached = entry_raw_dir(cache_dir, "MNIST") / "train-images-idx3-ubyte"
     cached.write_bytes(cached.read_bytes()[:100])
     os.utime(cached)
 
@@ -113,17 +123,18 @@ def test_torchvision_root_is_used_in_place(tmp_path, cache_dir, tiny):
     splits = load_dataset("mnist", data_dir=root, cache_dir=cache_dir, val_size=0, download=False)
 
     assert_loaded_exactly(splits, tiny)
-    assert not cache_dir.exists()
+    # No copy is made; the cache only remembers the files' digests.
+    assert [path.parent.name for path in cache_dir.rglob("*") if path.is_file()] == [".digests"] * 4
 
 
-def test_torchvision_root_with_only_gzip_files_is_converted(tmp_path, cache_dir, tiny):
+def test_torchvision_root_with_only_gzip_files_is_converted(tmp_path, cache_dir, tiny, entry_raw_dir):
     root = tmp_path / "tv"
     tiny.write(root / "FashionMNIST" / "raw", compress=True)
 
     splits = load_dataset("fmnist", data_dir=root, cache_dir=cache_dir, val_size=0, download=False)
 
     assert_loaded_exactly(splits, tiny)
-    assert (cache_dir / "FashionMNIST" / "raw" / "train-images-idx3-ubyte").is_file()
+    assert (entry_raw_dir(cache_dir, "FashionMNIST") / "train-images-idx3-ubyte").is_file()
 
 
 def test_environment_variable_is_used_without_data_dir(tmp_path, cache_dir, tiny, monkeypatch):
@@ -134,7 +145,8 @@ def test_environment_variable_is_used_without_data_dir(tmp_path, cache_dir, tiny
     assert_loaded_exactly(splits, tiny)
 
 
-def test_debian_path_serves_fashion_mnist(tmp_path, cache_dir, tiny, debian_dir, monkeypatch):
+def test_debian_path_serves_fashion_mnist(tmp_path, cache_dir, tiny, debian_dir, monkeypatch, publish):
+    publish("Fashion-MNIST", tiny)
     tiny.write(debian_dir, compress=True)
     # $PYRO_BNN_DATA holding something else is a miss, not an error: the next source is tried.
     monkeypatch.setenv("PYRO_BNN_DATA", str(tmp_path / "empty"))
@@ -147,7 +159,8 @@ def test_debian_path_serves_fashion_mnist(tmp_path, cache_dir, tiny, debian_dir,
     assert (cache_dir / "FashionMNIST" / "raw" / "t10k-labels-idx1-ubyte").is_file()
 
 
-def test_cache_serves_later_loads_without_any_source(tmp_path, tiny):
+def test_cache_serves_later_loads_without_any_source(tmp_path, tiny, publish):
+    publish("MNIST", tiny)  # unknown content is never served this way: see test_data_cache.py
     data_dir = tiny.write(tmp_path / "idx", compress=True)
     load_dataset("mnist", data_dir=data_dir, val_size=0, download=False)  # into the default cache
     assert (tmp_path / "default-cache" / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
@@ -157,7 +170,9 @@ def test_cache_serves_later_loads_without_any_source(tmp_path, tiny):
     assert_loaded_exactly(splits, tiny)
 
 
-def test_successful_download_lands_in_the_cache(cache_dir, tiny, monkeypatch, leftover_files):
+def test_successful_download_lands_in_the_cache(cache_dir, tiny, monkeypatch, leftover_files, publish):
+    publish("MNIST", tiny)
+
     def fake_download(self):  # what torchvision's download leaves behind: the uncompressed raw files
         tiny.write(Path(self.raw_folder), compress=False)
 
@@ -166,7 +181,9 @@ def test_successful_download_lands_in_the_cache(cache_dir, tiny, monkeypatch, le
     splits = load_dataset("mnist", cache_dir=cache_dir, val_size=0)
 
     assert_loaded_exactly(splits, tiny)
-    assert sorted(p.name for p in (cache_dir / "MNIST" / "raw").iterdir()) == sorted(IDX_NAMES)
+    raw = cache_dir / "MNIST" / "raw"
+    assert sorted(p.name for p in raw.iterdir() if not p.name.startswith(".")) == sorted(IDX_NAMES)
+    assert sorted(p.name for p in raw.iterdir() if p.name.startswith(".")) == sorted(f".{n}.md5" for n in IDX_NAMES)
     assert leftover_files(cache_dir) == []
     assert [p.name for p in cache_dir.iterdir()] == ["MNIST"]  # the staging folder is gone
 
