@@ -1,6 +1,6 @@
 """Input corruptions for distribution-shift experiments, and the CLI strings that name them.
 
-Accepted specs (case and surrounding whitespace ignored):
+Accepted specs (case and surrounding whitespace ignored; the grammar is :data:`CORRUPTION_FAMILY`):
 
 * ``"none"``: the identity;
 * ``"gaussian:<gamma>"``: ``gaussian_blend`` with ``gamma`` in [0, 1], e.g. ``"gaussian:0.5"``;
@@ -13,16 +13,13 @@ Both corruptions return a new tensor of the input's shape, dtype and device, and
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 from collections.abc import Callable
+from enum import Enum
 
 import torch
 
-_SALT_PEPPER_NAMES = ("salt-pepper", "saltpepper", "sp")
-
-ACCEPTED_SPECS = "'none', 'gaussian:<gamma>' or 'salt-pepper:<p>' (also 'saltpepper:<p>', 'sp:<p>'), values in [0, 1]"
-"""The corruption spec forms, for help texts and error messages."""
+from pyro_bnn.spec import Arg, Family, Form, Interval
 
 
 def _check_unit_interval(value: float, name: str) -> float:
@@ -100,14 +97,31 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _parse_value(text: str, name: str, spec: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"corruption spec {spec!r}: {name} must be a number in [0, 1], got {text!r}")
-    return value
+class Corruption(str, Enum):
+    """The input corruptions by name (``pyro-bnn evaluate --corruption``)."""
+
+    NONE = "none"
+    """The inputs unchanged."""
+    GAUSSIAN = "gaussian"
+    """(1 - GAMMA) x + GAMMA eps with eps ~ N(0, 1) (:func:`gaussian_blend`)."""
+    SALT_PEPPER = "salt-pepper"
+    """Each element replaced with probability P by the input's min or max, one half each (:func:`salt_and_pepper`)."""
+
+
+_UNIT = Interval(0.0, 1.0)
+
+CORRUPTION_FAMILY = Family(
+    "corruption",
+    [
+        Form(Corruption.NONE),
+        Form(Corruption.GAUSSIAN, (Arg("gamma", _UNIT),), example="gaussian:0.5"),
+        Form(Corruption.SALT_PEPPER, (Arg("p", _UNIT),), aliases=("saltpepper", "sp"), example="salt-pepper:0.1"),
+    ],
+    enum=Corruption,
+    example="gaussian:0.5",
+    allow_empty_args=False,
+)
+"""The ``--corruption`` grammar."""
 
 
 def parse_corruption(spec: str, *, generator: torch.Generator | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -122,24 +136,12 @@ def parse_corruption(spec: str, *, generator: torch.Generator | None = None) -> 
         the identity, returning its input itself.
 
     Raises:
-        ValueError: If ``spec`` is not one of the accepted forms or its value is not a number in [0, 1].
+        ValueError: One line naming the spec, if it is not one of the accepted forms or its value is not a number
+            in [0, 1].
     """
-    if not isinstance(spec, str):
-        raise ValueError(f"corruption spec must be a string, one of {ACCEPTED_SPECS}; got {spec!r}")
-    kind, separator, value = spec.strip().lower().partition(":")
-    kind, value = kind.strip(), value.strip()
-    if kind == "none":
-        if separator:
-            raise ValueError(f"corruption spec {spec!r}: 'none' takes no value; expected one of {ACCEPTED_SPECS}")
-        return _identity
-    if kind == "gaussian" or kind in _SALT_PEPPER_NAMES:
-        name = "gamma" if kind == "gaussian" else "p"
-        if not separator or not value:
-            raise ValueError(
-                f"corruption spec {spec!r} lacks its {name}: expected '{kind}:<{name}>' with {name} in [0, 1]"
-            )
-        number = _parse_value(value, name, spec)
-        if kind == "gaussian":
-            return functools.partial(gaussian_blend, gamma=number, generator=generator)
-        return functools.partial(salt_and_pepper, p=number, generator=generator)
-    raise ValueError(f"unknown corruption spec {spec!r}; expected one of {ACCEPTED_SPECS}")
+    parsed = CORRUPTION_FAMILY.parse(spec)
+    if parsed.kind is Corruption.GAUSSIAN:
+        return functools.partial(gaussian_blend, gamma=parsed["gamma"], generator=generator)
+    if parsed.kind is Corruption.SALT_PEPPER:
+        return functools.partial(salt_and_pepper, p=parsed["p"], generator=generator)
+    return _identity

@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
 
 from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
 from pyro.infer.autoguide.initialization import init_to_median
 
-from pyro_bnn._spec import enum_member, floats, split_options, split_spec
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.point import MCDropout
+from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
 
 
 class GuideKind(str, Enum):
-    """Guides (and point-estimate baselines) available by name."""
+    """Guides (and point-estimate baselines) available by name; their grammar: :data:`GUIDE_FAMILY`."""
 
     AUTONORMAL = "autonormal"
-    """``autonormal[:SCALE][,rel=C][,loc=network|median|map]``: Pyro's mean-field AutoNormal with initial scale
-    SCALE (default 0.1) or, with ``rel=C``, C times the std of each tensor's initial locations; locations from
-    ``loc`` (:class:`LocInit`, default ``network``)."""
+    """Pyro's mean-field AutoNormal, initial scale INIT_SCALE or rel=C times each tensor's std. With ``rel=C`` the
+    initial scale of each tensor is C times the std of its initial locations; the locations start where ``loc``
+    says (:class:`LocInit`)."""
     BBB = "bbb"
-    """``bbb[:RHO_LOW,RHO_HIGH]``: Bayes by Backprop, sigma = softplus(rho), mu ~ U(-0.2, 0.2), rho ~ U(-5, -4)."""
+    """Bayes by Backprop: sigma = softplus(rho), mu ~ U(-0.2, 0.2), rho ~ U(RHO_LOW, RHO_HIGH)."""
     MAP = "map"
-    """``map``: a point estimate (AutoDelta) maximising log prior + log likelihood."""
+    """A point estimate (AutoDelta) maximising log prior + log likelihood."""
     MLE = "mle"
-    """``mle``: a deterministic network (no random weights), trained by maximum likelihood."""
+    """A deterministic network (no random weights), trained by maximum likelihood."""
     MC_DROPOUT = "mc-dropout"
-    """``mc-dropout[:P]``: MAP with dropout (default p = 0.1) kept on at prediction time."""
+    """MAP with dropout probability P kept on at prediction time."""
 
 
 class LocInit(str, Enum):
@@ -47,8 +46,6 @@ class LocInit(str, Enum):
     initialisation), which the training run performs before building the guide
     (:func:`pyro_bnn.infer.map_warm_start`)."""
 
-
-_AUTONORMAL_OPTIONS = ("rel", "loc", "map_epochs")
 
 DEFAULT_GUIDE = "autonormal:0.001"
 """The guide the CLI and the demo use unless told otherwise, chosen by the measurement in
@@ -128,57 +125,77 @@ class GuideSpec:
         return self.kind.value
 
 
-def _positive(value: str, spec: str, what: str) -> float:
-    number = floats([value], (1,), spec, "guide")[0]
-    if not (number > 0 and math.isfinite(number)):
-        raise ValueError(f"guide {spec!r}: {what} must be a finite number > 0, got {value}")
-    return number
+def _check_autonormal(parsed: ParsedSpec) -> None:
+    if {"init scale", "rel"} <= parsed.given:
+        raise ValueError("give an absolute init scale or rel=C, not both")
+    if "map_epochs" in parsed.given and parsed["loc"] is not LocInit.MAP:
+        raise ValueError("map_epochs needs loc=map")
 
 
-def _parse_autonormal(spec: str, args: list[str]) -> GuideSpec:
-    positional, options = split_options(args, spec, "guide", _AUTONORMAL_OPTIONS)
-    floats(positional, (0, 1), spec, "guide")
-    if positional and "rel" in options:
-        raise ValueError(f"guide {spec!r}: give an absolute init scale or rel=C, not both")
-    init_scale = _positive(positional[0], spec, "init scale") if positional else 0.1
-    relative = _positive(options["rel"], spec, "rel") if "rel" in options else None
-    loc = enum_member(LocInit, options.get("loc", "network").lower(), "location init")
-    map_epochs = 1
-    if "map_epochs" in options:
-        if loc is not LocInit.MAP:
-            raise ValueError(f"guide {spec!r}: map_epochs needs loc=map")
-        try:
-            map_epochs = int(options["map_epochs"])
-        except ValueError:
-            map_epochs = 0
-        if map_epochs < 1:
-            raise ValueError(f"guide {spec!r}: map_epochs must be an int >= 1, got {options['map_epochs']!r}")
+def _check_rho_interval(parsed: ParsedSpec) -> None:
+    rho_init = (parsed["rho low"], parsed["rho high"])
+    if not rho_init[0] <= rho_init[1]:
+        raise ValueError(f"rho interval must have low <= high, got {rho_init}")
+
+
+_SCALE = Positive(float32=True)
+
+GUIDE_FAMILY = Family(
+    "guide",
+    [
+        Form(
+            GuideKind.AUTONORMAL,
+            (Arg("init scale", _SCALE, 0.1),),
+            options=(
+                Arg("rel", _SCALE, None, metavar="C"),
+                Arg("loc", Choice(LocInit, "location init"), LocInit.NETWORK),
+                Arg("map_epochs", Integer(minimum=1), 1, metavar="N"),
+            ),
+            check=_check_autonormal,
+            example="autonormal:0.01,loc=median",
+        ),
+        Form(
+            GuideKind.BBB,
+            (Arg("rho low", Real(), -5.0), Arg("rho high", Real(), -4.0)),
+            check=_check_rho_interval,
+            example="bbb:-6,-5",
+        ),
+        Form(GuideKind.MAP),
+        Form(GuideKind.MLE),
+        Form(
+            GuideKind.MC_DROPOUT,
+            (Arg("dropout probability", Interval(0.0, 1.0, closed="neither"), 0.1, metavar="P"),),
+            example="mc-dropout:0.2",
+        ),
+    ],
+    enum=GuideKind,
+    example=DEFAULT_GUIDE,
+)
+"""The ``--guide`` grammar."""
+
+
+def _parse_autonormal(parsed: ParsedSpec) -> GuideSpec:
     return GuideSpec(
-        GuideKind.AUTONORMAL, init_scale=init_scale, relative_scale=relative, loc=loc, map_epochs=map_epochs
+        GuideKind.AUTONORMAL,
+        init_scale=parsed["init scale"],
+        relative_scale=parsed["rel"],
+        loc=parsed["loc"],
+        map_epochs=parsed["map_epochs"],
     )
 
 
 def parse_guide(spec: str) -> GuideSpec:
-    """Parses a ``--guide`` string (see :class:`GuideKind`).
+    """Parses a ``--guide`` string (forms: :data:`GUIDE_FAMILY`; ``pyro-bnn list`` shows them).
 
     Raises:
-        ValueError: naming the spec and what was expected.
+        ValueError: One line naming the spec and what was expected.
     """
-    name, args = split_spec(spec, "guide")
-    kind = enum_member(GuideKind, name, "guide")
+    parsed = GUIDE_FAMILY.parse(spec)
+    kind = parsed.kind
     if kind is GuideKind.AUTONORMAL:
-        return _parse_autonormal(spec, args)
+        return _parse_autonormal(parsed)
     if kind is GuideKind.BBB:
-        values = floats(args, (0, 2), spec, "guide")
-        rho_init = (values[0], values[1]) if values else (-5.0, -4.0)
-        if not rho_init[0] <= rho_init[1]:
-            raise ValueError(f"guide {spec!r}: rho interval must have low <= high, got {rho_init}")
-        return GuideSpec(kind, rho_init=rho_init)
+        return GuideSpec(kind, rho_init=(parsed["rho low"], parsed["rho high"]))
     if kind is GuideKind.MC_DROPOUT:
-        values = floats(args, (0, 1), spec, "guide")
-        p = values[0] if values else 0.1
-        if not 0.0 < p < 1.0:
-            raise ValueError(f"guide {spec!r}: dropout probability must lie in (0, 1), got {p}")
-        return GuideSpec(kind, dropout=p)
-    floats(args, (0,), spec, "guide")
+        return GuideSpec(kind, dropout=parsed["dropout probability"])
     return GuideSpec(kind)

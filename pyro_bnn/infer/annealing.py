@@ -15,8 +15,8 @@ from enum import Enum
 
 from pyro.poutine.messenger import Messenger
 
-from pyro_bnn._spec import enum_member, floats, split_spec
 from pyro_bnn.sites import is_likelihood_site
+from pyro_bnn.spec import Arg, Family, Form, Interval, Positive, Real
 
 KLSchedule = Callable[[float], float]
 """Maps training progress in epochs (``epoch + step / steps_per_epoch``, starting at 0) to a KL weight >= 0."""
@@ -90,23 +90,42 @@ def cyclical(period_epochs: float, *, ramp_fraction: float = 0.5, end: float = 1
 
 
 class ScheduleKind(str, Enum):
-    """KL annealing schedules by name (the CLI's ``--kl-anneal``)."""
+    """KL annealing schedules by name (the CLI's ``--kl-anneal``; grammar: :data:`KL_SCHEDULE_FAMILY`)."""
 
     CONSTANT = "constant"
-    """``constant[:W]``: weight W throughout (default 1)."""
+    """Weight W throughout (1 is the plain ELBO)."""
     LINEAR = "linear"
-    """``linear:EPOCHS``: linear warm-up from 0 to 1 over EPOCHS epochs."""
+    """Linear warm-up from 0 to 1 over EPOCHS epochs."""
     CYCLICAL = "cyclical"
-    """``cyclical:PERIOD[,RAMP_FRACTION]``: repeated warm-ups every PERIOD epochs (ramp fraction default 0.5)."""
+    """Repeated warm-ups every PERIOD epochs, each rising during RAMP_FRACTION of the period (Fu et al., 2019)."""
+
+
+KL_SCHEDULE_FAMILY = Family(
+    "KL schedule",
+    [
+        Form(ScheduleKind.CONSTANT, (Arg("weight", Real(minimum=0.0), 1.0, metavar="W"),), example="constant:0.5"),
+        Form(ScheduleKind.LINEAR, (Arg("epochs", Positive()),), example="linear:2"),
+        Form(
+            ScheduleKind.CYCLICAL,
+            (Arg("period", Positive()), Arg("ramp fraction", Interval(0.0, 1.0, closed="high"), 0.5)),
+            example="cyclical:4,0.5",
+        ),
+    ],
+    enum=ScheduleKind,
+    example="linear:2",
+)
+"""The ``--kl-anneal`` grammar."""
 
 
 def parse_kl_schedule(spec: str) -> KLSchedule:
-    """Builds a schedule from a string such as ``"linear:10"`` (see :class:`ScheduleKind`)."""
-    name, args = split_spec(spec, "KL schedule")
-    kind = enum_member(ScheduleKind, name, "KL schedule")
-    if kind is ScheduleKind.CONSTANT:
-        return constant(*floats(args, (0, 1), spec, "KL schedule"))
-    if kind is ScheduleKind.LINEAR:
-        return linear_warmup(*floats(args, (1,), spec, "KL schedule"))
-    values = floats(args, (1, 2), spec, "KL schedule")
-    return cyclical(values[0], ramp_fraction=values[1] if len(values) > 1 else 0.5)
+    """Builds a schedule from a string such as ``"linear:10"`` (forms: :data:`KL_SCHEDULE_FAMILY`).
+
+    Raises:
+        ValueError: One line naming the spec and what was expected.
+    """
+    parsed = KL_SCHEDULE_FAMILY.parse(spec)
+    if parsed.kind is ScheduleKind.CONSTANT:
+        return constant(parsed["weight"])
+    if parsed.kind is ScheduleKind.LINEAR:
+        return linear_warmup(parsed["epochs"])
+    return cyclical(parsed["period"], ramp_fraction=parsed["ramp fraction"])

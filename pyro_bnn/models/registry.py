@@ -22,6 +22,7 @@ from typing import TypeVar
 from torch import nn
 
 from pyro_bnn.nn import ActivationLike
+from pyro_bnn.spec import CustomArguments, Family, Form
 
 ModelFactory = Callable[..., nn.Module]
 """Builds a net from ``input_shape``, ``num_classes``, ``activation``, ``dropout`` and model options."""
@@ -32,8 +33,8 @@ _COMMON_ARGUMENTS = frozenset({"input_shape", "num_classes", "activation", "drop
 
 
 @dataclass(frozen=True)
-class ModelArguments:
-    """How a model reads the arguments after the colon of its model string.
+class ModelArguments(CustomArguments):
+    """How a model reads the arguments after the colon of its model string (its form in :data:`MODEL_FAMILY`).
 
     Attributes:
         usage: What follows the colon, for messages and ``pyro-bnn list``, e.g. ``"W1,W2,..."``.
@@ -41,9 +42,6 @@ class ModelArguments:
             e.g. ``["256", "256"] -> {"hidden_widths": (256, 256)}``; raises ``ValueError`` saying what is wrong
             with which argument.
     """
-
-    usage: str
-    parse: Callable[[list[str]], dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -122,8 +120,23 @@ def model_usage(name: str) -> str:
     """The model string forms of a registered model: ``"mlp[:W1,W2,...]"``, or the bare name if it takes no
     arguments."""
     key = _key(name)
-    arguments = _ARGUMENTS.get(key)
-    return f"{key}[:{arguments.usage}]" if arguments is not None else key
+    if key not in _REGISTRY:
+        raise ValueError(f"unknown model {name!r}; expected one of {MODEL_FAMILY.usages()}")
+    return _model_form(key).usage
+
+
+def _model_form(key: str) -> Form:
+    return Form(key, custom=_ARGUMENTS.get(key), doc=_REGISTRY[key].__doc__ or "")
+
+
+MODEL_FAMILY = Family(
+    "model",
+    lambda: [_model_form(key) for key in available_models()],
+    example="mlp:256,256",
+    no_arguments_hint="set its options in Python with build_model(name, ..., **options)",
+)
+"""The ``--model`` grammar: one form per registered model, read from the registry on every use (a model
+registered later is parsed and listed too); the arguments are read by the model's :class:`ModelArguments`."""
 
 
 def parse_model_spec(spec: str) -> ModelSpec:
@@ -139,30 +152,11 @@ def parse_model_spec(spec: str) -> ModelSpec:
         The name and the options the arguments stand for.
 
     Raises:
-        ValueError: One line naming ``spec``: an unknown name (listing the known ones), arguments given to a
-            model that takes none, or arguments its parser refuses (with the expected form).
+        ValueError: One line naming ``spec``: an unknown name (listing the registered forms), arguments given to
+            a model that takes none, or arguments its parser refuses (with the expected form).
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"a model must be a non-empty string like 'mlp' or 'mlp:256,256', got {spec!r}")
-    name, colon, rest = spec.strip().partition(":")
-    key = name.strip().lower()
-    if key not in _REGISTRY:
-        where = f" (in {spec!r})" if colon else ""
-        raise ValueError(f"unknown model {name.strip()!r}{where}; available models: {', '.join(available_models())}")
-    if not rest.strip():
-        return ModelSpec(key)
-    arguments = _ARGUMENTS.get(key)
-    if arguments is None:
-        raise ValueError(
-            f"model {key!r} takes no arguments after ':', got {spec!r}; "
-            "set its options in Python with build_model(name, ..., **options)"
-        )
-    args = [a.strip() for a in rest.split(",")]
-    try:
-        options = arguments.parse(args)
-    except ValueError as err:
-        raise ValueError(f"model {spec!r}: {err}; expected {key}:{arguments.usage}") from None
-    return ModelSpec(key, dict(options))
+    parsed = MODEL_FAMILY.parse(spec)
+    return ModelSpec(parsed.name, dict(parsed.values))
 
 
 def _model_options(factory: ModelFactory) -> list[str] | None:

@@ -1,11 +1,8 @@
 """Activation choices as data: the ``Activation`` enum, ``ActivationSpec`` and their CLI string form.
 
-Accepted strings (case and surrounding whitespace ignored):
-
-* ``"relu"``, ``"tanh"``, ``"sigmoid"``;
-* ``"leaky"`` (slope 0.01) or ``"leaky:<slope>"`` with any finite float, e.g. ``"leaky:-0.5"``;
-* ``"abs"``, the same function as ``"leaky:-1"``;
-* ``"linear"`` or its alias ``"identity"``.
+Accepted strings (case and surrounding whitespace ignored; the grammar is :data:`ACTIVATION_FAMILY`):
+``relu``, ``tanh``, ``sigmoid``, ``leaky`` (slope 0.01) or ``leaky:<slope>`` with any finite float (e.g.
+``leaky:-0.5``), ``abs`` (the same function as ``leaky:-1``), and ``linear`` or its alias ``identity``.
 
 ``str(spec)`` is the canonical form (``"leaky:-0.5"``, ``"linear"``); it parses back to an equal spec, so it
 is safe to store in configs and file names. Names are kept as written apart from the ``identity`` alias:
@@ -22,6 +19,7 @@ from enum import Enum
 from torch import nn
 
 from pyro_bnn.nn.leaky_relu import LeakyReLU, validate_slope
+from pyro_bnn.spec import Arg, Family, Form, Real
 
 DEFAULT_LEAKY_SLOPE = 0.01
 """Slope used by a bare ``"leaky"``, PyTorch's and Maas et al.'s default."""
@@ -49,13 +47,25 @@ class Activation(str, Enum):
     """The identity (``nn.Identity``), also spelled ``"identity"``; turns an MLP into an affine map."""
 
 
-_NAMES: dict[str, Activation] = {member.value: member for member in Activation}
-_NAMES["identity"] = Activation.LINEAR
-
-_ACCEPTED_FORMS = (
-    "'relu', 'leaky', 'leaky:<slope>' (any finite float, e.g. 'leaky:-0.5'), 'tanh', 'sigmoid', 'abs', "
-    "'linear' or 'identity'"
+ACTIVATION_FAMILY = Family(
+    "activation",
+    [
+        Form(Activation.RELU),
+        Form(
+            Activation.LEAKY_RELU,
+            (Arg("slope", Real(), DEFAULT_LEAKY_SLOPE),),
+            example="leaky:-0.5",
+        ),
+        Form(Activation.TANH),
+        Form(Activation.SIGMOID),
+        Form(Activation.ABS),
+        Form(Activation.LINEAR, aliases=("identity",)),
+    ],
+    enum=Activation,
+    example="leaky:-0.5",
+    allow_empty_args=False,
 )
+"""The ``--activation`` grammar; a colon announces a slope, so ``"leaky:"`` and ``"tanh:"`` are errors."""
 
 
 @dataclass(frozen=True)
@@ -115,15 +125,15 @@ def parse_activation(spec: str | Activation | ActivationSpec) -> ActivationSpec:
     """Parses an activation string (or enum member) into an ``ActivationSpec``.
 
     Args:
-        spec: One of the forms listed in this module's docstring, an ``Activation`` (leaky ReLU gets slope
-            0.01), or an ``ActivationSpec``, which is returned unchanged.
+        spec: A string (:data:`ACTIVATION_FAMILY`, see this module's docstring), an ``Activation`` (leaky ReLU
+            gets slope 0.01), or an ``ActivationSpec``, which is returned unchanged.
 
     Returns:
         The parsed spec; ``str(result)`` is its canonical string.
 
     Raises:
         ValueError: If the name is unknown, a slope is given to a kind that takes none, or the slope is not a
-            finite float. The message names the value and the accepted forms.
+            finite float. The message is one line naming the value and what was expected.
         TypeError: If ``spec`` is not a string, ``Activation`` or ``ActivationSpec``.
     """
     if isinstance(spec, ActivationSpec):
@@ -133,26 +143,10 @@ def parse_activation(spec: str | Activation | ActivationSpec) -> ActivationSpec:
         return ActivationSpec(spec, slope)
     if not isinstance(spec, str):
         raise TypeError(f"expected an activation string, Activation or ActivationSpec, got {spec!r}")
-
-    name, has_colon, slope_text = spec.strip().lower().partition(":")
-    name = name.strip()
-    kind = _NAMES.get(name)
-    if kind is None:
-        raise ValueError(f"unknown activation {spec!r}; expected {_ACCEPTED_FORMS}")
-    if kind is not Activation.LEAKY_RELU:
-        if has_colon:
-            raise ValueError(f"activation {name!r} takes no slope, got {spec!r}; expected {_ACCEPTED_FORMS}")
-        return ActivationSpec(kind)
-    if not has_colon:
-        return ActivationSpec(kind, DEFAULT_LEAKY_SLOPE)
-    try:
-        slope = float(slope_text)
-    except ValueError:
-        raise ValueError(f"cannot parse the leaky ReLU slope in {spec!r}; expected {_ACCEPTED_FORMS}") from None
-    try:
-        return ActivationSpec(kind, slope)
-    except ValueError as error:
-        raise ValueError(f"invalid activation {spec!r}: {error}; expected {_ACCEPTED_FORMS}") from None
+    parsed = ACTIVATION_FAMILY.parse(spec)
+    if parsed.kind is Activation.LEAKY_RELU:
+        return ActivationSpec(parsed.kind, parsed["slope"])
+    return ActivationSpec(parsed.kind)
 
 
 def _reject_inplace(module: nn.Module, source: object) -> nn.Module:
@@ -192,6 +186,6 @@ def make_activation(spec: ActivationLike) -> nn.Module:
             raise TypeError(f"activation factory {spec!r} returned {module!r}, not an nn.Module")
         return _reject_inplace(module, spec)
     raise TypeError(
-        f"activation must be a string ({_ACCEPTED_FORMS}), Activation, ActivationSpec, nn.Module or a "
+        f"activation must be a string ({ACTIVATION_FAMILY.usages()}), Activation, ActivationSpec, nn.Module or a "
         f"zero-argument callable returning one; got {spec!r}"
     )

@@ -116,16 +116,16 @@ def test_salt_pepper_spellings(images, spec):
 @pytest.mark.parametrize(
     ("spec", "match"),
     [
-        ("gaussian", "lacks its gamma"),
-        ("gaussian:", "lacks its gamma"),
+        ("gaussian", "corruption 'gaussian' takes 1 numeric argument\\(s\\), got 0; expected gaussian:GAMMA"),
+        ("gaussian:", "gamma must be a number in \\[0, 1\\], got ''"),
         ("gaussian:abc", "gamma must be a number in \\[0, 1\\], got 'abc'"),
         ("gaussian:1.5", "gamma must be a number in \\[0, 1\\], got '1.5'"),
         ("gaussian:-0.1", "gamma must be a number in \\[0, 1\\], got '-0.1'"),
         ("gaussian:nan", "got 'nan'"),
         ("sp:2", "p must be a number in \\[0, 1\\], got '2'"),
-        ("blur:0.3", "unknown corruption spec 'blur:0.3'; expected one of 'none', 'gaussian:<gamma>'"),
-        ("", "unknown corruption spec ''"),
-        ("none:0.2", "'none' takes no value"),
+        ("blur:0.3", "unknown corruption 'blur' \\(in 'blur:0.3'\\); expected one of none, gaussian:GAMMA, salt-pe"),
+        ("", "a corruption must be a non-empty string like 'gaussian:0.5', got ''"),
+        ("none:0.2", "corruption 'none' takes no arguments after ':', got 'none:0.2'"),
     ],
 )
 def test_bad_specs(spec, match):

@@ -129,8 +129,13 @@ def test_mle_needs_a_deterministic_network():
         ("autonormal:loc=map,map_epochs=0", "map_epochs must be an int >= 1"),
         ("autonormal:1,2", "takes 0 or 1 numeric"),
         ("bbb:-4,-5", "low <= high"),
-        ("mc-dropout:1.5", r"must lie in \(0, 1\)"),
-        ("map:3", "takes 0 numeric"),
+        ("mc-dropout:1.5", r"dropout probability must be a number in \(0, 1\), got '1.5'"),
+        ("map:3", "guide 'map' takes no arguments after ':', got 'map:3'"),
+        ("autonormal:1e-60", "init scale must be a positive number that float32 holds"),
+        ("autonormal:rel=nan", "rel must be a finite number > 0, got 'nan'"),
+        ("autonormal:loc=map,map_epochs=1.5", "map_epochs must be an int >= 1, got '1.5'"),
+        ("autonormal:loc=median,loc=map", "option 'loc' given twice"),
+        ("bbb:-inf,-4", "rho low must be finite, got '-inf'"),
     ],
 )
 def test_bad_guide_specs(spec, message):

@@ -67,7 +67,10 @@ def test_parse_kl_schedule():
     [
         ("sigmoid:3", "unknown KL schedule 'sigmoid'"),
         ("linear", "takes 1 numeric"),
-        ("linear:-2", "warmup_epochs must be > 0"),
+        ("linear:-2", "KL schedule 'linear:-2': epochs must be a finite number > 0, got '-2'; expected linear:EPOCHS"),
+        ("linear:inf", "epochs must be a finite number > 0, got 'inf'"),
+        ("constant:-1", "weight must be a finite number >= 0, got '-1'"),
+        ("cyclical:4,0", r"ramp fraction must be a number in \(0, 1\], got '0'"),
     ],
 )
 def test_bad_schedules(spec, message):

@@ -145,14 +145,38 @@ def test_inplace_modules_are_rejected(spec):
         "leakyrelu",
     ],
 )
-def test_bad_strings_raise_naming_value_and_accepted_forms(text):
+def test_bad_strings_raise_naming_value_and_what_was_expected(text):
     with pytest.raises(ValueError) as info:
         parse_activation(text)
     message = str(info.value)
-    assert repr(text) in message
-    assert "leaky:<slope>" in message and "'relu'" in message and "'identity'" in message
+    assert repr(text) in message and "\n" not in message
+    assert any(word in message for word in ("expected", "non-empty", "takes no arguments"))
     with pytest.raises(ValueError):
         make_activation(text)
+
+
+@pytest.mark.parametrize("text", ["swish", "leakyrelu", "Swish:2"])
+def test_unknown_names_list_every_accepted_form(text):
+    with pytest.raises(ValueError) as info:
+        parse_activation(text)
+    message = str(info.value)
+    assert "leaky[:SLOPE]" in message and "relu" in message and "linear (or identity)" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("leaky:nan", "activation 'leaky:nan': slope must be finite, got 'nan'; expected leaky:SLOPE"),
+        ("leaky:abc", "slope must be a finite number, got 'abc'"),
+        ("leaky:", "slope must be a finite number, got ''"),
+        ("tanh:", "activation 'tanh' takes no arguments after ':', got 'tanh:'"),
+        ("relu:0.5", "activation 'relu' takes no arguments after ':', got 'relu:0.5'"),
+    ],
+)
+def test_bad_strings_say_what_is_wrong(text, message):
+    with pytest.raises(ValueError) as info:
+        parse_activation(text)
+    assert message in str(info.value)
 
 
 @pytest.mark.parametrize(
