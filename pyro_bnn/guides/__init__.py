@@ -2,6 +2,7 @@
 
 from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
+from pyro_bnn.guides.flat import FlatMeanField, FlatSite
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
 from pyro_bnn.guides.point import MCDropout
@@ -10,6 +11,8 @@ from pyro_bnn.guides.spec import DEFAULT_GUIDE, GuideKind, GuideSpec, LocInit, p
 __all__ = [
     "DEFAULT_GUIDE",
     "BayesByBackprop",
+    "FlatMeanField",
+    "FlatSite",
     "GuideKind",
     "GuideSpec",
     "LocInit",

@@ -11,6 +11,7 @@ from pyro_bnn.infer.annealing import (
 )
 from pyro_bnn.infer.callbacks import Callback, Checkpoint, EarlyStopping, HistoryLogger
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
+from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.kl_weighting import KLWeighting, blundell_fraction, minibatch_kl_weight
 from pyro_bnn.infer.objectives import (
     ElboKind,
@@ -28,6 +29,7 @@ __all__ = [
     "Checkpoint",
     "EarlyStopping",
     "ElboKind",
+    "FastMeanFieldELBO",
     "HistoryLogger",
     "MeanFieldELBO",
     "Objective",

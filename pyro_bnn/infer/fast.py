@@ -1,0 +1,488 @@
+"""A fused mean-field ELBO: one draw of every weight, closed-form KL, no Pyro trace in the training step.
+
+:class:`FastMeanFieldELBO` computes the same objective as :class:`~pyro_bnn.infer.TraceELBO` (equal in
+expectation, loss and gradients) for a :class:`~pyro_bnn.BNN` with a :class:`~pyro_bnn.guides.FlatMeanField` guide,
+at the cost of a Bayes-by-Backprop step written in plain torch:
+
+* all D weights come from one ``torch.randn`` and one ``softplus`` over the guide's flat ``loc`` / ``rho``, and the
+  network runs on per-site views of them (``bnn.apply_parameters``);
+* the data term is the likelihood's ``log_likelihood`` times the data plate's scale (``N / B``, or 1 for
+  ``kl_scale="paper"``), read from ``bnn.likelihood.plate`` so the rule stays in one place;
+* the KL is summed over every weight: in closed form against Normal priors, by Monte Carlo ``log q - log p`` of the
+  drawn weights against any other prior (Laplace, Cauchy, the scale mixture, flat).
+
+Optionally (``local_reparameterization=True``) ``nn.Linear`` layers sample their pre-activations instead of their
+weights (Kingma et al., 2015): mean ``x @ mu.T + mu_b``, variance ``x^2 @ (sigma^2).T + sigma_b^2``. The expected
+objective is the same; the rows of a minibatch get independent noise (which lowers the variance of the gradient for
+large batches) and no weight noise is drawn for those layers.
+
+Models it cannot score this way (hierarchical priors, per-example latent sites, a forward that adds sites) are
+refused by :meth:`FastMeanFieldELBO.validate`, which the trainer calls once, with one line saying why.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+from pyro import poutine
+from pyro.poutine.util import site_is_subsample
+from torch import nn
+from torch.distributions import Distribution, Independent, Normal
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.infer.objectives import ObjectiveTerms
+from pyro_bnn.likelihoods.base import Likelihood
+from pyro_bnn.sites import is_likelihood_site
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass
+class _Segment:
+    """A run ``[start, stop)`` of the flat vectors with a Normal prior: loc and scale scalars ``()`` or ``(n,)``."""
+
+    start: int
+    stop: int
+    loc: torch.Tensor
+    scale: torch.Tensor
+
+
+@dataclass
+class _LinearLayer:
+    """An ``nn.Linear`` whose weight (and bias, if random) the local reparameterisation samples as pre-activations."""
+
+    module: nn.Linear
+    weight: FlatSite
+    bias: FlatSite | None
+
+
+@dataclass
+class _Plan:
+    """What one (model, guide) pair needs per step, built once and rebuilt when the prior's buffers change."""
+
+    model: weakref.ref
+    guide: weakref.ref
+    key: tuple
+    closed_form: list[_Segment]
+    monte_carlo: list[tuple[FlatSite, Distribution]]
+    linear: list[_LinearLayer] = field(default_factory=list)
+    # Sites drawn weight by weight (every site unless the local reparameterisation samples it as a pre-activation).
+    weight_sampled: list[FlatSite] = field(default_factory=list)
+    # Sizes of consecutive pieces covering [0, D), and the closed-form segment each piece is (None: a gap).
+    kl_pieces: list[int] = field(default_factory=list)
+    kl_piece_segments: list[_Segment | None] = field(default_factory=list)
+
+
+def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
+    """Changes when the prior's buffers are replaced (``.to(device)``) or modified in place, or the guide is set up
+    again."""
+    buffers = tuple((id(b), b.data_ptr(), b._version, b.dtype, b.device) for b in model.prior.buffers())
+    return buffers, id(guide.sites), guide.loc.dtype, guide.loc.device
+
+
+def _normal_parameters(prior: Distribution) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The element-wise loc and scale of a Normal prior (wrapped in ``Independent`` or not), or None."""
+    base = prior
+    while isinstance(base, Independent):
+        base = base.base_dist
+    if isinstance(base, Normal):
+        return base.loc, base.scale
+    return None
+
+
+def _compact(value: torch.Tensor) -> torch.Tensor:
+    """A 0-dim tensor where ``value`` is one number broadcast over the site (every stride 0), else ``(n,)``."""
+    broadcast = all(stride == 0 or size == 1 for stride, size in zip(value.stride(), value.shape, strict=True))
+    if value.numel() > 0 and broadcast:
+        return torch.as_strided(value, (), (), value.storage_offset()).detach().clone()
+    return value.detach().reshape(-1).clone()
+
+
+def _same_scalar(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dim() == 0 and b.dim() == 0 and bool(a == b)
+
+
+def _normal_kl(loc: torch.Tensor, scale: torch.Tensor, prior_loc: torch.Tensor, prior_scale: torch.Tensor):
+    """``sum KL(Normal(loc, scale) || Normal(prior_loc, prior_scale))`` over the elements; loc, scale ``(n,)``,
+    the prior's parameters ``()`` or ``(n,)``. Returns a scalar."""
+    if prior_scale.dim() == 0:
+        # KL = 0.5 (sigma^2 + (mu - m)^2) / s^2 - log sigma + log s - 1/2, with the constants summed once.
+        per_weight = 0.5 * (scale.square() + (loc - prior_loc).square()) / prior_scale.square() - scale.log()
+        return per_weight.sum() + loc.numel() * (prior_scale.log() - 0.5)
+    var_ratio = (scale / prior_scale).square()
+    return 0.5 * (var_ratio + ((loc - prior_loc) / prior_scale).square() - 1 - var_ratio.log()).sum()
+
+
+def _local_reparameterization_hook(
+    layer: _LinearLayer, scales: Mapping[str, torch.Tensor], calls: list[int], module, args, output
+) -> torch.Tensor:
+    """Forward hook on an ``nn.Linear`` run with its mean weights: adds ``sqrt(x^2 @ sigma_W^2.T + sigma_b^2) * eps``
+    to the mean pre-activation ``output: (B, out)``, one eps per row and unit."""
+    calls[0] += 1
+    x = args[0]
+    if calls[0] > 1 or x.dim() != 2:
+        raise ValueError(
+            f"local reparameterisation needs each random nn.Linear applied once per example to a (B, in) input; "
+            f"{layer.weight.name!r} was applied to {tuple(x.shape)}"
+            + (" more than once" if calls[0] > 1 else "")
+            + ": use FastMeanFieldELBO(local_reparameterization=False)"
+        )
+    variance = x.square() @ scales[layer.weight.name].square().T
+    if layer.bias is not None:
+        variance = variance + scales[layer.bias.name].square()
+    # Clamped so that a zero input row with a deterministic bias gives sqrt'(0) = 0, not 0 * inf.
+    std = variance.clamp_min(torch.finfo(variance.dtype).tiny).sqrt()
+    return output + std * torch.randn_like(output)
+
+
+class FastMeanFieldELBO:
+    """The negative ELBO of a BNN with a :class:`~pyro_bnn.guides.FlatMeanField` guide, computed in one fused pass.
+
+    Equal in expectation (value and gradients) to :class:`~pyro_bnn.infer.TraceELBO` on the same model and guide:
+    ``loss = -(N/B) * sum_batch log p(y | w) + kl_weight * KL(q || p)`` with ``w`` drawn once per particle by
+    ``loc + softplus(rho) * torch.randn(D)``. The KL sums over every weight: the closed form
+    ``KL(Normal(mu, sigma) || Normal(m, s))`` for sites whose prior is Normal (``pyro_bnn.priors.NormalPrior``),
+    the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights for other priors (or for all sites with
+    ``closed_form_kl=False``, which makes the objective Pyro's ``Trace_ELBO``, draw for draw in distribution).
+
+    Args:
+        num_particles: Weight draws per step (P); the loss is their mean. All draws run in one vectorised pass.
+        closed_form_kl: Use the analytic KL where the prior is Normal.
+        local_reparameterization: Sample the pre-activations of ``nn.Linear`` layers whose weight is random and
+            whose prior is Normal, instead of their weights (each such layer must run once per example on a
+            ``(B, in)`` input). Same expected objective; independent noise per row (lower gradient variance for
+            large batches) and no weight noise drawn for those layers.
+
+    The prior's distributions are read when a model/guide pair is first scored and again whenever the prior's
+    buffers change (``.to(device)``, an in-place update); a prior whose distribution depends on anything else must be
+    given a new objective after it changes.
+
+    Random draws: with ``local_reparameterization=False`` and P = 1 a step draws exactly ``torch.randn(D)`` (P > 1:
+    ``torch.randn(P, 1, D)``), D the guide's :attr:`~pyro_bnn.guides.FlatMeanField.num_latents`, and nothing else.
+
+    Shapes:
+        ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` or ``(B, D_out)``; network outputs ``(B, out)`` for P = 1,
+        ``(P, B, out)`` otherwise; the weights handed to the network ``(*site_shape)`` or ``(P, 1, *site_shape)``
+        (:mod:`pyro_bnn.sites`).
+    """
+
+    analytic_kl = True
+
+    def __init__(
+        self, num_particles: int = 1, *, closed_form_kl: bool = True, local_reparameterization: bool = False
+    ) -> None:
+        if isinstance(num_particles, bool) or not isinstance(num_particles, int) or num_particles < 1:
+            raise ValueError(f"num_particles must be an int >= 1, got {num_particles!r}")
+        if local_reparameterization and not closed_form_kl:
+            raise ValueError("local_reparameterization needs closed_form_kl=True (it draws no weights to score)")
+        self.num_particles = num_particles
+        self.closed_form_kl = bool(closed_form_kl)
+        self.local_reparameterization = bool(local_reparameterization)
+        self._plan: _Plan | None = None
+
+    def __getstate__(self) -> dict:
+        # The cached plan holds weak references and tensors of one model; a copy rebuilds its own on first use.
+        return {**self.__dict__, "_plan": None}
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_particles={self.num_particles}, closed_form_kl={self.closed_form_kl}, "
+            f"local_reparameterization={self.local_reparameterization})"
+        )
+
+    # ------------------------------------------------------------------------------------------------ checks
+    def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Refuses a model/guide pair this objective cannot score, with one line naming the reason.
+
+        Checks that ``model`` is a plain :class:`~pyro_bnn.BNN` (no hierarchical prior, no per-example latents,
+        ``forward`` not overridden), that ``guide`` is a set-up :class:`~pyro_bnn.guides.FlatMeanField` over exactly
+        its weight sites, and that a Pyro trace of the model against the guide holds nothing but those sites and
+        the likelihood's (no ``pyro.factor``, no extra site), so the fused pass computes the same objective. With
+        ``local_reparameterization`` it also evaluates the objective once (on a forked random stream) to check how
+        the random ``nn.Linear`` layers are applied.
+
+        Raises:
+            ValueError: The reason, in one line.
+        """
+        self._check_pair(model, guide)
+        if guide.prototype_trace is None:
+            with torch.no_grad(), poutine.block():
+                guide(x, y)
+        self._plan_for(model, guide)
+        with torch.no_grad(), poutine.block():
+            guide_trace = poutine.trace(guide).get_trace(x, y)
+            model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(x, y)
+        expected = set(guide.site_names)
+        extra, likelihood_sites = [], 0
+        for name, site in model_trace.nodes.items():
+            if site["type"] != "sample" or name in expected or site_is_subsample(site):
+                continue
+            if is_likelihood_site(site) and site["is_observed"]:
+                likelihood_sites += 1
+            else:
+                extra.append(name)
+        if extra:
+            raise ValueError(
+                f"{type(self).__name__} scores only the weights and the likelihood; the model also has sites {extra}"
+            )
+        if likelihood_sites != 1:
+            raise ValueError(
+                f"{type(self).__name__} needs exactly one likelihood site, observed (targets y given); "
+                f"found {likelihood_sites}"
+            )
+        if self.local_reparameterization:
+            # One evaluation finds a random nn.Linear that runs twice or on a (B, T, in) input before training
+            # starts; its random draws are taken from a forked stream, so validating changes no later draw.
+            devices = [x.device] if x.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                self(model, guide, x, y)
+
+    @staticmethod
+    def _check_pair(model: Callable, guide: Callable) -> None:
+        name = "FastMeanFieldELBO"
+        if not isinstance(model, BNN):
+            raise ValueError(f"{name} trains a pyro_bnn.BNN, got {type(model).__name__}")
+        if type(model).forward is not BNN.forward or type(model.likelihood).forward is not Likelihood.forward:
+            raise ValueError(f"{name} cannot score a BNN or likelihood that overrides forward; use elbo='trace'")
+        if model.hyper_site_names:
+            raise ValueError(
+                f"{name} cannot train a hierarchical prior (hyperprior sites {model.hyper_site_names[:3]}); "
+                "use elbo='trace'"
+            )
+        if model.local_latents:
+            raise ValueError(
+                f"{name} cannot train per-example latent sites {model.local_site_names[:3]}; use elbo='trace'"
+            )
+        if not isinstance(guide, FlatMeanField):
+            raise ValueError(f"{name} needs a FlatMeanField guide (flat loc/rho storage), got {type(guide).__name__}")
+
+    # -------------------------------------------------------------------------------------------------- plan
+    def _plan_for(self, model: BNN, guide: FlatMeanField) -> _Plan:
+        plan = self._plan
+        if (
+            plan is not None
+            and plan.model() is model
+            and plan.guide() is guide
+            and plan.key == _prior_key(model, guide)
+        ):
+            return plan
+        self._check_pair(model, guide)
+        if guide.site_names != model.site_names:
+            raise ValueError(
+                f"the guide covers the sites {guide.site_names[:4]}..., the model has {model.site_names[:4]}...: "
+                "build the guide for this model"
+            )
+        closed_form, monte_carlo = [], []
+        for flat_site, model_site in zip(guide.sites, model.sites, strict=True):
+            prior = model.prior.distribution(model_site, {})
+            if prior.event_shape != model_site.shape or prior.batch_shape != torch.Size():
+                raise ValueError(
+                    f"the prior of {model_site.name!r} has batch shape {tuple(prior.batch_shape)} and event shape "
+                    f"{tuple(prior.event_shape)}, expected () and {tuple(model_site.shape)}"
+                )
+            normal = _normal_parameters(prior) if self.closed_form_kl else None
+            if normal is None:
+                monte_carlo.append((flat_site, prior))
+                continue
+            loc, scale = (_compact(p.expand(model_site.shape)) for p in normal)
+            last = closed_form[-1] if closed_form else None
+            if last is not None and last.stop == flat_site.start and _same_scalar(last.loc, loc):
+                if _same_scalar(last.scale, scale):
+                    last.stop = flat_site.stop  # one run over consecutive sites with the same scalar prior
+                    continue
+            closed_form.append(_Segment(flat_site.start, flat_site.stop, loc, scale))
+        pieces, piece_segments, position = [], [], 0
+        for segment in closed_form:
+            if segment.start > position:
+                pieces.append(segment.start - position)
+                piece_segments.append(None)
+            pieces.append(segment.stop - segment.start)
+            piece_segments.append(segment)
+            position = segment.stop
+        if position < guide.num_latents:
+            pieces.append(guide.num_latents - position)
+            piece_segments.append(None)
+        linear = self._linear_layers(model, guide, closed_form) if self.local_reparameterization else []
+        by_lr = {layer.weight.name for layer in linear} | {layer.bias.name for layer in linear if layer.bias}
+        self._plan = _Plan(
+            weakref.ref(model),
+            weakref.ref(guide),
+            _prior_key(model, guide),
+            closed_form,
+            monte_carlo,
+            linear,
+            [site for site in guide.sites if site.name not in by_lr],
+            pieces,
+            piece_segments,
+        )
+        return self._plan
+
+    @staticmethod
+    def _linear_layers(model: BNN, guide: FlatMeanField, closed_form: list[_Segment]) -> list[_LinearLayer]:
+        """The ``nn.Linear`` modules whose weight is random with a Normal prior (bias random with one, or not
+        random at all)."""
+        sites = {site.name: site for site in guide.sites}
+
+        def closed(site: FlatSite) -> bool:
+            return any(seg.start <= site.start and site.stop <= seg.stop for seg in closed_form)
+
+        layers = []
+        for name, module in model.net.named_modules():
+            if type(module) is not nn.Linear:
+                continue
+            prefix = f"{name}." if name else ""
+            weight, bias = sites.get(prefix + "weight"), sites.get(prefix + "bias")
+            if weight is None or not closed(weight):
+                continue
+            if bias is not None and not closed(bias):
+                continue
+            layers.append(_LinearLayer(module, weight, bias))
+        return layers
+
+    # --------------------------------------------------------------------------------------------- objective
+    def __call__(
+        self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor, kl_weight: float = 1.0
+    ) -> ObjectiveTerms:
+        """One evaluation on a minibatch.
+
+        Args:
+            model: The :class:`~pyro_bnn.BNN`.
+            guide: Its :class:`~pyro_bnn.guides.FlatMeanField` (run once, e.g. by the trainer, or here).
+            x: Inputs ``(B, *input_shape)``.
+            y: Targets ``(B,)`` or ``(B, D_out)``.
+            kl_weight: Factor on the KL term (annealing times minibatch weighting), a finite number >= 0.
+
+        Returns:
+            :class:`~pyro_bnn.infer.ObjectiveTerms`: ``loss`` (scalar, differentiable), ``data_term`` and
+            ``kl_term`` (detached scalars) with ``loss == data_term + kl_term``.
+        """
+        kl_weight = float(kl_weight)
+        if not (kl_weight >= 0 and math.isfinite(kl_weight)):
+            raise ValueError(f"KL weight must be a finite number >= 0, got {kl_weight!r}")
+        if getattr(guide, "prototype_trace", True) is None:
+            with torch.no_grad(), poutine.block():
+                guide(x, y)
+        plan = self._plan_for(model, guide)
+        loc, scale = guide.flat_loc_scale()
+        num = self.num_particles
+        lead = () if num == 1 else (num, 1)
+
+        eps = None
+        if plan.weight_sampled:
+            eps = torch.randn(lead + loc.shape, dtype=loc.dtype, device=loc.device)
+            weights = loc + scale * eps
+            params = guide.split(weights)
+        else:
+            params = {}
+        if plan.linear:
+            locs, scales = guide.split(loc), guide.split(scale)
+            for layer in plan.linear:
+                params[layer.weight.name] = locs[layer.weight.name]
+                if layer.bias is not None:
+                    params[layer.bias.name] = locs[layer.bias.name]
+            output = self._run_local(model, x, params, plan.linear, scales, num)
+        else:
+            output = model.apply_parameters(x, params)
+
+        batch_size = x.shape[0]
+        plate = model.likelihood.plate(batch_size, x.device)
+        data_scale = plate.size / plate.subsample_size
+        log_likelihood = model.likelihood.log_likelihood(output, y)  # (B,) or (P, B)
+        data_term = -log_likelihood.sum() * (data_scale / num)
+
+        loss = data_term
+        if kl_weight:  # a weight of 0 (the start of a warm-up) leaves the data term alone, as scale_latents(0) does
+            loss = loss + kl_weight * self._kl_estimate(plan, guide, loc, scale, eps, params)
+        data_value = data_term.detach()
+        return ObjectiveTerms(loss, data_value, loss.detach() - data_value)
+
+    def _kl_estimate(
+        self,
+        plan: _Plan,
+        guide: FlatMeanField,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        eps: torch.Tensor | None,
+        params: Mapping[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """The closed-form KL plus, for the Monte Carlo sites, ``log q(w) - log p(w)`` averaged over the particles.
+
+        ``eps``: the standard normal draw ``(D,)`` or ``(P, 1, D)`` behind ``params`` (``{site: w}``)."""
+        num = self.num_particles
+        kl = self._closed_form_kl(plan, loc, scale)
+        site_scales = guide.split(scale) if plan.monte_carlo else {}
+        for site, prior in plan.monte_carlo:
+            # log q(w) = log N(loc + scale * eps; loc, scale) = -eps^2 / 2 - log scale - log(2 pi) / 2, exactly.
+            site_eps = eps[..., site.start : site.stop]  # no gradient: a slice costs nothing in the backward pass
+            log_q = -0.5 * site_eps.square().sum() / num - site_scales[site.name].log().sum()
+            log_q = log_q - site.numel * _HALF_LOG_2PI
+            kl = kl + log_q - prior.log_prob(params[site.name]).sum() / num
+        return kl
+
+    @staticmethod
+    def _closed_form_kl(plan: _Plan, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """The analytic KL of the sites with a Normal prior, summed: a scalar (0 when there are none)."""
+        if len(plan.kl_pieces) == 1 and plan.kl_piece_segments[0] is not None:  # one prior over every weight
+            segment = plan.kl_piece_segments[0]
+            return _normal_kl(loc, scale, segment.loc, segment.scale)
+        kl = loc.new_zeros(())
+        # torch.split rather than slices: one cat in the backward pass instead of a zero-filled D-vector per slice.
+        pieces = zip(loc.split(plan.kl_pieces), scale.split(plan.kl_pieces), plan.kl_piece_segments, strict=True)
+        for piece_loc, piece_scale, segment in pieces:
+            if segment is not None:
+                kl = kl + _normal_kl(piece_loc, piece_scale, segment.loc, segment.scale)
+        return kl
+
+    def kl_methods(self, model: BNN, guide: FlatMeanField) -> dict[str, str]:
+        """How the KL of each weight site is computed: ``{site name: "closed-form" | "monte-carlo"}``.
+
+        Raises:
+            ValueError: The pair is one :meth:`validate` refuses, or the guide has not run yet.
+        """
+        plan = self._plan_for(model, guide)
+        monte_carlo = {site.name for site, _ in plan.monte_carlo}
+        return {name: "monte-carlo" if name in monte_carlo else "closed-form" for name in guide.site_names}
+
+    def kl_divergence(self, model: BNN, guide: FlatMeanField) -> torch.Tensor:
+        """The exact ``KL(q || p)`` summed over every weight, without sampling (differentiable).
+
+        Returns:
+            A scalar tensor: ``sum_sites sum_i KL(Normal(loc_i, scale_i) || prior_i)``.
+
+        Raises:
+            ValueError: A site's prior has no closed-form KL here (its KL is a Monte Carlo estimate in the
+                objective; :meth:`kl_methods` says which), or the pair is one :meth:`validate` refuses.
+        """
+        plan = self._plan_for(model, guide)
+        if plan.monte_carlo:
+            names = [site.name for site, _ in plan.monte_carlo]
+            raise ValueError(f"no closed-form KL for the sites {names[:4]} (prior not Normal, or closed_form_kl=False)")
+        loc, scale = guide.flat_loc_scale()
+        return self._closed_form_kl(plan, loc, scale)
+
+    @staticmethod
+    def _run_local(
+        model: BNN,
+        x: torch.Tensor,
+        params: dict[str, torch.Tensor],
+        layers: list[_LinearLayer],
+        scales: Mapping[str, torch.Tensor],
+        num: int,
+    ) -> torch.Tensor:
+        """Runs the network with mean weights on the locally reparameterised layers, whose hooks add the noise."""
+        handles = []
+        try:
+            for layer in layers:
+                hook = partial(_local_reparameterization_hook, layer, scales, [0])
+                handles.append(layer.module.register_forward_hook(hook))
+            # sample_shape makes P runs (vmapped, fresh noise each) even when no weight varies over particles.
+            return model.apply_parameters(x, params, sample_shape=(num,) if num > 1 else ())
+        finally:
+            for handle in handles:
+                handle.remove()
