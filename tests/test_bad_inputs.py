@@ -88,6 +88,7 @@ TRAIN_CASES = [
     (["--kl-anneal", "linear:0"], "linear:0"),
     (["--kl-anneal", "sigmoid"], "'sigmoid'"),
     (["--kl-scale", "paper", "--kl-weighting", "blundell"], "does not combine"),
+    (["--elbo", "fast", "--guide", "autonormal:0.1"], "elbo 'fast' needs the flat guide"),
     (["--noise-scale", "0", "--dataset", "cubic", "--model", "mlp:8"], "noise_scale"),
 ]
 

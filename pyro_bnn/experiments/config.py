@@ -16,7 +16,7 @@ from pyro_bnn._spec import enum_member
 from pyro_bnn.data import DatasetName, Normalization, Task, parse_corruption
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
-from pyro_bnn.guides import DEFAULT_GUIDE, parse_guide
+from pyro_bnn.guides import DEFAULT_GUIDE, GuideKind, parse_guide
 from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import parse_model_spec
@@ -112,7 +112,11 @@ class RunConfig:
                 "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with kl_weighting 'blundell', "
                 "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
             )
-        enum_member(ElboKind, self.elbo, "ELBO")
+        if (
+            enum_member(ElboKind, self.elbo, "ELBO") is ElboKind.FAST
+            and parse_guide(self.guide).kind is not GuideKind.FLAT
+        ):
+            raise ValueError(f"elbo 'fast' needs the flat guide (e.g. 'flat:0.1'), got guide {self.guide!r}")
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)
             minimum = 0 if name == "epochs" else 1

@@ -11,6 +11,7 @@ from pyro.infer.autoguide.initialization import init_to_median
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
+from pyro_bnn.guides.flat import FlatMeanField
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.point import MCDropout
 from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
@@ -23,6 +24,10 @@ class GuideKind(str, Enum):
     """Pyro's mean-field AutoNormal, initial scale INIT_SCALE or rel=C times each tensor's std. With ``rel=C`` the
     initial scale of each tensor is C times the std of its initial locations; the locations start where ``loc``
     says (:class:`LocInit`)."""
+    FLAT = "flat"
+    """The same mean-field Normal as ``autonormal`` (same options, same starting values) stored as one flat
+    location and one flat scale vector over all weights (:class:`~pyro_bnn.guides.FlatMeanField`): the guide of the
+    fast objective (``--elbo fast``)."""
     BBB = "bbb"
     """Bayes by Backprop: sigma = softplus(rho), mu ~ U(-0.2, 0.2), rho ~ U(RHO_LOW, RHO_HIGH)."""
     MAP = "map"
@@ -83,7 +88,8 @@ class GuideSpec:
     @property
     def map_warm_start_epochs(self) -> int:
         """Epochs of MAP training to run before the guide is built (0: none)."""
-        return self.map_epochs if self.kind is GuideKind.AUTONORMAL and self.loc is LocInit.MAP else 0
+        mean_field = self.kind in (GuideKind.AUTONORMAL, GuideKind.FLAT)
+        return self.map_epochs if mean_field and self.loc is LocInit.MAP else 0
 
     def build(self, bnn: BNN) -> AutoGuide:
         """Builds the guide for ``bnn`` (call after moving ``bnn`` to its device, and after the MAP warm start when
@@ -94,9 +100,11 @@ class GuideSpec:
                 f"(this one has {len(bnn.sites)} random parameter tensors)"
             )
         init = init_to_network(bnn)
+        if self.kind in (GuideKind.AUTONORMAL, GuideKind.FLAT) and self.loc is LocInit.MEDIAN:
+            init = init_to_median(num_samples=15)
+        if self.kind is GuideKind.FLAT:
+            return FlatMeanField(bnn, init_loc_fn=init, init_scale=self.init_scale, relative_scale=self.relative_scale)
         if self.kind is GuideKind.AUTONORMAL:
-            if self.loc is LocInit.MEDIAN:
-                init = init_to_median(num_samples=15)
             if self.relative_scale is not None:
                 return RelativeScaleNormal(bnn, relative_scale=self.relative_scale, init_loc_fn=init)
             return AutoNormal(bnn, init_loc_fn=init, init_scale=self.init_scale)
@@ -109,10 +117,9 @@ class GuideSpec:
         return AutoDelta(bnn, init_loc_fn=init)
 
     def __str__(self) -> str:
-        if self.kind is GuideKind.AUTONORMAL:
-            text = (
-                f"autonormal:rel={self.relative_scale:g}" if self.relative_scale else f"autonormal:{self.init_scale:g}"
-            )
+        if self.kind in (GuideKind.AUTONORMAL, GuideKind.FLAT):
+            name = self.kind.value
+            text = f"{name}:rel={self.relative_scale:g}" if self.relative_scale else f"{name}:{self.init_scale:g}"
             if self.loc is not LocInit.NETWORK:
                 text += f",loc={self.loc.value}"
             if self.loc is LocInit.MAP and self.map_epochs != 1:
@@ -155,6 +162,17 @@ GUIDE_FAMILY = Family(
             example="autonormal:0.01,loc=median",
         ),
         Form(
+            GuideKind.FLAT,
+            (Arg("init scale", _SCALE, 0.1),),
+            options=(
+                Arg("rel", _SCALE, None, metavar="C"),
+                Arg("loc", Choice(LocInit, "location init"), LocInit.NETWORK),
+                Arg("map_epochs", Integer(minimum=1), 1, metavar="N"),
+            ),
+            check=_check_autonormal,
+            example="flat:0.1,loc=median",
+        ),
+        Form(
             GuideKind.BBB,
             (Arg("rho low", Real(), -5.0), Arg("rho high", Real(), -4.0)),
             check=_check_rho_interval,
@@ -174,9 +192,9 @@ GUIDE_FAMILY = Family(
 """The ``--guide`` grammar."""
 
 
-def _parse_autonormal(parsed: ParsedSpec) -> GuideSpec:
+def _parse_mean_field(parsed: ParsedSpec) -> GuideSpec:
     return GuideSpec(
-        GuideKind.AUTONORMAL,
+        parsed.kind,
         init_scale=parsed["init scale"],
         relative_scale=parsed["rel"],
         loc=parsed["loc"],
@@ -192,8 +210,8 @@ def parse_guide(spec: str) -> GuideSpec:
     """
     parsed = GUIDE_FAMILY.parse(spec)
     kind = parsed.kind
-    if kind is GuideKind.AUTONORMAL:
-        return _parse_autonormal(parsed)
+    if kind in (GuideKind.AUTONORMAL, GuideKind.FLAT):
+        return _parse_mean_field(parsed)
     if kind is GuideKind.BBB:
         return GuideSpec(kind, rho_init=(parsed["rho low"], parsed["rho high"]))
     if kind is GuideKind.MC_DROPOUT:

@@ -76,6 +76,10 @@ class ElboKind(str, Enum):
     :class:`~pyro_bnn.guides.BayesByBackprop` samples them), Monte Carlo elsewhere (Pyro's ``TraceMeanField_ELBO``).
     Pyro's AutoNormal samples every site through a ``Delta``, so with it this equals ``trace``; with a constrained
     site (a hierarchical scale) it would drop the Jacobian, and :meth:`MeanFieldELBO.validate` refuses it."""
+    FAST = "fast"
+    """:class:`~pyro_bnn.infer.FastMeanFieldELBO`: the same objective as ``meanfield`` for the ``flat`` guide, drawn
+    with one random draw over all weights and a closed-form KL where the prior allows it (equal in expectation,
+    value and gradients, to ``trace``)."""
 
 
 class TraceELBO:
@@ -210,8 +214,12 @@ def _likelihood_log_prob(model_trace) -> torch.Tensor:
     return sum(sites)
 
 
-def make_objective(kind: ElboKind | str, num_particles: int = 1, vectorize_particles: bool = False) -> TraceELBO:
+def make_objective(kind: ElboKind | str, num_particles: int = 1, vectorize_particles: bool = False) -> Objective:
     """The built-in objective named ``kind`` (``"trace"`` or ``"meanfield"``)."""
     kind = enum_member(ElboKind, kind, "ELBO")
+    if kind is ElboKind.FAST:
+        from pyro_bnn.infer.fast import FastMeanFieldELBO  # fast.py builds on this module
+
+        return FastMeanFieldELBO(num_particles=num_particles)
     cls = TraceELBO if kind is ElboKind.TRACE else MeanFieldELBO
     return cls(num_particles=num_particles, vectorize_particles=vectorize_particles)

@@ -276,3 +276,19 @@ def test_median_locations_are_prior_draws_not_the_network():
     assert 0.2 < float(weight.std()) < 0.45
     assert parse_guide("autonormal:loc=map").map_warm_start_epochs == 1
     assert parse_guide("autonormal:0.1").map_warm_start_epochs == 0
+
+
+def test_flat_guide_strings_build_the_flat_guide_with_autonormals_start():
+    from pyro_bnn.guides import FlatMeanField
+
+    spec = parse_guide("flat:rel=0.5")
+    assert str(spec) == "flat:rel=0.5" and parse_guide(str(spec)) == spec
+    bnn = _bnn()
+    guide = spec.build(bnn)
+    assert isinstance(guide, FlatMeanField)
+    guide(X, Y)
+    reference = parse_guide("autonormal:rel=0.5").build(bnn)
+    reference(X, Y)
+    ours, theirs = posterior_loc_scale(guide), posterior_loc_scale(reference)
+    for name in theirs:
+        assert torch.allclose(ours[name][0], theirs[name][0]) and torch.allclose(ours[name][1], theirs[name][1])
