@@ -66,7 +66,8 @@ class BNN(nn.Module):
         self._layers = list(dict.fromkeys(site.layer for site in self.sites))
         for site in self.sites:
             layer = net.get_submodule(site.layer)
-            param = layer._parameters.pop(site.attr)
+            param = getattr(layer, site.attr)
+            delattr(layer, site.attr)  # nn.Module's public route to drop a registered parameter
             layer.register_buffer(site.attr, param.detach().clone(), persistent=False)
         self.local_latents = nn.ModuleList(self._check_local_latents(local_latents))
 

@@ -105,7 +105,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.runs import load_evaluation, score_evaluation
+    from pyro_bnn.experiments.evaluate import load_evaluation, score_evaluation
 
     with _user_errors():
         evaluation = load_evaluation(

@@ -1,4 +1,4 @@
-"""Training and re-scoring a run from a :class:`RunConfig`: what ``pyro-bnn train`` and ``evaluate`` do."""
+"""Training a run from a :class:`RunConfig`: what ``pyro-bnn train`` does (re-scoring: :mod:`.evaluate`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pyro import poutine
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
-from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset, parse_corruption
+from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
 from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
-from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.experiments.config import RunConfig, resolve_device
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
 from pyro_bnn.guides import mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
@@ -29,7 +29,7 @@ from pyro_bnn.infer import (
     map_warm_start,
     parse_kl_schedule,
 )
-from pyro_bnn.infer.trainer import config_differences
+from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
@@ -194,7 +194,7 @@ def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bo
     if not checkpoint.exists():
         return False
     if resume:
-        saved = _normalized(json.loads(load_checkpoint(checkpoint)["config"]), checkpoint)
+        saved = normalized_config(json.loads(load_checkpoint(checkpoint)["config"]), checkpoint)
         differing = config_differences(saved, json.loads(config.to_json()), ignore=RESUME_MAY_CHANGE)
         if differing:
             raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({differing})")
@@ -216,7 +216,7 @@ def _options_added_since(checkpoint: Path | None) -> tuple[str, ...]:
     return tuple(sorted(set(json.loads(RunConfig().to_json())) - set(saved)))
 
 
-def _normalized(values: dict[str, Any], source: Path) -> dict[str, Any]:
+def normalized_config(values: dict[str, Any], source: Path) -> dict[str, Any]:
     """A stored config with the options added since it was written filled in at their defaults."""
     try:
         return json.loads(RunConfig.from_dict(values).to_json())
@@ -326,93 +326,3 @@ def _train_in(
         title += f", noise scale {config.noise_scale:g}"
     figure = save_prediction_figure(prediction, config, out, title=title, train=data.train, test=data.test)
     return RunResult(out, metrics, prediction, figure, bnn, trainer.guide)
-
-
-@dataclass
-class Evaluation:
-    """A saved run made ready for re-scoring: its config, data, restored model and (corrupted) test inputs."""
-
-    run_dir: Path
-    config: RunConfig
-    bnn: BNN
-    guide: Any
-    x: torch.Tensor
-    y: torch.Tensor
-    corruption: str | None
-    data: DatasetSplits | None = None
-
-
-def load_evaluation(
-    run_dir: str | os.PathLike,
-    *,
-    num_samples: int | None = None,
-    corruption: str | None = None,
-    device: str | None = None,
-) -> Evaluation:
-    """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
-
-    Raises:
-        FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
-        ValueError: a bad option or corruption string, or a corruption for a regression run.
-    """
-    run = Path(run_dir)
-    if not (run / "config.json").is_file():
-        raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
-    shown = RunConfig.load(run / "config.json")
-    # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
-    state = load_checkpoint(run / CHECKPOINT)
-    trained = _normalized(json.loads(state["config"]), run / CHECKPOINT)
-    differing = config_differences(trained, json.loads(shown.to_json()), ignore=RESUME_MAY_CHANGE)
-    if differing:
-        raise ValueError(
-            f"{run / 'config.json'} does not match the config stored in {run / CHECKPOINT} ({differing}); "
-            "restore config.json or retrain"
-        )
-    config = RunConfig.from_dict(trained)
-    config.data_dir = shown.data_dir
-    if num_samples is not None:
-        config.num_samples = num_samples
-    if device is not None:
-        config.device = device
-    config.validate()
-    check_corruption(corruption, config)
-    resolved = resolve_device(config.device)
-    data = load_data(config)
-    bnn, guide = restore(config, data, run / CHECKPOINT, resolved, state)
-    x = data.test.x
-    if corruption is not None:
-        x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
-    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption, data)
-
-
-def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
-    """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
-    diagram (regression: ``predictive.png``) into the run folder and returns the metrics."""
-    e, config = evaluation, evaluation.config
-    metrics, prediction = score(e.bnn, e.guide, e.x, e.y, config)
-    metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
-    suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
-    write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
-    title = f"{config.model} {config.activation}, corruption {e.corruption or 'none'}"
-    if not prediction.is_classification:
-        title = f"{config.model} {config.activation} on {config.dataset}, noise scale {config.noise_scale:g}"
-    train = e.data.train if e.data is not None else None
-    test = TensorSplit(e.x.cpu(), e.y.cpu())
-    save_prediction_figure(prediction, config, e.run_dir, suffix=suffix, title=title, train=train, test=test)
-    return metrics
-
-
-def evaluate_run(
-    run_dir: str | os.PathLike,
-    *,
-    num_samples: int | None = None,
-    corruption: str | None = None,
-    device: str | None = None,
-) -> dict[str, Any]:
-    """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``; not for
-    regression runs).
-
-    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram (regression: ``predictive.png``)
-    into the run folder.
-    """
-    return score_evaluation(load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,15 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"{path} is not a pyro_bnn checkpoint: expected format {FORMAT!r}, found {found!r}")
     return state
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: Iterable[str] = ()) -> str:
+    """One line naming the keys whose values differ (``"activation: 'relu' in the checkpoint, 'tanh' now"``), or
+    an empty string."""
+    keys = sorted((set(saved) | set(current)) - set(ignore))
+    parts = [
+        f"{key}: {saved.get(key, '<missing>')!r} in the checkpoint, {current.get(key, '<missing>')!r} now"
+        for key in keys
+        if saved.get(key, "<missing>") != current.get(key, "<missing>")
+    ]
+    return "; ".join(parts)

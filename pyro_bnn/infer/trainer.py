@@ -22,7 +22,8 @@ from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
 from pyro_bnn.infer.annealing import KLSchedule, constant
 from pyro_bnn.infer.callbacks import Callback, Checkpoint
-from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
+from pyro_bnn.infer.checkpoint import config_differences, load_checkpoint, save_checkpoint
+from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError, finite, is_argument_check
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
 from pyro_bnn.infer.objectives import ElboKind, Objective, make_objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
@@ -31,36 +32,6 @@ from pyro_bnn.predict import predict
 from pyro_bnn.predict.predictive import model_device
 
 GuideBuilder = Callable[[BNN], AutoGuide]
-
-
-def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: Iterable[str] = ()) -> str:
-    """One line naming the keys whose values differ (``"activation: 'relu' in the checkpoint, 'tanh' now"``), or
-    an empty string."""
-    keys = sorted((set(saved) | set(current)) - set(ignore))
-    parts = [
-        f"{key}: {saved.get(key, '<missing>')!r} in the checkpoint, {current.get(key, '<missing>')!r} now"
-        for key in keys
-        if saved.get(key, "<missing>") != current.get(key, "<missing>")
-    ]
-    return "; ".join(parts)
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or infinite; training stopped before the optimiser step and no checkpoint was written."""
-
-
-class NonFiniteOutputError(ValueError):
-    """The network's predictions are NaN or infinite."""
-
-
-def _finite(x: torch.Tensor) -> bool:
-    return not x.dtype.is_floating_point or bool(torch.isfinite(x).all())
-
-
-def _is_argument_check(err: ValueError) -> bool:
-    """Whether ``err`` is torch.distributions' argument validation (``Expected parameter ... to satisfy ...``), which
-    overflowing parameters trip before any loss is computed."""
-    return str(err).startswith("Expected parameter")
 
 
 class SchedulerInterval(str, Enum):
@@ -321,7 +292,7 @@ class Trainer:
                 terms = self.objective(self.bnn, self.guide, x, y, kl_weight)
             except ValueError as err:
                 # With validation on, divergence shows up first as a distribution's argument check.
-                if _finite(x) and self._parameters_finite() and not _is_argument_check(err):
+                if finite(x) and self._parameters_finite() and not is_argument_check(err):
                     raise
                 raise NonFiniteLossError(self._non_finite_message(float("nan"), step, x)) from err
             loss = terms.loss
@@ -364,7 +335,7 @@ class Trainer:
 
     def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor) -> str:
         where = self._last_checkpoint_text()
-        if not _finite(x):
+        if not finite(x):
             return (
                 f"the input batch of epoch {self.epoch + 1}, step {step} holds NaN or infinite values; training "
                 f"stopped before the optimiser step and {where}. Check the data."

@@ -1,0 +1,115 @@
+"""Re-scoring a saved run: what ``pyro-bnn evaluate`` does.
+
+The model is rebuilt from the config stored *in the checkpoint*, never from the editable ``config.json`` next to
+it; a ``config.json`` that differs is refused, naming the keys. The checkpoint is read (and vetted) before any data
+is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.bnn import BNN
+from pyro_bnn.data import DatasetSplits, TensorSplit, parse_corruption
+from pyro_bnn.experiments import runs
+from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.experiments.run_folder import CHECKPOINT
+from pyro_bnn.infer import load_checkpoint
+from pyro_bnn.infer.checkpoint import config_differences
+
+
+@dataclass
+class Evaluation:
+    """A saved run made ready for re-scoring: its config, data, restored model and (corrupted) test inputs."""
+
+    run_dir: Path
+    config: RunConfig
+    bnn: BNN
+    guide: Any
+    x: torch.Tensor
+    y: torch.Tensor
+    corruption: str | None
+    data: DatasetSplits | None = None
+
+
+def load_evaluation(
+    run_dir: str | os.PathLike,
+    *,
+    num_samples: int | None = None,
+    corruption: str | None = None,
+    device: str | None = None,
+) -> Evaluation:
+    """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
+
+    Raises:
+        FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
+        ValueError: a bad option or corruption string, or a corruption for a regression run.
+    """
+    run = Path(run_dir)
+    if not (run / "config.json").is_file():
+        raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
+    shown = RunConfig.load(run / "config.json")
+    # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
+    state = load_checkpoint(run / CHECKPOINT)
+    trained = runs.normalized_config(json.loads(state["config"]), run / CHECKPOINT)
+    differing = config_differences(trained, json.loads(shown.to_json()), ignore=runs.RESUME_MAY_CHANGE)
+    if differing:
+        raise ValueError(
+            f"{run / 'config.json'} does not match the config stored in {run / CHECKPOINT} ({differing}); "
+            "restore config.json or retrain"
+        )
+    config = RunConfig.from_dict(trained)
+    config.data_dir = shown.data_dir
+    if num_samples is not None:
+        config.num_samples = num_samples
+    if device is not None:
+        config.device = device
+    config.validate()
+    check_corruption(corruption, config)
+    resolved = resolve_device(config.device)
+    data = runs.load_data(config)
+    bnn, guide = runs.restore(config, data, run / CHECKPOINT, resolved, state)
+    x = data.test.x
+    if corruption is not None:
+        x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
+    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption, data)
+
+
+def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
+    """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
+    diagram (regression: ``predictive.png``) into the run folder and returns the metrics."""
+    e, config = evaluation, evaluation.config
+    metrics, prediction = runs.score(e.bnn, e.guide, e.x, e.y, config)
+    metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
+    suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
+    write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
+    title = f"{config.model} {config.activation}, corruption {e.corruption or 'none'}"
+    if not prediction.is_classification:
+        title = f"{config.model} {config.activation} on {config.dataset}, noise scale {config.noise_scale:g}"
+    train = e.data.train if e.data is not None else None
+    test = TensorSplit(e.x.cpu(), e.y.cpu())
+    runs.save_prediction_figure(prediction, config, e.run_dir, suffix=suffix, title=title, train=train, test=test)
+    return metrics
+
+
+def evaluate_run(
+    run_dir: str | os.PathLike,
+    *,
+    num_samples: int | None = None,
+    corruption: str | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``; not for
+    regression runs).
+
+    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram (regression: ``predictive.png``)
+    into the run folder.
+    """
+    return score_evaluation(load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device))
