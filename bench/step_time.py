@@ -3,7 +3,9 @@
 - ``deterministic``: plain torch, cross-entropy, Adam (the baseline every ratio is relative to);
 - ``bayesian-torch``: the competitor, its ``dnn_to_bnn`` mean-field reparameterisation layers plus its KL;
 - ``pyro_bnn autonormal`` and ``pyro_bnn bbb``: a :class:`pyro_bnn.BNN` with a N(0, 1) prior on every weight, Pyro's
-  ``Trace_ELBO`` with Pyro's AutoNormal or our Bayes-by-Backprop guide.
+  ``Trace_ELBO`` with Pyro's AutoNormal or our Bayes-by-Backprop guide;
+- ``pyro_bnn flat + fast``: the same model with the flat guide and the fast objective (one draw over all weights,
+  closed-form KL), also with local reparameterisation.
 
 Each variant is warmed up, then timed over ``--steps`` steps; the median of ``--repeats`` such runs is reported.
 Writes ``results/bench/step_time.json`` and ``step_time.md``. Run with ``make bench``.
@@ -24,8 +26,8 @@ import torch.nn.functional as F
 from pyro.infer.autoguide import AutoNormal
 
 from pyro_bnn import BNN
-from pyro_bnn.guides import BayesByBackprop, init_to_network
-from pyro_bnn.infer import TraceELBO
+from pyro_bnn.guides import BayesByBackprop, FlatMeanField, init_to_network
+from pyro_bnn.infer import FastMeanFieldELBO, TraceELBO
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import NormalPrior
@@ -95,11 +97,28 @@ def pyro_bnn_bbb(x, y):
     return _pyro_bnn(x, y, BayesByBackprop)
 
 
+def pyro_bnn_flat_fast(x, y, local_reparameterization=False):
+    bnn = BNN(_net(x.device), NormalPrior(0.0, 1.0).to(x.device), Categorical(60_000))
+    guide = FlatMeanField(bnn, init_scale=1e-3)
+    guide(x, y)
+    optimizer = torch.optim.Adam(guide.parameters(), lr=1e-3)
+    objective = FastMeanFieldELBO(local_reparameterization=local_reparameterization)
+
+    def step():
+        optimizer.zero_grad()
+        objective(bnn, guide, x, y, 1.0).loss.backward()
+        optimizer.step()
+
+    return step
+
+
 VARIANTS = {
     "deterministic": deterministic,
     "bayesian-torch": bayesian_torch,
     "pyro_bnn autonormal": pyro_bnn_autonormal,
     "pyro_bnn bbb": pyro_bnn_bbb,
+    "pyro_bnn flat + fast": pyro_bnn_flat_fast,
+    "pyro_bnn flat + fast, local reparam.": lambda x, y: pyro_bnn_flat_fast(x, y, local_reparameterization=True),
 }
 
 
