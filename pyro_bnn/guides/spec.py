@@ -52,7 +52,7 @@ class LocInit(str, Enum):
     (:func:`pyro_bnn.infer.map_warm_start`)."""
 
 
-DEFAULT_GUIDE = "autonormal:0.001"
+DEFAULT_GUIDE = "autonormal:rel=1"
 """The guide the CLI and the demo use unless told otherwise, chosen by the measurement in
 ``results/guide-defaults/`` (see the README's results section)."""
 
