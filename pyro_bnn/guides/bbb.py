@@ -17,6 +17,8 @@ from pyro.infer.autoguide.utils import deep_setattr, helpful_support_errors
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import biject_to
 
+from pyro_bnn.guides.inspect import normal_quantiles
+
 
 def _check_interval(name: str, bounds: tuple[float, float]) -> tuple[float, float]:
     low, high = (float(b) for b in bounds)
@@ -164,8 +166,6 @@ class BayesByBackprop(AutoGuide):
         self._set_up(*args, **kwargs)
         results = {}
         for name, (loc, scale) in self.loc_scale().items():
-            levels = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device)
-            levels = levels.reshape((-1,) + (1,) * loc.dim())
-            unconstrained = dist.Normal(loc, scale).icdf(levels)
-            results[name] = biject_to(self.prototype_trace.nodes[name]["fn"].support)(unconstrained)
+            support = self.prototype_trace.nodes[name]["fn"].support
+            results[name] = normal_quantiles(loc, scale, support, quantiles)
         return results

@@ -27,6 +27,7 @@ from torch.distributions import biject_to, transform_to
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.init import init_to_network
+from pyro_bnn.guides.inspect import normal_quantiles
 
 SCALE_CONSTRAINT = constraints.softplus_positive
 """How the unconstrained scale ``rho`` maps to the scale: ``softplus(rho)``, as in Pyro's AutoNormal."""
@@ -264,8 +265,7 @@ class FlatMeanField(AutoGuide):
         self._set_up(*args, **kwargs)
         results = {}
         for site, (loc, scale) in zip(self.sites, self.loc_scale().values(), strict=True):
-            levels = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device).reshape((-1,) + (1,) * loc.dim())
-            results[site.name] = biject_to(site.support)(dist.Normal(loc, scale).icdf(levels))
+            results[site.name] = normal_quantiles(loc, scale, site.support, quantiles)
         return results
 
     def extra_repr(self) -> str:

@@ -65,3 +65,20 @@ def mean_posterior_scale(guide: AutoGuide, bnn) -> tuple[float, dict[str, float]
     total = sum(counts.values())
     overall = sum(sums.values()) / total if total else 0.0
     return overall, {layer: sums[layer] / counts[layer] for layer in sums}
+
+
+def normal_quantiles(
+    loc: torch.Tensor, scale: torch.Tensor, support, quantiles: torch.Tensor | list[float]
+) -> torch.Tensor:
+    """Quantiles of ``biject_to(support)(Normal(loc, scale))``, the family of every mean-field Normal guide here.
+
+    Args:
+        loc, scale: Unconstrained location and scale, ``site_shape``.
+        support: The site's support (a torch constraint).
+        quantiles: Levels in (0, 1), ``(q,)``.
+
+    Returns:
+        ``(q, *site_shape)`` values in the site's own space.
+    """
+    levels = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device).reshape((-1,) + (1,) * loc.dim())
+    return biject_to(support)(torch.distributions.Normal(loc, scale).icdf(levels))

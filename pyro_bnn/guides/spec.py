@@ -147,31 +147,21 @@ def _check_rho_interval(parsed: ParsedSpec) -> None:
 
 _SCALE = Positive(float32=True)
 
+# autonormal and flat share one grammar: positional init scale, then rel=, loc=, map_epochs=.
+_MEAN_FIELD_GRAMMAR = (
+    (Arg("init scale", _SCALE, 0.1),),
+    (
+        Arg("rel", _SCALE, None, metavar="C"),
+        Arg("loc", Choice(LocInit, "location init"), LocInit.NETWORK),
+        Arg("map_epochs", Integer(minimum=1), 1, metavar="N"),
+    ),
+)
+
 GUIDE_FAMILY = Family(
     "guide",
     [
-        Form(
-            GuideKind.AUTONORMAL,
-            (Arg("init scale", _SCALE, 0.1),),
-            options=(
-                Arg("rel", _SCALE, None, metavar="C"),
-                Arg("loc", Choice(LocInit, "location init"), LocInit.NETWORK),
-                Arg("map_epochs", Integer(minimum=1), 1, metavar="N"),
-            ),
-            check=_check_autonormal,
-            example="autonormal:0.01,loc=median",
-        ),
-        Form(
-            GuideKind.FLAT,
-            (Arg("init scale", _SCALE, 0.1),),
-            options=(
-                Arg("rel", _SCALE, None, metavar="C"),
-                Arg("loc", Choice(LocInit, "location init"), LocInit.NETWORK),
-                Arg("map_epochs", Integer(minimum=1), 1, metavar="N"),
-            ),
-            check=_check_autonormal,
-            example="flat:0.1,loc=median",
-        ),
+        Form(GuideKind.AUTONORMAL, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="autonormal:0.01,loc=median"),
+        Form(GuideKind.FLAT, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="flat:0.1,loc=median"),
         Form(
             GuideKind.BBB,
             (Arg("rho low", Real(), -5.0), Arg("rho high", Real(), -4.0)),
