@@ -26,16 +26,16 @@ import math
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 
 import torch
 from pyro import poutine
 from pyro.poutine.util import site_is_subsample
-from torch import nn
-from torch.distributions import Distribution, Independent, Normal
+from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.infer.local_reparam import LinearLayer, linear_layers, run_with_local_noise
+from pyro_bnn.infer.normal_kl import normal_kl, normal_parameters
 from pyro_bnn.infer.objectives import ObjectiveTerms
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.sites import is_likelihood_site
@@ -54,15 +54,6 @@ class _Segment:
 
 
 @dataclass
-class _LinearLayer:
-    """An ``nn.Linear`` whose weight (and bias, if random) the local reparameterisation samples as pre-activations."""
-
-    module: nn.Linear
-    weight: FlatSite
-    bias: FlatSite | None
-
-
-@dataclass
 class _Plan:
     """What one (model, guide) pair needs per step, built once and rebuilt when the prior's buffers change."""
 
@@ -71,7 +62,7 @@ class _Plan:
     key: tuple
     closed_form: list[_Segment]
     monte_carlo: list[tuple[FlatSite, Distribution]]
-    linear: list[_LinearLayer] = field(default_factory=list)
+    linear: list[LinearLayer] = field(default_factory=list)
     # Sites drawn weight by weight (every site unless the local reparameterisation samples it as a pre-activation).
     weight_sampled: list[FlatSite] = field(default_factory=list)
     # Sizes of consecutive pieces covering [0, D), and the closed-form segment each piece is (None: a gap).
@@ -86,16 +77,6 @@ def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
     return buffers, id(guide.sites), guide.loc.dtype, guide.loc.device
 
 
-def _normal_parameters(prior: Distribution) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The element-wise loc and scale of a Normal prior (wrapped in ``Independent`` or not), or None."""
-    base = prior
-    while isinstance(base, Independent):
-        base = base.base_dist
-    if isinstance(base, Normal):
-        return base.loc, base.scale
-    return None
-
-
 def _compact(value: torch.Tensor) -> torch.Tensor:
     """A 0-dim tensor where ``value`` is one number broadcast over the site (every stride 0), else ``(n,)``."""
     broadcast = all(stride == 0 or size == 1 for stride, size in zip(value.stride(), value.shape, strict=True))
@@ -106,39 +87,6 @@ def _compact(value: torch.Tensor) -> torch.Tensor:
 
 def _same_scalar(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dim() == 0 and b.dim() == 0 and bool(a == b)
-
-
-def _normal_kl(loc: torch.Tensor, scale: torch.Tensor, prior_loc: torch.Tensor, prior_scale: torch.Tensor):
-    """``sum KL(Normal(loc, scale) || Normal(prior_loc, prior_scale))`` over the elements; loc, scale ``(n,)``,
-    the prior's parameters ``()`` or ``(n,)``. Returns a scalar."""
-    if prior_scale.dim() == 0:
-        # KL = 0.5 (sigma^2 + (mu - m)^2) / s^2 - log sigma + log s - 1/2, with the constants summed once.
-        per_weight = 0.5 * (scale.square() + (loc - prior_loc).square()) / prior_scale.square() - scale.log()
-        return per_weight.sum() + loc.numel() * (prior_scale.log() - 0.5)
-    var_ratio = (scale / prior_scale).square()
-    return 0.5 * (var_ratio + ((loc - prior_loc) / prior_scale).square() - 1 - var_ratio.log()).sum()
-
-
-def _local_reparameterization_hook(
-    layer: _LinearLayer, scales: Mapping[str, torch.Tensor], calls: list[int], module, args, output
-) -> torch.Tensor:
-    """Forward hook on an ``nn.Linear`` run with its mean weights: adds ``sqrt(x^2 @ sigma_W^2.T + sigma_b^2) * eps``
-    to the mean pre-activation ``output: (B, out)``, one eps per row and unit."""
-    calls[0] += 1
-    x = args[0]
-    if calls[0] > 1 or x.dim() != 2:
-        raise ValueError(
-            f"local reparameterisation needs each random nn.Linear applied once per example to a (B, in) input; "
-            f"{layer.weight.name!r} was applied to {tuple(x.shape)}"
-            + (" more than once" if calls[0] > 1 else "")
-            + ": use FastMeanFieldELBO(local_reparameterization=False)"
-        )
-    variance = x.square() @ scales[layer.weight.name].square().T
-    if layer.bias is not None:
-        variance = variance + scales[layer.bias.name].square()
-    # Clamped so that a zero input row with a deterministic bias gives sqrt'(0) = 0, not 0 * inf.
-    std = variance.clamp_min(torch.finfo(variance.dtype).tiny).sqrt()
-    return output + std * torch.randn_like(output)
 
 
 class FastMeanFieldELBO:
@@ -286,7 +234,7 @@ class FastMeanFieldELBO:
                     f"the prior of {model_site.name!r} has batch shape {tuple(prior.batch_shape)} and event shape "
                     f"{tuple(prior.event_shape)}, expected () and {tuple(model_site.shape)}"
                 )
-            normal = _normal_parameters(prior) if self.closed_form_kl else None
+            normal = normal_parameters(prior) if self.closed_form_kl else None
             if normal is None:
                 monte_carlo.append((flat_site, prior))
                 continue
@@ -308,7 +256,13 @@ class FastMeanFieldELBO:
         if position < guide.num_latents:
             pieces.append(guide.num_latents - position)
             piece_segments.append(None)
-        linear = self._linear_layers(model, guide, closed_form) if self.local_reparameterization else []
+        linear = (
+            linear_layers(
+                model, guide, lambda site: any(seg.start <= site.start and site.stop <= seg.stop for seg in closed_form)
+            )
+            if self.local_reparameterization
+            else []
+        )
         by_lr = {layer.weight.name for layer in linear} | {layer.bias.name for layer in linear if layer.bias}
         self._plan = _Plan(
             weakref.ref(model),
@@ -322,28 +276,6 @@ class FastMeanFieldELBO:
             piece_segments,
         )
         return self._plan
-
-    @staticmethod
-    def _linear_layers(model: BNN, guide: FlatMeanField, closed_form: list[_Segment]) -> list[_LinearLayer]:
-        """The ``nn.Linear`` modules whose weight is random with a Normal prior (bias random with one, or not
-        random at all)."""
-        sites = {site.name: site for site in guide.sites}
-
-        def closed(site: FlatSite) -> bool:
-            return any(seg.start <= site.start and site.stop <= seg.stop for seg in closed_form)
-
-        layers = []
-        for name, module in model.net.named_modules():
-            if type(module) is not nn.Linear:
-                continue
-            prefix = f"{name}." if name else ""
-            weight, bias = sites.get(prefix + "weight"), sites.get(prefix + "bias")
-            if weight is None or not closed(weight):
-                continue
-            if bias is not None and not closed(bias):
-                continue
-            layers.append(_LinearLayer(module, weight, bias))
-        return layers
 
     # --------------------------------------------------------------------------------------------- objective
     def __call__(
@@ -386,7 +318,7 @@ class FastMeanFieldELBO:
                 params[layer.weight.name] = locs[layer.weight.name]
                 if layer.bias is not None:
                     params[layer.bias.name] = locs[layer.bias.name]
-            output = self._run_local(model, x, params, plan.linear, scales, num)
+            output = run_with_local_noise(model, x, params, plan.linear, scales, num)
         else:
             output = model.apply_parameters(x, params)
 
@@ -430,13 +362,13 @@ class FastMeanFieldELBO:
         """The analytic KL of the sites with a Normal prior, summed: a scalar (0 when there are none)."""
         if len(plan.kl_pieces) == 1 and plan.kl_piece_segments[0] is not None:  # one prior over every weight
             segment = plan.kl_piece_segments[0]
-            return _normal_kl(loc, scale, segment.loc, segment.scale)
+            return normal_kl(loc, scale, segment.loc, segment.scale)
         kl = loc.new_zeros(())
         # torch.split rather than slices: one cat in the backward pass instead of a zero-filled D-vector per slice.
         pieces = zip(loc.split(plan.kl_pieces), scale.split(plan.kl_pieces), plan.kl_piece_segments, strict=True)
         for piece_loc, piece_scale, segment in pieces:
             if segment is not None:
-                kl = kl + _normal_kl(piece_loc, piece_scale, segment.loc, segment.scale)
+                kl = kl + normal_kl(piece_loc, piece_scale, segment.loc, segment.scale)
         return kl
 
     def kl_methods(self, model: BNN, guide: FlatMeanField) -> dict[str, str]:
@@ -465,24 +397,3 @@ class FastMeanFieldELBO:
             raise ValueError(f"no closed-form KL for the sites {names[:4]} (prior not Normal, or closed_form_kl=False)")
         loc, scale = guide.flat_loc_scale()
         return self._closed_form_kl(plan, loc, scale)
-
-    @staticmethod
-    def _run_local(
-        model: BNN,
-        x: torch.Tensor,
-        params: dict[str, torch.Tensor],
-        layers: list[_LinearLayer],
-        scales: Mapping[str, torch.Tensor],
-        num: int,
-    ) -> torch.Tensor:
-        """Runs the network with mean weights on the locally reparameterised layers, whose hooks add the noise."""
-        handles = []
-        try:
-            for layer in layers:
-                hook = partial(_local_reparameterization_hook, layer, scales, [0])
-                handles.append(layer.module.register_forward_hook(hook))
-            # sample_shape makes P runs (vmapped, fresh noise each) even when no weight varies over particles.
-            return model.apply_parameters(x, params, sample_shape=(num,) if num > 1 else ())
-        finally:
-            for handle in handles:
-                handle.remove()
