@@ -1,11 +1,15 @@
 """A mean-field Normal guide whose parameters are two flat vectors over every latent site.
 
 :class:`FlatMeanField` is the variational family of Pyro's :class:`~pyro.infer.autoguide.AutoNormal` (each latent
-``z ~ Normal(loc, softplus(rho))`` in its unconstrained space, independent over every scalar) with a different
-storage: one location vector and one unconstrained-scale vector of length D (all latent scalars), and per-site
-views into them. As a Pyro guide it samples every site like any other; a fused objective
-(:class:`~pyro_bnn.infer.FastMeanFieldELBO`) instead draws all D weights with one ``torch.randn`` and one
-``softplus`` and hands the views to the network.
+``z ~ Normal(loc, scale)`` in its unconstrained space, independent over every scalar) with a different storage:
+one location vector and one log-scale vector of length D (all latent scalars), and per-site views into them. As a
+Pyro guide it samples every site like any other; a fused objective (:class:`~pyro_bnn.infer.FastMeanFieldELBO`)
+instead draws all D weights with one random draw and one ``exp`` and hands the views to the network.
+
+The scale is ``exp(log_scale)`` rather than AutoNormal's ``softplus(rho)``: on a 2-core CPU ``softplus`` and its
+gradient over the 2.8 M weights of the 3FC network take about 20 ms more per step than ``exp`` (not vectorised
+there), and the KL needs ``log scale``, which is then the parameter itself. The two agree to first order for the
+small scales a BNN posterior has (``softplus(rho) = exp(rho) (1 + O(exp(rho)))``), so training behaves alike.
 """
 
 from __future__ import annotations
@@ -17,20 +21,16 @@ from dataclasses import dataclass
 import pyro
 import pyro.distributions as dist
 import torch
-import torch.nn.functional as F
 from pyro.distributions import constraints
 from pyro.infer.autoguide import AutoGuide
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_median
 from pyro.infer.autoguide.utils import helpful_support_errors
 from torch import nn
-from torch.distributions import biject_to, transform_to
+from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import normal_quantiles
-
-SCALE_CONSTRAINT = constraints.softplus_positive
-"""How the unconstrained scale ``rho`` maps to the scale: ``softplus(rho)``, as in Pyro's AutoNormal."""
 
 
 def _is_real(support: constraints.Constraint) -> bool:
@@ -74,15 +74,14 @@ class FlatSite:
 class FlatMeanField(AutoGuide):
     """Mean-field Normal guide over every latent site, stored as two flat vectors of length D.
 
-    ``q(z) = prod_i Normal(z_i; loc_i, softplus(rho_i))`` in each site's unconstrained space, the same family and
-    parameterisation as Pyro's :class:`~pyro.infer.autoguide.AutoNormal` (whose scales are ``softplus_positive``
-    parameters), initialised the same way: locations from ``init_loc_fn`` and an absolute initial scale or, with
-    ``relative_scale``, ``relative_scale * std(initial locations)`` per tensor as
-    :class:`~pyro_bnn.guides.RelativeScaleNormal` does. Under the same seed it starts from exactly the values those
-    guides start from.
+    ``q(z) = prod_i Normal(z_i; loc_i, exp(log_scale_i))`` in each site's unconstrained space, the family of Pyro's
+    :class:`~pyro.infer.autoguide.AutoNormal` (which parameterises its scales by ``softplus`` instead), initialised
+    the same way: locations from ``init_loc_fn`` and an absolute initial scale or, with ``relative_scale``,
+    ``relative_scale * std(initial locations)`` per tensor as :class:`~pyro_bnn.guides.RelativeScaleNormal` does.
+    Under the same seed it starts from the locations and scales those guides start from (scales to float rounding).
 
-    The parameters are ``loc`` and ``rho``, both ``(D,)``; :attr:`sites` says where each site lives in them.
-    Real-valued sites (weights) are sampled from ``Normal(loc_view, softplus(rho_view))`` directly (so
+    The parameters are ``loc`` and ``log_scale``, both ``(D,)``; :attr:`sites` says where each site lives in them.
+    Real-valued sites (weights) are sampled from ``Normal(loc_view, exp(log_scale_view))`` directly (so
     :class:`~pyro_bnn.infer.MeanFieldELBO` uses the analytic KL); constrained sites (a hierarchical layer scale) get
     the Normal pushed through ``biject_to(support)``. Only global sites are covered: a model with per-example latent
     sites (inside the data plate) is refused when the guide first runs.
@@ -97,7 +96,7 @@ class FlatMeanField(AutoGuide):
         relative_scale: c in ``sigma0 = c * std(loc0)`` per tensor (> 0), or None for the absolute ``init_scale``.
 
     Shapes:
-        ``loc``, ``rho``, :meth:`flat_loc_scale`: ``(D,)`` with D = :attr:`num_latents`; :meth:`split` maps
+        ``loc``, ``log_scale``, :meth:`flat_loc_scale`: ``(D,)`` with D = :attr:`num_latents`; :meth:`split` maps
         ``(*lead, D)`` to ``{site: (*lead, *site_shape)}``.
 
     Example:
@@ -128,7 +127,7 @@ class FlatMeanField(AutoGuide):
     # ------------------------------------------------------------------------------------------------ set-up
     def _setup_prototype(self, *args, **kwargs) -> None:
         super()._setup_prototype(*args, **kwargs)
-        sites, locs, rhos, start = [], [], [], 0
+        sites, locs, log_scales, start = [], [], [], 0
         for name, site in self.prototype_trace.iter_stochastic_nodes():
             frames = [frame.name for frame in site["cond_indep_stack"]]
             if frames:
@@ -145,16 +144,16 @@ class FlatMeanField(AutoGuide):
                 spread = float(init_loc.std()) if init_loc.numel() > 1 else 0.0
                 if spread != 0.0:
                     scale = self.relative_scale * spread
-            init_rho = transform_to(SCALE_CONSTRAINT).inv(torch.full_like(init_loc, scale))
+            init_log_scale = torch.full_like(init_loc, math.log(scale))
             sites.append(FlatSite(name, start, start + init_loc.numel(), init_loc.shape, event_dim, site["fn"].support))
             locs.append(init_loc.reshape(-1))
-            rhos.append(init_rho.detach().reshape(-1))
+            log_scales.append(init_log_scale.reshape(-1))
             start += init_loc.numel()
         if not sites:
             raise ValueError("FlatMeanField found no latent site in the model (is any parameter random?)")
         self.sites = tuple(sites)
         self.loc = nn.Parameter(torch.cat(locs))
-        self.rho = nn.Parameter(torch.cat(rhos))
+        self.log_scale = nn.Parameter(torch.cat(log_scales))
 
     def _set_up(self, *args, **kwargs) -> None:
         if self.prototype_trace is None:
@@ -167,7 +166,7 @@ class FlatMeanField(AutoGuide):
     # ------------------------------------------------------------------------------------------ flat access
     @property
     def num_latents(self) -> int:
-        """D, the number of latent scalars (the length of ``loc`` and ``rho``)."""
+        """D, the number of latent scalars (the length of ``loc`` and ``log_scale``)."""
         return self.sites[-1].stop if self.sites else 0
 
     @property
@@ -176,13 +175,13 @@ class FlatMeanField(AutoGuide):
         return [site.name for site in self.sites]
 
     def flat_loc_scale(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The flat location and scale ``softplus(rho)``, both ``(D,)`` and live (gradients reach ``loc``, ``rho``).
+        """The flat location and scale ``exp(log_scale)``, both ``(D,)`` and live (gradients reach the parameters).
 
         Raises:
             ValueError: The guide has not been run yet.
         """
         self._set_up()
-        return self.loc, F.softplus(self.rho)
+        return self.loc, self.log_scale.exp()
 
     def split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per-site views of a flat tensor.
@@ -201,9 +200,9 @@ class FlatMeanField(AutoGuide):
         return {site.name: piece.reshape(lead + site.shape) for site, piece in zip(self.sites, pieces, strict=True)}
 
     def loc_scale(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """Each latent site's variational loc and scale = softplus(rho), in the site's unconstrained space.
+        """Each latent site's variational loc and scale = exp(log_scale), in the site's unconstrained space.
 
-        The tensors are live views: gradients flow back to ``loc`` and ``rho`` (detach them to keep values).
+        The tensors are live views: gradients flow back to ``loc`` and ``log_scale`` (detach them to keep values).
 
         Returns:
             ``{site name: (loc, scale)}``, both of the site's unconstrained shape.
@@ -224,7 +223,7 @@ class FlatMeanField(AutoGuide):
         """
         if self.prototype_trace is None:
             self._setup_prototype(*args, **kwargs)
-        locs, scales = self.split(self.loc), self.split(F.softplus(self.rho))
+        locs, scales = self.split(self.loc), self.split(self.log_scale.exp())
         result = {}
         for site in self.sites:
             q = dist.Normal(locs[site.name], scales[site.name]).to_event(site.event_dim)

@@ -4,8 +4,10 @@
 expectation, loss and gradients) for a :class:`~pyro_bnn.BNN` with a :class:`~pyro_bnn.guides.FlatMeanField` guide,
 at the cost of a Bayes-by-Backprop step written in plain torch:
 
-* all D weights come from one ``torch.randn`` and one ``softplus`` over the guide's flat ``loc`` / ``rho``, and the
-  network runs on per-site views of them (``bnn.apply_parameters``);
+* all D weights come from one standard normal draw (:func:`~pyro_bnn.infer.noise.standard_normal`, spread over
+  the CPU cores) and one ``exp`` over the guide's flat ``loc`` / ``log_scale``, in one autograd node with the
+  closed-form KL (:mod:`pyro_bnn.infer.fused_draw`), and the network runs on per-site views of them
+  (``bnn.apply_parameters``);
 * the data term is the likelihood's ``log_likelihood`` times the data plate's scale (``N / B``, or 1 for
   ``kl_scale="paper"``), read from ``bnn.likelihood.plate`` so the rule stays in one place;
 * the KL is summed over every weight: in closed form against Normal priors, by Monte Carlo ``log q - log p`` of the
@@ -34,23 +36,14 @@ from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.infer.fused_draw import NormalSegment, draw_with_normal_kl, normal_parameters, normal_segments_kl
 from pyro_bnn.infer.local_reparam import LinearLayer, linear_layers, run_with_local_noise
-from pyro_bnn.infer.normal_kl import normal_kl, normal_parameters
+from pyro_bnn.infer.noise import standard_normal
 from pyro_bnn.infer.objectives import ObjectiveTerms
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.sites import is_likelihood_site
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-@dataclass
-class _Segment:
-    """A run ``[start, stop)`` of the flat vectors with a Normal prior: loc and scale scalars ``()`` or ``(n,)``."""
-
-    start: int
-    stop: int
-    loc: torch.Tensor
-    scale: torch.Tensor
 
 
 @dataclass
@@ -60,14 +53,11 @@ class _Plan:
     model: weakref.ref
     guide: weakref.ref
     key: tuple
-    closed_form: list[_Segment]
+    closed_form: list[NormalSegment]
     monte_carlo: list[tuple[FlatSite, Distribution]]
     linear: list[LinearLayer] = field(default_factory=list)
     # Sites drawn weight by weight (every site unless the local reparameterisation samples it as a pre-activation).
     weight_sampled: list[FlatSite] = field(default_factory=list)
-    # Sizes of consecutive pieces covering [0, D), and the closed-form segment each piece is (None: a gap).
-    kl_pieces: list[int] = field(default_factory=list)
-    kl_piece_segments: list[_Segment | None] = field(default_factory=list)
 
 
 def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
@@ -94,7 +84,7 @@ class FastMeanFieldELBO:
 
     Equal in expectation (value and gradients) to :class:`~pyro_bnn.infer.TraceELBO` on the same model and guide:
     ``loss = -(N/B) * sum_batch log p(y | w) + kl_weight * KL(q || p)`` with ``w`` drawn once per particle by
-    ``loc + softplus(rho) * torch.randn(D)``. The KL sums over every weight: the closed form
+    ``loc + exp(log_scale) * eps``, ``eps ~ N(0, I_D)``. The KL sums over every weight: the closed form
     ``KL(Normal(mu, sigma) || Normal(m, s))`` for sites whose prior is Normal (``pyro_bnn.priors.NormalPrior``),
     the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights for other priors (or for all sites with
     ``closed_form_kl=False``, which makes the objective Pyro's ``Trace_ELBO``, draw for draw in distribution).
@@ -111,8 +101,9 @@ class FastMeanFieldELBO:
     buffers change (``.to(device)``, an in-place update); a prior whose distribution depends on anything else must be
     given a new objective after it changes.
 
-    Random draws: with ``local_reparameterization=False`` and P = 1 a step draws exactly ``torch.randn(D)`` (P > 1:
-    ``torch.randn(P, 1, D)``), D the guide's :attr:`~pyro_bnn.guides.FlatMeanField.num_latents`, and nothing else.
+    Random draws: with ``local_reparameterization=False`` and P = 1 a step draws ``standard_normal((D,))`` (P > 1:
+    ``(P, 1, D)``), D the guide's :attr:`~pyro_bnn.guides.FlatMeanField.num_latents`, and nothing else; with one CPU
+    thread (or on CUDA) that is exactly ``torch.randn``.
 
     Shapes:
         ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` or ``(B, D_out)``; network outputs ``(B, out)`` for P = 1,
@@ -244,18 +235,8 @@ class FastMeanFieldELBO:
                 if _same_scalar(last.scale, scale):
                     last.stop = flat_site.stop  # one run over consecutive sites with the same scalar prior
                     continue
-            closed_form.append(_Segment(flat_site.start, flat_site.stop, loc, scale))
-        pieces, piece_segments, position = [], [], 0
-        for segment in closed_form:
-            if segment.start > position:
-                pieces.append(segment.start - position)
-                piece_segments.append(None)
-            pieces.append(segment.stop - segment.start)
-            piece_segments.append(segment)
-            position = segment.stop
-        if position < guide.num_latents:
-            pieces.append(guide.num_latents - position)
-            piece_segments.append(None)
+            zero_loc = bool((loc == 0).all())
+            closed_form.append(NormalSegment(flat_site.start, flat_site.stop, loc, scale, zero_loc))
         linear = (
             linear_layers(
                 model, guide, lambda site: any(seg.start <= site.start and site.stop <= seg.stop for seg in closed_form)
@@ -272,8 +253,6 @@ class FastMeanFieldELBO:
             monte_carlo,
             linear,
             [site for site in guide.sites if site.name not in by_lr],
-            pieces,
-            piece_segments,
         )
         return self._plan
 
@@ -301,18 +280,20 @@ class FastMeanFieldELBO:
             with torch.no_grad(), poutine.block():
                 guide(x, y)
         plan = self._plan_for(model, guide)
-        loc, scale = guide.flat_loc_scale()
+        loc, log_scale = guide.loc, guide.log_scale
         num = self.num_particles
         lead = () if num == 1 else (num, 1)
 
-        eps = None
+        eps, params, closed_form_kl = None, {}, None
         if plan.weight_sampled:
-            eps = torch.randn(lead + loc.shape, dtype=loc.dtype, device=loc.device)
-            weights = loc + scale * eps
+            eps = standard_normal(lead + loc.shape, dtype=loc.dtype, device=loc.device)
+            if plan.linear:
+                weights = loc + log_scale.exp() * eps
+            else:  # the common case: draw and closed-form KL in one autograd node
+                weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form)
             params = guide.split(weights)
-        else:
-            params = {}
         if plan.linear:
+            scale = log_scale.exp()
             locs, scales = guide.split(loc), guide.split(scale)
             for layer in plan.linear:
                 params[layer.weight.name] = locs[layer.weight.name]
@@ -330,45 +311,32 @@ class FastMeanFieldELBO:
 
         loss = data_term
         if kl_weight:  # a weight of 0 (the start of a warm-up) leaves the data term alone, as scale_latents(0) does
-            loss = loss + kl_weight * self._kl_estimate(plan, guide, loc, scale, eps, params)
+            if closed_form_kl is None:
+                closed_form_kl = normal_segments_kl(loc, log_scale, log_scale.exp(), plan.closed_form)
+            loss = loss + kl_weight * (closed_form_kl + self._monte_carlo_kl(plan, guide, log_scale, eps, params))
         data_value = data_term.detach()
         return ObjectiveTerms(loss, data_value, loss.detach() - data_value)
 
-    def _kl_estimate(
+    def _monte_carlo_kl(
         self,
         plan: _Plan,
         guide: FlatMeanField,
-        loc: torch.Tensor,
-        scale: torch.Tensor,
+        log_scale: torch.Tensor,
         eps: torch.Tensor | None,
         params: Mapping[str, torch.Tensor],
-    ) -> torch.Tensor:
-        """The closed-form KL plus, for the Monte Carlo sites, ``log q(w) - log p(w)`` averaged over the particles.
+    ) -> torch.Tensor | float:
+        """``log q(w) - log p(w)`` of the sites without a closed form, averaged over the particles (0 if none).
 
         ``eps``: the standard normal draw ``(D,)`` or ``(P, 1, D)`` behind ``params`` (``{site: w}``)."""
         num = self.num_particles
-        kl = self._closed_form_kl(plan, loc, scale)
-        site_scales = guide.split(scale) if plan.monte_carlo else {}
+        kl = 0.0
+        site_log_scales = guide.split(log_scale) if plan.monte_carlo else {}
         for site, prior in plan.monte_carlo:
             # log q(w) = log N(loc + scale * eps; loc, scale) = -eps^2 / 2 - log scale - log(2 pi) / 2, exactly.
             site_eps = eps[..., site.start : site.stop]  # no gradient: a slice costs nothing in the backward pass
-            log_q = -0.5 * site_eps.square().sum() / num - site_scales[site.name].log().sum()
+            log_q = -0.5 * site_eps.square().sum() / num - site_log_scales[site.name].sum()
             log_q = log_q - site.numel * _HALF_LOG_2PI
             kl = kl + log_q - prior.log_prob(params[site.name]).sum() / num
-        return kl
-
-    @staticmethod
-    def _closed_form_kl(plan: _Plan, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        """The analytic KL of the sites with a Normal prior, summed: a scalar (0 when there are none)."""
-        if len(plan.kl_pieces) == 1 and plan.kl_piece_segments[0] is not None:  # one prior over every weight
-            segment = plan.kl_piece_segments[0]
-            return normal_kl(loc, scale, segment.loc, segment.scale)
-        kl = loc.new_zeros(())
-        # torch.split rather than slices: one cat in the backward pass instead of a zero-filled D-vector per slice.
-        pieces = zip(loc.split(plan.kl_pieces), scale.split(plan.kl_pieces), plan.kl_piece_segments, strict=True)
-        for piece_loc, piece_scale, segment in pieces:
-            if segment is not None:
-                kl = kl + normal_kl(piece_loc, piece_scale, segment.loc, segment.scale)
         return kl
 
     def kl_methods(self, model: BNN, guide: FlatMeanField) -> dict[str, str]:
@@ -395,5 +363,4 @@ class FastMeanFieldELBO:
         if plan.monte_carlo:
             names = [site.name for site, _ in plan.monte_carlo]
             raise ValueError(f"no closed-form KL for the sites {names[:4]} (prior not Normal, or closed_form_kl=False)")
-        loc, scale = guide.flat_loc_scale()
-        return self._closed_form_kl(plan, loc, scale)
+        return normal_segments_kl(guide.loc, guide.log_scale, guide.log_scale.exp(), plan.closed_form)

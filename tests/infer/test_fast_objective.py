@@ -56,27 +56,28 @@ def _setup(likelihood="categorical", prior=None, kl_scale="dataset"):
     guide(X, y)
     with torch.no_grad():
         guide.loc.add_(0.3 * torch.randn_like(guide.loc))
-        guide.rho.uniform_(-2.0, 0.0)
+        guide.log_scale.uniform_(-2.0, 0.0)
     return bnn, guide, y
 
 
 def _trained(bnn, guide):
-    """What a trainer optimises: the guide's flat loc and rho and the model's own parameters (a learned noise)."""
-    return [guide.loc, guide.rho, *bnn.parameters()]
+    """What a trainer optimises: the guide's flat loc and log-scale and the model's own parameters (a learned
+    noise)."""
+    return [guide.loc, guide.log_scale, *bnn.parameters()]
 
 
-def _batch_means(objective, bnn, guide, y, kl_weight, seed, params=None):
+def _batch_means(objective, bnn, guide, y, kl_weight, seed, params=None, grad_factor=None):
     """Grand mean and standard error over BATCHES of (loss, data term, gradients w.r.t. ``params``, default
-    :func:`_trained`); float64 ``(K,)`` each."""
+    :func:`_trained`, times ``grad_factor`` if given); float64 ``(K,)`` each."""
     pyro.set_rng_seed(seed)
     params = _trained(bnn, guide) if params is None else params
     rows = []
     for _ in range(BATCHES):
         terms = objective(bnn, guide, X, y, kl_weight)
-        grads = torch.autograd.grad(terms.loss, params)
-        rows.append(
-            torch.cat([terms.loss.detach().reshape(1), terms.data_term.reshape(1), *(g.flatten() for g in grads)])
-        )
+        grads = torch.cat([g.flatten() for g in torch.autograd.grad(terms.loss, params)])
+        if grad_factor is not None:
+            grads = grads * grad_factor
+        rows.append(torch.cat([terms.loss.detach().reshape(1), terms.data_term.reshape(1), grads]))
     rows = torch.stack(rows).double()
     return rows.mean(0), rows.std(0) / math.sqrt(BATCHES)
 
@@ -155,8 +156,9 @@ def test_monte_carlo_kl_everywhere_also_matches_trace_elbo():
 )
 def test_the_flat_guide_with_the_fast_objective_reproduces_an_autonormal_option(spec, flat_kwargs):
     """Built under the same seed, FlatMeanField starts where the AutoNormal option starts, and the fast objective's
-    loss and gradients (w.r.t. loc and rho) equal TraceELBO's on AutoNormal (w.r.t. its locs and unconstrained
-    scales) in expectation: the same training problem."""
+    loss and gradients w.r.t. the locations and scales equal TraceELBO's on AutoNormal in expectation: the same
+    training problem. (Each guide's gradient w.r.t. its unconstrained scale parameter, log-scale or softplus^-1, is
+    mapped to the gradient w.r.t. the scale by the chain rule.)"""
     bnn = _setup()[0]
     pyro.set_rng_seed(5)
     autonormal = parse_guide(spec).build(bnn)
@@ -165,11 +167,21 @@ def test_the_flat_guide_with_the_fast_objective_reproduces_an_autonormal_option(
     flat = FlatMeanField(bnn, **flat_kwargs(bnn))
     flat(X, Y_CLASS)
     names = bnn.site_names
-    auto_params = [autonormal.locs.get_parameter(f"{n}_unconstrained") for n in names]
-    auto_params += [autonormal.scales.get_parameter(f"{n}_unconstrained") for n in names]
-    assert torch.equal(torch.cat([p.detach().flatten() for p in auto_params]), torch.cat([flat.loc, flat.rho]).detach())
-    reference = _batch_means(TraceELBO(PARTICLES, True), bnn, autonormal, Y_CLASS, 0.5, seed=1, params=auto_params)
-    fast = _batch_means(FastMeanFieldELBO(PARTICLES), bnn, flat, Y_CLASS, 0.5, seed=2, params=[flat.loc, flat.rho])
+    auto_locs = [autonormal.locs.get_parameter(f"{n}_unconstrained") for n in names]
+    auto_rhos = [autonormal.scales.get_parameter(f"{n}_unconstrained") for n in names]
+    auto_loc, auto_rho = (torch.cat([p.detach().flatten() for p in ps]) for ps in (auto_locs, auto_rhos))
+    flat_loc, flat_scale = (t.detach() for t in flat.flat_loc_scale())
+    assert torch.equal(auto_loc, flat_loc)
+    assert torch.allclose(F.softplus(auto_rho), flat_scale, rtol=1e-6, atol=0)
+    # d/d sigma = (d/d rho) / softplus'(rho) = (d/d rho) / sigmoid(rho); for the flat guide (d/d log sigma) / sigma.
+    ones = torch.ones_like(auto_loc)
+    auto_factor, flat_factor = torch.cat([ones, 1 / torch.sigmoid(auto_rho)]), torch.cat([ones, 1 / flat_scale])
+    reference = _batch_means(
+        TraceELBO(PARTICLES, True), bnn, autonormal, Y_CLASS, 0.5, 1, auto_locs + auto_rhos, auto_factor
+    )
+    fast = _batch_means(
+        FastMeanFieldELBO(PARTICLES), bnn, flat, Y_CLASS, 0.5, 2, [flat.loc, flat.log_scale], flat_factor
+    )
     z = _z_scores(fast, reference)
     assert z.max() < Z_MAX, f"largest difference {z.max():.2f} standard errors at component {int(z.argmax())}"
 
@@ -244,8 +256,8 @@ def test_kl_follows_a_change_of_the_prior():
 
 
 def _hand_nll(bnn, guide, y, eps):
-    """-sum_batch log p(y | w) with w = loc + softplus(rho) * eps for the 3-4-2 tanh network; eps ``(D,)``."""
-    w = guide.loc + F.softplus(guide.rho) * eps
+    """-sum_batch log p(y | w) with w = loc + exp(log_scale) * eps for the 3-4-2 tanh network; eps ``(D,)``."""
+    w = guide.loc + guide.log_scale.exp() * eps
     w1, b1, w2, b2 = w[:12].view(4, 3), w[12:16], w[16:24].view(2, 4), w[24:26]
     out = torch.tanh(X @ w1.T + b1) @ w2.T + b2
     if isinstance(bnn.likelihood, Categorical):
@@ -410,6 +422,6 @@ def test_fast_objective_runs_where_the_model_lives(device, local):
     objective.validate(bnn, guide, X.to(device), y.to(device))
     terms = objective(bnn, guide, X.to(device), y.to(device), 0.5)
     terms.loss.backward()
-    assert terms.loss.device.type == device.type and bool(torch.isfinite(guide.rho.grad).all())
+    assert terms.loss.device.type == device.type and bool(torch.isfinite(guide.log_scale.grad).all())
     expected_kl = kl_divergence(Normal(*guide.flat_loc_scale()), Normal(0.0, 1.5)).sum()
     assert objective.kl_divergence(bnn, guide).item() == pytest.approx(expected_kl.item(), rel=1e-5)

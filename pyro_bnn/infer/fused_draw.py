@@ -1,0 +1,113 @@
+"""The weight draw and closed-form KL of the fast objective as one autograd node with a hand-written backward.
+
+Written with ordinary torch operations, ``w = loc + exp(log_scale) * eps`` plus the Normal KL creates about a
+dozen weight-sized temporaries in the forward and backward passes; over the 2.8 M weights of the 3FC network on a
+2-core CPU they cost more than the network's own matrix products at batch 128. :func:`draw_with_normal_kl`
+computes the same values and the same gradients (tested against the composed version) in about half as many passes
+over the weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.distributions import Distribution, Independent, Normal
+
+
+def normal_parameters(prior: Distribution) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The element-wise loc and scale of a Normal prior (wrapped in ``Independent`` or not), or None."""
+    base = prior
+    while isinstance(base, Independent):
+        base = base.base_dist
+    if isinstance(base, Normal):
+        return base.loc, base.scale
+    return None
+
+
+@dataclass
+class NormalSegment:
+    """A run ``[start, stop)`` of the flat vectors whose prior is ``Normal(loc, scale)`` per scalar.
+
+    ``loc`` and ``scale`` are 0-dim tensors (one prior over the run) or ``(stop - start,)``; ``zero_loc`` says that
+    ``loc`` is 0 everywhere (which saves a pass)."""
+
+    start: int
+    stop: int
+    loc: torch.Tensor
+    scale: torch.Tensor
+    zero_loc: bool = False
+
+
+def normal_segments_kl(
+    loc: torch.Tensor, log_scale: torch.Tensor, scale: torch.Tensor, segments: Sequence[NormalSegment]
+) -> torch.Tensor:
+    """``sum KL(Normal(loc_i, scale_i) || prior_i)`` over the scalars the segments cover: a scalar.
+
+    Args:
+        loc, log_scale, scale: ``(D,)``, with ``scale == exp(log_scale)``.
+        segments: Disjoint runs with their Normal priors.
+    """
+    kl = loc.new_zeros(())
+    for seg in segments:
+        mu, ls, sigma = loc, log_scale, scale
+        if (seg.start, seg.stop) != (0, loc.shape[-1]):  # a slice's backward writes a zero-filled (D,) tensor
+            mu, ls, sigma = mu[seg.start : seg.stop], ls[seg.start : seg.stop], sigma[seg.start : seg.stop]
+        diff = mu if seg.zero_loc else mu - seg.loc
+        if seg.scale.dim() == 0:
+            # 0.5 (sigma^2 + (mu - m)^2) / s^2 - log sigma + log s - 1/2, with the constants summed once.
+            quad = torch.dot(sigma, sigma) + torch.dot(diff, diff)
+            kl = kl + 0.5 * quad / seg.scale.square() - ls.sum() + (seg.stop - seg.start) * (seg.scale.log() - 0.5)
+        else:
+            per = 0.5 * (sigma.square() + diff.square()) / seg.scale.square() - ls + seg.scale.log() - 0.5
+            kl = kl + per.sum()
+    return kl
+
+
+class _DrawWithNormalKL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loc, log_scale, eps, segments):
+        scale = log_scale.exp()
+        weights = torch.addcmul(loc, scale, eps)
+        kl = normal_segments_kl(loc, log_scale, scale, segments)
+        ctx.save_for_backward(loc, scale, eps)
+        ctx.segments = segments
+        return weights, kl
+
+    @staticmethod
+    def backward(ctx, grad_weights, grad_kl):
+        loc, scale, eps = ctx.saved_tensors
+        lead = tuple(range(eps.dim() - 1))
+        # d w / d loc = 1, d w / d log_scale = scale * eps (summed over the particles when there are several).
+        grad_loc = grad_weights.sum(lead) if lead else grad_weights.clone()
+        grad_log_scale = grad_weights * eps
+        if lead:
+            grad_log_scale = grad_log_scale.sum(lead)
+        grad_log_scale.mul_(scale)
+        # d KL / d mu = (mu - m) / s^2, d KL / d log sigma = sigma^2 / s^2 - 1, times the KL's incoming gradient.
+        for seg in ctx.segments:
+            sl = slice(seg.start, seg.stop)
+            factor = grad_kl / seg.scale.square()
+            diff = loc[sl] if seg.zero_loc else loc[sl] - seg.loc
+            grad_loc[sl].addcmul_(diff, factor)
+            grad_log_scale[sl].addcmul_(scale[sl], scale[sl] * factor).sub_(grad_kl)
+        return grad_loc, grad_log_scale, None, None
+
+
+def draw_with_normal_kl(
+    loc: torch.Tensor, log_scale: torch.Tensor, eps: torch.Tensor, segments: Sequence[NormalSegment]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights ``loc + exp(log_scale) * eps`` and the closed-form KL of the Normal-prior segments.
+
+    Args:
+        loc: ``(D,)`` variational locations.
+        log_scale: ``(D,)`` variational log-scales.
+        eps: ``(D,)`` or ``(*lead, D)`` standard normal draws (e.g. ``(P, 1, D)`` for P particles).
+        segments: Disjoint runs of ``[0, D)`` with a Normal prior; scalars outside them add nothing to the KL.
+
+    Returns:
+        ``weights`` with the shape of ``eps``, differentiable in ``loc`` and ``log_scale``, and the KL: a scalar,
+        differentiable likewise.
+    """
+    return _DrawWithNormalKL.apply(loc, log_scale, eps, tuple(segments))
