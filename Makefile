@@ -42,10 +42,11 @@ demo: $(STAMP) fmnist
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pyro_bnn tests bench
 
-# Step-time benchmark against bayesian-torch, in one process; writes results/bench/.
+# Training-step and predictive benchmark against a deterministic step and the competitors, in one process; writes
+# bench/RESULTS.md and bench/results.json. The competitors install here only, pinned to the project's torch.
 bench: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[bench]'
-	$(PY) bench/step_time.py
+	$(PY) -m pip install --quiet -r bench/requirements.txt -c bench/constraints.txt
+	$(PY) bench/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

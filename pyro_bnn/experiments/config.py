@@ -41,7 +41,8 @@ class RunConfig:
         noise_scale: Regression only: the fixed standard deviation of the Gaussian likelihood (1.0 as in the
             implicit-BNN authors' code); a finite number > 0.
         guide: ``autonormal:1e-3``, ``bbb``, ``map``, ``mle``, ``mc-dropout:0.1`` (``parse_guide``).
-        elbo: ``trace`` or ``meanfield``.
+        elbo: ``auto`` (``fast`` for the flat guide where it applies, else ``trace``), ``trace``, ``meanfield``,
+            ``fast``, ``fast-single``, ``fast-local`` or ``fast-flipout`` (:class:`~pyro_bnn.infer.ElboKind`).
         epochs: Maximum number of epochs.
         batch_size: Minibatch size.
         lr: Adam learning rate.
@@ -69,7 +70,7 @@ class RunConfig:
     prior: str = "normal:0,1"
     noise_scale: float = 1.0
     guide: str = DEFAULT_GUIDE
-    elbo: str = "trace"
+    elbo: str = "auto"
     epochs: int = 10
     batch_size: int = 128
     lr: float = 1e-3
@@ -112,11 +113,10 @@ class RunConfig:
                 "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with kl_weighting 'blundell', "
                 "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
             )
-        if (
-            enum_member(ElboKind, self.elbo, "ELBO") is ElboKind.FAST
-            and parse_guide(self.guide).kind is not GuideKind.FLAT
-        ):
-            raise ValueError(f"elbo 'fast' needs the flat guide (e.g. 'flat:0.1'), got guide {self.guide!r}")
+        if enum_member(ElboKind, self.elbo, "ELBO").is_fast and parse_guide(self.guide).kind is not GuideKind.FLAT:
+            raise ValueError(f"elbo {self.elbo!r} needs the flat guide (e.g. 'flat:rel=1'), got guide {self.guide!r}")
+        if enum_member(ElboKind, self.elbo, "ELBO") is ElboKind.FAST_FLIPOUT and self.num_particles != 1:
+            raise ValueError(f"elbo 'fast-flipout' takes one particle per step, got num_particles={self.num_particles}")
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)
             minimum = 0 if name == "epochs" else 1

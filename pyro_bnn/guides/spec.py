@@ -52,9 +52,10 @@ class LocInit(str, Enum):
     (:func:`pyro_bnn.infer.map_warm_start`)."""
 
 
-DEFAULT_GUIDE = "autonormal:rel=1"
-"""The guide the CLI and the demo use unless told otherwise, chosen by the measurement in
-``results/guide-defaults/`` (see the README's results section)."""
+DEFAULT_GUIDE = "flat:rel=1"
+"""The guide the CLI and the demo use unless told otherwise: the family and initialisation chosen by the measurement
+in ``results/guide-defaults/`` (``autonormal:rel=1`` there), stored flat so that training takes the fused fast path
+(``--elbo auto``; ``bench/RESULTS.md``). See the README's results section."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pyro_bnn.infer.annealing import (
     parse_kl_schedule,
     scale_latents,
 )
+from pyro_bnn.infer.auto_objective import AutoELBO
 from pyro_bnn.infer.callbacks import Callback, Checkpoint, EarlyStopping, HistoryLogger
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
 from pyro_bnn.infer.fast import FastMeanFieldELBO
@@ -25,6 +26,7 @@ from pyro_bnn.infer.trainer import NonFiniteLossError, SchedulerInterval, Traine
 from pyro_bnn.infer.warm_start import map_warm_start
 
 __all__ = [
+    "AutoELBO",
     "Callback",
     "Checkpoint",
     "EarlyStopping",

@@ -16,7 +16,9 @@ at the cost of a Bayes-by-Backprop step written in plain torch:
 Optionally (``local_reparameterization=True``) ``nn.Linear`` layers sample their pre-activations instead of their
 weights (Kingma et al., 2015): mean ``x @ mu.T + mu_b``, variance ``x^2 @ (sigma^2).T + sigma_b^2``. The expected
 objective is the same; the rows of a minibatch get independent noise (which lowers the variance of the gradient for
-large batches) and no weight noise is drawn for those layers.
+large batches) and no weight noise is drawn for those layers. With ``flipout=True`` (Wen et al., 2018) the same
+layers run with their mean weights plus one shared perturbation decorrelated per row by random signs
+(:mod:`pyro_bnn.infer.local_reparam`); also the same expected objective.
 
 Models it cannot score this way (hierarchical priors, per-example latent sites, a forward that adds sites) are
 refused by :meth:`FastMeanFieldELBO.validate`, which the trainer calls once, with one line saying why.
@@ -36,8 +38,20 @@ from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
-from pyro_bnn.infer.fused_draw import NormalSegment, draw_with_normal_kl, normal_parameters, normal_segments_kl
-from pyro_bnn.infer.local_reparam import LinearLayer, linear_layers, run_with_local_noise
+from pyro_bnn.infer.fused_draw import (
+    NormalSegment,
+    draw_antithetic_with_normal_kl,
+    draw_with_normal_kl,
+    normal_parameters,
+    normal_segments_kl,
+)
+from pyro_bnn.infer.local_reparam import (
+    LinearLayer,
+    flipout_hook,
+    linear_layers,
+    local_noise_hook,
+    run_with_linear_noise,
+)
 from pyro_bnn.infer.noise import standard_normal
 from pyro_bnn.infer.objectives import ObjectiveTerms
 from pyro_bnn.likelihoods.base import Likelihood
@@ -65,6 +79,15 @@ def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
     again."""
     buffers = tuple((id(b), b.data_ptr(), b._version, b.dtype, b.device) for b in model.prior.buffers())
     return buffers, id(guide.sites), guide.loc.dtype, guide.loc.device
+
+
+def _run_pair(model: BNN, guide: FlatMeanField, pair: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Network outputs ``(B, out)``: rows ``[0, h)`` of ``x`` under the weights ``pair[0]``, rows ``[h, B)`` under
+    ``pair[1]``, h = ceil(B / 2). (Two plain passes: a vmapped pass was slower on a CPU, its batched products
+    copying the transposed weights.)"""
+    half = (x.shape[0] + 1) // 2
+    first = model.apply_parameters(x[:half], guide.split(pair[0]))
+    return torch.cat([first, model.apply_parameters(x[half:], guide.split(pair[1]))])
 
 
 def _compact(value: torch.Tensor) -> torch.Tensor:
@@ -96,6 +119,8 @@ class FastMeanFieldELBO:
             whose prior is Normal, instead of their weights (each such layer must run once per example on a
             ``(B, in)`` input). Same expected objective; independent noise per row (lower gradient variance for
             large batches) and no weight noise drawn for those layers.
+        flipout: For the same layers, one weight perturbation ``sigma * eps`` shared by the batch and decorrelated
+            per row by random signs on inputs and outputs. Same expected objective; one particle only.
 
     The prior's distributions are read when a model/guide pair is first scored and again whenever the prior's
     buffers change (``.to(device)``, an in-place update); a prior whose distribution depends on anything else must be
@@ -114,15 +139,32 @@ class FastMeanFieldELBO:
     analytic_kl = True
 
     def __init__(
-        self, num_particles: int = 1, *, closed_form_kl: bool = True, local_reparameterization: bool = False
+        self,
+        num_particles: int = 1,
+        *,
+        closed_form_kl: bool = True,
+        local_reparameterization: bool = False,
+        flipout: bool = False,
+        antithetic: bool | None = None,
     ) -> None:
         if isinstance(num_particles, bool) or not isinstance(num_particles, int) or num_particles < 1:
             raise ValueError(f"num_particles must be an int >= 1, got {num_particles!r}")
-        if local_reparameterization and not closed_form_kl:
-            raise ValueError("local_reparameterization needs closed_form_kl=True (it draws no weights to score)")
+        if local_reparameterization and flipout:
+            raise ValueError("choose one of local_reparameterization and flipout")
+        if (local_reparameterization or flipout) and not closed_form_kl:
+            option = "flipout" if flipout else "local_reparameterization"
+            raise ValueError(f"{option} needs closed_form_kl=True (it applies to layers with a closed-form KL)")
+        if flipout and num_particles != 1:
+            raise ValueError(f"flipout draws one perturbation per step: num_particles must be 1, got {num_particles}")
+        if antithetic and (num_particles != 1 or local_reparameterization or flipout):
+            raise ValueError("antithetic pairs apply to one particle of weight draws, without local noise options")
+        if antithetic is None:
+            antithetic = num_particles == 1 and not (local_reparameterization or flipout)
         self.num_particles = num_particles
         self.closed_form_kl = bool(closed_form_kl)
         self.local_reparameterization = bool(local_reparameterization)
+        self.flipout = bool(flipout)
+        self.antithetic = bool(antithetic)
         self._plan: _Plan | None = None
 
     def __getstate__(self) -> dict:
@@ -132,7 +174,8 @@ class FastMeanFieldELBO:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(num_particles={self.num_particles}, closed_form_kl={self.closed_form_kl}, "
-            f"local_reparameterization={self.local_reparameterization})"
+            f"local_reparameterization={self.local_reparameterization}, flipout={self.flipout}, "
+            f"antithetic={self.antithetic})"
         )
 
     # ------------------------------------------------------------------------------------------------ checks
@@ -175,7 +218,7 @@ class FastMeanFieldELBO:
                 f"{type(self).__name__} needs exactly one likelihood site, observed (targets y given); "
                 f"found {likelihood_sites}"
             )
-        if self.local_reparameterization:
+        if self.local_reparameterization or self.flipout:
             # One evaluation finds a random nn.Linear that runs twice or on a (B, T, in) input before training
             # starts; its random draws are taken from a forked stream, so validating changes no later draw.
             devices = [x.device] if x.device.type == "cuda" else []
@@ -241,7 +284,7 @@ class FastMeanFieldELBO:
             linear_layers(
                 model, guide, lambda site: any(seg.start <= site.start and site.stop <= seg.stop for seg in closed_form)
             )
-            if self.local_reparameterization
+            if self.local_reparameterization or self.flipout
             else []
         )
         by_lr = {layer.weight.name for layer in linear} | {layer.bias.name for layer in linear if layer.bias}
@@ -285,35 +328,47 @@ class FastMeanFieldELBO:
         lead = () if num == 1 else (num, 1)
 
         eps, params, closed_form_kl = None, {}, None
-        if plan.weight_sampled:
+        if plan.weight_sampled or self.flipout:
             eps = standard_normal(lead + loc.shape, dtype=loc.dtype, device=loc.device)
-            if plan.linear:
-                weights = loc + log_scale.exp() * eps
-            else:  # the common case: draw and closed-form KL in one autograd node
-                weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form)
+        antithetic = self.antithetic and not plan.linear and x.shape[0] > 1
+        minus_params = None
+        if antithetic:  # rows [0, half) see loc + scale * eps, rows [half, B) loc - scale * eps
+            pair, closed_form_kl = draw_antithetic_with_normal_kl(loc, log_scale, eps, plan.closed_form)
+            params, minus_params = guide.split(pair[0]), guide.split(pair[1])
+            log_likelihood = model.likelihood.log_likelihood(_run_pair(model, guide, pair, x), y)
+        elif not plan.linear:  # one draw for the batch, with the closed-form KL in one autograd node
+            weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form)
             params = guide.split(weights)
-        if plan.linear:
+            output = model.apply_parameters(x, params)
+        else:  # local reparameterisation or flipout on the linear layers, weight draws elsewhere
             scale = log_scale.exp()
-            locs, scales = guide.split(loc), guide.split(scale)
+            delta = scale * eps if eps is not None else None
+            params = guide.split(loc + delta) if plan.weight_sampled else {}
+            locs = guide.split(loc)
             for layer in plan.linear:
                 params[layer.weight.name] = locs[layer.weight.name]
                 if layer.bias is not None:
                     params[layer.bias.name] = locs[layer.bias.name]
-            output = run_with_local_noise(model, x, params, plan.linear, scales, num)
-        else:
-            output = model.apply_parameters(x, params)
+            hook, tensors = (
+                (flipout_hook, guide.split(delta)) if self.flipout else (local_noise_hook, guide.split(scale))
+            )
+            output = run_with_linear_noise(model, x, params, plan.linear, hook, tensors, num)
 
         batch_size = x.shape[0]
         plate = model.likelihood.plate(batch_size, x.device)
         data_scale = plate.size / plate.subsample_size
-        log_likelihood = model.likelihood.log_likelihood(output, y)  # (B,) or (P, B)
+        if not antithetic:
+            log_likelihood = model.likelihood.log_likelihood(output, y)  # (B,) or (P, B)
         data_term = -log_likelihood.sum() * (data_scale / num)
 
         loss = data_term
         if kl_weight:  # a weight of 0 (the start of a warm-up) leaves the data term alone, as scale_latents(0) does
             if closed_form_kl is None:
                 closed_form_kl = normal_segments_kl(loc, log_scale, log_scale.exp(), plan.closed_form)
-            loss = loss + kl_weight * (closed_form_kl + self._monte_carlo_kl(plan, guide, log_scale, eps, params))
+            kl = closed_form_kl + self._monte_carlo_kl(plan, guide, log_scale, eps, params)
+            if minus_params is not None and plan.monte_carlo:  # the mean of the pair's estimates
+                kl = 0.5 * (kl + closed_form_kl + self._monte_carlo_kl(plan, guide, log_scale, -eps, minus_params))
+            loss = loss + kl_weight * kl
         data_value = data_term.detach()
         return ObjectiveTerms(loss, data_value, loss.detach() - data_value)
 

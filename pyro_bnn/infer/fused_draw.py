@@ -65,6 +65,26 @@ def normal_segments_kl(
     return kl
 
 
+def _kl_backward(
+    ctx, grad_loc: torch.Tensor, weighted_eps: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor, grad_kl
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Finishes the gradients: ``grad_loc`` (the data part, modified in place) gains ``(mu - m) / s^2 * grad_kl``;
+    ``weighted_eps`` (``sum_p eps_p * grad_w_p``, modified in place) becomes the log-scale gradient
+    ``sigma * weighted_eps + (sigma^2 / s^2 - 1) * grad_kl``. Few passes over the D weights, one allocation."""
+    factors = []
+    for seg in ctx.segments:
+        sl = slice(seg.start, seg.stop)
+        factor = grad_kl / seg.scale.square()
+        factors.append((sl, factor))
+        diff = loc[sl] if seg.zero_loc else loc[sl] - seg.loc
+        grad_loc[sl].addcmul_(diff, factor)
+        weighted_eps[sl].addcmul_(scale[sl], factor)  # + sigma / s^2: the mul_ below makes it sigma^2 / s^2
+    grad_log_scale = weighted_eps.mul_(scale)
+    for sl, _ in factors:
+        grad_log_scale[sl].sub_(grad_kl)
+    return grad_loc, grad_log_scale
+
+
 class _DrawWithNormalKL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, loc, log_scale, eps, segments):
@@ -80,19 +100,34 @@ class _DrawWithNormalKL(torch.autograd.Function):
         loc, scale, eps = ctx.saved_tensors
         lead = tuple(range(eps.dim() - 1))
         # d w / d loc = 1, d w / d log_scale = scale * eps (summed over the particles when there are several).
-        grad_loc = grad_weights.sum(lead) if lead else grad_weights.clone()
-        grad_log_scale = grad_weights * eps
+        weighted_eps = grad_weights * eps
         if lead:
-            grad_log_scale = grad_log_scale.sum(lead)
-        grad_log_scale.mul_(scale)
-        # d KL / d mu = (mu - m) / s^2, d KL / d log sigma = sigma^2 / s^2 - 1, times the KL's incoming gradient.
-        for seg in ctx.segments:
-            sl = slice(seg.start, seg.stop)
-            factor = grad_kl / seg.scale.square()
-            diff = loc[sl] if seg.zero_loc else loc[sl] - seg.loc
-            grad_loc[sl].addcmul_(diff, factor)
-            grad_log_scale[sl].addcmul_(scale[sl], scale[sl] * factor).sub_(grad_kl)
-        return grad_loc, grad_log_scale, None, None
+            grad_loc, weighted_eps = grad_weights.sum(lead), weighted_eps.sum(lead)
+        else:
+            grad_loc = grad_weights.clone()  # autograd's incoming gradient must not be modified in place
+        return (*_kl_backward(ctx, grad_loc, weighted_eps, loc, scale, grad_kl), None, None)
+
+
+class _DrawAntitheticWithNormalKL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loc, log_scale, eps, segments):
+        scale = log_scale.exp()
+        pair = loc.new_empty((2, *loc.shape))
+        torch.addcmul(loc, scale, eps, out=pair[0])
+        torch.addcmul(loc, scale, eps, value=-1.0, out=pair[1])
+        kl = normal_segments_kl(loc, log_scale, scale, segments)
+        ctx.save_for_backward(loc, scale, eps)
+        ctx.segments = segments
+        return pair, kl
+
+    @staticmethod
+    def backward(ctx, grad_pair, grad_kl):
+        loc, scale, eps = ctx.saved_tensors
+        # w+- = loc +- scale * eps: d/d loc = 1 each, d/d log_scale = +- scale * eps.
+        grad_plus, grad_minus = grad_pair[0], grad_pair[1]
+        grad_loc = grad_plus + grad_minus
+        weighted_eps = (grad_plus - grad_minus).mul_(eps)
+        return (*_kl_backward(ctx, grad_loc, weighted_eps, loc, scale, grad_kl), None, None)
 
 
 def draw_with_normal_kl(
@@ -111,3 +146,19 @@ def draw_with_normal_kl(
         differentiable likewise.
     """
     return _DrawWithNormalKL.apply(loc, log_scale, eps, tuple(segments))
+
+
+def draw_antithetic_with_normal_kl(
+    loc: torch.Tensor, log_scale: torch.Tensor, eps: torch.Tensor, segments: Sequence[NormalSegment]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The antithetic pair ``loc + exp(log_scale) * eps`` and ``loc - exp(log_scale) * eps`` and the closed-form KL.
+
+    Args:
+        loc, log_scale, eps: ``(D,)`` each.
+        segments: As for :func:`draw_with_normal_kl`.
+
+    Returns:
+        ``pair`` ``(2, D)`` (rows: plus, minus) and the KL (a scalar), both differentiable in ``loc`` and
+        ``log_scale``.
+    """
+    return _DrawAntitheticWithNormalKL.apply(loc, log_scale, eps, tuple(segments))

@@ -1,5 +1,14 @@
-"""Local reparameterisation for the fast objective: random ``nn.Linear`` layers sample their pre-activations
-(mean ``x @ mu.T + mu_b``, variance ``x^2 @ sigma^2.T + sigma_b^2``) instead of their weights."""
+"""Per-example noise for the random ``nn.Linear`` layers of the fast objective.
+
+Both options run each such layer with its mean weights and add the noise in a forward hook:
+
+- local reparameterisation (Kingma et al., 2015): the pre-activations are drawn directly, mean
+  ``x @ mu.T + mu_b``, variance ``x^2 @ sigma^2.T + sigma_b^2``, independently for every row;
+- flipout (Wen et al., 2018): one weight perturbation ``dW = sigma * eps`` is shared by the batch, decorrelated per
+  row by random signs ``s`` (inputs) and ``r`` (outputs): ``((x * s) @ dW.T + d_b) * r``. Row i then sees the weights
+  ``mu + dW * (r_i s_i^T)``, which are distributed as ``q`` because ``dW`` is symmetric, so the expected objective is
+  unchanged.
+"""
 
 from __future__ import annotations
 
@@ -42,20 +51,26 @@ def linear_layers(model: BNN, guide: FlatMeanField, is_closed_form: Callable[[Fl
     return layers
 
 
-def _local_noise_hook(
-    layer: LinearLayer, scales: Mapping[str, torch.Tensor], calls: list[int], module, args, output
-) -> torch.Tensor:
-    """Forward hook on an ``nn.Linear`` run with its mean weights: adds ``sqrt(x^2 @ sigma_W^2.T + sigma_b^2) * eps``
-    to the mean pre-activation ``output: (B, out)``, one eps per row and unit."""
+def _checked_input(layer: LinearLayer, calls: list[int], args, option: str) -> torch.Tensor:
+    """The layer's input ``(B, in)``; refuses a second application or another input shape, naming the option."""
     calls[0] += 1
     x = args[0]
     if calls[0] > 1 or x.dim() != 2:
         raise ValueError(
-            f"local reparameterisation needs each random nn.Linear applied once per example to a (B, in) input; "
+            f"{option} needs each random nn.Linear applied once per example to a (B, in) input; "
             f"{layer.weight.name!r} was applied to {tuple(x.shape)}"
             + (" more than once" if calls[0] > 1 else "")
-            + ": use FastMeanFieldELBO(local_reparameterization=False)"
+            + ": use FastMeanFieldELBO without it"
         )
+    return x
+
+
+def local_noise_hook(
+    layer: LinearLayer, scales: Mapping[str, torch.Tensor], calls: list[int], module, args, output
+) -> torch.Tensor:
+    """Forward hook on an ``nn.Linear`` run with its mean weights: adds ``sqrt(x^2 @ sigma_W^2.T + sigma_b^2) * eps``
+    to the mean pre-activation ``output: (B, out)``, one eps per row and unit."""
+    x = _checked_input(layer, calls, args, "local reparameterisation")
     variance = x.square() @ scales[layer.weight.name].square().T
     if layer.bias is not None:
         variance = variance + scales[layer.bias.name].square()
@@ -64,20 +79,49 @@ def _local_noise_hook(
     return output + std * torch.randn_like(output)
 
 
-def run_with_local_noise(
+def _random_signs(like: torch.Tensor) -> torch.Tensor:
+    """Independent +1 / -1 with probability 1/2 each, shaped like ``like``."""
+    return torch.empty_like(like).bernoulli_(0.5).mul_(2).sub_(1)
+
+
+def flipout_hook(
+    layer: LinearLayer, deltas: Mapping[str, torch.Tensor], calls: list[int], module, args, output
+) -> torch.Tensor:
+    """Forward hook on an ``nn.Linear`` run with its mean weights: adds ``((x * s) @ dW.T + d_b) * r`` to the mean
+    pre-activation ``output: (B, out)``, with the shared perturbations ``deltas`` (``dW: (out, in)``, ``d_b:
+    (out,)``) and fresh random signs ``s: (B, in)``, ``r: (B, out)``."""
+    x = _checked_input(layer, calls, args, "flipout")
+    perturbation = (x * _random_signs(x)) @ deltas[layer.weight.name].T
+    if layer.bias is not None:
+        perturbation = perturbation + deltas[layer.bias.name]
+    return output + perturbation * _random_signs(output)
+
+
+def run_with_linear_noise(
     model: BNN,
     x: torch.Tensor,
     params: dict[str, torch.Tensor],
     layers: list[LinearLayer],
-    scales: Mapping[str, torch.Tensor],
+    hook: Callable,
+    tensors: Mapping[str, torch.Tensor],
     num: int,
 ) -> torch.Tensor:
-    """Runs the network with mean weights on the locally reparameterised layers, whose hooks add the noise."""
+    """Runs the network with mean weights on ``layers``, whose forward hooks add the noise.
+
+    Args:
+        model: The BNN.
+        x: Inputs ``(B, *input_shape)``.
+        params: Every weight site's value: the means for ``layers``, drawn weights for the other sites.
+        layers: The linear layers that get the noise.
+        hook: :func:`local_noise_hook` (``tensors``: per-site scales) or :func:`flipout_hook` (``tensors``: per-site
+            perturbations).
+        tensors: What ``hook`` reads, by site name.
+        num: Particles (more than 1 runs the network ``num`` times, vmapped, with fresh noise each).
+    """
     handles = []
     try:
         for layer in layers:
-            hook = partial(_local_noise_hook, layer, scales, [0])
-            handles.append(layer.module.register_forward_hook(hook))
+            handles.append(layer.module.register_forward_hook(partial(hook, layer, tensors, [0])))
         # sample_shape makes P runs (vmapped, fresh noise each) even when no weight varies over particles.
         return model.apply_parameters(x, params, sample_shape=(num,) if num > 1 else ())
     finally:

@@ -59,7 +59,11 @@ def standard_normal(
         ``(*shape)`` tensor. Consumes from torch's default CPU generator: the draw itself (one chunk), or one
         seed per chunk.
     """
-    device = torch.device(device)
+    with torch.profiler.record_function("pyro_bnn::standard_normal"):  # a named range in torch profiler traces
+        return _standard_normal(tuple(shape), dtype, torch.device(device), threads)
+
+
+def _standard_normal(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, threads: int | None):
     threads = torch.get_num_threads() if threads is None else threads
     numel = 1
     for size in shape:

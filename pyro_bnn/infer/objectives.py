@@ -69,6 +69,10 @@ class Objective(Protocol):
 class ElboKind(str, Enum):
     """The built-in objectives by name (``--elbo``)."""
 
+    AUTO = "auto"
+    """:class:`~pyro_bnn.infer.auto_objective.AutoELBO`, the default: ``fast`` for the ``flat`` guide on a model it
+    can score (no hierarchical prior, no per-example latents), ``trace`` otherwise; the same objective in
+    expectation either way."""
     TRACE = "trace"
     """:class:`TraceELBO`: Monte Carlo estimate of the KL from the sampled latents (Pyro's ``Trace_ELBO``)."""
     MEAN_FIELD = "meanfield"
@@ -77,9 +81,23 @@ class ElboKind(str, Enum):
     Pyro's AutoNormal samples every site through a ``Delta``, so with it this equals ``trace``; with a constrained
     site (a hierarchical scale) it would drop the Jacobian, and :meth:`MeanFieldELBO.validate` refuses it."""
     FAST = "fast"
-    """:class:`~pyro_bnn.infer.FastMeanFieldELBO`: the same objective as ``meanfield`` for the ``flat`` guide, drawn
-    with one random draw over all weights and a closed-form KL where the prior allows it (equal in expectation,
-    value and gradients, to ``trace``)."""
+    """:class:`~pyro_bnn.infer.FastMeanFieldELBO` for the ``flat`` guide: one random draw over all weights used as an
+    antithetic pair (half the batch sees ``loc + scale * eps``, the other half ``loc - scale * eps``; one particle)
+    and a closed-form KL where the prior allows it. Equal in expectation, value and gradients, to ``trace``."""
+    FAST_SINGLE = "fast-single"
+    """The fast objective with one draw shared by the whole batch (no antithetic pair): the cheapest step, with a
+    noisier gradient."""
+    FAST_LOCAL = "fast-local"
+    """The fast objective with local reparameterisation of the random ``nn.Linear`` layers (independent
+    pre-activation noise per row)."""
+    FAST_FLIPOUT = "fast-flipout"
+    """The fast objective with flipout on the random ``nn.Linear`` layers (one shared perturbation decorrelated per
+    row by random signs; one particle)."""
+
+    @property
+    def is_fast(self) -> bool:
+        """Whether this is one of the fused objectives, which need the ``flat`` guide."""
+        return self.value.startswith("fast")
 
 
 class TraceELBO:
@@ -215,11 +233,22 @@ def _likelihood_log_prob(model_trace) -> torch.Tensor:
 
 
 def make_objective(kind: ElboKind | str, num_particles: int = 1, vectorize_particles: bool = False) -> Objective:
-    """The built-in objective named ``kind`` (``"trace"`` or ``"meanfield"``)."""
+    """The built-in objective named ``kind`` (an :class:`ElboKind`: ``"auto"``, ``"trace"``, ``"meanfield"``,
+    ``"fast"``)."""
     kind = enum_member(ElboKind, kind, "ELBO")
-    if kind is ElboKind.FAST:
+    if kind is ElboKind.AUTO:
+        from pyro_bnn.infer.auto_objective import AutoELBO  # it builds on this module
+
+        return AutoELBO(num_particles, vectorize_particles)
+    if kind.is_fast:
         from pyro_bnn.infer.fast import FastMeanFieldELBO  # fast.py builds on this module
 
-        return FastMeanFieldELBO(num_particles=num_particles)
+        options = {
+            ElboKind.FAST: {},
+            ElboKind.FAST_SINGLE: {"antithetic": False},
+            ElboKind.FAST_LOCAL: {"local_reparameterization": True},
+            ElboKind.FAST_FLIPOUT: {"flipout": True},
+        }[kind]
+        return FastMeanFieldELBO(num_particles=num_particles, **options)
     cls = TraceELBO if kind is ElboKind.TRACE else MeanFieldELBO
     return cls(num_particles=num_particles, vectorize_particles=vectorize_particles)

@@ -67,7 +67,8 @@ def _check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
 class Trainer:
     """Trains a :class:`~pyro_bnn.BNN` and its guide by stochastic variational inference.
 
-    Each step evaluates the objective (Pyro's ``Trace_ELBO`` by default) on one minibatch with the KL weight
+    Each step evaluates the objective (by default :class:`~pyro_bnn.infer.AutoELBO`: the fused fast path for a
+    :class:`~pyro_bnn.guides.FlatMeanField` guide, Pyro's ``Trace_ELBO`` otherwise) on one minibatch with the KL weight
     ``kl_schedule(progress) * minibatch_kl_weight(step)``, then takes one optimiser step. The data term is scaled by
     N/B inside the likelihood, so the loss estimates the full-data negative ELBO. Per-step values stay on the
     device and are read at logging intervals (the progress bar, the end of an epoch).
@@ -78,8 +79,9 @@ class Trainer:
             ``lambda bnn: AutoNormal(bnn, init_loc_fn=init_to_network(bnn), init_scale=1e-3)`` or
             ``BayesByBackprop``. (Without ``init_to_network``, Pyro's AutoNormal starts every weight at 0.)
         optim: A ``pyro.optim`` optimiser, a factory ``params -> torch.optim.Optimizer``, or None (Adam, lr 1e-3).
-        objective: An :class:`~pyro_bnn.infer.objectives.Objective`, or the name of a built-in one: ``"trace"``
-            (Trace_ELBO) or ``"meanfield"`` (TraceMeanField_ELBO).
+        objective: An :class:`~pyro_bnn.infer.objectives.Objective`, or the name of a built-in one
+            (:class:`~pyro_bnn.infer.ElboKind`): ``"auto"`` (default), ``"trace"`` (Trace_ELBO), ``"meanfield"``
+            (TraceMeanField_ELBO) or ``"fast"`` (:class:`~pyro_bnn.infer.FastMeanFieldELBO`).
         num_particles: Weight samples per step (for an objective given by name).
         vectorize_particles: Evaluate the particles in one vectorised pass (default: when num_particles > 1).
         kl_schedule: KL annealing weight as a function of progress in epochs (default: constant 1).
@@ -108,7 +110,7 @@ class Trainer:
         guide: AutoGuide | GuideBuilder,
         *,
         optim: pyro.optim.PyroOptim | OptimizerFactory | None = None,
-        objective: Objective | ElboKind | str = ElboKind.TRACE,
+        objective: Objective | ElboKind | str = ElboKind.AUTO,
         num_particles: int = 1,
         vectorize_particles: bool | None = None,
         kl_schedule: KLSchedule | None = None,
@@ -140,7 +142,9 @@ class Trainer:
         elif num_particles != 1:
             raise ValueError("num_particles applies to an objective given by name; set it on the objective itself")
         if not isinstance(objective, Objective):
-            raise ValueError(f"objective must be 'trace', 'meanfield' or an Objective, got {objective!r}")
+            raise ValueError(
+                f"objective must be an ElboKind name ('auto', 'trace', ...) or an Objective, got {objective!r}"
+            )
         self.objective = objective
         self.lr_scheduler_interval = enum_member(SchedulerInterval, lr_scheduler_interval, "scheduler interval")
         if isinstance(nan_check_every, bool) or not isinstance(nan_check_every, int) or nan_check_every < 1:

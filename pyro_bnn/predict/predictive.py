@@ -71,8 +71,11 @@ def _activation_bytes(bnn: BNN, x_one: torch.Tensor) -> int:
 
 
 def _auto_chunk(bnn: BNN, num_samples: int, batches, max_bytes: int) -> int:
-    """Weight sets per vectorised call so that weights plus activations of one batch stay under ``max_bytes``."""
-    weight_bytes = bnn.num_random_parameters() * 4
+    """Weight sets per vectorised call so that weights plus activations of one batch stay under ``max_bytes``.
+
+    A draw of the weights holds about three weight-sized tensors at once (the noise, the scaled noise, the
+    weights), hence the factor 3."""
+    weight_bytes = 3 * bnn.num_random_parameters() * 4
     batch_size = max(len(x) for x, _ in batches)
     x_one = batches[0][0][:1].to(model_device(bnn))
     per_sample = weight_bytes + batch_size * _activation_bytes(bnn, x_one)
@@ -132,37 +135,80 @@ def predict(
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
     bnn.validate_batch(x_first[:1])  # inputs of the wrong shape: one line, not a matmul error
+    targets = _targets(batches, device)
     with _network_mode(bnn, train=source.mc_dropout):
         source.prepare(bnn, x_first)
         if not _varies(bnn, source):
-            # Every sample would be the same network: run it once and repeat the output.
+            # Every sample would be the same network: run it once and repeat the result (a view, no copy).
             params = source.draw_globals(bnn, 0, 1, x_first)
-            output, targets = _outputs(bnn, source, params, batches, device, 1)
-            output = output.expand(num_samples, *output.shape[1:])
-        else:
-            chunk = chunk_size or _auto_chunk(bnn, num_samples, batches, max_chunk_bytes)
-            chunks, targets = [], None
-            for start in range(0, num_samples, chunk):
-                size = min(chunk, num_samples - start)
-                params = source.draw_globals(bnn, start, size, x_first)
-                output, targets = _outputs(bnn, source, params, batches, device, size)
-                chunks.append(output)
-            output = torch.cat(chunks)
-    log_likelihood = None if targets is None else bnn.likelihood.log_likelihood(output, targets)
-    return Prediction(**bnn.likelihood.prediction_fields(output), targets=targets, log_likelihood=log_likelihood)
+            results = _Results(bnn, 1, batches, targets)
+            results.add(bnn, source, params, 0, 1, batches, device)
+            return results.prediction(expand_to=num_samples)
+        chunk = chunk_size or _auto_chunk(bnn, num_samples, batches, max_chunk_bytes)
+        results = _Results(bnn, num_samples, batches, targets)
+        for start in range(0, num_samples, chunk):
+            size = min(chunk, num_samples - start)
+            params = source.draw_globals(bnn, start, size, x_first)
+            results.add(bnn, source, params, start, size, batches, device)
+    return results.prediction()
 
 
-def _outputs(bnn: BNN, source: ParameterSource, params, batches, device, num_samples: int):
-    """Network outputs ``(S, N, out)`` of every batch under one chunk of ``num_samples`` draws, and the targets."""
-    outputs, targets = [], []
-    for x, y in batches:
-        x = x.to(device)
-        local_values = source.draw_locals(bnn, params, num_samples, x)
-        out = bnn.apply_parameters(x, params, local_values, sample_shape=(num_samples,))
-        outputs.append(out)
-        if y is not None:
-            targets.append(y.to(device))
-    return torch.cat(outputs, dim=1), (torch.cat(targets) if targets else None)
+def _targets(batches, device) -> torch.Tensor | None:
+    """All targets ``(N, ...)`` on ``device``, or None when the data has none."""
+    if any(y is None for _, y in batches):
+        return None
+    return torch.cat([y.to(device) for _, y in batches])
+
+
+class _Results:
+    """The prediction's tensors, allocated once at their final size ``(S, N, ...)`` and filled block by block.
+
+    Each block (one chunk of draws times one batch of inputs) is turned into the likelihood's prediction fields and
+    log-likelihoods right away, so no ``(S, N, out)`` tensor of raw outputs is ever held beside the result."""
+
+    def __init__(self, bnn: BNN, num_samples: int, batches, targets: torch.Tensor | None) -> None:
+        self.likelihood = bnn.likelihood
+        self.num_samples = num_samples
+        self.num_inputs = sum(len(x) for x, _ in batches)
+        self.targets = targets
+        self.fields: dict[str, torch.Tensor] = {}
+        self.log_likelihood: torch.Tensor | None = None
+
+    def add(self, bnn: BNN, source: ParameterSource, params, start: int, size: int, batches, device) -> None:
+        """Scores every batch under the chunk of ``size`` draws ``params`` (samples ``start .. start + size``)."""
+        row = 0
+        for x, _ in batches:
+            x = x.to(device)
+            local_values = source.draw_locals(bnn, params, size, x)
+            output = bnn.apply_parameters(x, params, local_values, sample_shape=(size,))  # (size, B, out)
+            block = (slice(start, start + size), slice(row, row + len(x)))
+            for name, value in self.likelihood.prediction_fields(output).items():
+                self._write(name, value, block, size, len(x))
+            if self.targets is not None:
+                log_lik = self.likelihood.log_likelihood(output, self.targets[row : row + len(x)])
+                if self.log_likelihood is None:
+                    self.log_likelihood = log_lik.new_empty(self.num_samples, self.num_inputs)
+                self.log_likelihood[block] = log_lik
+            row += len(x)
+
+    def _write(self, name: str, value: torch.Tensor, block, size: int, rows: int) -> None:
+        if value.dim() < 2 or value.shape[:2] != (size, rows):
+            self.fields[name] = value  # not per sample and input (a Gaussian's noise scale)
+            return
+        if name not in self.fields:
+            self.fields[name] = value.new_empty(self.num_samples, self.num_inputs, *value.shape[2:])
+        self.fields[name][block] = value
+
+    def prediction(self, expand_to: int | None = None) -> Prediction:
+        fields, log_likelihood = dict(self.fields), self.log_likelihood
+        if expand_to is not None:
+            fields = {
+                name: v.expand(expand_to, *v.shape[1:]) if v.dim() >= 2 and v.shape[0] == 1 else v
+                for name, v in fields.items()
+            }
+            if log_likelihood is not None:
+                log_likelihood = log_likelihood.expand(expand_to, -1)
+        return Prediction(**fields, targets=self.targets, log_likelihood=log_likelihood)
 
 
 @torch.no_grad()

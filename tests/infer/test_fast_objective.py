@@ -255,11 +255,14 @@ def test_kl_follows_a_change_of_the_prior():
     assert after != pytest.approx(before)
 
 
-def _hand_nll(bnn, guide, y, eps):
-    """-sum_batch log p(y | w) with w = loc + exp(log_scale) * eps for the 3-4-2 tanh network; eps ``(D,)``."""
+def _hand_nll(bnn, guide, y, eps, rows=slice(None)):
+    """-sum log p(y | w) over ``X[rows]`` with w = loc + exp(log_scale) * eps for the 3-4-2 tanh network; eps
+    ``(D,)``; ``y`` has a target for every row of X used, or for ``X[rows]`` only."""
     w = guide.loc + guide.log_scale.exp() * eps
     w1, b1, w2, b2 = w[:12].view(4, 3), w[12:16], w[16:24].view(2, 4), w[24:26]
-    out = torch.tanh(X @ w1.T + b1) @ w2.T + b2
+    x = X[: len(y)][rows]
+    y = y[rows]
+    out = torch.tanh(x @ w1.T + b1) @ w2.T + b2
     if isinstance(bnn.likelihood, Categorical):
         return -torch.log_softmax(out, -1).gather(-1, y.unsqueeze(-1)).sum()
     return -Normal(out, bnn.likelihood.scale).log_prob(y).sum()
@@ -272,9 +275,10 @@ def test_data_term_equals_a_hand_computation_with_the_same_draw(likelihood, kl_s
     bnn, guide, y = _setup(likelihood, kl_scale=kl_scale)
     D = guide.num_latents
     pyro.set_rng_seed(8)
-    terms = FastMeanFieldELBO(num_particles)(bnn, guide, X, y, 0.5)
+    terms = FastMeanFieldELBO(num_particles, antithetic=False)(bnn, guide, X, y, 0.5)
     pyro.set_rng_seed(8)
-    # The documented draw: torch.randn(D) for one particle, torch.randn(P, 1, D) for P.
+    # The documented draw: torch.randn(D) for one particle, torch.randn(P, 1, D) for P (test_fast_options.py: the
+    # antithetic pair).
     eps = torch.randn((num_particles, 1, D) if num_particles > 1 else (D,)).reshape(num_particles, D)
     nll = sum(_hand_nll(bnn, guide, y, e) for e in eps) / num_particles
     assert terms.data_term.item() == pytest.approx(data_scale * nll.item(), rel=1e-6)

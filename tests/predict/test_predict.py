@@ -75,9 +75,10 @@ def test_automatic_chunks_shrink_with_the_batch_activations():
     bnn = _bnn()
     small = _auto_chunk(bnn, 10**9, _batches(X, 2), max_bytes=2**20)
     large = _auto_chunk(bnn, 10**9, _batches(torch.randn(2000, 4), 2000), max_bytes=2**20)
-    # per sample: 131 weights * 4 B plus, per example, the outputs of Linear(16), Tanh(16), Dropout(16), Linear(3)
-    assert small == 2**20 // (131 * 4 + 2 * 51 * 4)
-    assert large == 2**20 // (131 * 4 + 2000 * 51 * 4)
+    # per sample: 3 weight-sized tensors of 131 weights * 4 B plus, per example, the outputs of Linear(16),
+    # Tanh(16), Dropout(16), Linear(3)
+    assert small == 2**20 // (3 * 131 * 4 + 2 * 51 * 4)
+    assert large == 2**20 // (3 * 131 * 4 + 2000 * 51 * 4)
 
 
 def test_loader_input_and_targets():

@@ -1,0 +1,130 @@
+"""The deterministic baseline and pyro_bnn's training paths, each as one pass over a list of batches.
+
+Every variant is built from the first batch and returns ``run(batches)``, which takes one training step per batch:
+
+- ``deterministic``: the plain torch loop (cross-entropy, ``torch.optim.Adam`` with torch's default implementation),
+  the baseline every ratio is relative to;
+- pyro_bnn's rows run :meth:`pyro_bnn.infer.Trainer.fit` for one more epoch over the batches (so they include the
+  trainer's own per-step work: KL weights, NaN checks, device-side sums), with a N(0, 1) prior on every weight and
+  ``Categorical(N)``:
+
+  - ``pyro_bnn default``: what ``pyro-bnn train`` runs without options: the ``flat:rel=1`` guide, ``--elbo auto``
+    (which picks the fused :class:`~pyro_bnn.infer.FastMeanFieldELBO`) and the default (fused) Adam;
+  - ``... local reparam.`` / ``... flipout``: the same with those options of the fast objective;
+  - ``pyro_bnn before #9``: the default before the performance issue, reconstructed: ``autonormal:rel=1`` with
+    Pyro's ``Trace_ELBO`` and ``torch.optim.Adam`` with torch's default implementation;
+  - ``pyro_bnn bbb (trace)``: Bayes by Backprop with ``Trace_ELBO``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from pyro_bnn import BNN
+from pyro_bnn.guides import DEFAULT_GUIDE, parse_guide
+from pyro_bnn.infer import FastMeanFieldELBO, Trainer
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.priors import NormalPrior
+
+Batches = Sequence[tuple[torch.Tensor, torch.Tensor]]
+Run = Callable[[Batches], None]
+
+
+def net_3fc(device: torch.device) -> torch.nn.Module:
+    """The 3FC network (784-1000-1000-1000-10, ReLU), 2.8 M parameters."""
+    return build_model("3fc", input_shape=(1, 28, 28), num_classes=10).to(device)
+
+
+def from_step(step: Callable[[torch.Tensor, torch.Tensor], None]) -> Run:
+    """A ``run(batches)`` that calls ``step(x, y)`` on each batch."""
+
+    def run(batches: Batches) -> None:
+        for x, y in batches:
+            step(x, y)
+
+    return run
+
+
+def deterministic(x: torch.Tensor, y: torch.Tensor, num_data: int, *, fused: bool = False) -> Run:
+    """Plain torch: the 3FC net, mean cross-entropy, Adam (torch's default implementation, or ``fused``)."""
+    net = net_3fc(x.device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, fused=fused or None)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        optimizer.step()
+
+    return from_step(step)
+
+
+class _Loader:
+    """The batches as a training loader for ``Trainer.fit``: ``len`` steps, a ``dataset`` of ``num_data`` examples
+    (which the likelihood's N/B scaling checks)."""
+
+    def __init__(self, batches: Batches, num_data: int) -> None:
+        self.batches, self.dataset = list(batches), range(num_data)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def trainer_run(
+    x: torch.Tensor, y: torch.Tensor, num_data: int, guide: str, *, objective="auto", optim=None
+) -> tuple[Run, Trainer]:
+    """A pyro_bnn :class:`Trainer` on the 3FC BNN; ``run(batches)`` trains one more epoch over them."""
+    bnn = BNN(net_3fc(x.device), NormalPrior(0.0, 1.0).to(x.device), Categorical(num_data))
+    trainer = Trainer(bnn, parse_guide(guide).build, optim=optim, objective=objective, seed=0, progress=False)
+    trainer.setup(x, y)
+
+    def run(batches: Batches) -> None:
+        trainer.fit(_Loader(batches, num_data), trainer.epoch + 1)
+
+    return run, trainer
+
+
+def pyro_bnn_default(x, y, num_data) -> Run:
+    return trainer_run(x, y, num_data, DEFAULT_GUIDE)[0]
+
+
+def pyro_bnn_local_reparam(x, y, num_data) -> Run:
+    return trainer_run(x, y, num_data, DEFAULT_GUIDE, objective=FastMeanFieldELBO(local_reparameterization=True))[0]
+
+
+def pyro_bnn_flipout(x, y, num_data) -> Run:
+    return trainer_run(x, y, num_data, DEFAULT_GUIDE, objective=FastMeanFieldELBO(flipout=True))[0]
+
+
+def _torch_adam(params):
+    return torch.optim.Adam(params, lr=1e-3)
+
+
+def pyro_bnn_before(x, y, num_data) -> Run:
+    return trainer_run(x, y, num_data, "autonormal:rel=1", objective="trace", optim=_torch_adam)[0]
+
+
+def pyro_bnn_bbb(x, y, num_data) -> Run:
+    return trainer_run(x, y, num_data, "bbb", objective="trace")[0]
+
+
+DETERMINISTIC = "deterministic"
+DEFAULT = "pyro_bnn default (flat:rel=1, fast)"
+BEFORE = "pyro_bnn before #9 (autonormal:rel=1, trace)"
+
+OURS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], Run]] = {
+    DETERMINISTIC: deterministic,
+    "deterministic, fused Adam": lambda x, y, n: deterministic(x, y, n, fused=True),
+    DEFAULT: pyro_bnn_default,
+    "pyro_bnn fast, local reparam.": pyro_bnn_local_reparam,
+    "pyro_bnn fast, flipout": pyro_bnn_flipout,
+    BEFORE: pyro_bnn_before,
+    "pyro_bnn bbb (trace)": pyro_bnn_bbb,
+}
+"""Display name -> builder ``(x, y, num_data) -> run(batches)``."""

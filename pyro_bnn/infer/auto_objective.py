@@ -1,0 +1,64 @@
+"""The default objective: the fused fast path where it computes the same objective, Pyro's Trace_ELBO elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from pyro_bnn.infer.fast import FastMeanFieldELBO
+from pyro_bnn.infer.objectives import Objective, ObjectiveTerms, TraceELBO
+
+
+class AutoELBO:
+    """Chooses :class:`~pyro_bnn.infer.FastMeanFieldELBO` or :class:`~pyro_bnn.infer.TraceELBO` for a model and
+    guide, once, when training starts (``--elbo auto``, the default).
+
+    The fast objective is chosen when the guide is a :class:`~pyro_bnn.guides.FlatMeanField` (``--guide flat:...``,
+    the default guide) and :meth:`FastMeanFieldELBO.validate` accepts the pair: a plain BNN with no hierarchical
+    prior and no per-example latent sites. Both objectives are the same negative ELBO in expectation (value and
+    gradients; tested), so the choice changes speed and gradient variance, not what is optimised. Every other guide,
+    and a flat guide on a model the fast path refuses, gets ``TraceELBO``. :attr:`chosen` says which was taken, and
+    :meth:`__repr__` shows it.
+
+    Args:
+        num_particles: Weight draws per step, for whichever objective is chosen.
+        vectorize_particles: For ``TraceELBO``: draw the particles in one vectorised pass (the fast objective
+            always does).
+    """
+
+    def __init__(self, num_particles: int = 1, vectorize_particles: bool = False) -> None:
+        self.fast = FastMeanFieldELBO(num_particles)
+        self.trace = TraceELBO(num_particles, vectorize_particles)
+        self.chosen: Objective | None = None
+        self.reason = "not chosen yet: training has not started"
+
+    @property
+    def analytic_kl(self) -> bool:
+        return bool(getattr(self.chosen, "analytic_kl", False))
+
+    def __repr__(self) -> str:
+        return f"AutoELBO(chosen={self.chosen!r}; {self.reason})"
+
+    def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Chooses the objective for this model and guide (and validates the pair for it)."""
+        from pyro_bnn.guides.flat import FlatMeanField
+
+        if not isinstance(guide, FlatMeanField):
+            self.chosen, self.reason = self.trace, f"the guide is a {type(guide).__name__}, not a FlatMeanField"
+        else:
+            try:
+                self.fast.validate(model, guide, x, y)
+                self.chosen, self.reason = self.fast, "flat guide on a model the fused path scores"
+            except ValueError as err:
+                self.chosen, self.reason = self.trace, f"the fused path refused the model: {err}"
+        validate = getattr(self.chosen, "validate", None)
+        if validate is not None and self.chosen is not self.fast:
+            validate(model, guide, x, y)
+
+    def __call__(
+        self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor, kl_weight: float = 1.0
+    ) -> ObjectiveTerms:
+        if self.chosen is None:
+            self.validate(model, guide, x, y)
+        return self.chosen(model, guide, x, y, kl_weight)
