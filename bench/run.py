@@ -204,7 +204,9 @@ def main() -> None:
     missing = {} if args.skip_competitors else competitors.missing()
     builders = dict(steps.OURS)
     if not args.skip_competitors:
-        builders.update({name: fn for name, fn in competitors.AVAILABLE.items() if name not in missing})
+        for name, build_step in competitors.AVAILABLE.items():
+            if name not in missing:
+                builders[name] = lambda x, y, n, build_step=build_step: steps.from_step(build_step(x, y, n))
     for name, reason in missing.items():
         print(f"not timed: {name}: {reason}", flush=True)
 

@@ -22,6 +22,7 @@ from pyro import poutine
 from torch import nn
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.guides.flat import FlatMeanField
 from pyro_bnn.sites import sample_plate
 
 
@@ -77,6 +78,9 @@ class GuideSource(ParameterSource):
                 self.guide(x)
 
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        if isinstance(self.guide, FlatMeanField):
+            values = self.guide.draw(num_samples)  # the traced guide's distribution, drawn in one pass
+            return {name: values[name] for name in bnn.site_names}
         nodes = self._trace(num_samples, x).nodes
         missing = [name for name in bnn.site_names if name not in nodes]
         if missing:

@@ -106,6 +106,25 @@ def test_constrained_sites_carry_the_jacobian():
     assert guide.median()["0.prior_scale"].item() == pytest.approx(loc.exp().item(), rel=1e-6)
 
 
+def test_direct_draws_follow_the_guide_in_every_site_space():
+    """FlatMeanField.draw (what predict uses) has the guide's distribution: standardised draws of the real sites are
+    N(0, 1), and a positive site is exp of a Normal draw."""
+    guide = FlatMeanField(_bnn(HierarchicalPrior("normal", "halfcauchy", [1.0])), init_scale=0.3)
+    guide(X, Y)
+    torch.manual_seed(0)
+    draws = guide.draw(4000)
+    params = guide.loc_scale()
+    for name, value in draws.items():
+        loc, scale = params[name]
+        assert value.shape == (4000, 1, *loc.shape)
+        if name.endswith("prior_scale"):
+            assert bool((value > 0).all())
+            value = value.log()
+        z = ((value - loc) / scale).flatten()
+        assert z.mean().item() == pytest.approx(0.0, abs=0.05) and z.std().item() == pytest.approx(1.0, rel=0.05)
+    assert not torch.equal(draws["0.weight"][0], draws["0.weight"][1])
+
+
 def test_builtin_objectives_train_it_and_meanfield_accepts_it():
     bnn = _bnn()
     guide = FlatMeanField(bnn)
