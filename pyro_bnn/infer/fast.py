@@ -40,6 +40,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
 from pyro_bnn.infer.fused_draw import (
     NormalSegment,
+    SiteSlice,
     draw_antithetic_with_normal_kl,
     draw_with_normal_kl,
     normal_parameters,
@@ -72,6 +73,8 @@ class _Plan:
     linear: list[LinearLayer] = field(default_factory=list)
     # Sites drawn weight by weight (every site unless the local reparameterisation samples it as a pre-activation).
     weight_sampled: list[FlatSite] = field(default_factory=list)
+    # Every site's slice of the flat vectors and shape, in order (for the fused draw's per-site outputs).
+    site_slices: list[SiteSlice] = field(default_factory=list)
 
 
 def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
@@ -81,13 +84,12 @@ def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
     return buffers, id(guide.sites), guide.loc.dtype, guide.loc.device
 
 
-def _run_pair(model: BNN, guide: FlatMeanField, pair: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """Network outputs ``(B, out)``: rows ``[0, h)`` of ``x`` under the weights ``pair[0]``, rows ``[h, B)`` under
-    ``pair[1]``, h = ceil(B / 2). (Two plain passes: a vmapped pass was slower on a CPU, its batched products
+def _run_pair(model: BNN, plus: dict, minus: dict, x: torch.Tensor) -> torch.Tensor:
+    """Network outputs ``(B, out)``: rows ``[0, h)`` of ``x`` under the weights ``plus``, rows ``[h, B)`` under
+    ``minus``, h = ceil(B / 2). (Two plain passes: a vmapped pass was slower on a CPU, its batched products
     copying the transposed weights.)"""
     half = (x.shape[0] + 1) // 2
-    first = model.apply_parameters(x[:half], guide.split(pair[0]))
-    return torch.cat([first, model.apply_parameters(x[half:], guide.split(pair[1]))])
+    return torch.cat([model.apply_parameters(x[:half], plus), model.apply_parameters(x[half:], minus)])
 
 
 def _compact(value: torch.Tensor) -> torch.Tensor:
@@ -296,6 +298,7 @@ class FastMeanFieldELBO:
             monte_carlo,
             linear,
             [site for site in guide.sites if site.name not in by_lr],
+            [SiteSlice(site.start, site.stop, site.shape) for site in guide.sites],
         )
         return self._plan
 
@@ -333,12 +336,15 @@ class FastMeanFieldELBO:
         antithetic = self.antithetic and not plan.linear and x.shape[0] > 1
         minus_params = None
         if antithetic:  # rows [0, half) see loc + scale * eps, rows [half, B) loc - scale * eps
-            pair, closed_form_kl = draw_antithetic_with_normal_kl(loc, log_scale, eps, plan.closed_form)
-            params, minus_params = guide.split(pair[0]), guide.split(pair[1])
-            log_likelihood = model.likelihood.log_likelihood(_run_pair(model, guide, pair, x), y)
+            plus, minus, closed_form_kl = draw_antithetic_with_normal_kl(
+                loc, log_scale, eps, plan.closed_form, plan.site_slices
+            )
+            params = dict(zip(guide.site_names, plus, strict=True))
+            minus_params = dict(zip(guide.site_names, minus, strict=True))
+            log_likelihood = model.likelihood.log_likelihood(_run_pair(model, params, minus_params, x), y)
         elif not plan.linear:  # one draw for the batch, with the closed-form KL in one autograd node
-            weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form)
-            params = guide.split(weights)
+            weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form, plan.site_slices)
+            params = dict(zip(guide.site_names, weights, strict=True))
             output = model.apply_parameters(x, params)
         else:  # local reparameterisation or flipout on the linear layers, weight draws elsewhere
             scale = log_scale.exp()

@@ -85,80 +85,141 @@ def _kl_backward(
     return grad_loc, grad_log_scale
 
 
+@dataclass(frozen=True)
+class SiteSlice:
+    """Where a site's values lie in the flat vectors (``[start, stop)``) and the site's own shape."""
+
+    start: int
+    stop: int
+    shape: torch.Size
+
+
+def _site_values(flat: torch.Tensor, sites: Sequence[SiteSlice]) -> list[torch.Tensor]:
+    """Per-site views ``(*lead, *shape)`` of ``flat: (*lead, D)``."""
+    lead = flat.shape[:-1]
+    return [flat[..., s.start : s.stop].view(*lead, *s.shape) for s in sites]
+
+
+def _gather(grads, sites: Sequence[SiteSlice], eps: torch.Tensor, lead: tuple[int, ...], sign=None):
+    """The flat ``(D,)`` gradient of the location and ``sum_p eps * grad`` from the per-site gradients, written
+    slice by slice into two new vectors (no concatenation). With ``sign`` (the antithetic pair), ``grads`` holds the
+    ``+`` sites then the ``-`` sites, and the location gets their sum, the eps-weighted part their difference."""
+    D = eps.shape[-1]
+    grad_loc, weighted_eps = eps.new_empty(D), eps.new_empty(D)
+    count = len(sites)
+    for k, site in enumerate(sites):
+        sl = slice(site.start, site.stop)
+        if sign is None:
+            g = grads[k]
+            if g is None:
+                grad_loc[sl].zero_()
+                weighted_eps[sl].zero_()
+                continue
+            if lead:
+                grad_loc[sl] = g.sum(lead).reshape(-1)
+                weighted_eps[sl] = (g * eps[..., sl].view_as(g)).sum(lead).reshape(-1)
+            else:
+                grad_loc[sl] = g.reshape(-1)
+                torch.mul(g.reshape(-1), eps[sl], out=weighted_eps[sl])
+        else:
+            plus, minus = grads[k], grads[count + k]
+            plus = plus.reshape(-1) if plus is not None else eps.new_zeros(site.stop - site.start)
+            minus = minus.reshape(-1) if minus is not None else eps.new_zeros(site.stop - site.start)
+            torch.add(plus, minus, out=grad_loc[sl])
+            torch.sub(plus, minus, out=weighted_eps[sl])
+    if sign is not None:
+        weighted_eps.mul_(eps)
+    return grad_loc, weighted_eps
+
+
 class _DrawWithNormalKL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, loc, log_scale, eps, segments):
+    def forward(ctx, loc, log_scale, eps, segments, sites):
         scale = log_scale.exp()
         weights = torch.addcmul(loc, scale, eps)
         kl = normal_segments_kl(loc, log_scale, scale, segments)
         ctx.save_for_backward(loc, scale, eps)
-        ctx.segments = segments
-        return weights, kl
+        ctx.segments, ctx.sites = segments, sites
+        ctx.set_materialize_grads(False)
+        return (*_site_values(weights, sites), kl)
 
     @staticmethod
-    def backward(ctx, grad_weights, grad_kl):
+    def backward(ctx, *grads):
         loc, scale, eps = ctx.saved_tensors
+        *site_grads, grad_kl = grads
         lead = tuple(range(eps.dim() - 1))
-        # d w / d loc = 1, d w / d log_scale = scale * eps (summed over the particles when there are several).
-        weighted_eps = grad_weights * eps
-        if lead:
-            grad_loc, weighted_eps = grad_weights.sum(lead), weighted_eps.sum(lead)
-        else:
-            grad_loc = grad_weights.clone()  # autograd's incoming gradient must not be modified in place
-        return (*_kl_backward(ctx, grad_loc, weighted_eps, loc, scale, grad_kl), None, None)
+        grad_loc, weighted_eps = _gather(site_grads, ctx.sites, eps, lead)
+        if grad_kl is None:
+            grad_kl = loc.new_zeros(())
+        return (*_kl_backward(ctx, grad_loc, weighted_eps, loc, scale, grad_kl), None, None, None)
 
 
 class _DrawAntitheticWithNormalKL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, loc, log_scale, eps, segments):
+    def forward(ctx, loc, log_scale, eps, segments, sites):
         scale = log_scale.exp()
-        pair = loc.new_empty((2, *loc.shape))
-        torch.addcmul(loc, scale, eps, out=pair[0])
-        torch.addcmul(loc, scale, eps, value=-1.0, out=pair[1])
+        plus = torch.addcmul(loc, scale, eps)
+        minus = torch.addcmul(loc, scale, eps, value=-1.0)
         kl = normal_segments_kl(loc, log_scale, scale, segments)
         ctx.save_for_backward(loc, scale, eps)
-        ctx.segments = segments
-        return pair, kl
+        ctx.segments, ctx.sites = segments, sites
+        ctx.set_materialize_grads(False)
+        return (*_site_values(plus, sites), *_site_values(minus, sites), kl)
 
     @staticmethod
-    def backward(ctx, grad_pair, grad_kl):
+    def backward(ctx, *grads):
         loc, scale, eps = ctx.saved_tensors
+        *site_grads, grad_kl = grads
         # w+- = loc +- scale * eps: d/d loc = 1 each, d/d log_scale = +- scale * eps.
-        grad_plus, grad_minus = grad_pair[0], grad_pair[1]
-        grad_loc = grad_plus + grad_minus
-        weighted_eps = (grad_plus - grad_minus).mul_(eps)
-        return (*_kl_backward(ctx, grad_loc, weighted_eps, loc, scale, grad_kl), None, None)
+        grad_loc, weighted_eps = _gather(site_grads, ctx.sites, eps, (), sign=True)
+        if grad_kl is None:
+            grad_kl = loc.new_zeros(())
+        return (*_kl_backward(ctx, grad_loc, weighted_eps, loc, scale, grad_kl), None, None, None)
 
 
 def draw_with_normal_kl(
-    loc: torch.Tensor, log_scale: torch.Tensor, eps: torch.Tensor, segments: Sequence[NormalSegment]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weights ``loc + exp(log_scale) * eps`` and the closed-form KL of the Normal-prior segments.
+    loc: torch.Tensor,
+    log_scale: torch.Tensor,
+    eps: torch.Tensor,
+    segments: Sequence[NormalSegment],
+    sites: Sequence[SiteSlice],
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Weights ``loc + exp(log_scale) * eps``, per site, and the closed-form KL of the Normal-prior segments.
 
     Args:
         loc: ``(D,)`` variational locations.
         log_scale: ``(D,)`` variational log-scales.
         eps: ``(D,)`` or ``(*lead, D)`` standard normal draws (e.g. ``(P, 1, D)`` for P particles).
         segments: Disjoint runs of ``[0, D)`` with a Normal prior; scalars outside them add nothing to the KL.
+        sites: The sites covering ``[0, D)`` in order: each one's slice and shape.
 
     Returns:
-        ``weights`` with the shape of ``eps``, differentiable in ``loc`` and ``log_scale``, and the KL: a scalar,
-        differentiable likewise.
+        The weights of each site, ``(*lead, *shape)`` (views of one draw; their gradients are gathered slice by
+        slice, without the concatenation a ``torch.split`` backward makes), and the KL: a scalar. All
+        differentiable in ``loc`` and ``log_scale``.
     """
-    return _DrawWithNormalKL.apply(loc, log_scale, eps, tuple(segments))
+    *weights, kl = _DrawWithNormalKL.apply(loc, log_scale, eps, tuple(segments), tuple(sites))
+    return weights, kl
 
 
 def draw_antithetic_with_normal_kl(
-    loc: torch.Tensor, log_scale: torch.Tensor, eps: torch.Tensor, segments: Sequence[NormalSegment]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The antithetic pair ``loc + exp(log_scale) * eps`` and ``loc - exp(log_scale) * eps`` and the closed-form KL.
+    loc: torch.Tensor,
+    log_scale: torch.Tensor,
+    eps: torch.Tensor,
+    segments: Sequence[NormalSegment],
+    sites: Sequence[SiteSlice],
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """The antithetic pair ``loc + exp(log_scale) * eps`` and ``loc - exp(log_scale) * eps``, per site, and the
+    closed-form KL.
 
     Args:
         loc, log_scale, eps: ``(D,)`` each.
-        segments: As for :func:`draw_with_normal_kl`.
+        segments, sites: As for :func:`draw_with_normal_kl`.
 
     Returns:
-        ``pair`` ``(2, D)`` (rows: plus, minus) and the KL (a scalar), both differentiable in ``loc`` and
-        ``log_scale``.
+        The ``+`` weights per site, the ``-`` weights per site (site shapes) and the KL (a scalar), all
+        differentiable in ``loc`` and ``log_scale``.
     """
-    return _DrawAntitheticWithNormalKL.apply(loc, log_scale, eps, tuple(segments))
+    *values, kl = _DrawAntitheticWithNormalKL.apply(loc, log_scale, eps, tuple(segments), tuple(sites))
+    count = len(sites)
+    return values[:count], values[count:], kl

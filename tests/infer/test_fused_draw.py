@@ -4,9 +4,21 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from pyro_bnn.infer.fused_draw import NormalSegment, draw_with_normal_kl, normal_segments_kl
+from pyro_bnn.infer.fused_draw import (
+    NormalSegment,
+    SiteSlice,
+    draw_antithetic_with_normal_kl,
+    draw_with_normal_kl,
+    normal_segments_kl,
+)
 
 D = 40
+# Three sites over [0, D): a 4 x 5 matrix, a vector of 12, a 2 x 4 matrix.
+SITES = (
+    SiteSlice(0, 20, torch.Size([4, 5])),
+    SiteSlice(20, 32, torch.Size([12])),
+    SiteSlice(32, 40, torch.Size([2, 4])),
+)
 
 
 def _segments(kind):
@@ -43,8 +55,12 @@ def test_values_and_gradients_equal_the_composed_computation(kind, lead):
     probe = torch.randn(*lead, D, dtype=torch.float64)  # a random linear functional of the weights
     segments = [NormalSegment(s.start, s.stop, s.loc.double(), s.scale.double(), s.zero_loc) for s in segments]
     results = []
-    for fn in (draw_with_normal_kl, _composed):
-        weights, kl = fn(loc, log_scale, eps, segments)
+    for fused in (True, False):
+        if fused:
+            sites, kl = draw_with_normal_kl(loc, log_scale, eps, segments, SITES)
+            weights = torch.cat([w.reshape(*lead, -1) for w in sites], dim=-1)
+        else:
+            weights, kl = _composed(loc, log_scale, eps, segments)
         objective = (probe * weights).sum() + 0.7 * kl
         results.append((weights, kl, *torch.autograd.grad(objective, [loc, log_scale])))
     for got, expected in zip(*results, strict=True):
@@ -57,7 +73,39 @@ def test_gradcheck():
     log_scale = torch.randn(D, dtype=torch.float64).mul(0.3).requires_grad_()
     eps = torch.randn(2, 1, D, dtype=torch.float64)
     segments = [NormalSegment(s.start, s.stop, s.loc.double(), s.scale.double(), s.zero_loc) for s in _segments("gaps")]
-    assert torch.autograd.gradcheck(lambda m, s: draw_with_normal_kl(m, s, eps, segments), (loc, log_scale))
+
+    def draw(m, s):
+        weights, kl = draw_with_normal_kl(m, s, eps, segments, SITES)
+        return (*weights, kl)
+
+    def pair(m, s):
+        plus, minus, kl = draw_antithetic_with_normal_kl(m, s, eps[0, 0], segments, SITES)
+        return (*plus, *minus, kl)
+
+    assert torch.autograd.gradcheck(draw, (loc, log_scale))
+    assert torch.autograd.gradcheck(pair, (loc, log_scale))
+
+
+def test_antithetic_pair_equals_two_composed_draws():
+    torch.manual_seed(3)
+    segments = _segments("gaps")
+    loc = torch.randn(D, dtype=torch.float64, requires_grad=True)
+    log_scale = (torch.rand(D, dtype=torch.float64) - 2).requires_grad_()
+    eps = torch.randn(D, dtype=torch.float64)
+    probe_plus, probe_minus = torch.randn(D, dtype=torch.float64), torch.randn(D, dtype=torch.float64)
+    segments = [NormalSegment(s.start, s.stop, s.loc.double(), s.scale.double(), s.zero_loc) for s in segments]
+    plus, minus, kl = draw_antithetic_with_normal_kl(loc, log_scale, eps, segments, SITES)
+    plus, minus = (torch.cat([w.reshape(-1) for w in ws]) for ws in (plus, minus))
+    got = (probe_plus * plus).sum() + (probe_minus * minus).sum() + 0.7 * kl
+    w_plus, kl_ref = _composed(loc, log_scale, eps, segments)
+    w_minus, _ = _composed(loc, log_scale, -eps, segments)
+    expected = (probe_plus * w_plus).sum() + (probe_minus * w_minus).sum() + 0.7 * kl_ref
+    for a, b in zip(
+        (got, *torch.autograd.grad(got, [loc, log_scale])),
+        (expected, *torch.autograd.grad(expected, [loc, log_scale])),
+        strict=True,
+    ):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_kl_without_the_draw_equals_torch_kl():
