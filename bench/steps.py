@@ -10,7 +10,8 @@ Every variant is built from the first batch and returns ``run(batches)``, which 
 
   - ``pyro_bnn default``: what ``pyro-bnn train`` runs without options: the ``flat:rel=1`` guide, ``--elbo auto``
     (which picks the fused :class:`~pyro_bnn.infer.FastMeanFieldELBO`) and the default (fused) Adam;
-  - ``... local reparam.`` / ``... flipout``: the same with those options of the fast objective;
+  - ``... fast-single`` / ``... local reparam.`` / ``... flipout``: the same with those forms of the fast
+    objective (one draw shared by the batch instead of the antithetic pair; local reparameterisation; flipout);
   - ``pyro_bnn before #9``: the default before the performance issue, reconstructed: ``autonormal:rel=1`` with
     Pyro's ``Trace_ELBO`` and ``torch.optim.Adam`` with torch's default implementation;
   - ``pyro_bnn bbb (trace)``: Bayes by Backprop with ``Trace_ELBO``.
@@ -94,6 +95,10 @@ def pyro_bnn_default(x, y, num_data) -> Run:
     return trainer_run(x, y, num_data, DEFAULT_GUIDE)[0]
 
 
+def pyro_bnn_single(x, y, num_data) -> Run:
+    return trainer_run(x, y, num_data, DEFAULT_GUIDE, objective="fast-single")[0]
+
+
 def pyro_bnn_local_reparam(x, y, num_data) -> Run:
     return trainer_run(x, y, num_data, DEFAULT_GUIDE, objective=FastMeanFieldELBO(local_reparameterization=True))[0]
 
@@ -122,6 +127,7 @@ OURS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], Run]] = {
     DETERMINISTIC: deterministic,
     "deterministic, fused Adam": lambda x, y, n: deterministic(x, y, n, fused=True),
     DEFAULT: pyro_bnn_default,
+    "pyro_bnn fast-single (one shared draw)": pyro_bnn_single,
     "pyro_bnn fast, local reparam.": pyro_bnn_local_reparam,
     "pyro_bnn fast, flipout": pyro_bnn_flipout,
     BEFORE: pyro_bnn_before,
