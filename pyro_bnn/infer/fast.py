@@ -27,29 +27,22 @@ refused by :meth:`FastMeanFieldELBO.validate`, which the trainer calls once, wit
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 import torch
 from pyro import poutine
 from pyro.poutine.util import site_is_subsample
-from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.guides.flat import FlatMeanField
+from pyro_bnn.infer.fast_plan import ScoringPlan, build_plan, prior_key
 from pyro_bnn.infer.fused_draw import (
-    NormalSegment,
-    SiteSlice,
     draw_antithetic_with_normal_kl,
     draw_with_normal_kl,
-    normal_parameters,
     normal_segments_kl,
 )
 from pyro_bnn.infer.local_reparam import (
-    LinearLayer,
     flipout_hook,
-    linear_layers,
     local_noise_hook,
     run_with_linear_noise,
 )
@@ -61,47 +54,12 @@ from pyro_bnn.sites import is_likelihood_site
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-@dataclass
-class _Plan:
-    """What one (model, guide) pair needs per step, built once and rebuilt when the prior's buffers change."""
-
-    model: weakref.ref
-    guide: weakref.ref
-    key: tuple
-    closed_form: list[NormalSegment]
-    monte_carlo: list[tuple[FlatSite, Distribution]]
-    linear: list[LinearLayer] = field(default_factory=list)
-    # Sites drawn weight by weight (every site unless the local reparameterisation samples it as a pre-activation).
-    weight_sampled: list[FlatSite] = field(default_factory=list)
-    # Every site's slice of the flat vectors and shape, in order (for the fused draw's per-site outputs).
-    site_slices: list[SiteSlice] = field(default_factory=list)
-
-
-def _prior_key(model: BNN, guide: FlatMeanField) -> tuple:
-    """Changes when the prior's buffers are replaced (``.to(device)``) or modified in place, or the guide is set up
-    again."""
-    buffers = tuple((id(b), b.data_ptr(), b._version, b.dtype, b.device) for b in model.prior.buffers())
-    return buffers, id(guide.sites), guide.loc.dtype, guide.loc.device
-
-
 def _run_pair(model: BNN, plus: dict, minus: dict, x: torch.Tensor) -> torch.Tensor:
     """Network outputs ``(B, out)``: rows ``[0, h)`` of ``x`` under the weights ``plus``, rows ``[h, B)`` under
     ``minus``, h = ceil(B / 2). (Two plain passes: a vmapped pass was slower on a CPU, its batched products
     copying the transposed weights.)"""
     half = (x.shape[0] + 1) // 2
     return torch.cat([model.apply_parameters(x[:half], plus), model.apply_parameters(x[half:], minus)])
-
-
-def _compact(value: torch.Tensor) -> torch.Tensor:
-    """A 0-dim tensor where ``value`` is one number broadcast over the site (every stride 0), else ``(n,)``."""
-    broadcast = all(stride == 0 or size == 1 for stride, size in zip(value.stride(), value.shape, strict=True))
-    if value.numel() > 0 and broadcast:
-        return torch.as_strided(value, (), (), value.storage_offset()).detach().clone()
-    return value.detach().reshape(-1).clone()
-
-
-def _same_scalar(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dim() == 0 and b.dim() == 0 and bool(a == b)
 
 
 class FastMeanFieldELBO:
@@ -167,7 +125,7 @@ class FastMeanFieldELBO:
         self.local_reparameterization = bool(local_reparameterization)
         self.flipout = bool(flipout)
         self.antithetic = bool(antithetic)
-        self._plan: _Plan | None = None
+        self._plan: ScoringPlan | None = None
 
     def __getstate__(self) -> dict:
         # The cached plan holds weak references and tensors of one model; a copy rebuilds its own on first use.
@@ -247,58 +205,16 @@ class FastMeanFieldELBO:
             raise ValueError(f"{name} needs a FlatMeanField guide (flat loc/rho storage), got {type(guide).__name__}")
 
     # -------------------------------------------------------------------------------------------------- plan
-    def _plan_for(self, model: BNN, guide: FlatMeanField) -> _Plan:
+    def _plan_for(self, model: BNN, guide: FlatMeanField) -> ScoringPlan:
         plan = self._plan
-        if (
-            plan is not None
-            and plan.model() is model
-            and plan.guide() is guide
-            and plan.key == _prior_key(model, guide)
-        ):
+        if plan is not None and plan.model() is model and plan.guide() is guide and plan.key == prior_key(model, guide):
             return plan
         self._check_pair(model, guide)
-        if guide.site_names != model.site_names:
-            raise ValueError(
-                f"the guide covers the sites {guide.site_names[:4]}..., the model has {model.site_names[:4]}...: "
-                "build the guide for this model"
-            )
-        closed_form, monte_carlo = [], []
-        for flat_site, model_site in zip(guide.sites, model.sites, strict=True):
-            prior = model.prior.distribution(model_site, {})
-            if prior.event_shape != model_site.shape or prior.batch_shape != torch.Size():
-                raise ValueError(
-                    f"the prior of {model_site.name!r} has batch shape {tuple(prior.batch_shape)} and event shape "
-                    f"{tuple(prior.event_shape)}, expected () and {tuple(model_site.shape)}"
-                )
-            normal = normal_parameters(prior) if self.closed_form_kl else None
-            if normal is None:
-                monte_carlo.append((flat_site, prior))
-                continue
-            loc, scale = (_compact(p.expand(model_site.shape)) for p in normal)
-            last = closed_form[-1] if closed_form else None
-            if last is not None and last.stop == flat_site.start and _same_scalar(last.loc, loc):
-                if _same_scalar(last.scale, scale):
-                    last.stop = flat_site.stop  # one run over consecutive sites with the same scalar prior
-                    continue
-            zero_loc = bool((loc == 0).all())
-            closed_form.append(NormalSegment(flat_site.start, flat_site.stop, loc, scale, zero_loc))
-        linear = (
-            linear_layers(
-                model, guide, lambda site: any(seg.start <= site.start and site.stop <= seg.stop for seg in closed_form)
-            )
-            if self.local_reparameterization or self.flipout
-            else []
-        )
-        by_lr = {layer.weight.name for layer in linear} | {layer.bias.name for layer in linear if layer.bias}
-        self._plan = _Plan(
-            weakref.ref(model),
-            weakref.ref(guide),
-            _prior_key(model, guide),
-            closed_form,
-            monte_carlo,
-            linear,
-            [site for site in guide.sites if site.name not in by_lr],
-            [SiteSlice(site.start, site.stop, site.shape) for site in guide.sites],
+        self._plan = build_plan(
+            model,
+            guide,
+            closed_form_kl=self.closed_form_kl,
+            linear_noise=self.local_reparameterization or self.flipout,
         )
         return self._plan
 
@@ -380,7 +296,7 @@ class FastMeanFieldELBO:
 
     def _monte_carlo_kl(
         self,
-        plan: _Plan,
+        plan: ScoringPlan,
         guide: FlatMeanField,
         log_scale: torch.Tensor,
         eps: torch.Tensor | None,
