@@ -8,8 +8,9 @@ instead draws all D weights with one random draw and one ``exp`` and hands the v
 
 The scale is ``exp(log_scale)`` rather than AutoNormal's ``softplus(rho)``: on a 2-core CPU ``softplus`` and its
 gradient over the 2.8 M weights of the 3FC network take about 20 ms more per step than ``exp`` (not vectorised
-there), and the KL needs ``log scale``, which is then the parameter itself. The two agree to first order for the
-small scales a BNN posterior has (``softplus(rho) = exp(rho) (1 + O(exp(rho)))``), so training behaves alike.
+there), and the KL needs ``log scale``, which is then the parameter itself. The two maps agree to first order where
+the scale is small (``softplus(rho) = exp(rho) (1 + O(exp(rho)))``) and differ for scales near 1, so Adam's steps
+in the scales differ there.
 """
 
 from __future__ import annotations

@@ -66,11 +66,13 @@ class FastMeanFieldELBO:
     """The negative ELBO of a BNN with a :class:`~pyro_bnn.guides.FlatMeanField` guide, computed in one fused pass.
 
     Equal in expectation (value and gradients) to :class:`~pyro_bnn.infer.TraceELBO` on the same model and guide:
-    ``loss = -(N/B) * sum_batch log p(y | w) + kl_weight * KL(q || p)`` with ``w`` drawn once per particle by
-    ``loc + exp(log_scale) * eps``, ``eps ~ N(0, I_D)``. The KL sums over every weight: the closed form
-    ``KL(Normal(mu, sigma) || Normal(m, s))`` for sites whose prior is Normal (``pyro_bnn.priors.NormalPrior``),
-    the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights for other priors (or for all sites with
-    ``closed_form_kl=False``, which makes the objective Pyro's ``Trace_ELBO``, draw for draw in distribution).
+    ``loss = -(N/B) * sum_batch log p(y | w) + kl_weight * KL(q || p)`` with ``w = loc + exp(log_scale) * eps``,
+    ``eps ~ N(0, I_D)``: by default (one particle) an antithetic pair, the first half of the batch scored at
+    ``+eps`` and the second at ``-eps``; otherwise one draw per particle shared by the batch. The KL sums over every
+    weight: the closed form ``KL(Normal(mu, sigma) || Normal(m, s))`` for sites whose prior is Normal
+    (``pyro_bnn.priors.NormalPrior``), the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights for
+    other priors (or for all sites with ``closed_form_kl=False``, which makes the objective Pyro's ``Trace_ELBO``,
+    draw for draw in distribution; with the pair, the mean of its two estimates).
 
     Args:
         num_particles: Weight draws per step (P); the loss is their mean. All draws run in one vectorised pass.
@@ -81,14 +83,18 @@ class FastMeanFieldELBO:
             large batches) and no weight noise drawn for those layers.
         flipout: For the same layers, one weight perturbation ``sigma * eps`` shared by the batch and decorrelated
             per row by random signs on inputs and outputs. Same expected objective; one particle only.
+        antithetic: Score the first half of each batch at ``loc + sigma * eps`` and the second at
+            ``loc - sigma * eps`` (one particle, no local noise option). Same expected objective; the part of the
+            gradient noise linear in eps cancels between the halves. Default: on for one particle without local
+            noise. A network with batch normalisation (which couples the rows) always gets the single draw.
 
     The prior's distributions are read when a model/guide pair is first scored and again whenever the prior's
     buffers change (``.to(device)``, an in-place update); a prior whose distribution depends on anything else must be
     given a new objective after it changes.
 
-    Random draws: with ``local_reparameterization=False`` and P = 1 a step draws ``standard_normal((D,))`` (P > 1:
-    ``(P, 1, D)``), D the guide's :attr:`~pyro_bnn.guides.FlatMeanField.num_latents`, and nothing else; with one CPU
-    thread (or on CUDA) that is exactly ``torch.randn``.
+    Random draws: without local noise options a step draws ``standard_normal((D,))`` for one particle (P > 1:
+    ``(P, 1, D)``), D the guide's :attr:`~pyro_bnn.guides.FlatMeanField.num_latents`, and nothing else; for a small
+    D or on CUDA that is exactly ``torch.randn``.
 
     Shapes:
         ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` or ``(B, D_out)``; network outputs ``(B, out)`` for P = 1,
@@ -197,12 +203,18 @@ class FastMeanFieldELBO:
                 f"{name} cannot train a hierarchical prior (hyperprior sites {model.hyper_site_names[:3]}); "
                 "use elbo='trace'"
             )
+        trainable = [n for n, p in model.prior.named_parameters() if p.requires_grad]
+        if trainable:
+            # The plan copies the prior's Normal parameters once: a learned prior would get no gradient.
+            raise ValueError(f"{name} cannot learn prior parameters {trainable[:3]}; use elbo='trace'")
         if model.local_latents:
             raise ValueError(
                 f"{name} cannot train per-example latent sites {model.local_site_names[:3]}; use elbo='trace'"
             )
         if not isinstance(guide, FlatMeanField):
-            raise ValueError(f"{name} needs a FlatMeanField guide (flat loc/rho storage), got {type(guide).__name__}")
+            raise ValueError(
+                f"{name} needs a FlatMeanField guide (flat loc/log-scale storage), got {type(guide).__name__}"
+            )
 
     # -------------------------------------------------------------------------------------------------- plan
     def _plan_for(self, model: BNN, guide: FlatMeanField) -> ScoringPlan:
@@ -210,6 +222,8 @@ class FastMeanFieldELBO:
         if plan is not None and plan.model() is model and plan.guide() is guide and plan.key == prior_key(model, guide):
             return plan
         self._check_pair(model, guide)
+        if guide.prototype_trace is None:
+            raise ValueError("FastMeanFieldELBO: the guide has no parameters yet; run it (or train) once first")
         self._plan = build_plan(
             model,
             guide,
@@ -249,7 +263,7 @@ class FastMeanFieldELBO:
         eps, params, closed_form_kl = None, {}, None
         if plan.weight_sampled or self.flipout:
             eps = standard_normal(lead + loc.shape, dtype=loc.dtype, device=loc.device)
-        antithetic = self.antithetic and not plan.linear and x.shape[0] > 1
+        antithetic = self.antithetic and not plan.linear and not plan.couples_rows and x.shape[0] > 1
         minus_params = None
         if antithetic:  # rows [0, half) see loc + scale * eps, rows [half, B) loc - scale * eps
             plus, minus, closed_form_kl = draw_antithetic_with_normal_kl(

@@ -1,11 +1,12 @@
 """Standard normal noise for the fused objective, drawn on every CPU core.
 
 On a CPU, ``torch.randn`` fills a tensor from one Mersenne-Twister stream on one core: for the 2.8 M weights of the
-3FC network that is 11-12 ms of a 50 ms training step on a 2-core machine, while the other core waits. Split into
-one chunk per thread, each chunk filled by its own ``torch.Generator`` seeded from torch's default generator, the
-same draw takes about half the time (measured in ``bench/RESULTS.md``). The values are i.i.d. N(0, 1) either way,
-and reproducible: the per-chunk seeds come from the default generator (``pyro.set_rng_seed`` fixes them), and each
-chunk's values depend on its own seed only, not on thread timing.
+3FC network that is 9.8 ms of a 40-50 ms training step on a 2-core machine, while the other core waits. Split into
+:data:`CHUNKS` chunks, each filled by its own ``torch.Generator`` seeded from torch's default generator and the
+chunks spread over the threads, the same draw takes 5.4 ms there (mean of 40 draws after a warm-up). The values
+are i.i.d. N(0, 1) either way, and reproducible: the per-chunk seeds come from the default generator
+(``pyro.set_rng_seed`` fixes them), each chunk's values depend on its own seed only, and the number of chunks is
+fixed, so the same seed gives the same values on any number of threads or cores.
 
 On other devices (CUDA's generator is already parallel) and for small tensors this is plain ``torch.randn``.
 """
@@ -19,6 +20,9 @@ import torch
 
 PARALLEL_MIN_NUMEL = 1 << 18
 """Below this many values one ``torch.randn`` is as fast as the split (thread hand-off costs tens of microseconds)."""
+
+CHUNKS = 4
+"""Chunks of a large draw, whatever the thread count (so that values do not depend on the machine)."""
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -52,12 +56,14 @@ def standard_normal(
     Args:
         shape: The shape of the result.
         dtype: A floating dtype.
-        device: Where to draw. On a CPU a large draw is split over ``threads`` chunks filled in parallel.
-        threads: Chunks for a CPU draw (default ``torch.get_num_threads()``); 1 is exactly ``torch.randn``.
+        device: Where to draw. On a CPU a draw of at least :data:`PARALLEL_MIN_NUMEL` values is split into
+            :data:`CHUNKS` chunks filled in parallel.
+        threads: Worker threads for those chunks (default ``torch.get_num_threads()``); the values do not depend on
+            it.
 
     Returns:
-        ``(*shape)`` tensor. Consumes from torch's default CPU generator: the draw itself (one chunk), or one
-        seed per chunk.
+        ``(*shape)`` tensor. Consumes from torch's default CPU generator: the draw itself (``torch.randn``, for a
+        small draw or another device), or one seed per chunk.
     """
     with torch.profiler.record_function("pyro_bnn::standard_normal"):  # a named range in torch profiler traces
         return _standard_normal(tuple(shape), dtype, torch.device(device), threads)
@@ -68,11 +74,15 @@ def _standard_normal(shape: tuple[int, ...], dtype: torch.dtype, device: torch.d
     numel = 1
     for size in shape:
         numel *= size
-    if device.type != "cpu" or threads < 2 or numel < PARALLEL_MIN_NUMEL:
+    if device.type != "cpu" or numel < PARALLEL_MIN_NUMEL:
         return torch.randn(shape, dtype=dtype, device=device)
     out = torch.empty(shape, dtype=dtype, device=device)
-    seeds = torch.randint(0, 2**62, (threads,)).tolist()
-    chunks = out.view(-1).chunk(threads)
+    seeds = torch.randint(0, 2**62, (CHUNKS,)).tolist()
+    chunks = out.view(-1).chunk(CHUNKS)
+    if threads < 2:
+        for chunk, seed in zip(chunks, seeds, strict=True):
+            _fill(chunk, seed)
+        return out
     # list() waits for every chunk and re-raises a worker's exception here.
-    list(_thread_pool(threads).map(_fill, chunks, seeds))
+    list(_thread_pool(min(threads, CHUNKS)).map(_fill, chunks, seeds))
     return out

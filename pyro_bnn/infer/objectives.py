@@ -82,8 +82,9 @@ class ElboKind(str, Enum):
     site (a hierarchical scale) it would drop the Jacobian, and :meth:`MeanFieldELBO.validate` refuses it."""
     FAST = "fast"
     """:class:`~pyro_bnn.infer.FastMeanFieldELBO` for the ``flat`` guide: one random draw over all weights used as an
-    antithetic pair (half the batch sees ``loc + scale * eps``, the other half ``loc - scale * eps``; one particle)
-    and a closed-form KL where the prior allows it. Equal in expectation, value and gradients, to ``trace``."""
+    antithetic pair (half the batch sees ``loc + scale * eps``, the other half ``loc - scale * eps``) and a
+    closed-form KL where the prior allows it. Equal in expectation, value and gradients, to ``trace``. With several
+    particles, or a network with batch normalisation, each particle is one draw shared by the batch instead."""
     FAST_SINGLE = "fast-single"
     """The fast objective with one draw shared by the whole batch (no antithetic pair): the cheapest step, with a
     noisier gradient."""

@@ -81,7 +81,8 @@ class Trainer:
         optim: A ``pyro.optim`` optimiser, a factory ``params -> torch.optim.Optimizer``, or None (Adam, lr 1e-3).
         objective: An :class:`~pyro_bnn.infer.objectives.Objective`, or the name of a built-in one
             (:class:`~pyro_bnn.infer.ElboKind`): ``"auto"`` (default), ``"trace"`` (Trace_ELBO), ``"meanfield"``
-            (TraceMeanField_ELBO) or ``"fast"`` (:class:`~pyro_bnn.infer.FastMeanFieldELBO`).
+            (TraceMeanField_ELBO), or one of :class:`~pyro_bnn.infer.FastMeanFieldELBO`'s forms ``"fast"``,
+            ``"fast-single"``, ``"fast-local"``, ``"fast-flipout"``.
         num_particles: Weight samples per step (for an objective given by name).
         vectorize_particles: Evaluate the particles in one vectorised pass (default: when num_particles > 1).
         kl_schedule: KL annealing weight as a function of progress in epochs (default: constant 1).

@@ -80,6 +80,9 @@ class GuideSource(ParameterSource):
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
         if isinstance(self.guide, FlatMeanField):
             values = self.guide.draw(num_samples)  # the traced guide's distribution, drawn in one pass
+            missing = [name for name in bnn.site_names if name not in values]
+            if missing:
+                raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")
             return {name: values[name] for name in bnn.site_names}
         nodes = self._trace(num_samples, x).nodes
         missing = [name for name in bnn.site_names if name not in nodes]

@@ -417,12 +417,16 @@ def test_flat_guide_and_fast_objective_recover_the_bayesian_linear_regression_po
     assert ((scale.squeeze(0) / mean_field_std) - 1).abs().max() < 0.10
 
 
-@pytest.mark.parametrize("local", [False, True], ids=["weights", "local-reparameterisation"])
-def test_fast_objective_runs_where_the_model_lives(device, local):
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"num_particles": 3}, {"num_particles": 3, "local_reparameterization": True}, {"flipout": True}],
+    ids=["antithetic-pair", "particles", "local-reparameterisation", "flipout"],
+)
+def test_fast_objective_runs_where_the_model_lives(device, options):
     bnn, guide, y = _setup()
     bnn.to(device)
     guide.to(device)
-    objective = FastMeanFieldELBO(3, local_reparameterization=local)
+    objective = FastMeanFieldELBO(**options)
     objective.validate(bnn, guide, X.to(device), y.to(device))
     terms = objective(bnn, guide, X.to(device), y.to(device), 0.5)
     terms.loss.backward()

@@ -11,8 +11,13 @@ import math
 import pyro
 import pytest
 import torch
+from torch import nn
 
-from pyro_bnn.infer import FastMeanFieldELBO, TraceELBO
+from pyro_bnn import BNN
+from pyro_bnn.guides import FlatMeanField
+from pyro_bnn.infer import AutoELBO, FastMeanFieldELBO, TraceELBO
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.priors import LaplacePrior, NormalPrior, Prior
 from tests.infer.test_fast_objective import PARTICLES, Z_MAX, X, _hand_nll, _setup, _trained, _z_scores
 
 BATCHES, PER_BATCH = 30, 50
@@ -59,6 +64,60 @@ def test_single_draw_options_equal_trace_elbo_in_expectation(likelihood, rows, o
     objective.validate(bnn, guide, x, y)
     z = _z_scores(_single_draw_means(objective, bnn, guide, x, y, 0.3, seed=2), _reference(bnn, guide, x, y, 0.3))
     assert z.max() < Z_MAX, f"largest difference {z.max():.2f} standard errors at component {int(z.argmax())}"
+
+
+def test_antithetic_pair_with_a_monte_carlo_kl_equals_trace_elbo_in_expectation():
+    """A Laplace prior has no closed-form KL here: the pair averages its two Monte Carlo estimates."""
+    bnn, guide, y = _setup(prior=LaplacePrior(0.0, 1.0))
+    objective = FastMeanFieldELBO(antithetic=True)
+    assert set(objective.kl_methods(bnn, guide).values()) == {"monte-carlo"}
+    z = _z_scores(_single_draw_means(objective, bnn, guide, X, y, 0.3, seed=2), _reference(bnn, guide, X, y, 0.3))
+    assert z.max() < Z_MAX, f"largest difference {z.max():.2f} standard errors at component {int(z.argmax())}"
+
+
+def test_batch_normalisation_gets_the_single_draw():
+    """Batch norm couples the rows of a batch, so running the halves separately would change the model."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Linear(4, 2))
+    bnn = BNN(net, NormalPrior(), Categorical(20))
+    guide = FlatMeanField(bnn)
+    y = torch.tensor([0, 1, 1, 0, 1, 0])
+    guide(X, y)
+    losses = []
+    for antithetic in (True, False):
+        pyro.set_rng_seed(4)
+        losses.append(FastMeanFieldELBO(antithetic=antithetic)(bnn, guide, X, y, 1.0).loss.item())
+    assert losses[0] == losses[1]
+
+
+class _LearnedScale(Prior):
+    """N(0, exp(log_scale)^2) on every weight, with a trainable log_scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.zeros(()))
+
+    def distribution(self, site, hyper):
+        return pyro.distributions.Normal(0.0, self.log_scale.exp()).expand(site.shape).to_event(len(site.shape))
+
+
+def test_a_learned_prior_is_refused_and_auto_falls_back_to_trace():
+    torch.manual_seed(0)
+    bnn = BNN(nn.Sequential(nn.Linear(3, 2)), _LearnedScale(), Categorical(20))
+    guide = FlatMeanField(bnn)
+    y = torch.tensor([0, 1, 1, 0, 1, 0])
+    guide(X, y)
+    with pytest.raises(ValueError, match="cannot learn prior parameters"):
+        FastMeanFieldELBO().validate(bnn, guide, X, y)
+    auto = AutoELBO()
+    auto.validate(bnn, guide, X, y)
+    assert isinstance(auto.chosen, TraceELBO) and "prior parameters" in auto.reason
+
+
+def test_kl_of_a_guide_that_has_not_run_says_so():
+    bnn = BNN(nn.Sequential(nn.Linear(3, 2)), NormalPrior(), Categorical(20))
+    with pytest.raises(ValueError, match="no parameters yet"):
+        FastMeanFieldELBO().kl_divergence(bnn, FlatMeanField(bnn))
 
 
 def test_the_single_draw_comparison_detects_a_kl_error():

@@ -117,3 +117,20 @@ def test_kl_without_the_draw_equals_torch_kl():
         assert normal_segments_kl(loc, log_scale, log_scale.exp(), segments).item() == pytest.approx(
             expected.item(), rel=1e-5
         )
+
+
+def test_unused_sites_and_an_unused_kl_get_zero_gradients():
+    """Outputs the loss does not use reach the backward as None: the weights of one site only, and no KL."""
+    torch.manual_seed(4)
+    segments = [NormalSegment(s.start, s.stop, s.loc.double(), s.scale.double(), s.zero_loc) for s in _segments("one")]
+    loc = torch.randn(D, dtype=torch.float64, requires_grad=True)
+    log_scale = (torch.rand(D, dtype=torch.float64) - 2).requires_grad_()
+    eps = torch.randn(D, dtype=torch.float64)
+    probe = torch.randn(4, 5, dtype=torch.float64)
+    for fused in (draw_with_normal_kl, draw_antithetic_with_normal_kl):
+        first = fused(loc, log_scale, eps, segments, SITES)[0][0]  # the + (or only) weights of the first site
+        got = torch.autograd.grad((probe * first).sum(), [loc, log_scale])
+        w = loc + log_scale.exp() * eps
+        expected = torch.autograd.grad((probe * w[:20].view(4, 5)).sum(), [loc, log_scale])
+        for a, b in zip(got, expected, strict=True):
+            assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -163,3 +163,24 @@ def test_bad_arguments():
         predict(bnn, guide, iter([(X, Y)]))
     with pytest.raises(ValueError, match="no targets"):
         predict(bnn, guide, X, num_samples=2).metrics()
+
+
+def test_flat_guide_predictions_are_filled_block_by_block_from_its_draws():
+    """Chunks of 3 draws times batches of 10 inputs: each block holds the softmax of the network under exactly the
+    weights FlatMeanField.draw gave for that chunk (re-drawn here under the same seed)."""
+    from pyro_bnn.guides import FlatMeanField
+
+    bnn = _bnn()
+    guide = FlatMeanField(bnn, init_scale=0.2)
+    guide(X[:2], torch.zeros(2, dtype=torch.long))
+    torch.manual_seed(11)
+    prediction = predict(bnn, guide, X, num_samples=7, chunk_size=3, batch_size=10)
+    torch.manual_seed(11)
+    expected = []
+    for size in (3, 3, 1):
+        draws = guide.draw(size)
+        for s in range(size):
+            weights = {name: value[s, 0] for name, value in draws.items()}
+            expected.append(torch.softmax(bnn.apply_parameters(X, weights), -1))
+    assert prediction.probs.shape == (7, 25, 3)
+    assert torch.allclose(prediction.probs, torch.stack(expected), atol=1e-6)
