@@ -267,13 +267,13 @@ class FastMeanFieldELBO:
         minus_params = None
         if antithetic:  # rows [0, half) see loc + scale * eps, rows [half, B) loc - scale * eps
             plus, minus, closed_form_kl = draw_antithetic_with_normal_kl(
-                loc, log_scale, eps, plan.closed_form, plan.site_slices
+                loc, log_scale, eps, plan.closed_form, guide.sites
             )
             params = dict(zip(guide.site_names, plus, strict=True))
             minus_params = dict(zip(guide.site_names, minus, strict=True))
             log_likelihood = model.likelihood.log_likelihood(_run_pair(model, params, minus_params, x), y)
         elif not plan.linear:  # one draw for the batch, with the closed-form KL in one autograd node
-            weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form, plan.site_slices)
+            weights, closed_form_kl = draw_with_normal_kl(loc, log_scale, eps, plan.closed_form, guide.sites)
             params = dict(zip(guide.site_names, weights, strict=True))
             output = model.apply_parameters(x, params)
         else:  # local reparameterisation or flipout on the linear layers, weight draws elsewhere

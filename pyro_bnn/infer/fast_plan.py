@@ -12,7 +12,7 @@ from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
-from pyro_bnn.infer.fused_draw import NormalSegment, SiteSlice, normal_parameters
+from pyro_bnn.infer.fused_draw import NormalSegment, normal_parameters
 from pyro_bnn.infer.local_reparam import LinearLayer, linear_layers
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
@@ -29,7 +29,6 @@ class ScoringPlan:
         monte_carlo: The other sites with their prior (their KL by Monte Carlo).
         linear: Linear layers that get local reparameterisation or flipout.
         weight_sampled: Sites drawn weight by weight (all but those of ``linear``).
-        site_slices: Every site's slice of the flat vectors and shape, in order.
         couples_rows: The network has batch normalisation, whose statistics couple the rows of a batch (so an
             antithetic pair, which runs each half separately, would change the model).
     """
@@ -42,8 +41,6 @@ class ScoringPlan:
     linear: list[LinearLayer] = field(default_factory=list)
     # Sites drawn weight by weight (every site unless the local reparameterisation samples it as a pre-activation).
     weight_sampled: list[FlatSite] = field(default_factory=list)
-    # Every site's slice of the flat vectors and shape, in order (for the fused draw's per-site outputs).
-    site_slices: list[SiteSlice] = field(default_factory=list)
     couples_rows: bool = False
 
 
@@ -119,6 +116,5 @@ def build_plan(model: BNN, guide: FlatMeanField, *, closed_form_kl: bool, linear
         monte_carlo,
         linear,
         [site for site in guide.sites if site.name not in by_lr],
-        [SiteSlice(site.start, site.stop, site.shape) for site in guide.sites],
         any(isinstance(m, _BATCH_NORMS) for m in model.net.modules()),
     )

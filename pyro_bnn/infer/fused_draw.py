@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch.distributions import Distribution, Independent, Normal
 
+from pyro_bnn.guides.flat import FlatSite
+
 
 def normal_parameters(prior: Distribution) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The element-wise loc and scale of a Normal prior (wrapped in ``Independent`` or not), or None."""
@@ -85,22 +87,13 @@ def _kl_backward(
     return grad_loc, grad_log_scale
 
 
-@dataclass(frozen=True)
-class SiteSlice:
-    """Where a site's values lie in the flat vectors (``[start, stop)``) and the site's own shape."""
-
-    start: int
-    stop: int
-    shape: torch.Size
-
-
-def _site_values(flat: torch.Tensor, sites: Sequence[SiteSlice]) -> list[torch.Tensor]:
+def _site_values(flat: torch.Tensor, sites: Sequence[FlatSite]) -> list[torch.Tensor]:
     """Per-site views ``(*lead, *shape)`` of ``flat: (*lead, D)``."""
     lead = flat.shape[:-1]
     return [flat[..., s.start : s.stop].view(*lead, *s.shape) for s in sites]
 
 
-def _gather(grads, sites: Sequence[SiteSlice], eps: torch.Tensor, lead: tuple[int, ...], sign=None):
+def _gather(grads, sites: Sequence[FlatSite], eps: torch.Tensor, lead: tuple[int, ...], sign=None):
     """The flat ``(D,)`` gradient of the location and ``sum_p eps * grad`` from the per-site gradients, written
     slice by slice into two new vectors (no concatenation). With ``sign`` (the antithetic pair), ``grads`` holds the
     ``+`` sites then the ``-`` sites, and the location gets their sum, the eps-weighted part their difference."""
@@ -182,7 +175,7 @@ def draw_with_normal_kl(
     log_scale: torch.Tensor,
     eps: torch.Tensor,
     segments: Sequence[NormalSegment],
-    sites: Sequence[SiteSlice],
+    sites: Sequence[FlatSite],
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Weights ``loc + exp(log_scale) * eps``, per site, and the closed-form KL of the Normal-prior segments.
 
@@ -207,7 +200,7 @@ def draw_antithetic_with_normal_kl(
     log_scale: torch.Tensor,
     eps: torch.Tensor,
     segments: Sequence[NormalSegment],
-    sites: Sequence[SiteSlice],
+    sites: Sequence[FlatSite],
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
     """The antithetic pair ``loc + exp(log_scale) * eps`` and ``loc - exp(log_scale) * eps``, per site, and the
     closed-form KL.

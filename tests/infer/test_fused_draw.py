@@ -2,11 +2,12 @@
 
 import pytest
 import torch
+from pyro.distributions import constraints
 from torch.distributions import Normal, kl_divergence
 
+from pyro_bnn.guides.flat import FlatSite
 from pyro_bnn.infer.fused_draw import (
     NormalSegment,
-    SiteSlice,
     draw_antithetic_with_normal_kl,
     draw_with_normal_kl,
     normal_segments_kl,
@@ -15,9 +16,9 @@ from pyro_bnn.infer.fused_draw import (
 D = 40
 # Three sites over [0, D): a 4 x 5 matrix, a vector of 12, a 2 x 4 matrix.
 SITES = (
-    SiteSlice(0, 20, torch.Size([4, 5])),
-    SiteSlice(20, 32, torch.Size([12])),
-    SiteSlice(32, 40, torch.Size([2, 4])),
+    FlatSite("a", 0, 20, torch.Size([4, 5]), 2, constraints.real),
+    FlatSite("b", 20, 32, torch.Size([12]), 1, constraints.real),
+    FlatSite("c", 32, 40, torch.Size([2, 4]), 2, constraints.real),
 )
 
 
