@@ -43,10 +43,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check pyro_bnn tests bench
 
 # Training-step and predictive benchmark against a deterministic step and the competitors, in one process; writes
-# bench/RESULTS.md and bench/results.json. The competitors install here only, pinned to the project's torch.
+# bench/RESULTS.md and bench/results.json; then the node-noise LeNet step (bench/NODE_NOISE.md). The competitors
+# install here only, pinned to the project's torch.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -r bench/requirements.txt -c bench/constraints.txt
 	$(PY) bench/run.py
+	$(PY) bench/node_noise.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -243,6 +243,17 @@ class BNN(nn.Module):
         output = torch.vmap(run_one, randomness="different")(w_varying, l_varying, index)
         return output.reshape(sample_shape + output.shape[1:])
 
+    def run_network(self, x: torch.Tensor, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """One pass of the network with the random sites at ``values``, taken as given: no sample dimensions are
+        read and nothing is reshaped, so a value may have any shape the network's own code broadcasts (node noise
+        ``(B, C)``, one draw per row: :class:`~pyro_bnn.infer.MixtureMeanKL`). Per-example latents sit at their
+        point values.
+
+        Returns:
+            The network's output, ``(B, out)``.
+        """
+        return self._run(x, values, self.point_local_values(x.shape[0]))
+
     def _run(
         self, x: torch.Tensor, weights: Mapping[str, torch.Tensor], local_values: Mapping[str, torch.Tensor]
     ) -> torch.Tensor:

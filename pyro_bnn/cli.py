@@ -38,9 +38,40 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_spec("--guide")
     add_spec("--elbo")
+    add(
+        "--node-noise",
+        action="store_true",
+        help="implicit BNN: latent noise N(1, s^2) on every Linear/Conv input, deterministic weights",
+    )
+    add("--bias-noise", action="store_true", help="with --node-noise: one noise scalar per layer on its bias")
+    add(
+        "--samples-per-example",
+        type=int,
+        default=d.samples_per_example,
+        help="mixture guide: copies of each example per step, on different components (default %(default)s)",
+    )
     add("--epochs", type=int, default=d.epochs)
     add("--batch-size", type=int, default=d.batch_size)
-    add("--lr", type=float, default=d.lr, help="Adam learning rate (default %(default)s)")
+    add_spec("--optimizer")
+    add("--lr", type=float, default=None, help="learning rate (default 1e-3 with adam, 0.05 per example with sgd)")
+    add(
+        "--lr-variational",
+        type=float,
+        default=None,
+        help="learning rate of the guide's parameters (default: --lr with adam, 1.2 per example with sgd)",
+    )
+    add(
+        "--weight-decay",
+        type=float,
+        default=None,
+        help="weight decay of the model's deterministic parameters (default 0, or 5e-4 with --node-noise)",
+    )
+    add_spec("--lr-schedule")
+    add(
+        "--lr-variational-schedule",
+        default=d.lr_variational_schedule,
+        help="learning-rate schedule of the guide's parameters, the forms of --lr-schedule (default %(default)s)",
+    )
     add("--num-particles", type=int, default=d.num_particles)
     add_spec("--kl-anneal")
     add_spec("--kl-weighting")

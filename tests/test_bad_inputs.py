@@ -90,6 +90,16 @@ TRAIN_CASES = [
     (["--kl-scale", "paper", "--kl-weighting", "blundell"], "does not combine"),
     (["--elbo", "fast", "--guide", "autonormal:0.1"], "elbo 'fast' needs the flat guide"),
     (["--noise-scale", "0", "--dataset", "cubic", "--model", "mlp:8"], "noise_scale"),
+    (["--guide", "mixture:4"], "it needs --node-noise"),
+    (["--guide", "mixture:0", "--node-noise"], "mixture:0"),
+    (["--bias-noise"], "needs node_noise"),
+    (["--node-noise", "--elbo", "fast"], "does not score the mixture guide"),
+    (["--elbo", "mixture"], "elbo 'mixture' needs the mixture guide"),
+    (["--node-noise", "--samples-per-example", "0"], "samples_per_example"),
+    (["--lr-variational", "-1"], "lr_variational"),
+    (["--weight-decay", "nan"], "weight_decay"),
+    (["--lr-schedule", "decay:2"], "decay:2"),
+    (["--lr-variational-schedule", "cosine"], "'cosine'"),
 ]
 
 

@@ -113,7 +113,7 @@ def test_train_options_come_from_the_catalogue(entry):
 
 def test_every_spec_field_of_run_config_has_a_catalogue_entry():
     spec_fields = {"dataset", "model", "activation", "prior", "guide", "elbo", "kl_anneal", "kl_weighting"}
-    spec_fields |= {"kl_scale", "normalization"}
+    spec_fields |= {"kl_scale", "normalization", "optimizer", "lr_schedule"}
     assert {entry.field for entry in OPTIONS if entry.command == "train"} == spec_fields
 
 

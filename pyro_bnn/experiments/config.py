@@ -18,6 +18,8 @@ from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.guides import DEFAULT_GUIDE, GuideKind, parse_guide
 from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
+from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
+from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import parse_model_spec
 from pyro_bnn.nn import parse_activation
@@ -37,15 +39,33 @@ class RunConfig:
         model: A registered model name, or a model string with arguments such as ``mlp:256,256``
             (``pyro_bnn.models.parse_model_spec``; ``pyro-bnn list`` shows the forms).
         activation: ``relu``, ``leaky:-0.5``, ``tanh``, ... (``pyro_bnn.nn.parse_activation``).
-        prior: ``normal:0,1``, ``mixture``, ``hierarchical:normal,halfcauchy,1``, ... (``parse_prior``).
+        prior: ``normal:0,1``, ``mixture``, ``hierarchical:normal,halfcauchy,1``, ... (``parse_prior``). None: the
+            mode's default, ``normal:0,1`` on the weights, ``normal:1,0.1`` on node noise.
         noise_scale: Regression only: the fixed standard deviation of the Gaussian likelihood (1.0 as in the
             implicit-BNN authors' code); a finite number > 0.
-        guide: ``autonormal:1e-3``, ``bbb``, ``map``, ``mle``, ``mc-dropout:0.1`` (``parse_guide``).
+        guide: ``autonormal:1e-3``, ``bbb``, ``map``, ``mle``, ``mc-dropout:0.1``, ``mixture:4`` (``parse_guide``).
+            None: the mode's default, :data:`~pyro_bnn.guides.DEFAULT_GUIDE` or, with node noise, ``mixture:4``.
+        node_noise: Make the network an implicit BNN (:mod:`pyro_bnn.node_noise`): latent noise N(1, s^2) on the
+            inputs of every Linear and Conv layer, deterministic weights; the prior applies to the noise.
+        bias_noise: With ``node_noise``: one more noise scalar per layer, multiplying its bias.
+        samples_per_example: With the ``mixture`` guide: copies of every example per step, each on its own
+            component (S, 2 in the authors' training).
+        optimizer: ``adam`` or ``sgd`` (Nesterov momentum 0.9). None: ``adam`` on the weights, ``sgd`` with node
+            noise (the authors'). SGD learning rates are per training example: the step applies ``lr / N`` to the
+            summed full-data loss (and ``weight_decay`` to the mean), which is the authors' mean-loss SGD exactly.
         elbo: ``auto`` (``fast`` for the flat guide where it applies, else ``trace``), ``trace``, ``meanfield``,
             ``fast``, ``fast-single``, ``fast-local`` or ``fast-flipout`` (:class:`~pyro_bnn.infer.ElboKind`).
         epochs: Maximum number of epochs.
         batch_size: Minibatch size.
-        lr: Adam learning rate.
+        lr: Learning rate of the model's parameters (the guide's too, unless ``lr_variational`` is set). None:
+            1e-3 with Adam, 0.05 with SGD.
+        lr_variational: Learning rate of the guide's (variational) parameters; None: ``lr`` with Adam, 1.2 with SGD
+            (the authors' base 0.3 times K = 4).
+        weight_decay: L2 weight decay of the model's deterministic parameters (never of the guide's). None: 0, or
+            5e-4 with node noise.
+        lr_schedule: Schedule of the model's learning rate, ``constant`` or ``decay:RATIO[,START,END]``
+            (:mod:`pyro_bnn.infer.lr_schedules`; the authors decay to 0.01 between 50 % and 90 % of training).
+        lr_variational_schedule: Schedule of the guide's learning rate (the authors keep it constant).
         num_particles: ELBO particles per step (vectorised).
         kl_anneal: KL schedule, ``constant``, ``linear:EPOCHS`` or ``cyclical:PERIOD[,RAMP]``.
         kl_weighting: ``uniform`` or ``blundell`` minibatch KL weights.
@@ -67,13 +87,21 @@ class RunConfig:
     dataset: str = "fashion-mnist"
     model: str = "3fc"
     activation: str = "relu"
-    prior: str = "normal:0,1"
+    prior: str | None = None
     noise_scale: float = 1.0
-    guide: str = DEFAULT_GUIDE
+    guide: str | None = None
     elbo: str = "auto"
+    node_noise: bool = False
+    bias_noise: bool = False
+    samples_per_example: int = 2
     epochs: int = 10
     batch_size: int = 128
-    lr: float = 1e-3
+    optimizer: str | None = None
+    lr: float | None = None
+    lr_variational: float | None = None
+    weight_decay: float | None = None
+    lr_schedule: str = "constant"
+    lr_variational_schedule: str = "constant"
     num_particles: int = 1
     kl_anneal: str = "constant"
     kl_weighting: str = "uniform"
@@ -89,8 +117,28 @@ class RunConfig:
     n_bins: int = 15
     patience: int = 0
 
+    def resolve_defaults(self) -> RunConfig:
+        """Fills the options whose default depends on the mode (weight space or node noise); returns self."""
+        node_noise = self.node_noise is True
+        if self.prior is None:
+            self.prior = "normal:1,0.1" if node_noise else "normal:0,1"
+        if self.guide is None:
+            self.guide = "mixture:4" if node_noise else DEFAULT_GUIDE
+        if self.optimizer is None:
+            self.optimizer = "sgd" if node_noise else "adam"
+        sgd = self.optimizer == "sgd"
+        if self.lr is None:
+            self.lr = 0.05 if sgd else 1e-3
+        if self.lr_variational is None and sgd:
+            self.lr_variational = 1.2
+        if self.weight_decay is None:
+            self.weight_decay = 5e-4 if node_noise else 0.0
+        return self
+
     def validate(self) -> RunConfig:
-        """Parses every option once so a typo fails before data loading or training; returns self."""
+        """Fills the mode's defaults and parses every option once so a typo fails before data loading or training;
+        returns self."""
+        self.resolve_defaults()
         dataset = DatasetName(self.dataset)
         Normalization(self.normalization)
         parse_model_spec(self.model)
@@ -113,6 +161,7 @@ class RunConfig:
                 "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with kl_weighting 'blundell', "
                 "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
             )
+        self._validate_node_noise()
         if enum_member(ElboKind, self.elbo, "ELBO").is_fast and parse_guide(self.guide).kind is not GuideKind.FLAT:
             raise ValueError(f"elbo {self.elbo!r} needs the flat guide (e.g. 'flat:rel=1'), got guide {self.guide!r}")
         if enum_member(ElboKind, self.elbo, "ELBO") is ElboKind.FAST_FLIPOUT and self.num_particles != 1:
@@ -122,10 +171,18 @@ class RunConfig:
             minimum = 0 if name == "epochs" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-        if isinstance(self.lr, bool) or not (
-            isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0
-        ):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        for name in ("lr", "lr_variational"):
+            value = getattr(self, name)
+            if value is None and name == "lr_variational":
+                continue
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        wd = self.weight_decay
+        if isinstance(wd, bool) or not (isinstance(wd, (int, float)) and math.isfinite(wd) and wd >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
+        enum_member(OptimizerKind, self.optimizer, "optimizer")
+        LR_SCHEDULE_FAMILY.parse(self.lr_schedule)
+        LR_SCHEDULE_FAMILY.parse(self.lr_variational_schedule)
         if not (isinstance(self.patience, int) and self.patience >= 0):
             raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
         check_seed(self.seed)
@@ -145,6 +202,27 @@ class RunConfig:
             )
         resolve_device(self.device)
         return self
+
+    def _validate_node_noise(self) -> None:
+        for name in ("node_noise", "bias_noise"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        value = self.samples_per_example
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"samples_per_example must be an int >= 1, got {value!r}")
+        mixture = parse_guide(self.guide).kind is GuideKind.MIXTURE
+        if mixture and not self.node_noise:
+            raise ValueError(
+                f"guide {self.guide!r} is the node-noise mixture guide; it needs --node-noise (weight-space BNNs: "
+                f"e.g. {DEFAULT_GUIDE!r})"
+            )
+        if self.bias_noise and not self.node_noise:
+            raise ValueError("bias_noise (--bias-noise) needs node_noise (--node-noise)")
+        elbo = enum_member(ElboKind, self.elbo, "ELBO")
+        if mixture and elbo not in (ElboKind.AUTO, ElboKind.MIXTURE, ElboKind.TRACE):
+            raise ValueError(f"elbo {self.elbo!r} does not score the mixture guide; use 'auto', 'mixture' or 'trace'")
+        if elbo is ElboKind.MIXTURE and not mixture:
+            raise ValueError(f"elbo 'mixture' needs the mixture guide (e.g. 'mixture:4'), got guide {self.guide!r}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)

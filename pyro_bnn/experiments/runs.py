@@ -18,8 +18,9 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
 from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, resolve_device
+from pyro_bnn.experiments.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
-from pyro_bnn.guides import mean_posterior_scale, parse_guide
+from pyro_bnn.guides import NodeNoiseMixture, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
     EarlyStopping,
@@ -32,6 +33,7 @@ from pyro_bnn.infer import (
 from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
+from pyro_bnn.node_noise import add_node_noise, count_latents, is_node_noise
 from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
 from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
 from pyro_bnn.priors import nothing, parse_prior
@@ -75,7 +77,6 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
     fixed scale ``config.noise_scale``.
     """
     guide_spec = parse_guide(config.guide)
-    prior = parse_prior(config.prior, select=None if guide_spec.random_weights else nothing)
     net = build_model(
         config.model,
         input_shape=data.input_shape,
@@ -83,6 +84,11 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
         activation=config.activation,
         dropout=guide_spec.dropout,
     )
+    select = None
+    if config.node_noise:
+        add_node_noise(net, bias_noise=config.bias_noise)
+        select = is_node_noise  # the prior is on the noise; weights and biases stay deterministic
+    prior = parse_prior(config.prior, select=select if guide_spec.random_weights else nothing)
     if data.task is Task.REGRESSION:
         likelihood = Gaussian(len(data.train), scale=config.noise_scale, kl_scale=config.kl_scale)
     else:
@@ -288,8 +294,10 @@ def _train_in(
     trainer = Trainer(
         bnn,
         guide_builder,
-        optim=pyro.optim.Adam({"lr": config.lr}),
-        objective=config.elbo,
+        optim=run_optimizer(config, len(data.train)),
+        lr_scheduler=run_lr_scheduler(config, len(train)),
+        lr_scheduler_interval="step",
+        objective=run_objective(config),
         num_particles=config.num_particles,
         kl_schedule=parse_kl_schedule(config.kl_anneal),
         kl_weighting=config.kl_weighting,
@@ -311,8 +319,17 @@ def _train_in(
     )
     train_time = time.perf_counter() - start
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
-    if bnn.sites:
+    if isinstance(trainer.guide, NodeNoiseMixture):
+        metrics["mean_posterior_sigma"] = float(trainer.guide.component_loc_scale()[1].detach().mean())
+    elif bnn.sites:
         metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
+    if config.node_noise:
+        counts = count_latents(bnn.net)
+        metrics.update(
+            latent_input_nodes=counts.input_nodes,
+            latent_bias_scalars=counts.bias_scalars,
+            deterministic_weights=counts.weights,
+        )
     metrics.update(
         train_time_s=train_time,
         epochs_run=len(history),

@@ -5,6 +5,7 @@ from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
+from pyro_bnn.guides.mixture import EqualMixtureNormal, NodeNoiseMixture
 from pyro_bnn.guides.point import MCDropout
 from pyro_bnn.guides.spec import DEFAULT_GUIDE, GuideKind, GuideSpec, LocInit, parse_guide
 
@@ -18,6 +19,8 @@ __all__ = [
     "LocInit",
     "RelativeScaleNormal",
     "MCDropout",
+    "EqualMixtureNormal",
+    "NodeNoiseMixture",
     "init_to_network",
     "mean_posterior_scale",
     "parse_guide",

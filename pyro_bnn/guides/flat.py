@@ -72,6 +72,15 @@ class FlatSite:
         return _is_real(self.support)
 
 
+def split_sites(sites: tuple[FlatSite, ...], flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-site views ``{site name: (*lead, *site_shape)}`` of a flat tensor ``(*lead, D)`` laid out as ``sites``."""
+    lead = flat.shape[:-1]
+    # torch.split, not one slice per site: its backward is one cat, where every slice's backward would write a
+    # zero-filled tensor of all D scalars.
+    pieces = flat.split([site.numel for site in sites], dim=-1)
+    return {site.name: piece.reshape(lead + site.shape) for site, piece in zip(sites, pieces, strict=True)}
+
+
 class FlatMeanField(AutoGuide):
     """Mean-field Normal guide over every latent site, stored as two flat vectors of length D.
 
@@ -194,11 +203,7 @@ class FlatMeanField(AutoGuide):
             ``{site name: (*lead, *site_shape)}``, views into ``flat`` where its layout allows (always for a
             contiguous ``flat``).
         """
-        lead = flat.shape[:-1]
-        # torch.split, not one slice per site: its backward is one cat, where every slice's backward would write a
-        # zero-filled tensor of all D scalars.
-        pieces = flat.split([site.numel for site in self.sites], dim=-1)
-        return {site.name: piece.reshape(lead + site.shape) for site, piece in zip(self.sites, pieces, strict=True)}
+        return split_sites(self.sites, flat)
 
     def loc_scale(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """Each latent site's variational loc and scale = exp(log_scale), in the site's unconstrained space.

@@ -13,6 +13,7 @@ from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.flat import FlatMeanField
 from pyro_bnn.guides.init import init_to_network
+from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.guides.point import MCDropout
 from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
 
@@ -36,6 +37,9 @@ class GuideKind(str, Enum):
     """A deterministic network (no random weights), trained by maximum likelihood."""
     MC_DROPOUT = "mc-dropout"
     """MAP with dropout probability P kept on at prediction time."""
+    MIXTURE = "mixture"
+    """Node-noise BNNs only (``--node-noise``): the implicit-BNN "variational ensemble", a mixture of K diagonal
+    Normals over all noise scalars, means from N(1, S0^2) (:class:`~pyro_bnn.guides.NodeNoiseMixture`)."""
 
 
 class LocInit(str, Enum):
@@ -71,6 +75,8 @@ class GuideSpec:
         map_epochs: Length of the MAP warm start when ``loc`` is ``map``.
         rho_init: Bayes by Backprop's rho initialisation interval.
         dropout: Dropout probability the network must be built with (MC dropout only, else 0).
+        num_components: K of the mixture guide.
+        init_loc_std: The mixture guide's sigma0 (component means start at N(1, sigma0^2)).
     """
 
     kind: GuideKind
@@ -80,6 +86,8 @@ class GuideSpec:
     map_epochs: int = 1
     rho_init: tuple[float, float] = (-5.0, -4.0)
     dropout: float = 0.0
+    num_components: int = 4
+    init_loc_std: float = 0.5
 
     @property
     def random_weights(self) -> bool:
@@ -115,6 +123,8 @@ class GuideSpec:
             return BayesByBackprop(bnn, rho_init=self.rho_init, init_loc_fn=init)
         if self.kind is GuideKind.MC_DROPOUT:
             return MCDropout(bnn, init_loc_fn=init)
+        if self.kind is GuideKind.MIXTURE:
+            return NodeNoiseMixture(bnn, self.num_components, init_loc_std=self.init_loc_std)
         return AutoDelta(bnn, init_loc_fn=init)
 
     def __str__(self) -> str:
@@ -130,6 +140,8 @@ class GuideSpec:
             return f"bbb:{self.rho_init[0]:g},{self.rho_init[1]:g}"
         if self.kind is GuideKind.MC_DROPOUT:
             return f"mc-dropout:{self.dropout:g}"
+        if self.kind is GuideKind.MIXTURE:
+            return f"mixture:{self.num_components},loc_std={self.init_loc_std:g}"
         return self.kind.value
 
 
@@ -176,6 +188,12 @@ GUIDE_FAMILY = Family(
             (Arg("dropout probability", Interval(0.0, 1.0, closed="neither"), 0.1, metavar="P"),),
             example="mc-dropout:0.2",
         ),
+        Form(
+            GuideKind.MIXTURE,
+            (Arg("components", Integer(minimum=1), 4, metavar="K"),),
+            (Arg("loc_std", _SCALE, 0.5, metavar="S0"),),
+            example="mixture:4,loc_std=0.75",
+        ),
     ],
     enum=GuideKind,
     example=DEFAULT_GUIDE,
@@ -207,4 +225,6 @@ def parse_guide(spec: str) -> GuideSpec:
         return GuideSpec(kind, rho_init=(parsed["rho low"], parsed["rho high"]))
     if kind is GuideKind.MC_DROPOUT:
         return GuideSpec(kind, dropout=parsed["dropout probability"])
+    if kind is GuideKind.MIXTURE:
+        return GuideSpec(kind, num_components=parsed["components"], init_loc_std=parsed["loc_std"])
     return GuideSpec(kind)

@@ -1,4 +1,5 @@
-"""Inference: training objectives, the SVI trainer, KL annealing, minibatch KL weighting, callbacks, checkpoints."""
+"""Inference: training objectives, the SVI trainer, KL annealing, minibatch KL weighting, optimiser parameter groups
+and their learning-rate schedules, callbacks, checkpoints."""
 
 from pyro_bnn.infer.annealing import (
     KLSchedule,
@@ -14,6 +15,7 @@ from pyro_bnn.infer.callbacks import Callback, Checkpoint, EarlyStopping, Histor
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
 from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.kl_weighting import KLWeighting, blundell_fraction, minibatch_kl_weight
+from pyro_bnn.infer.lr_schedules import LRSchedule, group_scheduler, lr_multiplier
 from pyro_bnn.infer.objectives import (
     ElboKind,
     MeanFieldELBO,
@@ -22,6 +24,7 @@ from pyro_bnn.infer.objectives import (
     TraceELBO,
     make_objective,
 )
+from pyro_bnn.infer.optim import ParamGroups
 from pyro_bnn.infer.trainer import NonFiniteLossError, SchedulerInterval, Trainer
 from pyro_bnn.infer.warm_start import map_warm_start
 
@@ -36,18 +39,22 @@ __all__ = [
     "MeanFieldELBO",
     "Objective",
     "ObjectiveTerms",
+    "ParamGroups",
     "SchedulerInterval",
     "TraceELBO",
     "KLSchedule",
     "KLWeighting",
+    "LRSchedule",
     "NonFiniteLossError",
     "ScheduleKind",
     "Trainer",
     "blundell_fraction",
     "constant",
     "cyclical",
+    "group_scheduler",
     "linear_warmup",
     "load_checkpoint",
+    "lr_multiplier",
     "make_objective",
     "map_warm_start",
     "minibatch_kl_weight",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 
 from pyro_bnn.infer.fast import FastMeanFieldELBO
+from pyro_bnn.infer.mixture_kl import MixtureMeanKL
 from pyro_bnn.infer.objectives import Objective, ObjectiveTerms, TraceELBO
 
 
@@ -17,7 +18,8 @@ class AutoELBO:
     The fast objective is chosen when the guide is a :class:`~pyro_bnn.guides.FlatMeanField` (``--guide flat:...``,
     the default guide) and :meth:`FastMeanFieldELBO.validate` accepts the pair: a plain BNN with no hierarchical
     prior and no per-example latent sites. Both objectives are the same negative ELBO in expectation (value and
-    gradients; tested), so the choice changes speed and gradient variance, not what is optimised. Every other guide,
+    gradients; tested), so the choice changes speed and gradient variance, not what is optimised. The
+    :class:`~pyro_bnn.guides.NodeNoiseMixture` guide gets :class:`~pyro_bnn.infer.MixtureMeanKL`. Every other guide,
     and a flat guide on a model the fast path refuses, gets ``TraceELBO``. :attr:`chosen` says which was taken, and
     :meth:`__repr__` shows it.
 
@@ -25,10 +27,12 @@ class AutoELBO:
         num_particles: Weight draws per step, for whichever objective is chosen.
         vectorize_particles: For ``TraceELBO``: draw the particles in one vectorised pass (the fast objective
             always does).
+        samples_per_example: For ``MixtureMeanKL``: copies of every example per step.
     """
 
-    def __init__(self, num_particles: int = 1, vectorize_particles: bool = False) -> None:
+    def __init__(self, num_particles: int = 1, vectorize_particles: bool = False, samples_per_example: int = 2) -> None:
         self.fast = FastMeanFieldELBO(num_particles)
+        self.mixture = MixtureMeanKL(samples_per_example)
         self.trace = TraceELBO(num_particles, vectorize_particles)
         self.chosen: Objective | None = None
         self.reason = "not chosen yet: training has not started"
@@ -43,8 +47,11 @@ class AutoELBO:
     def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
         """Chooses the objective for this model and guide (and validates the pair for it)."""
         from pyro_bnn.guides.flat import FlatMeanField
+        from pyro_bnn.guides.mixture import NodeNoiseMixture
 
-        if not isinstance(guide, FlatMeanField):
+        if isinstance(guide, NodeNoiseMixture):
+            self.chosen, self.reason = self.mixture, "the node-noise mixture guide"
+        elif not isinstance(guide, FlatMeanField):
             self.chosen, self.reason = self.trace, f"the guide is a {type(guide).__name__}, not a FlatMeanField"
         else:
             try:

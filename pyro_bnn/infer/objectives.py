@@ -95,6 +95,11 @@ class ElboKind(str, Enum):
     """The fast objective with flipout on the random ``nn.Linear`` layers (one shared perturbation decorrelated per
     row by random signs; one particle)."""
 
+    MIXTURE = "mixture"
+    """:class:`~pyro_bnn.infer.MixtureMeanKL`, the implicit-BNN objective of the ``mixture`` guide on a node-noise
+    BNN: every example repeated S times over the mixture's components, and the closed-form KL of the mixture's
+    mean (``auto`` picks it for that guide)."""
+
     @property
     def is_fast(self) -> bool:
         """Whether this is one of the fused objectives, which need the ``flat`` guide."""
@@ -251,5 +256,9 @@ def make_objective(kind: ElboKind | str, num_particles: int = 1, vectorize_parti
             ElboKind.FAST_FLIPOUT: {"flipout": True},
         }[kind]
         return FastMeanFieldELBO(num_particles=num_particles, **options)
+    if kind is ElboKind.MIXTURE:
+        from pyro_bnn.infer.mixture_kl import MixtureMeanKL  # it builds on this module
+
+        return MixtureMeanKL()
     cls = TraceELBO if kind is ElboKind.TRACE else MeanFieldELBO
     return cls(num_particles=num_particles, vectorize_particles=vectorize_particles)

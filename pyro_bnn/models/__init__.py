@@ -20,6 +20,8 @@ from pyro_bnn.models.registry import (
 )
 from pyro_bnn.models.shapes import check_input_shape
 from pyro_bnn.models.tanh_cnn import TanhCNN
+from pyro_bnn.models.torchvision_models import VGG16, torchvision_resnet
+from pyro_bnn.models.wrn import WideBasicBlock, WideResNet
 
 __all__ = [
     "DEFAULT_MLP_WIDTHS",
@@ -34,10 +36,14 @@ __all__ = [
     "TanhCNN",
     "TanhSmallMLP",
     "ThreeFC",
+    "VGG16",
+    "WideBasicBlock",
+    "WideResNet",
     "available_models",
     "build_model",
     "check_input_shape",
     "model_usage",
     "parse_model_spec",
     "register_model",
+    "torchvision_resnet",
 ]

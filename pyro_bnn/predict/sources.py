@@ -23,6 +23,7 @@ from torch import nn
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatMeanField
+from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.sites import sample_plate
 
 
@@ -78,8 +79,14 @@ class GuideSource(ParameterSource):
                 self.guide(x)
 
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if isinstance(self.guide, FlatMeanField):
-            values = self.guide.draw(num_samples)  # the traced guide's distribution, drawn in one pass
+        if isinstance(self.guide, (FlatMeanField, NodeNoiseMixture)):
+            # Drawn in one pass without Pyro. The mixture's sample i comes from component i mod K, so S = K n
+            # samples hold n from each component (the authors' prediction).
+            values = (
+                self.guide.draw(num_samples, start=start)
+                if isinstance(self.guide, NodeNoiseMixture)
+                else self.guide.draw(num_samples)
+            )
             missing = [name for name in bnn.site_names if name not in values]
             if missing:
                 raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")

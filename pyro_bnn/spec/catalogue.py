@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 from pyro_bnn.data import DatasetName, Normalization, Task
 from pyro_bnn.data.corruptions import CORRUPTION_FAMILY, parse_corruption
-from pyro_bnn.guides.spec import GUIDE_FAMILY, parse_guide
+from pyro_bnn.guides.spec import DEFAULT_GUIDE, GUIDE_FAMILY, parse_guide
 from pyro_bnn.infer.annealing import KL_SCHEDULE_FAMILY, parse_kl_schedule
 from pyro_bnn.infer.kl_weighting import KLWeighting
+from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
 from pyro_bnn.infer.objectives import ElboKind
+from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models.registry import MODEL_FAMILY, parse_model_spec
 from pyro_bnn.nn.activations import ACTIVATION_FAMILY, parse_activation
@@ -73,9 +75,30 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("--model", MODEL_FAMILY, "network", build=parse_model_spec),
     Option("--activation", ACTIVATION_FAMILY, "hidden activation", build=parse_activation),
-    Option("--prior", PRIOR_FAMILY, "weight prior", build=parse_prior),
-    Option("--guide", GUIDE_FAMILY, "variational family", build=parse_guide),
+    Option(
+        "--prior",
+        PRIOR_FAMILY,
+        "prior of the weights (of the noise with --node-noise; default normal:0,1, or normal:1,0.1)",
+        build=parse_prior,
+    ),
+    Option(
+        "--guide",
+        GUIDE_FAMILY,
+        f"variational family (default {DEFAULT_GUIDE}, or mixture:4 with --node-noise)",
+        build=parse_guide,
+    ),
     Option("--elbo", Family.of_enum(ElboKind, "ELBO"), "ELBO estimator", choices=True),
+    Option(
+        "--optimizer",
+        Family.of_enum(OptimizerKind, "optimizer"),
+        "optimiser (default adam, or sgd with --node-noise)",
+        choices=True,
+    ),
+    Option(
+        "--lr-schedule",
+        LR_SCHEDULE_FAMILY,
+        "learning-rate schedule of the model's parameters (--lr-variational-schedule: the guide's, same forms)",
+    ),
     Option("--kl-anneal", KL_SCHEDULE_FAMILY, "KL annealing schedule", build=parse_kl_schedule),
     Option("--kl-weighting", Family.of_enum(KLWeighting, "KL weighting"), "minibatch KL weighting", choices=True),
     Option("--kl-scale", Family.of_enum(KLScale, "KL scale"), "data term vs KL per step", choices=True),

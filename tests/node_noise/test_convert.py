@@ -1,0 +1,128 @@
+"""Node-noise conversion: where the noise goes, per-row noise, counts, pretrained weights, the prior."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+from pyro_bnn import BNN
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise, count_latents, is_node_noise, noisy_layers
+
+
+def _mixed_net() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 5))
+
+
+def test_noise_multiplies_inputs_and_bias_as_the_authors_define():
+    torch.manual_seed(0)
+    net = _mixed_net()
+    conv, linear = net[0], net[3]
+    x = torch.randn(2, 3, 6, 6)
+    add_node_noise(net, bias_noise=True)
+    z_conv, z_lin = torch.rand(3) + 0.5, torch.rand(64) + 0.5
+    b_conv, b_lin = torch.tensor(0.7), torch.tensor(1.6)
+    with torch.no_grad():
+        conv.input_noise.copy_(z_conv), linear.input_noise.copy_(z_lin)
+        conv.bias_noise.copy_(b_conv), linear.bias_noise.copy_(b_lin)
+        h = nn.functional.conv2d(x * z_conv.view(3, 1, 1), conv.weight) + b_conv * conv.bias.view(4, 1, 1)
+        expected = nn.functional.linear(h.relu().flatten(1) * z_lin, linear.weight) + b_lin * linear.bias
+        torch.testing.assert_close(net(x), expected)
+
+
+def test_per_row_noise_equals_running_each_row_with_its_own_noise():
+    torch.manual_seed(1)
+    net = add_node_noise(_mixed_net(), bias_noise=True)
+    x = torch.randn(3, 3, 6, 6)
+    rows = {
+        name: 1 + 0.3 * torch.randn(3, *p.shape)
+        for name, p in net.named_parameters()
+        if is_node_noise(name, net.get_submodule(name.rsplit(".", 1)[0]))
+    }
+    together = torch.func.functional_call(net, rows, (x,))
+    for r in range(3):
+        alone = torch.func.functional_call(net, {k: v[r] for k, v in rows.items()}, (x[r : r + 1],))
+        torch.testing.assert_close(together[r : r + 1], alone)
+
+
+def test_at_noise_one_the_network_is_its_deterministic_twin():
+    torch.manual_seed(2)
+    net = build_model("lenet", input_shape=(1, 28, 28), num_classes=10)
+    x = torch.randn(4, 1, 28, 28)
+    before = net(x)
+    add_node_noise(net, bias_noise=True)
+    torch.testing.assert_close(net(x), before)
+
+
+def test_counts_and_sites_of_lenet():
+    net = add_node_noise(build_model("lenet", input_shape=(1, 28, 28), num_classes=10), bias_noise=True)
+    counts = count_latents(net)
+    # Input nodes: conv1 1, conv2 6, conv3 16, fc1 120, out 64.
+    assert (counts.input_nodes, counts.bias_scalars, counts.weights) == (207, 5, 41_806)
+    assert [(layer.name, layer.num_inputs) for layer in noisy_layers(net)] == [
+        ("conv1", 1),
+        ("conv2", 6),
+        ("conv3", 16),
+        ("fc1", 120),
+        ("out", 64),
+    ]
+    bnn = BNN(net, NodeNoisePrior(0.1), Categorical(10))
+    assert bnn.site_names == [
+        f"{layer}.{attr}"
+        for layer in ("conv1", "conv2", "conv3", "fc1", "out")
+        for attr in ("input_noise", "bias_noise")
+    ]
+    assert count_latents(bnn.net) == counts  # the same once the noise became sample sites
+    trained = {name for name, p in bnn.named_parameters()}
+    assert "net.conv1.weight" in trained and not any("noise" in name for name in trained)
+
+
+def test_torchvision_vgg16_has_the_papers_36995_input_nodes():
+    net = add_node_noise(torchvision.models.vgg16(weights=None))
+    counts = count_latents(net)
+    assert counts.input_nodes == 36_995
+    assert counts.bias_scalars == 0
+
+
+def test_selection_and_errors():
+    net = add_node_noise(_mixed_net(), lambda name, module: isinstance(module, nn.Linear))
+    assert [layer.name for layer in noisy_layers(net)] == ["3"]
+    with pytest.raises(ValueError, match="already has node noise"):
+        add_node_noise(net)
+    with pytest.raises(ValueError, match="selected no layer"):
+        add_node_noise(nn.Sequential(nn.ReLU()))
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        add_node_noise("net")
+
+
+def test_pretrained_state_dict_loads_before_conversion_and_keys_stay_the_same(tmp_path):
+    torch.manual_seed(3)
+    trained = build_model("lenet", input_shape=(1, 28, 28), num_classes=10)
+    path = tmp_path / "lenet.pt"
+    torch.save(trained.state_dict(), path)
+    x = torch.randn(2, 1, 28, 28)
+
+    torch.manual_seed(4)
+    net = build_model("lenet", input_shape=(1, 28, 28), num_classes=10)
+    net.load_state_dict(torch.load(path, weights_only=True))
+    bnn = BNN(add_node_noise(net, bias_noise=True), NodeNoisePrior(0.1), Categorical(10))
+    torch.testing.assert_close(bnn.apply_parameters(x, bnn.initial_values()), trained(x))
+    assert set(bnn.net.state_dict()) == set(trained.state_dict())
+    bnn.net.load_state_dict(trained.state_dict())  # and a converted network takes the plain state dict again
+
+
+def test_node_noise_prior_per_layer_scales():
+    net = add_node_noise(_mixed_net())
+    prior = NodeNoisePrior(0.1, layer_scales={"3": 0.3})
+    bnn = BNN(net, prior, Categorical(10))
+    conv_site, linear_site = bnn.sites
+    assert prior.distribution(conv_site, {}).base_dist.scale.unique().item() == pytest.approx(0.1)
+    assert prior.distribution(linear_site, {}).base_dist.scale.unique().item() == pytest.approx(0.3)
+    assert prior.distribution(linear_site, {}).base_dist.loc.unique().item() == 1.0
+    with pytest.raises(ValueError, match="finite number > 0"):
+        NodeNoisePrior(0.1, layer_scales={"3": 0.0})
+    with pytest.raises(ValueError, match="finite number > 0"):
+        NodeNoisePrior(-1.0)
