@@ -70,7 +70,7 @@ def node_noise(x, y, num_data):
     bnn = BNN(add_node_noise(_lenet(x.device)), NodeNoisePrior(0.1).to(x.device), Categorical(num_data))
     sgd = {"momentum": 0.9, "nesterov": True}
     optim = ParamGroups(
-        model={"lr": 0.05 / num_data, "weight_decay": 5e-4 * num_data, **sgd}, guide={"lr": 1.2 / num_data, **sgd}
+        model={"lr": 0.05 / num_data, "weight_decay": 5e-4 * num_data, **sgd}, guide={"lr": 0.3 / num_data, **sgd}
     )
     trainer = Trainer(
         bnn, lambda m: NodeNoiseMixture(m, 4), objective=MixtureMeanKL(2), optim=optim, seed=0, progress=False

@@ -96,6 +96,7 @@ TRAIN_CASES = [
     (["--node-noise", "--elbo", "fast"], "does not score the mixture guide"),
     (["--elbo", "mixture"], "elbo 'mixture' needs the mixture guide"),
     (["--node-noise", "--samples-per-example", "0"], "samples_per_example"),
+    (["--node-noise", "--guide", "mixture:3", "--num-samples", "10"], "not a multiple of the mixture's K=3"),
     (["--lr-variational", "-1"], "lr_variational"),
     (["--weight-decay", "nan"], "weight_decay"),
     (["--lr-schedule", "decay:2"], "decay:2"),

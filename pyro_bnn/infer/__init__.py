@@ -16,6 +16,7 @@ from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
 from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.kl_weighting import KLWeighting, blundell_fraction, minibatch_kl_weight
 from pyro_bnn.infer.lr_schedules import LRSchedule, group_scheduler, lr_multiplier
+from pyro_bnn.infer.mixture_kl import MixtureMeanKL, component_of_rows, mixture_mean_kl
 from pyro_bnn.infer.objectives import (
     ElboKind,
     MeanFieldELBO,
@@ -37,6 +38,7 @@ __all__ = [
     "FastMeanFieldELBO",
     "HistoryLogger",
     "MeanFieldELBO",
+    "MixtureMeanKL",
     "Objective",
     "ObjectiveTerms",
     "ParamGroups",
@@ -49,6 +51,7 @@ __all__ = [
     "ScheduleKind",
     "Trainer",
     "blundell_fraction",
+    "component_of_rows",
     "constant",
     "cyclical",
     "group_scheduler",
@@ -58,6 +61,7 @@ __all__ = [
     "make_objective",
     "map_warm_start",
     "minibatch_kl_weight",
+    "mixture_mean_kl",
     "parse_kl_schedule",
     "save_checkpoint",
     "scale_latents",

@@ -326,6 +326,8 @@ class Trainer:
             "kl_weight": total_weight / num_steps,
             "time_s": time.perf_counter() - start,
             "lr": self.optimizer.param_groups[0]["lr"],
+            # Named groups (ParamGroups: "model", "guide") each log their own rate.
+            **{f"lr_{g['name']}": g["lr"] for g in self.optimizer.param_groups if "name" in g},
         }
 
     def _parameters_finite(self) -> bool:

@@ -60,6 +60,12 @@ def test_cli_node_noise_classification_run_writes_the_usual_folder(tmp_path, cap
     )
     rescored = evaluate_run(out, num_samples=6)
     assert rescored["accuracy"] == pytest.approx(metrics["accuracy"], abs=0.05)
+    shifted = evaluate_run(out, num_samples=6, corruption="gaussian:0.5")  # corruptions apply unchanged
+    assert 0.0 <= shifted["accuracy"] <= 1.0 and (out / "evaluation-gaussian_0.5.json").exists()
+    history = json.loads((out / "history.json").read_text())
+    n = metrics["num_train"]  # the rates are per example: lr / N
+    assert history[-1]["lr_model"] < history[0]["lr_model"] == pytest.approx(0.05 / n)  # decay:0.1 from half-way
+    assert history[-1]["lr_guide"] == history[0]["lr_guide"] == pytest.approx(0.3 / n)
     assert main([*args[:-2], "--epochs", "3", "--out", str(out), "--resume"]) == 0
     assert len(json.loads((out / "history.json").read_text())) == 3
 
@@ -91,7 +97,7 @@ def test_run_optimizer_is_the_authors_sgd_per_example():
     optim = run_optimizer(config, dataset_size=1000)
     assert isinstance(optim, ParamGroups)
     assert optim.model["lr"] == pytest.approx(0.05 / 1000) and optim.model["weight_decay"] == pytest.approx(0.5)
-    assert optim.guide["lr"] == pytest.approx(1.2 / 1000) and "weight_decay" not in optim.guide
+    assert optim.guide["lr"] == pytest.approx(0.3 / 1000) and "weight_decay" not in optim.guide
     assert optim.model["nesterov"] and optim.model["momentum"] == 0.9
     assert isinstance(run_objective(config), MixtureMeanKL)
     assert run_objective(RunConfig().validate()) == "auto"
