@@ -225,7 +225,7 @@ def _options_added_since(checkpoint: Path | None) -> tuple[str, ...]:
 def normalized_config(values: dict[str, Any], source: Path) -> dict[str, Any]:
     """A stored config with the options added since it was written filled in at their defaults."""
     try:
-        return json.loads(RunConfig.from_dict(values).to_json())
+        return json.loads(RunConfig.from_dict(values).resolve_defaults().to_json())
     except (TypeError, ValueError) as err:
         raise ValueError(f"{source} holds a config this version cannot read: {err}") from None
 

@@ -102,3 +102,42 @@ def test_run_optimizer_is_the_authors_sgd_per_example():
     assert isinstance(run_objective(config), MixtureMeanKL)
     assert run_objective(RunConfig().validate()) == "auto"
     assert not isinstance(run_optimizer(RunConfig().validate(), 1000), ParamGroups)  # the plain default Adam
+
+
+def test_a_run_written_before_the_node_noise_options_resumes(tmp_path):
+    """Configs stored before these options existed lack them: a resume fills them at the weight-space defaults."""
+    from pyro_bnn.infer import load_checkpoint, save_checkpoint
+
+    config = RunConfig(
+        dataset="moons",
+        model="tanh-small",
+        activation="tanh",
+        guide="autonormal:0.05",
+        epochs=1,
+        batch_size=64,
+        num_samples=4,
+        num_val_samples=2,
+        device="cpu",
+    )
+    out = tmp_path / "old"
+    train_run(config, out, progress=False)
+    state = load_checkpoint(out / "checkpoint.pt")
+    stored = json.loads(state["config"])
+    added = [
+        "node_noise",
+        "bias_noise",
+        "samples_per_example",
+        "optimizer",
+        "lr_variational",
+        "weight_decay",
+        "lr_schedule",
+        "lr_variational_schedule",
+    ]
+    for key in added:
+        stored.pop(key)
+    state["config"] = json.dumps(stored)
+    save_checkpoint(state, out / "checkpoint.pt")
+    (out / "config.json").write_text(json.dumps(stored))
+    result = train_run(RunConfig(**{**stored, "epochs": 2}), out, resume=True, progress=False)
+    assert result.metrics["epochs_run"] == 2
+    assert evaluate_run(out, num_samples=4)["accuracy"] >= 0.0
