@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from pyro_bnn import BNN
@@ -53,3 +54,37 @@ def test_resnet18_converts_trains_one_step_and_has_far_fewer_latents_than_weight
     prediction = predict(bnn, trainer.guide, x, num_samples=4)  # eval mode: batch norm uses running stats
     assert prediction.probs.shape == (4, 4, 10)
     assert torch.isfinite(prediction.probs).all()
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("vgg16", (3, 32, 32)),
+        ("resnet50", (3, 32, 32)),
+        ("wrn:16,2", (3, 32, 32)),
+        ("lenet", (1, 28, 28)),
+        ("3fc", (1, 28, 28)),
+        ("conv", (1, 28, 28)),
+    ],
+)
+def test_zoo_and_torchvision_networks_convert_with_and_without_batch_norm(name, shape):
+    torch.manual_seed(0)
+    net = build_model(name, input_shape=shape, num_classes=10).eval()  # eval: batch norm uses running statistics
+    x = torch.randn(2, *shape)
+    with torch.no_grad():
+        before = net(x)
+    expected_nodes = sum(
+        m.in_features if isinstance(m, torch.nn.Linear) else m.in_channels
+        for m in net.modules()
+        if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))
+    )
+    add_node_noise(net)
+    assert count_latents(net).input_nodes == expected_nodes
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), before)  # noise at 1: the deterministic twin
+    bnn = BNN(net.train(), NodeNoisePrior(0.1), Categorical(10))
+    y = torch.randint(10, (2,))
+    guide = NodeNoiseMixture(bnn, 2)
+    guide(x, y)
+    MixtureMeanKL(2)(bnn, guide, x, y, 1.0).loss.backward()  # train mode, batch norm over the 4 expanded rows
+    assert torch.isfinite(guide.locs.grad).all() and guide.locs.grad.abs().sum() > 0
