@@ -60,7 +60,6 @@ def test_resnet18_converts_trains_one_step_and_has_far_fewer_latents_than_weight
     ("name", "shape"),
     [
         ("vgg16", (3, 32, 32)),
-        ("resnet50", (3, 32, 32)),
         ("wrn:16,2", (3, 32, 32)),
         ("lenet", (1, 28, 28)),
         ("3fc", (1, 28, 28)),
