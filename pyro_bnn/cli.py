@@ -171,6 +171,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.diagnose import DiagnoseOptions, diagnose_run
+
+    with _user_errors():
+        options = DiagnoseOptions(
+            slices=args.slices,
+            slice_images=args.slice_images,
+            pruning=args.pruning,
+            shape=args.shape,
+            nuts=args.nuts,
+            num_samples=args.num_samples,
+            nuts_chains=args.nuts_chains,
+            nuts_samples=args.nuts_samples,
+            nuts_warmup=args.nuts_warmup,
+            seed=args.seed,
+        ).check()
+        report = diagnose_run(args.run_dir, options, device=args.device, progress=not args.quiet)
+    print(json.dumps({k: v for k, v in report.items()}, indent=2, default=str))
+    print(f"wrote {args.run_dir}/diagnostics.json and its figures")
+    return 0
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     print(catalogue.listing())
     return 0
@@ -204,6 +226,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--device", default="auto")
     demo.add_argument("--quiet", action="store_true")
     demo.set_defaults(func=_cmd_demo)
+
+    diagnose = commands.add_parser(
+        "diagnose", help="likelihood slices and plateaus, pruning, posterior shape (ArviZ) and a NUTS reference"
+    )
+    diagnose.add_argument("run_dir")
+    diagnose.add_argument(
+        "--slices", type=int, default=None, metavar="N", help="likelihood slices of N sampled weights per layer"
+    )
+    diagnose.add_argument("--slice-images", type=int, default=6000, help="training images the slices sum over")
+    diagnose.add_argument("--pruning", action="store_true", help="test error after SNR / magnitude pruning")
+    diagnose.add_argument("--shape", action="store_true", help="ArviZ export, normality scores, PSIS-LOO")
+    diagnose.add_argument("--nuts", action="store_true", help="NUTS reference (small networks only)")
+    diagnose.add_argument("--num-samples", type=int, default=100, help="posterior samples (default %(default)s)")
+    diagnose.add_argument("--nuts-chains", type=int, default=4, help="NUTS chains (default %(default)s)")
+    diagnose.add_argument("--nuts-samples", type=int, default=300, help="NUTS draws per chain (default %(default)s)")
+    diagnose.add_argument("--nuts-warmup", type=int, default=300, help="NUTS warm-up per chain (default %(default)s)")
+    diagnose.add_argument("--seed", type=int, default=0)
+    diagnose.add_argument("--device", default=None)
+    diagnose.add_argument("--quiet", action="store_true")
+    diagnose.set_defaults(func=_cmd_diagnose)
 
     listing = commands.add_parser("list", help="list the option strings (models, priors, ...) and their grammar")
     listing.set_defaults(func=_cmd_list)

@@ -16,11 +16,12 @@ from pyro import poutine
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
+from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
 from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, resolve_device
 from pyro_bnn.experiments.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
-from pyro_bnn.guides import NodeNoiseMixture, mean_posterior_scale, parse_guide
+from pyro_bnn.guides import GuideKind, NodeNoiseMixture, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
     EarlyStopping,
@@ -35,6 +36,7 @@ from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, count_latents, is_node_noise
 from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
+from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
 from pyro_bnn.priors import nothing, parse_prior
 
@@ -274,6 +276,12 @@ def _train_in(
     bnn, guide_builder = build_bnn(config, data)
     train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
     callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
+    recorder = None
+    if parse_guide(config.guide).kind in (GuideKind.FLAT, GuideKind.AUTONORMAL, GuideKind.BBB):
+        # Histograms of mu, sigma and |mu| / sigma per layer after every epoch (`pyro-bnn diagnose` plots them);
+        # before the checkpoint, so a checkpoint holds the statistics of its own epoch.
+        recorder = WeightStatsRecorder(out / "weight_stats.json")
+        callbacks.insert(0, recorder)
     if config.patience:
         # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
         monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
@@ -338,6 +346,8 @@ def _train_in(
         history=history,
     )
     write_json_atomically(out / "metrics.json", metrics)
+    if recorder is not None and recorder.history:
+        save_figure(plot_weight_statistics(recorder.history), out / "weight_stats.png")
     title = f"{config.model} {config.activation} on {config.dataset}"
     if data.task is Task.REGRESSION:
         title += f", noise scale {config.noise_scale:g}"

@@ -1,0 +1,418 @@
+"""Posterior draws in ArviZ's form: the one module of pyro_bnn that touches ArviZ's data structures (an adapter).
+
+Everything here speaks one layout, ``{site name: (chain, draw, *site_shape)}`` tensors:
+
+* :func:`draw_samples` gets it from any parameter source: a guide (its own ``draw`` where it has one, else Pyro
+  tracing under a sample plate as :class:`~pyro_bnn.predict.sources.GuideSource` does), a dict of samples with or
+  without a chain dimension (MCMC, an ensemble), a point estimate, or a :class:`~pyro_bnn.predict.ParameterSource`.
+* :func:`to_inference_data` turns it into ArviZ's container, with a ``posterior`` group (one variable per site,
+  dims ``(chain, draw, <site>_dim_0, ...)``) and, given data, a ``log_likelihood`` group (variable ``"obs"``,
+  dims ``(chain, draw, obs_id)``) computed by :func:`pyro_bnn.predict.predict`, so that ``az.summary``,
+  ``az.loo`` and ``az.waic`` run on it.
+* :func:`convergence_summary` reads r-hat and ESS back as plain floats, so callers never handle ArviZ objects.
+* :func:`normality_scores` (pure torch) measures how far each scalar's marginal is from a Normal.
+
+ArviZ 0.x builds an ``InferenceData``; ArviZ 1.x (arviz-base) builds an ``xarray.DataTree`` with the same group and
+variable names. The version check lives in :func:`arviz_major_version` and nowhere else in the package. Only the
+0.x branch is exercised by the test suite (0.23 is what installs here); the 1.x branch follows arviz-base's
+documented ``from_dict({group: {var: array}}, dims=..., coords=...)`` and arviz-stats' ``rhat`` / ``ess``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import arviz as az
+import numpy as np
+import torch
+from pyro import poutine
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.guides.flat import FlatMeanField
+from pyro_bnn.guides.mixture import NodeNoiseMixture
+from pyro_bnn.predict.predictive import Data, predict
+from pyro_bnn.predict.sources import GuideSource, ParameterSource, PointEstimate, Samples
+from pyro_bnn.sites import sample_plate
+
+LOG_LIKELIHOOD_VAR = "obs"
+"""Variable of the ``log_likelihood`` group: the likelihood's observation site."""
+
+OBS_DIM = "obs_id"
+"""Dimension of the ``log_likelihood`` variable that runs over the scored examples."""
+
+
+def arviz_major_version() -> int:
+    """The installed ArviZ's major version (0: ``InferenceData``; 1 and later: ``xarray.DataTree``)."""
+    return int(str(az.__version__).split(".", 1)[0])
+
+
+def site_dims(site: str, ndim: int) -> list[str]:
+    """The dimension names of a site's own axes in the export: ``["<site>_dim_0", ..., "<site>_dim_{ndim-1}"]``."""
+    return [f"{site}_dim_{axis}" for axis in range(ndim)]
+
+
+# ------------------------------------------------------------------------------------------------- drawing
+def _default_sites(bnn: BNN, available) -> list[str]:
+    """Hyperparameter sites, then weight sites, in model order, of those ``available``."""
+    return [name for name in (*bnn.hyper_site_names, *bnn.site_names) if name in available]
+
+
+def _check_sites(sites: Sequence[str] | None, available, default: list[str]) -> list[str]:
+    if sites is None:
+        return default
+    sites = list(sites)
+    missing = [name for name in sites if name not in available]
+    if missing:
+        raise ValueError(f"the source has no values for site(s) {missing[:5]}; it has {sorted(available)[:8]}")
+    return sites
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _leading_dims(bnn: BNN, values: Mapping[str, torch.Tensor]) -> int:
+    """How many leading dimensions a dict of values carries beyond the sites' shapes: 0 (a point estimate), 1
+    (``(S, ...)``) or 2 (``(chain, draw, ...)``), read from the model's weight sites (all must agree)."""
+    known = {site.name: site.shape for site in bnn.sites if site.name in values}
+    if not known:
+        raise ValueError(f"the dict of values holds none of the model's weight sites {bnn.site_names[:5]}")
+    leads = {name: values[name].dim() - len(shape) for name, shape in known.items()}
+    for name, lead in leads.items():
+        if lead not in (0, 1, 2) or tuple(values[name].shape[lead:]) != tuple(known[name]):
+            raise ValueError(
+                f"values of site {name!r} have shape {tuple(values[name].shape)}; expected {tuple(known[name])} "
+                "preceded by nothing (a point estimate), (S,) or (chain, draw)"
+            )
+    if len(set(leads.values())) > 1:
+        raise ValueError(f"the sites' values disagree on their leading dimensions: {leads}")
+    return next(iter(leads.values()))
+
+
+def _from_values(
+    bnn: BNN,
+    values: Mapping[str, torch.Tensor],
+    num_samples: int | None,
+    chains: int | None,
+    sites: Sequence[str] | None,
+) -> dict[str, torch.Tensor]:
+    """``(chain, draw, ...)`` views of a dict of values (a point estimate, ``(S, ...)`` or ``(chain, draw, ...)``)."""
+    lead = _leading_dims(bnn, values)
+    names = _check_sites(sites, values, _default_sites(bnn, values) or list(values))
+    out = {}
+    for name in names:
+        value = values[name].detach()
+        if lead == 0:
+            value = value.expand(chains or 1, num_samples or 1, *value.shape)
+        elif lead == 1:
+            chains_ = chains or 1
+            per_chain = num_samples if num_samples is not None else len(value) // chains_
+            if per_chain < 1 or chains_ * per_chain > len(value):
+                raise ValueError(
+                    f"site {name!r} holds {len(value)} draws, fewer than chains x num_samples = {chains_} x {per_chain}"
+                )
+            value = value[: chains_ * per_chain].reshape(chains_, per_chain, *value.shape[1:])
+        else:
+            if chains is not None and chains != value.shape[0]:
+                raise ValueError(f"the samples hold {value.shape[0]} chains; chains={chains} asks for another number")
+            if num_samples is not None:
+                if num_samples > value.shape[1]:
+                    raise ValueError(f"the samples hold {value.shape[1]} draws per chain; asked for {num_samples}")
+                value = value[:, :num_samples]
+        out[name] = value
+    return out
+
+
+def _trace_guide(guide: Callable, num_samples: int, guide_args: tuple) -> dict[str, torch.Tensor]:
+    """Every global site of one vectorised guide run under the sample plate, ``{name: (S, *site_shape)}``."""
+    with torch.no_grad(), poutine.block(), poutine.trace() as tracer, sample_plate(num_samples):
+        guide(*guide_args)
+    values = {}
+    for name, node in tracer.trace.nodes.items():
+        if node["type"] != "sample" or node["is_observed"] or (node.get("infer") or {}).get("is_auxiliary"):
+            continue
+        value = node["value"]
+        # Global sites broadcast to (S, 1, *shape) under the plate; a site that ignores the plate stays unbatched.
+        if value.dim() >= 2 and value.shape[:2] == (num_samples, 1):
+            value = value.squeeze(1)
+        elif value.dim() == 0 or value.shape[0] != num_samples:
+            value = value.expand(num_samples, *value.shape)
+        values[name] = value
+    return values
+
+
+def draw_samples(
+    bnn: BNN,
+    source: ParameterSource | Callable | Mapping[str, torch.Tensor],
+    num_samples: int | None = None,
+    *,
+    chains: int | None = None,
+    sites: Sequence[str] | None = None,
+    guide_args: tuple = (),
+) -> dict[str, torch.Tensor]:
+    """Posterior draws of the chosen sites in the ``(chain, draw, *site_shape)`` layout.
+
+    Args:
+        bnn: The model (its site names and shapes tell a point estimate from samples).
+        source: Where the draws come from:
+
+            * a guide: :class:`~pyro_bnn.guides.FlatMeanField` and :class:`~pyro_bnn.guides.NodeNoiseMixture`
+              through their own ``draw`` (the mixture's chain ``c`` takes draws ``c * n .. (c + 1) * n``, so each
+              chain holds every component equally when ``n`` is a multiple of K); any other guide is run once
+              under a sample plate of ``chains * num_samples`` draws (Pyro tracing, auxiliary sites left out);
+            * a dict ``{site: (S, *shape)}``: the first ``chains * num_samples`` draws, split into consecutive
+              blocks of ``num_samples``, one per chain;
+            * a dict ``{site: (chain, draw, *shape)}``: the first ``num_samples`` draws of every chain;
+            * a point estimate ``{site: shape}``: repeated (a view) to ``(chains, num_samples)``;
+            * a :class:`~pyro_bnn.predict.ParameterSource` (guide, samples or point estimate).
+        num_samples: Draws per chain. Required for a guide; for a dict, default all its draws (split evenly).
+        chains: Number of chains; default 1, or for a dict with a chain dimension all of its chains. Draws from a
+            guide are independent, so its "chains" are only a layout (r-hat ~ 1 by construction).
+        sites: Sites to keep; default every hyperparameter and weight site of the model that the source holds
+            (for a guide without ``draw``: every latent site it samples).
+        guide_args: Arguments to call a guide with (a guide that has not run yet needs the model's ``(x,)``).
+
+    Returns:
+        ``{site: (chain, draw, *site_shape)}``, detached, on the source's device.
+
+    Raises:
+        ValueError: a guide without ``num_samples``, a site the source does not hold, or values of a shape that
+            fits no layout above.
+    """
+    if chains is not None:
+        _positive_int(chains, "chains")
+    if num_samples is not None:
+        _positive_int(num_samples, "num_samples")
+    if isinstance(source, (Samples, PointEstimate)):
+        source = source.samples if isinstance(source, Samples) else source.values
+    elif isinstance(source, GuideSource):
+        source = source.guide
+    if isinstance(source, Mapping):
+        return _from_values(bnn, source, num_samples, chains, sites)
+    if not callable(source):
+        raise ValueError(f"draw_samples takes a guide, a dict of samples or a point estimate, got {type(source)}")
+    if num_samples is None:
+        raise ValueError("draw_samples needs num_samples (draws per chain) to draw from a guide")
+    chains = chains or 1
+    total = chains * num_samples
+    if isinstance(source, NodeNoiseMixture):
+        values = {name: v.squeeze(1) for name, v in source.draw(total).items()}
+    elif isinstance(source, FlatMeanField):
+        if source.prototype_trace is None and guide_args:
+            with torch.no_grad(), poutine.block():
+                source(*guide_args)
+        values = {name: v.squeeze(1) for name, v in source.draw(total).items()}
+    else:
+        values = _trace_guide(source, total, guide_args)
+    names = _check_sites(sites, values, _default_sites(bnn, values) or list(values))
+    return {name: values[name].detach().reshape(chains, num_samples, *values[name].shape[1:]) for name in names}
+
+
+# ---------------------------------------------------------------------------------------------- ArviZ export
+def _flatten_chains(samples: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``{site: (chain * draw, *shape)}`` from ``{site: (chain, draw, *shape)}``."""
+    return {name: value.reshape(-1, *value.shape[2:]) for name, value in samples.items()}
+
+
+def _chain_draw(samples: Mapping[str, torch.Tensor], sites: Sequence[str]) -> tuple[int, int]:
+    shapes = {name: tuple(samples[name].shape[:2]) for name in sites if samples[name].dim() >= 2}
+    if len(shapes) != len(sites):
+        short = [name for name in sites if samples[name].dim() < 2]
+        raise ValueError(f"samples must be (chain, draw, *shape); site(s) {short} have fewer than 2 dimensions")
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"every site needs the same (chain, draw) dimensions, got {shapes}")
+    return next(iter(shapes.values()))
+
+
+def _thinned_indices(numel: int, keep: int) -> torch.Tensor:
+    """``keep`` flat indices spread evenly over ``0 .. numel - 1`` (first and last included)."""
+    return torch.linspace(0, numel - 1, keep).round().long().unique()
+
+
+def to_inference_data(
+    bnn: BNN,
+    samples: Mapping[str, torch.Tensor],
+    data: Data | None = None,
+    *,
+    sites: Sequence[str] | None = None,
+    max_scalars_per_site: int | None = None,
+    batch_size: int = 1000,
+) -> Any:
+    """ArviZ's container for posterior draws, with pointwise log-likelihoods when data is given.
+
+    Args:
+        bnn: The model.
+        samples: ``{site: (chain, draw, *site_shape)}`` (:func:`draw_samples`, :func:`~pyro_bnn.diagnostics.nuts.
+            run_nuts`); for the log-likelihood it must hold every weight site of the model.
+        data: Examples to score, ``(x, y)`` or a loader of ``(x, y)`` batches (anything :func:`~pyro_bnn.predict.
+            predict` takes with targets); None leaves out the ``log_likelihood`` group.
+        sites: Sites to export to the posterior group; default the model's hyperparameter and weight sites held
+            in ``samples`` (any other keys when it holds none of them).
+        max_scalars_per_site: Export at most this many scalars of a larger site: it is flattened (row-major) and
+            this many entries, spread evenly from the first to the last, are kept, under one dimension
+            ``<site>_flat`` whose coordinate is the flat index. None exports every scalar.
+        batch_size: Examples per network call when scoring ``data``.
+
+    Returns:
+        ArviZ 0.x: an ``az.InferenceData``; ArviZ 1.x: an ``xarray.DataTree``. Groups ``posterior`` (one variable
+        per site, dims ``(chain, draw, <site>_dim_0, ...)``) and, with data, ``log_likelihood`` (variable
+        ``"obs"``, dims ``(chain, draw, obs_id)``: ``log p(y_n | draw)``, unscaled).
+
+    Raises:
+        ValueError: samples not in the ``(chain, draw, ...)`` layout, a site missing from them, or data without
+            targets.
+    """
+    names = _check_sites(sites, samples, _default_sites(bnn, samples) or list(samples))
+    if not names:
+        raise ValueError("there is nothing to export: samples hold no site")
+    if max_scalars_per_site is not None:
+        _positive_int(max_scalars_per_site, "max_scalars_per_site")
+    num_chains, num_draws = _chain_draw(samples, names)
+    posterior, dims, coords = {}, {}, {}
+    for name in names:
+        value = samples[name].detach()
+        shape = tuple(value.shape[2:])
+        if max_scalars_per_site is not None and math.prod(shape) > max_scalars_per_site:
+            index = _thinned_indices(math.prod(shape), max_scalars_per_site)
+            value = value.reshape(num_chains, num_draws, -1)[:, :, index.to(value.device)]
+            dims[name] = [f"{name}_flat"]
+            coords[f"{name}_flat"] = index.numpy()
+        else:
+            dims[name] = site_dims(name, len(shape))
+        posterior[name] = value.cpu().numpy()
+    log_likelihood = None
+    if data is not None:
+        missing = [name for name in bnn.site_names if name not in samples]
+        if missing:
+            raise ValueError(f"scoring data needs every weight site of the model; samples lack {missing[:5]}")
+        _chain_draw(samples, bnn.site_names)
+        flat = _flatten_chains({name: samples[name].detach() for name in bnn.site_names})
+        prediction = predict(bnn, flat, data, batch_size=batch_size)
+        if prediction.log_likelihood is None:
+            raise ValueError("the data have no targets, so there is no log-likelihood to export")
+        pointwise = prediction.log_likelihood.reshape(num_chains, num_draws, -1)
+        log_likelihood = {LOG_LIKELIHOOD_VAR: pointwise.cpu().numpy()}
+        dims[LOG_LIKELIHOOD_VAR] = [OBS_DIM]
+    return _build(posterior, log_likelihood, dims, coords)
+
+
+def _build(posterior: dict, log_likelihood: dict | None, dims: dict, coords: dict) -> Any:
+    """The version-specific constructor (the only place that calls ``az.from_dict``)."""
+    if arviz_major_version() >= 1:
+        # ArviZ 1.x branch, NOT exercised by the test suite (0.x is what installs here). arviz-base's documented
+        # from_dict({group: {var: array}}, dims=..., coords=...) -> xarray.DataTree; the leading (chain, draw) axes
+        # are its default sample dims, and a "log_likelihood" group skips event dims as the 0.x one does.
+        groups = {"posterior": posterior}
+        if log_likelihood is not None:
+            groups["log_likelihood"] = log_likelihood
+        return az.from_dict(groups, dims=dims, coords=coords or None)
+    return az.from_dict(posterior=posterior, log_likelihood=log_likelihood, dims=dims, coords=coords or None)
+
+
+def posterior_dataset(inference_data: Any) -> Any:
+    """The ``posterior`` group as an ``xarray.Dataset`` (from an ``InferenceData`` or a ``DataTree``)."""
+    if arviz_major_version() >= 1:  # ArviZ 1.x (DataTree), untested here
+        node = inference_data["posterior"]
+        return node.to_dataset() if hasattr(node, "to_dataset") else node
+    return inference_data.posterior
+
+
+def _per_scalar(dataset: Any, names: Sequence[str]) -> np.ndarray:
+    """Every scalar of the named variables of a diagnostic's Dataset, flattened and concatenated."""
+    return np.concatenate([np.asarray(dataset[name].values, dtype=np.float64).reshape(-1) for name in names])
+
+
+def convergence_summary(inference_data: Any, var_names: Sequence[str] | None = None) -> dict[str, float]:
+    """Rank-normalised split r-hat and bulk / tail ESS of every posterior scalar, summarised as plain floats.
+
+    Args:
+        inference_data: What :func:`to_inference_data` returned.
+        var_names: Posterior variables to include; default all.
+
+    Returns:
+        ``{"num_scalars", "rhat_max", "rhat_median", "frac_rhat_gt_1.01", "frac_rhat_gt_1.1", "ess_bulk_min",
+        "ess_bulk_median", "ess_tail_min", "ess_tail_median"}``.
+    """
+    dataset = posterior_dataset(inference_data)
+    names = list(var_names) if var_names is not None else list(dataset.data_vars)
+    dataset = dataset[names]
+    rhat = _per_scalar(az.rhat(dataset), names)
+    ess_bulk = _per_scalar(az.ess(dataset, method="bulk"), names)
+    ess_tail = _per_scalar(az.ess(dataset, method="tail"), names)
+    return {
+        "num_scalars": int(rhat.size),
+        "rhat_max": float(np.nanmax(rhat)),
+        "rhat_median": float(np.nanmedian(rhat)),
+        "frac_rhat_gt_1.01": float(np.mean(rhat > 1.01)),
+        "frac_rhat_gt_1.1": float(np.mean(rhat > 1.1)),
+        "ess_bulk_min": float(np.nanmin(ess_bulk)),
+        "ess_bulk_median": float(np.nanmedian(ess_bulk)),
+        "ess_tail_min": float(np.nanmin(ess_tail)),
+        "ess_tail_median": float(np.nanmedian(ess_tail)),
+    }
+
+
+# ------------------------------------------------------------------------------------------- normality scores
+def normality_scores(samples: Mapping[str, torch.Tensor], *, sample_dims: int = 2) -> dict[str, dict]:
+    """How Normal each scalar's marginal looks: skewness, excess kurtosis and the KS distance to the fitted Normal.
+
+    Moments are the population (biased) ones, as ``scipy.stats.skew`` / ``kurtosis`` compute by default:
+    ``skewness = m3 / m2^1.5`` and ``excess kurtosis = m4 / m2^2 - 3``. The KS distance is
+    ``sup_t |F_n(t) - Phi((t - mean) / sd)|`` with the draws' own mean and (population) sd. A Normal gives about
+    ``(0, 0, 0.9 / sqrt(n))``; a two-component mixture of well-separated equal modes has excess kurtosis near -2 and
+    a KS distance near 0.1 or more; heavy tails show as a large positive kurtosis.
+
+    Args:
+        samples: ``{site: (*sample_shape, *site_shape)}`` with ``sample_dims`` leading sample dimensions, pooled
+            (2 for ``(chain, draw)``, 1 for ``(S,)``).
+        sample_dims: Number of leading dimensions that index draws.
+
+    Returns:
+        ``{site: {"skewness", "excess_kurtosis", "ks_distance": tensors of the site's shape, "num_draws": n}}``
+        (float64).
+    """
+    if sample_dims not in (1, 2):
+        raise ValueError(f"sample_dims must be 1 (S, ...) or 2 (chain, draw, ...), got {sample_dims!r}")
+    scores = {}
+    for name, value in samples.items():
+        if value.dim() < sample_dims:
+            raise ValueError(f"site {name!r} has shape {tuple(value.shape)}, fewer than {sample_dims} sample dims")
+        shape = value.shape[sample_dims:]
+        draws = value.detach().double().reshape(-1, math.prod(shape)).cpu()  # (n, scalars)
+        n = draws.shape[0]
+        if n < 3:
+            raise ValueError(f"site {name!r} has {n} draws; normality scores need at least 3")
+        centred = draws - draws.mean(0)
+        m2 = centred.square().mean(0)
+        safe_m2 = m2.clamp_min(torch.finfo(torch.float64).tiny)
+        skew = centred.pow(3).mean(0) / safe_m2.pow(1.5)
+        kurt = centred.pow(4).mean(0) / safe_m2.square() - 3.0
+        sd = safe_m2.sqrt()
+        cdf = torch.special.ndtr(centred.sort(0).values / sd)
+        upper = torch.arange(1, n + 1, dtype=torch.float64).unsqueeze(1) / n
+        ks = torch.maximum((upper - cdf).max(0).values, (cdf - (upper - 1.0 / n)).max(0).values)
+        constant = m2 == 0
+        scores[name] = {
+            "skewness": skew.masked_fill(constant, float("nan")).reshape(shape),
+            "excess_kurtosis": kurt.masked_fill(constant, float("nan")).reshape(shape),
+            "ks_distance": ks.masked_fill(constant, float("nan")).reshape(shape),
+            "num_draws": n,
+        }
+    return scores
+
+
+__all__ = [
+    "LOG_LIKELIHOOD_VAR",
+    "OBS_DIM",
+    "arviz_major_version",
+    "convergence_summary",
+    "draw_samples",
+    "normality_scores",
+    "posterior_dataset",
+    "site_dims",
+    "to_inference_data",
+]

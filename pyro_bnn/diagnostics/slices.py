@@ -1,0 +1,425 @@
+"""Likelihood slices: the data log-likelihood along one scalar weight with every other value fixed.
+
+The One Simple Trick paper (Tempczyk et al. 2022, Fig. 1) looks at such slices of a trained deterministic network to
+show why ReLU posteriors are hard for mean-field VI: once a ReLU unit is off for every example, moving a weight that
+feeds it further changes nothing, so the likelihood is exactly flat along that weight (Proposition 1), an unbounded
+plateau no Gaussian fits. Its recipe: the first 6000 MNIST training images, two random entries per weight tensor, a
+window that grows from +-0.1 by x1.1 per side until ``exp(ll - ll0) < 0.01``, 25 grid points, the slice drawn as
+``exp(ll - max)`` beside a fitted Gaussian.
+
+* :func:`point_values` gives the values every tensor of ``bnn.net`` takes: the network's own (a deterministic net's
+  trained weights), a guide's posterior median or given values.
+* :func:`likelihood_slice` evaluates one slice; :func:`likelihood_slices` several entries of one tensor, sharing the
+  cached computation.
+* :class:`LikelihoodSlice` holds the grid, the log-likelihood, the window search's outcome, the fitted Gaussian
+  (:func:`fit_gaussian`) and its total-variation distance to the slice (:func:`gaussian_tv_distance`).
+
+The evaluation engine is :mod:`pyro_bnn.diagnostics.slice_evaluator`, the fit :mod:`pyro_bnn.diagnostics.gaussian_fit`.
+Plateaus are found by :mod:`pyro_bnn.diagnostics.plateaus`; :mod:`pyro_bnn.plots.slices` draws both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.distributions import Distribution
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.diagnostics.gaussian_fit import fit_gaussian, gaussian_tv_distance
+from pyro_bnn.diagnostics.slice_evaluator import Index, SliceEvaluator, check_int
+
+LogPrior = Callable[[torch.Tensor], torch.Tensor] | Distribution
+
+DEFAULT_MAX_HALF_WIDTH = 5.0
+"""Largest half-width the window search reaches on one side (50x the paper's starting 0.1; 43 steps of x1.1)."""
+
+DEFAULT_MAX_STEPS = 100
+"""Most window-search evaluations on one side."""
+
+
+def point_values(bnn: BNN, source: Callable | Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """The value of every parameter and buffer of ``bnn.net`` by name, the random sites set from ``source``.
+
+    Args:
+        bnn: The model. Its random sites are buffers of ``bnn.net`` holding the network's initial values.
+        source: ``None`` keeps the network's own values (for a deterministic or MLE network, its trained weights);
+            a guide (anything with ``median()``, e.g. every pyro_bnn guide once trained or run once) sets each
+            random site to its posterior median (the mean for Normal guides; :class:`~pyro_bnn.guides.NodeNoiseMixture`
+            returns the mixture's mean); a dict ``{name: tensor}`` sets the tensors it names (sites or any other
+            parameter or buffer of the network).
+
+    Returns:
+        ``{name: tensor}``, detached copies, for :func:`likelihood_slice` and :func:`torch.func.functional_call`.
+
+    Raises:
+        ValueError: ``bnn`` is not a BNN, ``source`` is none of the above, the guide lacks a site, or a dict names an
+            unknown tensor or gives one of another shape.
+    """
+    if not isinstance(bnn, BNN):
+        raise ValueError(f"point_values needs a pyro_bnn BNN, got {type(bnn).__name__}")
+    values = {name: tensor.detach().clone() for name, tensor in bnn.net.named_parameters()}
+    values.update({name: tensor.detach().clone() for name, tensor in bnn.net.named_buffers()})
+    if source is None:
+        return values
+    if isinstance(source, Mapping):
+        given = dict(source)
+        unknown = [name for name in given if name not in values]
+        if unknown:
+            raise ValueError(f"point_values: {unknown[0]!r} is not a parameter or buffer of the network")
+    else:
+        median = getattr(source, "median", None)
+        if not callable(median):
+            raise ValueError(
+                "point_values: source must be None, a guide with a median() method or a dict {name: tensor}, "
+                f"got {type(source).__name__}"
+            )
+        medians = median()
+        missing = [name for name in bnn.site_names if name not in medians]
+        if missing:
+            raise ValueError(f"point_values: the guide's median() has no value for the weight site {missing[0]!r}")
+        given = {name: medians[name] for name in bnn.site_names}
+    for name, value in given.items():
+        value = torch.as_tensor(value)
+        if tuple(value.shape) != tuple(values[name].shape):
+            raise ValueError(
+                f"point_values: value for {name!r} has shape {tuple(value.shape)}, expected {tuple(values[name].shape)}"
+            )
+        values[name] = value.detach().to(device=values[name].device, dtype=values[name].dtype).clone()
+    return values
+
+
+@dataclass(frozen=True)
+class LikelihoodSlice:
+    """The log-likelihood along one scalar ``values[name][index]``, every other value fixed.
+
+    Attributes:
+        name: The tensor's name (``"fc1.weight"``).
+        index: The entry's index in that tensor.
+        w0: The entry's own value, where the window search starts.
+        grid: ``(G,)`` float64, evenly spaced over the final window (the values the network ran with).
+        log_likelihood: ``(G,)`` float64, the summed data log-likelihood at each grid value, plus the log prior
+            density of the scalar when a prior was given.
+        log_likelihood_w0: The same at ``w0``.
+        log_prior: ``(G,)`` float64, the log prior part of :attr:`log_likelihood`, or None without a prior.
+        half_widths: ``(lower, upper)``: the window is ``[w0 - lower, w0 + upper]``.
+        steps: ``(lower, upper)``: window-search evaluations per side.
+        capped: ``(lower, upper)``: True where that side stopped at ``max_half_width`` or ``max_steps`` with the
+            likelihood still above ``threshold`` times its value at ``w0`` (a plateau that never falls, the ReLU
+            case, ends here).
+        gaussian_mean, gaussian_sd: The Gaussian fitted to the normalised slice (:func:`fit_gaussian`).
+        tv_distance: Total-variation distance between the normalised slice and that Gaussian on the grid
+            (:func:`gaussian_tv_distance`): 0 for a Gaussian slice, 1 for disjoint ones.
+        evaluations: Network evaluations (scalar values) spent on this slice, window search included.
+    """
+
+    name: str
+    index: Index
+    w0: float
+    grid: torch.Tensor
+    log_likelihood: torch.Tensor
+    log_likelihood_w0: float
+    log_prior: torch.Tensor | None
+    half_widths: tuple[float, float]
+    steps: tuple[int, int]
+    capped: tuple[bool, bool]
+    gaussian_mean: float
+    gaussian_sd: float
+    tv_distance: float
+    evaluations: int
+
+    @property
+    def normalised(self) -> torch.Tensor:
+        """``exp(ll - max ll)``, ``(G,)``: the likelihood relative to its largest value on the grid."""
+        return (self.log_likelihood - self.log_likelihood.max()).exp()
+
+    @property
+    def window(self) -> tuple[float, float]:
+        """The window's edges ``(w0 - lower, w0 + upper)``."""
+        return float(self.grid[0]), float(self.grid[-1])
+
+    @property
+    def spacing(self) -> float:
+        """Distance between neighbouring grid points."""
+        return (float(self.grid[-1]) - float(self.grid[0])) / (len(self.grid) - 1)
+
+    def gaussian(self, w: torch.Tensor) -> torch.Tensor:
+        """The fitted Gaussian's shape ``exp(-(w - mean)^2 / (2 sd^2))`` (peak 1) at ``w``."""
+        return torch.exp(
+            -0.5 * ((torch.as_tensor(w, dtype=torch.float64) - self.gaussian_mean) / self.gaussian_sd) ** 2
+        )
+
+
+def likelihood_slice(
+    net: nn.Module,
+    likelihood,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    values: Mapping[str, torch.Tensor],
+    name: str,
+    index: int | Sequence[int],
+    *,
+    prior: LogPrior | None = None,
+    start: float = 0.1,
+    growth: float = 1.1,
+    threshold: float = 0.01,
+    num_points: int = 25,
+    max_half_width: float = DEFAULT_MAX_HALF_WIDTH,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    batch_points: int = 25,
+    batch_size: int = 2048,
+    incremental: bool = True,
+) -> LikelihoodSlice:
+    """The summed data log-likelihood as the scalar ``values[name][index]`` varies, all else fixed.
+
+    **Window.** From ``w0 = values[name][index]`` each side grows on its own: its half-width starts at ``start`` and
+    is multiplied by ``growth`` after every evaluation of its edge ``w0 -+ half_width`` for which
+    ``exp(ll(edge) - ll(w0)) >= threshold``; the side stops at the first edge below the threshold, or, capped, once
+    its half-width has reached ``max_half_width`` (the last step is shortened to land on it) or it has made
+    ``max_steps`` evaluations with the likelihood still above the threshold. Both pending edges of a step are
+    evaluated in one call. Then ``num_points`` evenly spaced values over ``[w0 - lower, w0 + upper]`` are evaluated.
+    With a ``prior`` every ``ll`` here, the window search included, is the log-likelihood plus the scalar's log
+    prior density.
+
+    **Evaluation.** Everything runs under ``torch.no_grad`` with the network in eval mode (dropout off; each
+    module's mode is restored after). Values of the varied scalar are evaluated in vectorised batches of
+    ``batch_points``: ``torch.vmap`` over the stacked tensor through ``functional_call(net, values, (x,))``, over
+    ``batch_size`` rows of data at a time; per-row log-likelihoods are summed in float64.
+    With ``incremental=True`` (the default) and an ``nn.Sequential`` network (every zoo MLP and CNN) the work that
+    does not change is done once (:mod:`pyro_bnn.diagnostics.slice_evaluator` describes how): the layers before the
+    one that owns ``name`` run once; a changed weight or bias of a plain ``nn.Linear`` changes one output column,
+    which enters the next ``nn.Linear`` as a rank-one update, and after a ReLU-type activation the ``nn.Linear``
+    after that (if at least :data:`~pyro_bnn.diagnostics.slice_plan.LINEARISE_MIN_WIDTH` wide) is linearised with
+    exact corrections at the kink; each distinct (example, column value) pair runs through the rest once and is
+    remembered. So a stretch where a ReLU unit is off for every example costs nothing after its first point, and its
+    log-likelihood is *exactly* constant (the flatness test of :func:`~pyro_bnn.diagnostics.plateaus.find_plateau`
+    relies on this; the plain vmap path gives identical rows identical results only as far as the BLAS does).
+    Other layers (convolutions, node-noise layers with their hooks) are evaluated with vmap from that layer on.
+
+    **Timing** on this repository's 2-core AMD EPYC machine (shared with other jobs while measured, load ~3; one
+    torch thread, which is faster than two on a busy 2-core machine; float32) for the 3FC network
+    ``build_model("3fc", input_shape=(1, 28, 28), num_classes=10)`` and 6000 images: the one-off pass that fills
+    the cache is one forward pass, 0.5-0.7 s. Each further value of the scalar then costs 0-25 ms for a weight of
+    ``out``, ``fc3`` or ``fc2``, and 20-100 ms for one of ``fc1``, whose change reaches every input of the
+    1000-wide ``fc3`` (the linearisation keeps it under the ~180 ms of recomputing ``fc3``). A default slice, 25
+    points plus the window search (single weights of these wide layers move the likelihood little, so most windows
+    reach the +-5 cap: 85-112 evaluations in all), took 0.5-1.2 s for ``out`` and ``fc3`` weights, 0.7-3 s for
+    ``fc2`` and 1-4 s for ``fc1`` on a ReLU 3FC trained on 6000 Fashion-MNIST images; on an untrained 3FC with
+    uniform random images the same, except ``fc1`` at 4-12 s. The plain vmap path (``incremental=False``) costs
+    0.2-0.6 s per value.
+
+    Args:
+        net: The network; ``functional_call(net, values, (x,))`` must give its outputs ``(N, out)``.
+        likelihood: A :class:`~pyro_bnn.likelihoods.Likelihood` (its ``log_likelihood(output, y)``), or a function
+            ``(output (N, out), y) -> (N,)`` per-row log-likelihoods.
+        x, y: The data, ``(N, *input_shape)`` and ``(N,)`` labels or ``(N, D)`` targets.
+        values: ``{name: tensor}`` for the network's tensors (:func:`point_values`); tensors it omits keep the
+            network's own values.
+        name: The tensor holding the varied scalar (``"fc1.weight"``); a parameter or buffer of ``net``.
+        index: The scalar's index in it (an int for a 1-D tensor; negative entries count from the end).
+        prior: Adds a log prior density of the scalar: a scalar ``torch.distributions.Distribution`` (its
+            ``log_prob``) or a function mapping a tensor of values ``(G,)`` elementwise to log densities ``(G,)``.
+        start: First half-width of the window on each side, > 0.
+        growth: Factor by which a side's half-width grows per step, > 1.
+        threshold: A side stops at its first edge where ``exp(ll - ll(w0)) < threshold``; in (0, 1).
+        num_points: Grid points, >= 3 (the paper: 25).
+        max_half_width: Cap on each side's half-width, >= ``start``.
+        max_steps: Cap on each side's number of window-search evaluations, >= 1.
+        batch_points: Grid values per vectorised call, >= 1.
+        batch_size: Rows of data per call, >= 1 (memory grows with ``batch_points * batch_size``).
+        incremental: Reuse what does not change (above); False always runs the whole network under vmap.
+
+    Returns:
+        A :class:`LikelihoodSlice`.
+
+    Raises:
+        ValueError: one line naming the bad value: an unknown tensor name, an index out of range, an option out of
+            range, data whose row counts differ, or a log-likelihood at ``w0`` that is not finite.
+    """
+    return likelihood_slices(
+        net,
+        likelihood,
+        x,
+        y,
+        values,
+        name,
+        [index],
+        prior=prior,
+        start=start,
+        growth=growth,
+        threshold=threshold,
+        num_points=num_points,
+        max_half_width=max_half_width,
+        max_steps=max_steps,
+        batch_points=batch_points,
+        batch_size=batch_size,
+        incremental=incremental,
+    )[0]
+
+
+def likelihood_slices(
+    net: nn.Module,
+    likelihood,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    values: Mapping[str, torch.Tensor],
+    name: str,
+    indices: Iterable[int | Sequence[int]],
+    *,
+    prior: LogPrior | None = None,
+    start: float = 0.1,
+    growth: float = 1.1,
+    threshold: float = 0.01,
+    num_points: int = 25,
+    max_half_width: float = DEFAULT_MAX_HALF_WIDTH,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    batch_points: int = 25,
+    batch_size: int = 2048,
+    incremental: bool = True,
+) -> list[LikelihoodSlice]:
+    """:func:`likelihood_slice` for several entries of one tensor, in the order given, sharing one cache (the
+    unperturbed network's intermediate values are computed once for all of them).
+
+    Arguments as for :func:`likelihood_slice`, with ``indices`` a list of indices into ``values[name]``.
+    """
+    options = _SearchOptions.checked(start, growth, threshold, num_points, max_half_width, max_steps)
+    log_prior = _log_prior_function(prior)
+    evaluator = SliceEvaluator(
+        net, likelihood, x, y, values, name, batch_points=batch_points, batch_size=batch_size, incremental=incremental
+    )
+    checked = [evaluator.check_index(index) for index in indices]
+    # Entries that share a changed column share remembered evaluations; the cache keeps one column at a time.
+    order = sorted(range(len(checked)), key=lambda k: checked[k])
+    slices: list[LikelihoodSlice | None] = [None] * len(checked)
+    for k in order:
+        slices[k] = _one_slice(evaluator, checked[k], log_prior, options)
+    return slices  # type: ignore[return-value]
+
+
+# --- the window search ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SearchOptions:
+    start: float
+    growth: float
+    threshold: float
+    num_points: int
+    max_half_width: float
+    max_steps: int
+
+    @classmethod
+    def checked(cls, start, growth, threshold, num_points, max_half_width, max_steps) -> _SearchOptions:
+        start = _number(start, "start", lambda v: v > 0, "a finite number > 0")
+        growth = _number(growth, "growth", lambda v: v > 1, "a finite number > 1")
+        threshold = _number(threshold, "threshold", lambda v: 0 < v < 1, "a number in (0, 1)")
+        num_points = check_int(num_points, "num_points", 3)
+        max_half_width = _number(
+            max_half_width, "max_half_width", lambda v: v >= start, f"a finite number >= start ({start!r})"
+        )
+        max_steps = check_int(max_steps, "max_steps", 1)
+        return cls(start, growth, threshold, num_points, max_half_width, max_steps)
+
+
+def _number(value, name: str, ok: Callable[[float], bool], expected: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return float(value)
+
+
+def _log_prior_function(prior: LogPrior | None) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    if prior is None:
+        return None
+    if isinstance(prior, Distribution):
+        if prior.batch_shape != torch.Size() or prior.event_shape != torch.Size():
+            raise ValueError(
+                "prior must be a scalar distribution (batch and event shape ()), got batch_shape "
+                f"{tuple(prior.batch_shape)} and event_shape {tuple(prior.event_shape)}"
+            )
+        return prior.log_prob
+    if callable(prior):
+        return prior
+    raise ValueError(f"prior must be a torch Distribution or a function of the value, got {type(prior).__name__}")
+
+
+def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: _SearchOptions) -> LikelihoodSlice:
+    """The window search, then the grid, then the Gaussian fit."""
+    w0 = float(evaluator.tensor[index])
+    evaluations = 0
+
+    def evaluate(points: list[float]) -> torch.Tensor:
+        nonlocal evaluations
+        w = torch.tensor(points, dtype=evaluator.tensor.dtype, device=evaluator.tensor.device)
+        evaluations += len(points)
+        ll = evaluator(index, w)
+        if log_prior is not None:
+            ll = ll + _prior_values(log_prior, w)
+        return ll
+
+    ll0 = float(evaluate([w0])[0])
+    if not math.isfinite(ll0):
+        raise ValueError(f"the log-likelihood at {evaluator.name}{list(index)} = {w0!r} is {ll0!r}, not finite")
+    log_threshold = math.log(options.threshold)
+    half = [options.start, options.start]
+    steps = [0, 0]
+    done = [False, False]
+    capped = [False, False]
+    while not all(done):
+        sides = [side for side in (0, 1) if not done[side]]
+        edges = [w0 - half[0] if side == 0 else w0 + half[1] for side in sides]
+        for side, ll in zip(sides, evaluate(edges).tolist(), strict=True):
+            steps[side] += 1
+            if not ll - ll0 >= log_threshold:  # NaN stops the side too
+                done[side] = True
+            elif half[side] >= options.max_half_width or steps[side] >= options.max_steps:
+                done[side] = capped[side] = True
+            else:
+                half[side] = min(half[side] * options.growth, options.max_half_width)
+
+    grid = torch.linspace(w0 - half[0], w0 + half[1], options.num_points, dtype=torch.float64)
+    grid = grid.to(evaluator.tensor.dtype).to(torch.float64)  # the values the network actually ran with
+    ll = evaluate(grid.tolist()).cpu()
+    prior_part = None
+    if log_prior is not None:
+        on_device = grid.to(dtype=evaluator.tensor.dtype, device=evaluator.tensor.device)
+        prior_part = _prior_values(log_prior, on_device).cpu()
+    mean, sd = fit_gaussian(grid, ll)
+    return LikelihoodSlice(
+        name=evaluator.name,
+        index=index,
+        w0=w0,
+        grid=grid,
+        log_likelihood=ll,
+        log_likelihood_w0=ll0,
+        log_prior=prior_part,
+        half_widths=(half[0], half[1]),
+        steps=(steps[0], steps[1]),
+        capped=(capped[0], capped[1]),
+        gaussian_mean=mean,
+        gaussian_sd=sd,
+        tv_distance=gaussian_tv_distance(grid, ll, mean, sd),
+        evaluations=evaluations,
+    )
+
+
+def _prior_values(log_prior: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+    values = torch.as_tensor(log_prior(w)).to(torch.float64)
+    if values.shape != w.shape:
+        raise ValueError(
+            f"prior must map a tensor of values {tuple(w.shape)} elementwise to log densities of the same shape, "
+            f"got shape {tuple(values.shape)}"
+        )
+    return values.to(w.device)
+
+
+__all__ = [
+    "LikelihoodSlice",
+    "fit_gaussian",
+    "gaussian_tv_distance",
+    "likelihood_slice",
+    "likelihood_slices",
+    "point_values",
+]

@@ -1,0 +1,238 @@
+"""The ArviZ adapter: draws in the (chain, draw, ...) layout from every kind of source, the export's groups, names
+and shapes, ArviZ's own diagnostics running on it, and the normality scores."""
+
+from __future__ import annotations
+
+import math
+
+import arviz as az
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+from pyro.infer.autoguide import AutoNormal
+from torch import nn
+
+from pyro_bnn import BNN
+from pyro_bnn.diagnostics.arviz_export import (
+    LOG_LIKELIHOOD_VAR,
+    OBS_DIM,
+    arviz_major_version,
+    convergence_summary,
+    draw_samples,
+    normality_scores,
+    posterior_dataset,
+    to_inference_data,
+)
+from pyro_bnn.guides import NodeNoiseMixture, init_to_network, parse_guide
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
+from pyro_bnn.predict import PointEstimate, Samples, predict
+from pyro_bnn.priors import NormalPrior
+
+N = 24
+
+
+def _data(n=N, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 2, generator=g)
+    return x, (x[:, 0] * x[:, 1] > 0).long()
+
+
+def _bnn(n=N) -> BNN:
+    torch.manual_seed(0)
+    net = build_model("tanh-small", input_shape=(2,), num_classes=2)
+    return BNN(net, NormalPrior(0.0, 1.0), Categorical(n))
+
+
+def _shapes(bnn: BNN) -> dict[str, tuple[int, ...]]:
+    return {site.name: tuple(site.shape) for site in bnn.sites}
+
+
+def _flat_guide(bnn):
+    guide = parse_guide("flat:rel=1").build(bnn)
+    guide(*_data())
+    return guide
+
+
+# ------------------------------------------------------------------------------------------- draw_samples
+def test_draws_from_a_flat_guide_use_its_draw_and_the_chain_layout():
+    bnn = _bnn()
+    guide = _flat_guide(bnn)
+    samples = draw_samples(bnn, guide, 500, chains=3)
+    assert list(samples) == bnn.site_names
+    for name, shape in _shapes(bnn).items():
+        assert samples[name].shape == (3, 500, *shape)
+    loc, scale = guide.loc_scale()["fc2.weight"]
+    pooled = samples["fc2.weight"].reshape(-1, 5, 5)
+    torch.testing.assert_close(
+        pooled.mean(0), loc.detach(), atol=4 * float(scale.detach().max()) / math.sqrt(1500), rtol=0
+    )
+    torch.testing.assert_close(pooled.std(0), scale.detach(), atol=0, rtol=0.12)
+
+
+def test_draws_from_a_guide_without_draw_are_traced_under_a_sample_plate():
+    bnn = _bnn()
+    guide = AutoNormal(bnn, init_loc_fn=init_to_network(bnn), init_scale=0.2)
+    samples = draw_samples(bnn, guide, 400, chains=2, guide_args=_data())  # the guide has not run yet
+    for name, shape in _shapes(bnn).items():
+        assert samples[name].shape == (2, 400, *shape)
+    pooled = samples["out.bias"].reshape(-1, 2)
+    torch.testing.assert_close(pooled.mean(0), bnn.initial_values()["out.bias"], atol=0.06, rtol=0)
+    assert pooled.std(0).tolist() == pytest.approx([0.2, 0.2], rel=0.15)
+    only = draw_samples(bnn, guide, 5, sites=["fc1.bias"])
+    assert list(only) == ["fc1.bias"] and only["fc1.bias"].shape == (1, 5, 5)
+
+
+def test_draws_from_dicts_with_and_without_a_chain_dimension():
+    bnn = _bnn()
+    shapes = _shapes(bnn)
+    flat = {name: torch.randn(12, *shape) for name, shape in shapes.items()}
+    split = draw_samples(bnn, flat, 4, chains=3)
+    assert split["fc1.weight"].shape == (3, 4, 5, 2)
+    torch.testing.assert_close(split["fc1.weight"][1], flat["fc1.weight"][4:8])
+    assert draw_samples(bnn, Samples(flat))["out.bias"].shape == (1, 12, 2)  # default: all draws, one chain
+    chained = {name: torch.randn(2, 7, *shape) for name, shape in shapes.items()}
+    kept = draw_samples(bnn, chained, 5)
+    assert kept["fc2.weight"].shape == (2, 5, 5, 5)
+    torch.testing.assert_close(kept["fc2.weight"], chained["fc2.weight"][:, :5])
+    point = draw_samples(bnn, PointEstimate(bnn.initial_values()), 6, chains=2)
+    assert point["out.weight"].shape == (2, 6, 2, 5)
+    torch.testing.assert_close(point["out.weight"][1, 3], bnn.initial_values()["out.weight"])
+
+
+def test_bad_draw_requests_fail_with_a_clear_message():
+    bnn = _bnn()
+    flat = {name: torch.randn(5, *shape) for name, shape in _shapes(bnn).items()}
+    with pytest.raises(ValueError, match="fewer than chains x num_samples"):
+        draw_samples(bnn, flat, 3, chains=2)
+    with pytest.raises(ValueError, match="hold 2 chains"):
+        draw_samples(bnn, {n: v.unsqueeze(0).expand(2, *v.shape) for n, v in flat.items()}, chains=3)
+    with pytest.raises(ValueError, match="expected"):
+        draw_samples(bnn, {**flat, "fc1.weight": torch.randn(5, 3, 3)})
+    with pytest.raises(ValueError, match="needs num_samples"):
+        draw_samples(bnn, _flat_guide(bnn))
+    with pytest.raises(ValueError, match="no values for site"):
+        draw_samples(bnn, flat, sites=["nope"])
+
+
+def test_mixture_guide_chains_each_hold_every_component():
+    torch.manual_seed(0)
+    net = add_node_noise(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)))
+    bnn = BNN(net, NodeNoisePrior(0.1), Categorical(10))
+    guide = NodeNoiseMixture(bnn, 2)
+    guide(torch.randn(2, 3), torch.zeros(2, dtype=torch.long))
+    with torch.no_grad():
+        guide.locs[0].fill_(-2.0)
+        guide.locs[1].fill_(4.0)
+        guide.scale_raw.fill_(-30.0)  # sd ~ 1e-13: each draw is its component's mean
+    samples = draw_samples(bnn, guide, 4, chains=2)
+    site = bnn.site_names[0]
+    assert samples[site].shape == (2, 4, *bnn.sites[0].shape)
+    torch.testing.assert_close(samples[site][:, :, 0], torch.tensor([[-2.0, 4.0] * 2] * 2))
+
+
+# ------------------------------------------------------------------------------------------ the export
+def test_export_has_the_groups_names_and_dims_arviz_expects():
+    bnn = _bnn()
+    x, y = _data()
+    samples = draw_samples(bnn, _flat_guide(bnn), 50, chains=2)
+    data = to_inference_data(bnn, samples, (x, y))
+    assert arviz_major_version() == 0  # the 1.x branch is not exercised here
+    assert set(data.groups()) == {"posterior", "log_likelihood"}
+    posterior = posterior_dataset(data)
+    assert list(posterior.data_vars) == bnn.site_names
+    for name, shape in _shapes(bnn).items():
+        variable = posterior[name]
+        assert variable.dims == ("chain", "draw", *[f"{name}_dim_{i}" for i in range(len(shape))])
+        assert variable.shape == (2, 50, *shape)
+        np.testing.assert_array_equal(variable.values, samples[name].numpy())
+    log_lik = data.log_likelihood[LOG_LIKELIHOOD_VAR]
+    assert log_lik.dims == ("chain", "draw", OBS_DIM) and log_lik.shape == (2, 50, N)
+    flat = {name: value.reshape(100, *value.shape[2:]) for name, value in samples.items()}
+    expected = predict(bnn, flat, (x, y)).log_likelihood.reshape(2, 50, N)
+    np.testing.assert_allclose(log_lik.values, expected.numpy(), rtol=1e-6)
+
+
+def test_summary_loo_and_waic_run_on_the_export():
+    bnn = _bnn()
+    x, y = _data()
+    samples = draw_samples(bnn, _flat_guide(bnn), 100, chains=2)
+    data = to_inference_data(bnn, samples, (x, y))
+    summary = az.summary(data)
+    assert len(summary) == bnn.num_random_parameters()
+    assert "fc1.weight[0, 1]" in summary.index
+    assert summary["r_hat"].max() < 1.1  # independent draws from one guide
+    loo = az.loo(data)
+    waic = az.waic(data)
+    assert math.isfinite(loo.elpd_loo) and math.isfinite(waic.elpd_waic)
+    log_lik = data.log_likelihood[LOG_LIKELIHOOD_VAR].values
+    lppd = float(np.sum(np.log(np.mean(np.exp(log_lik.reshape(200, N)), axis=0))))
+    assert loo.elpd_loo <= lppd + 1e-6  # leaving a point out can only cost predictive density here
+
+
+def test_thinned_sites_and_site_selection():
+    bnn = _bnn()
+    samples = draw_samples(bnn, _flat_guide(bnn), 10)
+    data = to_inference_data(bnn, samples, sites=["fc2.weight", "out.bias"], max_scalars_per_site=4)
+    posterior = posterior_dataset(data)
+    assert list(posterior.data_vars) == ["fc2.weight", "out.bias"]
+    assert set(data.groups()) == {"posterior"}
+    thinned = posterior["fc2.weight"]
+    assert thinned.dims == ("chain", "draw", "fc2.weight_flat")
+    assert thinned["fc2.weight_flat"].values.tolist() == [0, 8, 16, 24]
+    np.testing.assert_array_equal(thinned.values, samples["fc2.weight"].reshape(1, 10, 25)[:, :, [0, 8, 16, 24]])
+    assert posterior["out.bias"].dims == ("chain", "draw", "out.bias_dim_0")  # 2 scalars: kept whole
+    with pytest.raises(ValueError, match="no values for site"):
+        to_inference_data(bnn, samples, sites=["fc9.weight"])
+    with pytest.raises(ValueError, match=r"\(chain, draw, \*shape\)"):
+        to_inference_data(bnn, {"fc1.bias": torch.randn(5)}, sites=["fc1.bias"])
+
+
+def test_convergence_summary_of_independent_chains_is_clean():
+    g = torch.Generator().manual_seed(1)
+    values = torch.randn(4, 500, 3, generator=g)
+    summary = convergence_summary(to_inference_data(_bnn(), {"theta": values}))
+    assert summary["num_scalars"] == 3
+    assert summary["rhat_max"] < 1.01
+    assert summary["ess_bulk_min"] > 1200
+    shifted = values + torch.arange(4.0).view(4, 1, 1)  # chains in different places
+    assert convergence_summary(to_inference_data(_bnn(), {"theta": shifted}))["rhat_max"] > 1.5
+
+
+# ------------------------------------------------------------------------------------------ normality
+def test_normality_scores_match_scipy_and_are_near_zero_for_normal_draws():
+    g = torch.Generator().manual_seed(2)
+    draws = 0.3 + 2.0 * torch.randn(2, 2000, 3, generator=g, dtype=torch.float64)
+    scores = normality_scores({"w": draws})["w"]
+    assert scores["num_draws"] == 4000
+    pooled = draws.reshape(-1, 3).numpy()
+    np.testing.assert_allclose(scores["skewness"].numpy(), scipy.stats.skew(pooled, axis=0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(scores["excess_kurtosis"].numpy(), scipy.stats.kurtosis(pooled, axis=0), rtol=1e-9)
+    for column in range(3):
+        value = pooled[:, column]
+        ks = scipy.stats.kstest(value, "norm", args=(value.mean(), value.std())).statistic
+        assert float(scores["ks_distance"][column]) == pytest.approx(ks, rel=1e-9)
+    assert scores["skewness"].abs().max() < 0.1
+    assert scores["excess_kurtosis"].abs().max() < 0.2
+    assert scores["ks_distance"].max() < 0.02
+
+
+def test_a_bimodal_mixture_posterior_is_flagged():
+    torch.manual_seed(0)
+    net = add_node_noise(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)))
+    bnn = BNN(net, NodeNoisePrior(0.1), Categorical(10))
+    guide = NodeNoiseMixture(bnn, 2)
+    guide(torch.randn(2, 3), torch.zeros(2, dtype=torch.long))
+    with torch.no_grad():
+        guide.locs[0].fill_(0.0)
+        guide.locs[1].fill_(2.0)
+        guide.scale_raw.fill_(math.log(math.expm1(0.1)))  # sd 0.1: modes 20 sd apart
+    samples = draw_samples(bnn, guide, 1000, chains=2)
+    for site, scores in normality_scores(samples).items():
+        assert (scores["excess_kurtosis"] < -1.8).all(), site  # two equal spikes: -2; a Normal: 0
+        assert (scores["skewness"].abs() < 0.2).all()
+        assert (scores["ks_distance"] > 0.1).all()
+    with pytest.raises(ValueError, match="sample_dims"):
+        normality_scores(samples, sample_dims=3)

@@ -1,0 +1,128 @@
+"""``pyro-bnn diagnose`` end to end on a tiny run, and its bad input."""
+
+import json
+
+import pytest
+
+from pyro_bnn.cli import main
+from pyro_bnn.experiments import RunConfig, runs, train_run
+
+TINY = RunConfig(
+    dataset="moons",
+    model="tanh-small",
+    activation="tanh",
+    guide="flat:rel=1",
+    epochs=2,
+    batch_size=64,
+    lr=0.02,
+    num_samples=4,
+    num_val_samples=2,
+    device="cpu",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("diag") / "run"
+    train_run(TINY, out, progress=False)
+    return out
+
+
+def test_diagnose_writes_every_part_and_its_figures(tiny_run, capsys):
+    args = [
+        "diagnose",
+        str(tiny_run),
+        "--slices",
+        "2",
+        "--slice-images",
+        "200",
+        "--pruning",
+        "--shape",
+        "--num-samples",
+        "8",
+        "--quiet",
+    ]
+    assert main(args) == 0
+    report = json.loads((tiny_run / "diagnostics.json").read_text())
+    assert set(report) == {"slices", "pruning", "shape"}
+    assert set(report["slices"]["layers"]) == {"fc1.weight", "fc2.weight", "out.weight"}
+    assert all(layer["sampled"] == 2 for layer in report["slices"]["layers"].values())
+    assert [row["fraction"] for row in report["pruning"]["rows"]] == [0, 0.25, 0.5, 0.75, 0.95]
+    assert report["shape"]["loo"]["test_points"] > 0
+    for figure in ("plateau_fractions.png", "slice.png", "pruning.png", "marginals.png", "weight_stats.png"):
+        assert (tiny_run / figure).is_file(), figure
+    # A second call with one part keeps the others in diagnostics.json.
+    assert main(["diagnose", str(tiny_run), "--pruning", "--num-samples", "4", "--quiet"]) == 0
+    assert set(json.loads((tiny_run / "diagnostics.json").read_text())) == {"slices", "pruning", "shape"}
+
+
+@pytest.mark.slow
+def test_diagnose_nuts_compares_the_guide_with_a_nuts_reference(tiny_run):
+    # Slow (minutes on 2 cores): NUTS's tree depth grows to 2^10 leapfrog steps per draw during warm-up.
+    assert (
+        main(
+            [
+                "diagnose",
+                str(tiny_run),
+                "--nuts",
+                "--num-samples",
+                "8",
+                "--nuts-chains",
+                "2",
+                "--nuts-samples",
+                "10",
+                "--nuts-warmup",
+                "10",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    report = json.loads((tiny_run / "diagnostics.json").read_text())["nuts"]
+    assert report["chains"] == 2 and report["predictive_distance"]["kl"] >= 0
+    assert 0.0 <= report["accuracy"]["nuts"] <= 1.0
+
+
+def _no_data(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("data was loaded although the option could be checked without it")
+
+    monkeypatch.setattr(runs, "load_data", refuse)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--slices", "0"], "slices must be an int >= 1"),
+        ([], "nothing to diagnose"),
+        (["--pruning", "--num-samples", "0"], "num-samples must be an int >= 1"),
+        (["--nuts", "--nuts-chains", "0"], "nuts-chains must be an int >= 1"),
+    ],
+)
+def test_diagnose_bad_options_fail_in_one_line_before_data(tiny_run, capsys, monkeypatch, extra, message):
+    _no_data(monkeypatch)
+    assert main(["diagnose", str(tiny_run), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and message in err, err
+
+
+def test_diagnose_refuses_pruning_of_a_deterministic_run_before_data(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "mle"
+    train_run(RunConfig(**{**vars(TINY), "guide": "mle", "epochs": 1}), out, progress=False)
+    _no_data(monkeypatch)
+    assert main(["diagnose", str(out), "--pruning"]) == 2
+    err = capsys.readouterr().err
+    assert "need a guide with a Normal scale per weight" in err and "'mle'" in err
+
+
+def test_diagnose_refuses_nuts_on_a_large_network(tmp_path, capsys):
+    out = tmp_path / "big"
+    config = RunConfig(**{**vars(TINY), "model": "mlp:128,128", "epochs": 1})
+    train_run(config, out, progress=False)
+    assert main(["diagnose", str(out), "--nuts"]) == 2
+    assert "at most 5000 random scalars" in capsys.readouterr().err
+
+
+def test_diagnose_names_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert main(["diagnose", str(tmp_path), "--pruning"]) == 2
+    assert "has no config.json" in capsys.readouterr().err
