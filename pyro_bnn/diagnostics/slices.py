@@ -26,13 +26,11 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.diagnostics.gaussian_fit import fit_gaussian, gaussian_tv_distance
-from pyro_bnn.diagnostics.slice_evaluator import Index, SliceEvaluator, check_int
-
-LogPrior = Callable[[torch.Tensor], torch.Tensor] | Distribution
+from pyro_bnn.diagnostics.slice_evaluator import Index, SliceEvaluator
+from pyro_bnn.diagnostics.slice_window import LogPrior, SearchOptions, log_prior_function, prior_values
 
 DEFAULT_MAX_HALF_WIDTH = 5.0
 """Largest half-width the window search reaches on one side (50x the paper's starting 0.1; 43 steps of x1.1)."""
@@ -285,8 +283,8 @@ def likelihood_slices(
 
     Arguments as for :func:`likelihood_slice`, with ``indices`` a list of indices into ``values[name]``.
     """
-    options = _SearchOptions.checked(start, growth, threshold, num_points, max_half_width, max_steps)
-    log_prior = _log_prior_function(prior)
+    options = SearchOptions.checked(start, growth, threshold, num_points, max_half_width, max_steps)
+    log_prior = log_prior_function(prior)
     evaluator = SliceEvaluator(
         net, likelihood, x, y, values, name, batch_points=batch_points, batch_size=batch_size, incremental=incremental
     )
@@ -299,53 +297,10 @@ def likelihood_slices(
     return slices  # type: ignore[return-value]
 
 
-# --- the window search ---------------------------------------------------------------------------------------------
+# --- the window search (its options and prior helpers: :mod:`pyro_bnn.diagnostics.slice_window`) ------------------
 
 
-@dataclass(frozen=True)
-class _SearchOptions:
-    start: float
-    growth: float
-    threshold: float
-    num_points: int
-    max_half_width: float
-    max_steps: int
-
-    @classmethod
-    def checked(cls, start, growth, threshold, num_points, max_half_width, max_steps) -> _SearchOptions:
-        start = _number(start, "start", lambda v: v > 0, "a finite number > 0")
-        growth = _number(growth, "growth", lambda v: v > 1, "a finite number > 1")
-        threshold = _number(threshold, "threshold", lambda v: 0 < v < 1, "a number in (0, 1)")
-        num_points = check_int(num_points, "num_points", 3)
-        max_half_width = _number(
-            max_half_width, "max_half_width", lambda v: v >= start, f"a finite number >= start ({start!r})"
-        )
-        max_steps = check_int(max_steps, "max_steps", 1)
-        return cls(start, growth, threshold, num_points, max_half_width, max_steps)
-
-
-def _number(value, name: str, ok: Callable[[float], bool], expected: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
-    return float(value)
-
-
-def _log_prior_function(prior: LogPrior | None) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    if prior is None:
-        return None
-    if isinstance(prior, Distribution):
-        if prior.batch_shape != torch.Size() or prior.event_shape != torch.Size():
-            raise ValueError(
-                "prior must be a scalar distribution (batch and event shape ()), got batch_shape "
-                f"{tuple(prior.batch_shape)} and event_shape {tuple(prior.event_shape)}"
-            )
-        return prior.log_prob
-    if callable(prior):
-        return prior
-    raise ValueError(f"prior must be a torch Distribution or a function of the value, got {type(prior).__name__}")
-
-
-def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: _SearchOptions) -> LikelihoodSlice:
+def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: SearchOptions) -> LikelihoodSlice:
     """The window search, then the grid, then the Gaussian fit."""
     w0 = float(evaluator.tensor[index])
     evaluations = 0
@@ -356,7 +311,7 @@ def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: _Sea
         evaluations += len(points)
         ll = evaluator(index, w)
         if log_prior is not None:
-            ll = ll + _prior_values(log_prior, w)
+            ll = ll + prior_values(log_prior, w)
         return ll
 
     ll0 = float(evaluate([w0])[0])
@@ -385,7 +340,7 @@ def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: _Sea
     prior_part = None
     if log_prior is not None:
         on_device = grid.to(dtype=evaluator.tensor.dtype, device=evaluator.tensor.device)
-        prior_part = _prior_values(log_prior, on_device).cpu()
+        prior_part = prior_values(log_prior, on_device).cpu()
     mean, sd = fit_gaussian(grid, ll)
     return LikelihoodSlice(
         name=evaluator.name,
@@ -403,16 +358,6 @@ def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: _Sea
         tv_distance=gaussian_tv_distance(grid, ll, mean, sd),
         evaluations=evaluations,
     )
-
-
-def _prior_values(log_prior: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor) -> torch.Tensor:
-    values = torch.as_tensor(log_prior(w)).to(torch.float64)
-    if values.shape != w.shape:
-        raise ValueError(
-            f"prior must map a tensor of values {tuple(w.shape)} elementwise to log densities of the same shape, "
-            f"got shape {tuple(values.shape)}"
-        )
-    return values.to(w.device)
 
 
 __all__ = [

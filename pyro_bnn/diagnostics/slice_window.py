@@ -1,0 +1,76 @@
+"""The window search's options and the optional log prior of :func:`pyro_bnn.diagnostics.slices.likelihood_slice`.
+
+* :class:`SearchOptions` checks and holds the window-search options (``start``, ``growth``, ``threshold``,
+  ``num_points``, ``max_half_width``, ``max_steps``).
+* :func:`log_prior_function` turns a ``prior`` argument (a scalar ``Distribution`` or a function) into a function
+  of the values; :func:`prior_values` applies it and checks the result's shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.distributions import Distribution
+
+from pyro_bnn.diagnostics.slice_evaluator import check_int
+
+LogPrior = Callable[[torch.Tensor], torch.Tensor] | Distribution
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    start: float
+    growth: float
+    threshold: float
+    num_points: int
+    max_half_width: float
+    max_steps: int
+
+    @classmethod
+    def checked(cls, start, growth, threshold, num_points, max_half_width, max_steps) -> SearchOptions:
+        start = _number(start, "start", lambda v: v > 0, "a finite number > 0")
+        growth = _number(growth, "growth", lambda v: v > 1, "a finite number > 1")
+        threshold = _number(threshold, "threshold", lambda v: 0 < v < 1, "a number in (0, 1)")
+        num_points = check_int(num_points, "num_points", 3)
+        max_half_width = _number(
+            max_half_width, "max_half_width", lambda v: v >= start, f"a finite number >= start ({start!r})"
+        )
+        max_steps = check_int(max_steps, "max_steps", 1)
+        return cls(start, growth, threshold, num_points, max_half_width, max_steps)
+
+
+def _number(value, name: str, ok: Callable[[float], bool], expected: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return float(value)
+
+
+def log_prior_function(prior: LogPrior | None) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    if prior is None:
+        return None
+    if isinstance(prior, Distribution):
+        if prior.batch_shape != torch.Size() or prior.event_shape != torch.Size():
+            raise ValueError(
+                "prior must be a scalar distribution (batch and event shape ()), got batch_shape "
+                f"{tuple(prior.batch_shape)} and event_shape {tuple(prior.event_shape)}"
+            )
+        return prior.log_prob
+    if callable(prior):
+        return prior
+    raise ValueError(f"prior must be a torch Distribution or a function of the value, got {type(prior).__name__}")
+
+
+def prior_values(log_prior: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor) -> torch.Tensor:
+    values = torch.as_tensor(log_prior(w)).to(torch.float64)
+    if values.shape != w.shape:
+        raise ValueError(
+            f"prior must map a tensor of values {tuple(w.shape)} elementwise to log densities of the same shape, "
+            f"got shape {tuple(values.shape)}"
+        )
+    return values.to(w.device)
+
+
+__all__ = ["LogPrior", "SearchOptions", "log_prior_function", "prior_values"]
