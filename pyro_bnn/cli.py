@@ -58,7 +58,7 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--lr-variational",
         type=float,
         default=None,
-        help="learning rate of the guide's parameters (default: --lr with adam, 0.3 per example with sgd)",
+        help="learning rate of the guide's parameters (default: --lr, or 0.3 per example with sgd and --node-noise)",
     )
     add(
         "--weight-decay",

@@ -100,6 +100,7 @@ TRAIN_CASES = [
     (["--lr-variational", "-1"], "lr_variational"),
     (["--weight-decay", "nan"], "weight_decay"),
     (["--lr-schedule", "decay:2"], "decay:2"),
+    (["--node-noise", "--kl-scale", "paper"], "does not combine with sgd or weight_decay"),
     (["--lr-variational-schedule", "cosine"], "'cosine'"),
 ]
 

@@ -80,9 +80,10 @@ def find_plateau(
 
     Resolution: a run spans whole grid steps, so with G points a plateau must cover at least
     ``ceil(min_fraction * (G - 1))`` steps (2 for the paper's 25 points, 5 for 101) and is located to one step;
-    a flat stretch narrower than that plus up to a step of misalignment, i.e. up to ``min_fraction + 2 / (G - 1)``
-    of the window, can be missed. That is why :func:`plateau_fractions` uses :data:`PLATEAU_NUM_POINTS` (101)
-    points rather than 25: the 5 % of the default ``min_fraction`` then means 5-7 % rather than 5-12.5 %.
+    a flat stretch narrower than that plus up to a step of misalignment, i.e. up to
+    ``(ceil(min_fraction * (G - 1)) + 2) / (G - 1)`` of the window, can be missed. That is why
+    :func:`plateau_fractions` uses :data:`PLATEAU_NUM_POINTS` (101) points rather than 25: the 5 % of the default
+    ``min_fraction`` then means 5-7 % rather than 8-17 %.
 
     Exactness: ``flatness`` (1e-6) is far below float32 rounding of a summed log-likelihood over thousands of
     examples, so the test needs exactly equal values on a flat stretch; the incremental evaluation of
@@ -234,7 +235,7 @@ def plateau_fractions(
         ``{tensor name: PlateauSummary}`` in layer order.
 
     Raises:
-        ValueError: ``per_layer`` < 1, an unknown or non-floating tensor name in ``layers``, or what
+        ValueError: ``per_layer`` < 1, an unknown tensor name in ``layers``, or what
             :func:`~pyro_bnn.diagnostics.slices.likelihood_slice` or :func:`find_plateau` raise.
     """
     _check_plateau_options(min_fraction, floor, flatness)

@@ -59,7 +59,8 @@ class RunConfig:
         batch_size: Minibatch size.
         lr: Learning rate of the model's parameters (the guide's too, unless ``lr_variational`` is set). None:
             1e-3 with Adam, 0.05 with SGD.
-        lr_variational: Learning rate of the guide's (variational) parameters; None: ``lr`` with Adam, 0.3 with SGD.
+        lr_variational: Learning rate of the guide's (variational) parameters; None: ``lr``, or 0.3 with SGD and node
+            noise.
             The authors use 1.2-4.8 on VGG16/WRN (base times K); on LeNet 1.2 diverged in 2 of 3 ten-epoch runs
             and 0.3 in none (``results/node-noise/sweep.md``).
         weight_decay: L2 weight decay of the model's deterministic parameters (never of the guide's). None: 0, or
@@ -130,7 +131,7 @@ class RunConfig:
         sgd = self.optimizer == "sgd"
         if self.lr is None:
             self.lr = 0.05 if sgd else 1e-3
-        if self.lr_variational is None and sgd:
+        if self.lr_variational is None and sgd and node_noise:
             self.lr_variational = 0.3
         if self.weight_decay is None:
             self.weight_decay = 5e-4 if node_noise else 0.0
@@ -182,6 +183,11 @@ class RunConfig:
         if isinstance(wd, bool) or not (isinstance(wd, (int, float)) and math.isfinite(wd) and wd >= 0):
             raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
         enum_member(OptimizerKind, self.optimizer, "optimizer")
+        if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and (self.optimizer == "sgd" or wd):
+            raise ValueError(
+                "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with sgd or weight_decay, whose "
+                "per-example rates assume the full-data loss; use kl_scale 'dataset' or adam without weight decay"
+            )
         LR_SCHEDULE_FAMILY.parse(self.lr_schedule)
         LR_SCHEDULE_FAMILY.parse(self.lr_variational_schedule)
         if not (isinstance(self.patience, int) and self.patience >= 0):

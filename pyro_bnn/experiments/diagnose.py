@@ -85,12 +85,15 @@ class DiagnoseOptions:
 
 def _check_guide(config: RunConfig, options: DiagnoseOptions) -> None:
     """Refuses parts the run's guide cannot give, from its config alone (before any data is loaded)."""
-    if (options.pruning or options.shape or options.nuts) and parse_guide(config.guide).kind not in NOISY_GUIDES:
+    kind = parse_guide(config.guide).kind
+    if (options.pruning or options.nuts) and kind not in NOISY_GUIDES:
         names = ", ".join(g.value for g in NOISY_GUIDES)
         raise ValueError(
-            f"--pruning, --shape and --nuts need a guide with a Normal scale per weight ({names}), but the run used "
+            f"--pruning and --nuts need a guide with a Normal scale per weight ({names}), but the run used "
             f"{config.guide!r}"
         )
+    if options.shape and kind not in (*NOISY_GUIDES, GuideKind.MIXTURE):
+        raise ValueError(f"--shape needs posterior draws, but the run used the point-estimate guide {config.guide!r}")
 
 
 def _check_size(evaluation: Evaluation, options: DiagnoseOptions) -> None:

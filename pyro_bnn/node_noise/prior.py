@@ -41,6 +41,17 @@ class NodeNoisePrior(Prior):
             values.append(float(value))
         self.register_buffer("layer_scale_values", torch.tensor(values))
 
+    def parameter_sites(self, net):
+        """The node-noise sites of ``net``; refuses ``layer_scales`` names that have no node noise there."""
+        sites = super().parameter_sites(net)
+        unknown = sorted(set(self._layer_index) - {site.layer for site in sites})
+        if unknown:
+            layers = sorted({site.layer for site in sites})
+            raise ValueError(
+                f"NodeNoisePrior: layer_scales names {unknown}, which have no node noise (layers: {layers})"
+            )
+        return sites
+
     def layer_scale(self, layer: str) -> torch.Tensor:
         """s of one layer, a scalar tensor on the prior's device."""
         index = self._layer_index.get(layer)

@@ -102,6 +102,9 @@ def test_run_optimizer_is_the_authors_sgd_per_example():
     assert isinstance(run_objective(config), MixtureMeanKL)
     assert run_objective(RunConfig().validate()) == "auto"
     assert not isinstance(run_optimizer(RunConfig().validate(), 1000), ParamGroups)  # the plain default Adam
+    weight_space_sgd = RunConfig(optimizer="sgd").validate()
+    assert weight_space_sgd.lr_variational is None  # the guide's rate is lr: 0.3 is the node-noise default only
+    assert run_optimizer(weight_space_sgd, 1000).guide["lr"] == pytest.approx(0.05 / 1000)
 
 
 def test_a_run_written_before_the_node_noise_options_resumes(tmp_path):

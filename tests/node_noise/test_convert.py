@@ -126,3 +126,9 @@ def test_node_noise_prior_per_layer_scales():
         NodeNoisePrior(0.1, layer_scales={"3": 0.0})
     with pytest.raises(ValueError, match="finite number > 0"):
         NodeNoisePrior(-1.0)
+
+
+def test_node_noise_prior_refuses_layer_scales_of_layers_without_noise():
+    net = add_node_noise(_mixed_net())
+    with pytest.raises(ValueError, match=r"layer_scales names \['conv_1'\], which have no node noise"):
+        BNN(net, NodeNoisePrior(0.1, layer_scales={"conv_1": 0.3}), Categorical(10))
