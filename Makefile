@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check pyro_bnn tests bench
 
 # Training-step and predictive benchmark against a deterministic step and the competitors, in one process; writes
-# bench/RESULTS.md and bench/results.json; then the node-noise LeNet step (bench/NODE_NOISE.md). The competitors
+# bench/RESULTS.md and bench/results-cpu.json; then the node-noise LeNet step (bench/NODE_NOISE.md). The competitors
 # install here only, pinned to the project's torch.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -r bench/requirements.txt -c bench/constraints.txt

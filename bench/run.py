@@ -1,5 +1,7 @@
 """``make bench``: training-step and predictive timings of pyro_bnn against a deterministic step and the competitors,
-in one process, written to ``bench/RESULTS.md`` and ``bench/results.json``.
+in one process, written to ``bench/results-<device type>.json`` (``results-cpu.json``, ``results-cuda.json``);
+``bench/RESULTS.md`` is rendered from every such file present, so a CPU run keeps the GPU section a GPU machine
+wrote (``python bench/run.py --device cuda``) and the reverse.
 
 Training steps: the 3FC network (784-1000-1000-1000-10, 2.8 M weights) on real Fashion-MNIST batches where the data
 is installed (random images otherwise, which the report says). Every variant takes one step per batch over the same
@@ -8,8 +10,9 @@ machine hits all of them. A variant's figure is the median over rounds of its ti
 step's time in the same round. pyro_bnn's rows run ``Trainer.fit`` (``bench/steps.py``), the competitors their own
 idiomatic step (``bench/competitors.py``).
 
-Then the predictive (``bench/predictive.py``) and a profile of one step of pyro_bnn's default path and of the
-default before the performance issue (``bench/profile_step.py``).
+Then the predictive (``bench/predictive.py``), one full Fashion-MNIST epoch of the default BNN and of the
+deterministic network (``bench/epoch.py``), and a profile of one step of pyro_bnn's default path and of the default
+before the performance issue (``bench/profile_step.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import competitors  # noqa: E402
+import epoch  # noqa: E402
 import predictive  # noqa: E402
 import profile_step  # noqa: E402
 import steps  # noqa: E402
@@ -111,15 +115,27 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def render(result: dict) -> str:
-    """bench/RESULTS.md from the result dictionary."""
+DEVICE_TITLES = {"cpu": "CPU", "cuda": "GPU (CUDA)"}
+
+
+def render(results: list[dict]) -> str:
+    """bench/RESULTS.md from the result dictionaries of each device."""
+    lines = ["# Benchmark results", ""]
+    for result in results:
+        lines += render_device(result)
+    return "\n".join(lines) + "\n"
+
+
+def render_device(result: dict) -> list[str]:
+    """One device's section of bench/RESULTS.md."""
+    title = DEVICE_TITLES.get(result["device"].split(":")[0], result["device"])
     lines = [
-        "# Benchmark results",
+        f"## {title}",
         "",
-        f"Command: `{result['command']}` (`make bench`), {result['date']}, commit {result['commit']}.",
+        f"Command: `{result['command']}`, {result['date']}, commit {result['commit']}.",
         f"Machine: {result['machine']}; device `{result['device']}`.",
         "",
-        "## Training step, 3FC on Fashion-MNIST",
+        f"### Training step, 3FC on Fashion-MNIST ({title})",
         "",
         f"Batches: {result['data']}; {result['steps']} steps per round, {result['rounds']} rounds. Figures: the "
         "median over rounds of (time per step) / (deterministic step's time in the same round); the range over "
@@ -155,7 +171,7 @@ def render(result: dict) -> str:
     pred = result["predictive"]
     lines += [
         "",
-        "## Predictive",
+        f"### Predictive ({title})",
         "",
         f"`predict(bnn, guide, x, num_samples=S)` with the default guide against the floor of S plain forward passes "
         f"of the deterministic network over the same inputs (batches of {predictive.BATCH}); peak memory beyond the "
@@ -175,7 +191,7 @@ def render(result: dict) -> str:
     components = ["objective", "backward", "optimizer", "matmul", "random draws", "total"]
     lines += [
         "",
-        f"## Where a step's time goes (torch profiler, batch {prof['batch_size']}, ms per step)",
+        f"### Where a step's time goes ({title}; torch profiler, batch {prof['batch_size']}, ms per step)",
         "",
         "`objective`, `backward`, `optimizer`: wall time of the three phases of a trainer step (with the profiler's "
         "own overhead); `matmul`: operator self time in matrix products; `random draws`: the standard normal draw "
@@ -188,7 +204,19 @@ def render(result: dict) -> str:
     for component in components:
         cells = [f"{prof['variants'][v].get(component, 0.0):.1f}" for v in prof["variants"]]
         lines.append(f"| {component} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    if result.get("epoch"):
+        e = result["epoch"]
+        graph = " (steps replayed from a CUDA graph)" if e["cuda_graph"] else ""
+        lines += [
+            "",
+            f"### One Fashion-MNIST epoch ({title})",
+            "",
+            f"Training seconds of the second epoch over all {e['num_train']} training images, batches of "
+            f"{epoch.BATCH} (`bench/epoch.py`): pyro_bnn's default BNN (`Trainer.fit`){graph} "
+            f"**{e['bnn_s']:.2f} s**; the deterministic network {e['deterministic_s']:.2f} s; ratio "
+            f"**{e['ratio']:.2f}**.",
+        ]
+    return lines + [""]
 
 
 def main() -> None:
@@ -203,6 +231,8 @@ def main() -> None:
     device = torch.device(args.device)
     missing = {} if args.skip_competitors else competitors.missing()
     builders = dict(steps.OURS)
+    if device.type == "cuda":
+        builders.update(steps.CUDA_ONLY)
     if not args.skip_competitors:
         for name, build_step in competitors.AVAILABLE.items():
             if name not in missing:
@@ -233,7 +263,7 @@ def main() -> None:
     settings = [(100, 10_000), (1000, 10_000)] if cuda else [(50, 2000), (400, 10_000)]
     result["predictive"] = []
     for samples, inputs in settings:
-        row = predictive.timings(device, samples, inputs) if (samples, inputs) == settings[0] else {}
+        row = predictive.timings_fresh(device, samples, inputs) if (samples, inputs) == settings[0] else {}
         row.update(predictive.peak_memory(device, samples, inputs))
         result["predictive"].append(row)
         print(f"predictive S={samples} N={inputs}: {row}", flush=True)
@@ -249,10 +279,17 @@ def main() -> None:
         result["profile"]["variants"][name] = profile_step.profile_trainer_step(trainer, batches)
         print(f"profile {name}: {result['profile']['variants'][name]}", flush=True)
 
+    try:
+        result["epoch"] = epoch.epoch_times(device)
+        print(f"epoch: {result['epoch']}", flush=True)
+    except (FileNotFoundError, OSError, ValueError) as err:
+        print(f"epoch not timed: Fashion-MNIST not found ({str(err).splitlines()[0]})", flush=True)
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    report = render(result)
+    (out / f"results-{device.type}.json").write_text(json.dumps(result, indent=2) + "\n")
+    found = [out / f"results-{kind}.json" for kind in DEVICE_TITLES]
+    report = render([json.loads(path.read_text()) for path in found if path.exists()])
     (out / "RESULTS.md").write_text(report)
     print(report)
 

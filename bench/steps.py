@@ -9,7 +9,9 @@ Every variant is built from the first batch and returns ``run(batches)``, which 
   ``Categorical(N)``:
 
   - ``pyro_bnn default``: what ``pyro-bnn train`` runs without options: the ``flat:rel=1`` guide, ``--elbo auto``
-    (which picks the fused :class:`~pyro_bnn.infer.FastMeanFieldELBO`) and the default (fused) Adam;
+    (which picks the fused :class:`~pyro_bnn.infer.FastMeanFieldELBO`) and the default (fused) Adam; on CUDA each
+    step replays a captured CUDA graph (:mod:`pyro_bnn.infer.cuda_graph`), as in ``pyro-bnn train``;
+  - ``... no CUDA graph``: the default step launched op by op (CUDA only; on a CPU that is the default);
   - ``... fast-single`` / ``... local reparam.`` / ``... flipout``: the same with those forms of the fast
     objective (one draw shared by the batch instead of the antithetic pair; local reparameterisation; flipout);
   - ``pyro_bnn before #9``: the default before the performance issue, reconstructed: ``autonormal:rel=1`` with
@@ -63,6 +65,34 @@ def deterministic(x: torch.Tensor, y: torch.Tensor, num_data: int, *, fused: boo
     return from_step(step)
 
 
+def deterministic_graphed(x: torch.Tensor, y: torch.Tensor, num_data: int) -> Run:
+    """The deterministic step (fused Adam) captured in a CUDA graph and replayed (PyTorch's whole-network capture
+    recipe): what the same graph replay gives a network without weight noise. CUDA only."""
+    net = net_3fc(x.device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True, capturable=True)
+    static_x, static_y = x.clone(), y.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(net(static_x), static_y).backward()
+            optimizer.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        F.cross_entropy(net(static_x), static_y).backward()
+        optimizer.step()
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+
+    return from_step(step)
+
+
 class _Loader:
     """The batches as a training loader for ``Trainer.fit``: ``len`` steps, a ``dataset`` of ``num_data`` examples
     (which the likelihood's N/B scaling checks)."""
@@ -78,11 +108,19 @@ class _Loader:
 
 
 def trainer_run(
-    x: torch.Tensor, y: torch.Tensor, num_data: int, guide: str, *, objective="auto", optim=None
+    x: torch.Tensor, y: torch.Tensor, num_data: int, guide: str, *, objective="auto", optim=None, cuda_graph=True
 ) -> tuple[Run, Trainer]:
     """A pyro_bnn :class:`Trainer` on the 3FC BNN; ``run(batches)`` trains one more epoch over them."""
     bnn = BNN(net_3fc(x.device), NormalPrior(0.0, 1.0).to(x.device), Categorical(num_data))
-    trainer = Trainer(bnn, parse_guide(guide).build, optim=optim, objective=objective, seed=0, progress=False)
+    trainer = Trainer(
+        bnn,
+        parse_guide(guide).build,
+        optim=optim,
+        objective=objective,
+        seed=0,
+        progress=False,
+        cuda_graph=cuda_graph,
+    )
     trainer.setup(x, y)
 
     def run(batches: Batches) -> None:
@@ -134,3 +172,9 @@ OURS: dict[str, Callable[[torch.Tensor, torch.Tensor, int], Run]] = {
     "pyro_bnn bbb (trace)": pyro_bnn_bbb,
 }
 """Display name -> builder ``(x, y, num_data) -> run(batches)``."""
+
+CUDA_ONLY: dict[str, Callable[[torch.Tensor, torch.Tensor, int], Run]] = {
+    "deterministic, fused Adam, CUDA graph": deterministic_graphed,
+    "pyro_bnn default, no CUDA graph": lambda x, y, n: trainer_run(x, y, n, DEFAULT_GUIDE, cuda_graph=False)[0],
+}
+"""Variants timed on CUDA only, after :data:`OURS`."""

@@ -128,7 +128,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print(f"pyro-bnn train: no checkpoint in {args.out}; starting a fresh run", file=sys.stderr)
         data = load_data(config)
     result = train_run(
-        config, args.out, data=data, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet
+        config,
+        args.out,
+        data=data,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+        cuda_graph=not args.no_cuda_graph,
     )
     _print_metrics(result.metrics)
     print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, {result.figure.name}")
@@ -208,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     train.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.add_argument(
+        "--no-cuda-graph",
+        action="store_true",
+        help="on CUDA, launch each training step op by op instead of replaying a captured CUDA graph",
+    )
     train.set_defaults(func=_cmd_train)
 
     evaluate = commands.add_parser("evaluate", help="re-score a saved run, optionally on corrupted inputs")

@@ -240,6 +240,7 @@ def train_run(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    cuda_graph: bool = True,
 ) -> RunResult:
     """Trains one run and writes ``config.json``, ``checkpoint.pt``, ``history.json``, ``metrics.json`` and
     ``reliability.png`` (classification) or ``predictive.png`` (regression) to ``out_dir``.
@@ -251,6 +252,7 @@ def train_run(
         resume: Continue from ``out_dir/checkpoint.pt`` if it exists (same config required).
         overwrite: Start afresh even if ``out_dir`` holds an earlier run's checkpoint.
         progress: Show progress bars.
+        cuda_graph: On CUDA, replay training steps from a captured CUDA graph where possible (``Trainer``).
 
     Returns:
         The output folder, the metrics written, the test-set prediction and the figure's path.
@@ -261,13 +263,19 @@ def train_run(
     data = data if data is not None else load_data(config)
     final = Path(out_dir)
     with RunFolder(final, overwrite=overwrite and not resuming) as out:
-        result = _train_in(config, out, data, device, resuming, progress)
+        result = _train_in(config, out, data, device, resuming, progress, cuda_graph)
     # A staged run has just replaced the old folder: report the final paths.
     return replace(result, out_dir=final, figure=final / result.figure.name)
 
 
 def _train_in(
-    config: RunConfig, out: Path, data: DatasetSplits, device: torch.device, resuming: bool, progress: bool
+    config: RunConfig,
+    out: Path,
+    data: DatasetSplits,
+    device: torch.device,
+    resuming: bool,
+    progress: bool,
+    cuda_graph: bool = True,
 ) -> RunResult:
     """Everything ``train_run`` does inside the (locked, possibly staging) run folder ``out``."""
     write_json_atomically(out / "config.json", json.loads(config.to_json()))
@@ -315,6 +323,7 @@ def _train_in(
         n_bins=config.n_bins,
         callbacks=callbacks,
         progress=progress,
+        cuda_graph=cuda_graph,
         config=json.loads(config.to_json()),
         resume_may_change=RESUME_MAY_CHANGE + _options_added_since(checkpoint if resuming else None),
     )

@@ -41,6 +41,11 @@ class AutoELBO:
     def analytic_kl(self) -> bool:
         return bool(getattr(self.chosen, "analytic_kl", False))
 
+    @property
+    def graph_safe(self) -> bool:
+        """Whether the chosen objective may be captured in a CUDA graph (the fused path)."""
+        return bool(getattr(self.chosen, "graph_safe", False))
+
     def __repr__(self) -> str:
         return f"AutoELBO(chosen={self.chosen!r}; {self.reason})"
 
@@ -64,7 +69,12 @@ class AutoELBO:
             validate(model, guide, x, y)
 
     def __call__(
-        self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor, kl_weight: float = 1.0
+        self,
+        model: Callable,
+        guide: Callable,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kl_weight: float | torch.Tensor = 1.0,
     ) -> ObjectiveTerms:
         if self.chosen is None:
             self.validate(model, guide, x, y)

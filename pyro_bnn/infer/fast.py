@@ -103,6 +103,9 @@ class FastMeanFieldELBO:
     """
 
     analytic_kl = True
+    graph_safe = True
+    """A step of this objective reads nothing back to the host (with distribution validation off), so
+    :class:`~pyro_bnn.infer.cuda_graph.GraphedStep` may capture it in a CUDA graph."""
 
     def __init__(
         self,
@@ -234,7 +237,12 @@ class FastMeanFieldELBO:
 
     # --------------------------------------------------------------------------------------------- objective
     def __call__(
-        self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor, kl_weight: float = 1.0
+        self,
+        model: Callable,
+        guide: Callable,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kl_weight: float | torch.Tensor = 1.0,
     ) -> ObjectiveTerms:
         """One evaluation on a minibatch.
 
@@ -243,15 +251,19 @@ class FastMeanFieldELBO:
             guide: Its :class:`~pyro_bnn.guides.FlatMeanField` (run once, e.g. by the trainer, or here).
             x: Inputs ``(B, *input_shape)``.
             y: Targets ``(B,)`` or ``(B, D_out)``.
-            kl_weight: Factor on the KL term (annealing times minibatch weighting), a finite number >= 0.
+            kl_weight: Factor on the KL term (annealing times minibatch weighting), a finite number >= 0; or a
+                0-dim tensor on the model's device, read only by the computation (no host read, so a CUDA graph
+                can capture the step and change the weight between replays; the KL is then always computed, and a
+                weight of 0 multiplies it away).
 
         Returns:
             :class:`~pyro_bnn.infer.ObjectiveTerms`: ``loss`` (scalar, differentiable), ``data_term`` and
             ``kl_term`` (detached scalars) with ``loss == data_term + kl_term``.
         """
-        kl_weight = float(kl_weight)
-        if not (kl_weight >= 0 and math.isfinite(kl_weight)):
-            raise ValueError(f"KL weight must be a finite number >= 0, got {kl_weight!r}")
+        if not isinstance(kl_weight, torch.Tensor):
+            kl_weight = float(kl_weight)
+            if not (kl_weight >= 0 and math.isfinite(kl_weight)):
+                raise ValueError(f"KL weight must be a finite number >= 0, got {kl_weight!r}")
         if getattr(guide, "prototype_trace", True) is None:
             with torch.no_grad(), poutine.block():
                 guide(x, y)
@@ -298,7 +310,8 @@ class FastMeanFieldELBO:
         data_term = -log_likelihood.sum() * (data_scale / num)
 
         loss = data_term
-        if kl_weight:  # a weight of 0 (the start of a warm-up) leaves the data term alone, as scale_latents(0) does
+        # A weight of 0 (the start of a warm-up) leaves the data term alone, as scale_latents(0) does.
+        if isinstance(kl_weight, torch.Tensor) or kl_weight:
             if closed_form_kl is None:
                 closed_form_kl = normal_segments_kl(loc, log_scale, log_scale.exp(), plan.closed_form)
             kl = closed_form_kl + self._monte_carlo_kl(plan, guide, log_scale, eps, params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -23,9 +24,10 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.infer.annealing import KLSchedule, constant
 from pyro_bnn.infer.callbacks import Callback, Checkpoint
 from pyro_bnn.infer.checkpoint import config_differences, load_checkpoint, save_checkpoint
+from pyro_bnn.infer.cuda_graph import GraphedStep, unavailable_reason
 from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError, finite, is_argument_check
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
-from pyro_bnn.infer.objectives import ElboKind, Objective, make_objective
+from pyro_bnn.infer.objectives import ElboKind, Objective, ObjectiveTerms, make_objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import predict
@@ -100,6 +102,9 @@ class Trainer:
             the device every k steps (cheaper on a GPU) and the error says the parameters may already be non-finite.
             Checkpoints are written at the end of an epoch only, so the last one stays good either way.
         progress: Show a tqdm progress bar per epoch.
+        cuda_graph: On a CUDA device, replay each step from a captured CUDA graph where the objective and optimiser
+            allow it (:mod:`pyro_bnn.infer.cuda_graph`; :attr:`graph_reason` says why not otherwise). Same random
+            draws and updates; a non-finite loss is then seen just after the step that used it.
         config: JSON-serialisable description of the run, stored in checkpoints; a resume refuses a checkpoint
             whose config differs.
         resume_may_change: Config keys that may differ on a resume (e.g. ``epochs``, to extend a finished run).
@@ -125,6 +130,7 @@ class Trainer:
         lr_scheduler_interval: SchedulerInterval | str = SchedulerInterval.EPOCH,
         nan_check_every: int = 1,
         progress: bool = True,
+        cuda_graph: bool = True,
         config: dict[str, Any] | None = None,
         resume_may_change: Sequence[str] = (),
     ) -> None:
@@ -166,6 +172,10 @@ class Trainer:
         self.resume_may_change = frozenset(resume_may_change)
         self.callbacks = list(callbacks)
         self.progress = progress
+        self.cuda_graph = bool(cuda_graph)
+        self.graph_reason = "training has not started"
+        """Why steps are not replayed from a CUDA graph (None when they are)."""
+        self._graph: GraphedStep | None = None
         self.config = dict(config or {})
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
@@ -247,6 +257,8 @@ class Trainer:
         _check_all_labels(train_loader, self.bnn, x)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
+        if self._graph is None:  # kept across fit() calls; a loaded checkpoint drops it (a capture holds state)
+            self._graph = self._graphed_step()
         self.stop_training = False
         for callback in self.callbacks:
             callback.on_train_start(self)
@@ -292,27 +304,19 @@ class Trainer:
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             kl_weight = self.kl_schedule(self.epoch + (step - 1) / num_steps)
             kl_weight *= minibatch_kl_weight(self.kl_weighting, step, num_steps)
-            self.optimizer.zero_grad(set_to_none=True)
-            try:
-                terms = self.objective(self.bnn, self.guide, x, y, kl_weight)
-            except ValueError as err:
-                # With validation on, divergence shows up first as a distribution's argument check.
-                if finite(x) and self._parameters_finite() and not is_argument_check(err):
-                    raise
-                raise NonFiniteLossError(self._non_finite_message(float("nan"), step, x)) from err
-            loss = terms.loss
-            if step % self.nan_check_every == 0 or step == num_steps:
-                loss_value = float(loss.detach())
+            check = step % self.nan_check_every == 0 or step == num_steps
+            terms = self._graph.step(x, y, kl_weight) if self._graph is not None else None
+            if terms is None:
+                with self._graph.eager_stream() if self._graph is not None else contextlib.nullcontext():
+                    terms = self._eager_step(x, y, kl_weight, step, check)
+            elif check:
+                loss_value = float(terms.loss)
                 if not math.isfinite(loss_value):
-                    raise NonFiniteLossError(self._non_finite_message(loss_value, step, x))
-            loss.backward()
-            if self._clip:
-                clip_gradients(self._params, **self._clip)
-            self.optimizer.step()
+                    raise NonFiniteLossError(self._non_finite_message(loss_value, step, x, applied=True))
             self.global_step += 1
             if self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP:
                 self.scheduler.step()
-            totals += torch.stack([loss.detach(), terms.data_term]).double()
+            totals += torch.stack([terms.loss, terms.data_term]).double()
             total_weight += kl_weight
             if self.progress and (step % 10 == 0 or step == num_steps):
                 bar.set_postfix(loss=f"{float(totals[0]) / step:.4g}", refresh=False)
@@ -330,6 +334,41 @@ class Trainer:
             **{f"lr_{g['name']}": g["lr"] for g in self.optimizer.param_groups if "name" in g},
         }
 
+    def _eager_step(self, x: torch.Tensor, y: torch.Tensor, kl_weight: float, step: int, check: bool):
+        """Objective, backward pass and optimiser step, op by op; with ``check``, a non-finite loss stops training
+        before the optimiser step. Returns the terms detached (no autograd graph outlives the step)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        try:
+            terms = self.objective(self.bnn, self.guide, x, y, kl_weight)
+        except ValueError as err:
+            # With validation on, divergence shows up first as a distribution's argument check.
+            if finite(x) and self._parameters_finite() and not is_argument_check(err):
+                raise
+            raise NonFiniteLossError(self._non_finite_message(float("nan"), step, x)) from err
+        if check:
+            loss_value = float(terms.loss.detach())
+            if not math.isfinite(loss_value):
+                raise NonFiniteLossError(self._non_finite_message(loss_value, step, x))
+        terms.loss.backward()
+        if self._clip:
+            clip_gradients(self._params, **self._clip)
+        self.optimizer.step()
+        return ObjectiveTerms(terms.loss.detach(), terms.data_term, terms.kl_term)
+
+    def _graphed_step(self) -> GraphedStep | None:
+        """The CUDA-graph step for this fit, or None (with :attr:`graph_reason` saying why)."""
+        per_step = self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP
+        reason = (
+            unavailable_reason(self.objective, self.device, self.optimizer, per_step)
+            if self.cuda_graph
+            else "turned off (cuda_graph=False)"
+        )
+        self.graph_reason = reason
+        if reason is not None:
+            return None
+        clip = (lambda params: clip_gradients(params, **self._clip)) if self._clip else None
+        return GraphedStep(self.objective, self.bnn, self.guide, self.optimizer, self._params, clip=clip)
+
     def _parameters_finite(self) -> bool:
         """Whether every trained parameter is finite (one host read for all of them)."""
         if not self._params:
@@ -340,15 +379,17 @@ class Trainer:
         paths = [str(cb.path) for cb in self.callbacks if isinstance(cb, Checkpoint) and cb.path.exists()]
         return f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
 
-    def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor) -> str:
+    def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor, applied: bool = False) -> str:
+        """``applied``: the step was replayed from a CUDA graph, its optimiser update already made."""
         where = self._last_checkpoint_text()
+        before = "after the optimiser step (replayed from a CUDA graph)" if applied else "before the optimiser step"
         if not finite(x):
             return (
                 f"the input batch of epoch {self.epoch + 1}, step {step} holds NaN or infinite values; training "
-                f"stopped before the optimiser step and {where}. Check the data."
+                f"stopped {before} and {where}. Check the data."
             )
         if self.nan_check_every == 1:
-            when = f"at epoch {self.epoch + 1}, step {step}; training stopped before the optimiser step"
+            when = f"at epoch {self.epoch + 1}, step {step}; training stopped {before}"
         else:
             when = (
                 f"by epoch {self.epoch + 1}, step {step} (checked every {self.nan_check_every} steps, so the "
@@ -420,6 +461,7 @@ class Trainer:
     def load_checkpoint(self, path: str | os.PathLike) -> None:
         """Restores a checkpoint into this (already set-up) trainer, random state included."""
         state = load_checkpoint(path, map_location=self.device)
+        self._graph = None  # captured with the optimiser state tensors that loading replaces
         self.bnn.load_state_dict(state["model"])
         self.guide.load_state_dict(state["guide"])
         self.optimizer.load_state_dict(state["optimizer"])

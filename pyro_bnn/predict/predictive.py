@@ -17,6 +17,10 @@ Source = ParameterSource | Callable | Mapping[str, torch.Tensor]
 
 # Memory for one vectorised call (weight samples plus activations) when the chunk size is chosen automatically.
 DEFAULT_CHUNK_BYTES = 256 * 2**20
+# On a GPU each vectorised call costs launch overhead more than arithmetic, so larger chunks pay: 3FC, S = 100,
+# N = 10 000, batches of 1000 on an H100 took 0.20 s in chunks of 10 (this budget's choice: 256 MiB) and 0.15 s in
+# chunks of 25, against 0.18 s for S plain forward passes. Peak use stays well under the budget (96 MiB at 256 MiB).
+DEFAULT_CHUNK_BYTES_CUDA = 512 * 2**20
 
 
 def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
@@ -98,7 +102,7 @@ def predict(
     num_samples: int | None = None,
     chunk_size: int | None = None,
     batch_size: int = 1000,
-    max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_chunk_bytes: int | None = None,
 ) -> Prediction:
     """Posterior predictive for every input in ``data``.
 
@@ -118,7 +122,8 @@ def predict(
         chunk_size: Weight sets per vectorised call; by default as many as fit in ``max_chunk_bytes`` together with
             one batch's activations (measured with one example).
         batch_size: Batch size used when ``data`` is a tensor or a pair.
-        max_chunk_bytes: Memory budget of one vectorised call when ``chunk_size`` is None.
+        max_chunk_bytes: Memory budget of one vectorised call when ``chunk_size`` is None; default
+            :data:`DEFAULT_CHUNK_BYTES` (256 MiB), on CUDA :data:`DEFAULT_CHUNK_BYTES_CUDA` (512 MiB).
 
     Returns:
         A :class:`Prediction` with what the likelihood makes of the outputs (``probs (S, N, C)`` or ``means
@@ -144,6 +149,8 @@ def predict(
             results = _Results(bnn, 1, batches, targets)
             results.add(bnn, source, params, 0, 1, batches, device)
             return results.prediction(expand_to=num_samples)
+        if max_chunk_bytes is None:
+            max_chunk_bytes = DEFAULT_CHUNK_BYTES_CUDA if device.type == "cuda" else DEFAULT_CHUNK_BYTES
         chunk = chunk_size or _auto_chunk(bnn, num_samples, batches, max_chunk_bytes)
         results = _Results(bnn, num_samples, batches, targets)
         for start in range(0, num_samples, chunk):

@@ -1,0 +1,214 @@
+"""A whole training step (objective, backward, gradient clipping, optimiser) captured once in a CUDA graph and
+replayed.
+
+On a GPU the fused mean-field step is a few hundred small kernels. Launched one by one from Python it costs about 3x a
+deterministic step of the 3FC network on an H100 (7.0 ms against 2.3 ms, ``bench/RESULTS.md``), and nearly all of
+that is launch and interpreter overhead, not arithmetic. Replaying a captured graph launches them all at once.
+
+:class:`GraphedStep` is what :class:`~pyro_bnn.infer.Trainer` uses when it trains on a CUDA device with an objective
+that reads nothing back to the host in a step (``objective.graph_safe``, the fused
+:class:`~pyro_bnn.infer.FastMeanFieldELBO`). It keeps the step's semantics:
+
+* the first ``warmup`` steps run eagerly (lazy initialisation: optimiser state, cuBLAS workspaces), then one step is
+  captured and every later step with a batch of the same shape replays it; other batches (the last, smaller one
+  of an epoch) run eagerly, sharing the optimiser state;
+* the batch and the KL weight are copied into the graph's static inputs before each replay (the KL weight as a
+  0-dim device tensor, so annealing and minibatch weighting change it freely);
+* the graph is captured again when a learning rate or another optimiser setting changes (a per-epoch scheduler);
+* the random draws are the same as eager ones: the graph advances torch's CUDA generator on each replay, so
+  seeding, checkpoints and resumes behave as without it.
+
+What changes: a non-finite loss is seen after the replay, so the optimiser step that used it has been applied (the
+trainer says so, and stops before any checkpoint is written from those parameters); and distribution argument
+checks (``pyro.enable_validation``) are off inside the captured step, since they read values back to the host (the
+trainer checks every training target before the first step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from collections.abc import Callable, Iterator
+
+import pyro
+import torch
+
+from pyro_bnn.infer.objectives import ObjectiveTerms
+
+GRAPHABLE_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+"""Optimisers whose ``step`` may be captured (Adam and AdamW with ``capturable`` set while capturing; SGD needs
+nothing)."""
+
+
+def unavailable_reason(
+    objective: object, device: torch.device, optimizer: torch.optim.Optimizer, per_step_scheduler: bool
+) -> str | None:
+    """Why a training step cannot be replayed from a CUDA graph, in a few words; None when it can.
+
+    Args:
+        objective: The trainer's objective (it must say ``graph_safe``).
+        device: The training device (CUDA, with a CUDA build of torch).
+        optimizer: The torch optimiser (one of :data:`GRAPHABLE_OPTIMIZERS`).
+        per_step_scheduler: Whether a learning-rate scheduler steps after every optimiser step (each change of a
+            rate needs a new capture, which per step would cost more than it saves).
+    """
+    if device.type != "cuda":
+        return f"the device is {device.type}, not CUDA"
+    if not getattr(objective, "graph_safe", False):
+        return f"the objective {objective!r} reads values back to the host during a step"
+    if type(optimizer) not in GRAPHABLE_OPTIMIZERS:
+        names = ", ".join(cls.__name__ for cls in GRAPHABLE_OPTIMIZERS)
+        return f"the optimiser is {type(optimizer).__name__}, not one of {names}"
+    if per_step_scheduler:
+        return "a learning-rate scheduler changes the rate after every step"
+    return None
+
+
+def _settings(optimizer: torch.optim.Optimizer) -> tuple:
+    """The optimiser's scalar settings (learning rates, betas, weight decay, ...), which a capture bakes in."""
+    return tuple(
+        tuple(sorted((k, v) for k, v in group.items() if k != "params" and isinstance(v, (numbers.Number, tuple))))
+        for group in optimizer.param_groups
+    )
+
+
+class GraphedStep:
+    """Replays the training step of a model, guide, objective and optimiser from a CUDA graph.
+
+    Args:
+        objective: ``objective(model, guide, x, y, kl_weight) -> ObjectiveTerms``, graph-safe (see
+            :func:`unavailable_reason`); it is called with ``kl_weight`` as a 0-dim tensor.
+        model: The BNN.
+        guide: Its guide.
+        optimizer: The optimiser over ``params``.
+        params: Every trained parameter (for ``clip``).
+        clip: ``clip(params)`` after the backward pass (gradient clipping), or None.
+        warmup: Eager steps before the capture.
+
+    Call :meth:`step` once per training step. It returns None when the step must run eagerly (warm-up, or a batch
+    whose shape, dtype or device differs from the captured one), which the caller does inside :meth:`eager_stream`;
+    otherwise it has taken the step and returns the graph's :class:`~pyro_bnn.infer.ObjectiveTerms` (detached),
+    whose tensors are overwritten by the next replay (read or copy them before the next call).
+
+    Eager steps and captures run on one side stream of the graph's own. Autograd creates a parameter's gradient
+    accumulator on the stream of the backward pass that first needs it; one created on the default stream and still
+    alive at a capture on another stream breaks the capture.
+
+    Shapes:
+        ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` or ``(B, D_out)``; returned terms: scalars.
+    """
+
+    def __init__(
+        self,
+        objective: Callable[..., ObjectiveTerms],
+        model: torch.nn.Module,
+        guide: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+        *,
+        clip: Callable[[list[torch.nn.Parameter]], None] | None = None,
+        warmup: int = 3,
+    ) -> None:
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+            raise ValueError(f"warmup must be an int >= 1, got {warmup!r}")
+        self.objective, self.model, self.guide = objective, model, guide
+        self.optimizer, self.params, self.clip = optimizer, params, clip
+        self.eager_left = warmup
+        self.captures = 0
+        """How many times the step has been captured (1 plus one per change of the optimiser's settings)."""
+        self.replays = 0
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._static: dict[str, torch.Tensor] = {}
+        self._terms: ObjectiveTerms | None = None
+        self._signature: tuple | None = None
+        self._settings: tuple | None = None
+        self._stream: torch.cuda.Stream | None = None
+
+    @contextlib.contextmanager
+    def eager_stream(self) -> Iterator[None]:
+        """Runs the enclosed eager step on the graph's side stream, ordered after the work queued before it and
+        before the work queued after it."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        current = torch.cuda.current_stream()
+        self._stream.wait_stream(current)
+        with torch.cuda.stream(self._stream):
+            yield
+        current.wait_stream(self._stream)
+
+    @staticmethod
+    def _signature_of(x: torch.Tensor, y: torch.Tensor) -> tuple:
+        return x.shape, x.dtype, x.device, y.shape, y.dtype, y.device
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, kl_weight: float) -> ObjectiveTerms | None:
+        """One training step from the graph, or None (the caller takes this step eagerly).
+
+        Args:
+            x: Inputs ``(B, *input_shape)`` on the training device.
+            y: Targets ``(B, ...)`` on the training device.
+            kl_weight: The KL factor of this step (a number >= 0).
+        """
+        signature = self._signature_of(x, y)
+        if self._signature is None:
+            self._signature = signature  # the first batch's shape is the one captured (later ones may be smaller)
+        if signature != self._signature:
+            return None
+        if self.eager_left > 0:
+            self.eager_left -= 1
+            return None
+        if self._graph is None or _settings(self.optimizer) != self._settings:
+            self._capture(x, y)
+        static = self._static
+        static["x"].copy_(x, non_blocking=True)
+        static["y"].copy_(y, non_blocking=True)
+        static["kl_weight"].fill_(float(kl_weight))
+        self._graph.replay()
+        self.replays += 1
+        return self._terms
+
+    def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self._graph = None  # free the previous capture's memory pool first
+        self._static = {
+            "x": x.detach().clone(),
+            "y": y.detach().clone(),
+            "kl_weight": torch.ones((), dtype=torch.float32, device=x.device),
+        }
+        groups = self.optimizer.param_groups
+        capturable = [group.get("capturable") for group in groups]
+        for group in groups:
+            if "capturable" in group:
+                group["capturable"] = True
+        for state in self.optimizer.state.values():
+            # Adam keeps its step count on the host unless capturable or fused; a capture needs it on the device.
+            step = state.get("step")
+            if isinstance(step, torch.Tensor) and step.device != x.device:
+                state["step"] = step.to(x.device)
+        # Gradients set to None now are allocated from the graph's own memory by the captured backward pass, and
+        # each replay writes them there again.
+        self.optimizer.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        try:
+            with pyro.validation_enabled(False), torch.cuda.graph(graph, stream=self._stream):
+                terms = self.objective(
+                    self.model, self.guide, self._static["x"], self._static["y"], self._static["kl_weight"]
+                )
+                terms.loss.backward()
+                if self.clip is not None:
+                    self.clip(self.params)
+                self.optimizer.step()
+        except RuntimeError as err:
+            raise RuntimeError(
+                f"capturing the training step in a CUDA graph failed ({str(err).splitlines()[0]}); "
+                "train with cuda_graph=False (--no-cuda-graph) to run it step by step"
+            ) from err
+        finally:
+            for group, value in zip(groups, capturable, strict=True):
+                if value is not None:
+                    group["capturable"] = value  # as the user built it (and as checkpoints store it)
+        # Detached: the static loss's autograd graph (and the gradient accumulators it holds) is not kept alive.
+        self._graph = graph
+        self._terms = ObjectiveTerms(terms.loss.detach(), terms.data_term, terms.kl_term)
+        self._settings = _settings(self.optimizer)
+        self.captures += 1
