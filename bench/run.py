@@ -197,6 +197,13 @@ def render_device(result: dict) -> list[str]:
         "own overhead); `matmul`: operator self time in matrix products; `random draws`: the standard normal draw "
         "of all weights (`pyro_bnn::standard_normal`, its worker threads included). Pyro's path draws inside "
         "`torch.distributions` per site, which appears as `aten::normal_` in its objective.",
+    ]
+    if result["device"].startswith("cuda"):
+        lines += [
+            "On CUDA these are the phases of the step launched op by op (the `no CUDA graph` row); the default "
+            "replays the whole step from a CUDA graph, in the default row's ms/step.",
+        ]
+    lines += [
         "",
         "| component | " + " | ".join(prof["variants"]) + " |",
         "|---|" + "---:|" * len(prof["variants"]),
