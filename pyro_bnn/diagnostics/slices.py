@@ -197,17 +197,16 @@ def likelihood_slice(
     relies on this; the plain vmap path gives identical rows identical results only as far as the BLAS does).
     Other layers (convolutions, node-noise layers with their hooks) are evaluated with vmap from that layer on.
 
-    **Timing** on this repository's 2-core AMD EPYC machine (shared with other jobs while measured, load ~3; one
-    torch thread, which is faster than two on a busy 2-core machine; float32) for the 3FC network
-    ``build_model("3fc", input_shape=(1, 28, 28), num_classes=10)`` and 6000 images: the one-off pass that fills
-    the cache is one forward pass, 0.5-0.7 s. Each further value of the scalar then costs 0-25 ms for a weight of
-    ``out``, ``fc3`` or ``fc2``, and 20-100 ms for one of ``fc1``, whose change reaches every input of the
-    1000-wide ``fc3`` (the linearisation keeps it under the ~180 ms of recomputing ``fc3``). A default slice, 25
-    points plus the window search (single weights of these wide layers move the likelihood little, so most windows
-    reach the +-5 cap: 85-112 evaluations in all), took 0.5-1.2 s for ``out`` and ``fc3`` weights, 0.7-3 s for
-    ``fc2`` and 1-4 s for ``fc1`` on a ReLU 3FC trained on 6000 Fashion-MNIST images; on an untrained 3FC with
-    uniform random images the same, except ``fc1`` at 4-12 s. The plain vmap path (``incremental=False``) costs
-    0.2-0.6 s per value.
+    **Timing** (``python bench/slice_timing.py``, ``bench/SLICES.md``) on this repository's 2-core AMD EPYC machine,
+    idle, two torch threads, float32, for the ReLU 3FC network trained on 6000 Fashion-MNIST images and slices over
+    those images: a 25-point slice on its own, including the one forward pass that fills the cache, takes 0.28-0.40 s
+    for a weight of ``fc1`` and 0.20-0.33 s for the other layers; the default slice (the window search, then 25
+    points) costs 0.90 s per ``fc1`` weight and 0.14-0.24 s for the others when several share the cache
+    (:func:`likelihood_slices`). Single weights of these wide layers move the likelihood little, so most windows
+    reach the +-5 cap (85-112 evaluations in all), and a change of an ``fc1`` weight reaches every input of the
+    1000-wide ``fc3`` (linearised, with exact corrections at the kink). On the same machine busy with other jobs
+    (load ~3, one thread) the figures were 2-4x these. The plain vmap path (``incremental=False``) costs 0.2-0.6 s
+    per value.
 
     Args:
         net: The network; ``functional_call(net, values, (x,))`` must give its outputs ``(N, out)``.
