@@ -46,6 +46,11 @@ class AutoELBO:
         """Whether the chosen objective may be captured in a CUDA graph (the fused path)."""
         return bool(getattr(self.chosen, "graph_safe", False))
 
+    def graph_key(self, model: Callable, guide: Callable) -> object:
+        """The chosen objective's ``graph_key`` (None if it has none)."""
+        graph_key = getattr(self.chosen, "graph_key", None)
+        return graph_key(model, guide) if graph_key is not None else None
+
     def __repr__(self) -> str:
         return f"AutoELBO(chosen={self.chosen!r}; {self.reason})"
 

@@ -14,19 +14,25 @@ that reads nothing back to the host in a step (``objective.graph_safe``, the fus
   of an epoch) run eagerly, sharing the optimiser state;
 * the batch and the KL weight are copied into the graph's static inputs before each replay (the KL weight as a
   0-dim device tensor, so annealing and minibatch weighting change it freely);
-* the graph is captured again when a learning rate or another optimiser setting changes (a per-epoch scheduler);
+* the graph is captured again when a learning rate or another optimiser setting changes (a per-epoch scheduler),
+  when the objective's ``graph_key`` changes (the prior's values, for the fused objective) and when a later ``fit``
+  trains on batches of another shape;
 * the random draws are the same as eager ones: the graph advances torch's CUDA generator on each replay, so
   seeding, checkpoints and resumes behave as without it.
 
 What changes: a non-finite loss is seen after the replay, so the optimiser step that used it has been applied (the
 trainer says so, and stops before any checkpoint is written from those parameters); and distribution argument
 checks (``pyro.enable_validation``) are off inside the captured step, since they read values back to the host (the
-trainer checks every training target before the first step).
+trainer checks all training targets before the first step where the loader holds them as tensors, as
+``BatchLoader`` and a ``TensorDataset`` do). A network whose forward reads values back to the host (``.item()``, a
+data-dependent shape) cannot be captured: the capture fails with a message saying to train with
+``cuda_graph=False``. The graph is used on the device of the batches, which need not be the current one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 from collections.abc import Callable, Iterator
 
@@ -90,7 +96,7 @@ class GraphedStep:
     otherwise it has taken the step and returns the graph's :class:`~pyro_bnn.infer.ObjectiveTerms` (detached),
     whose tensors are overwritten by the next replay (read or copy them before the next call).
 
-    Eager steps and captures run on one side stream of the graph's own. Autograd creates a parameter's gradient
+    Eager steps and captures run on a side stream owned by this object. Autograd creates a parameter's gradient
     accumulator on the stream of the backward pass that first needs it; one created on the default stream and still
     alive at a capture on another stream breaks the capture.
 
@@ -115,26 +121,44 @@ class GraphedStep:
         self.optimizer, self.params, self.clip = optimizer, params, clip
         self.eager_left = warmup
         self.captures = 0
-        """How many times the step has been captured (1 plus one per change of the optimiser's settings)."""
+        """How many times the step has been captured (1, plus one per change of the optimiser's settings, the
+        objective's ``graph_key`` or the batch shape of a later ``fit``)."""
         self.replays = 0
         self._graph: torch.cuda.CUDAGraph | None = None
         self._static: dict[str, torch.Tensor] = {}
         self._terms: ObjectiveTerms | None = None
         self._signature: tuple | None = None
-        self._settings: tuple | None = None
+        self._captured: tuple | None = None
         self._stream: torch.cuda.Stream | None = None
+
+    def new_fit(self) -> None:
+        """Starts a new ``fit``: its first batch sets the captured shape again (a capture of another shape is made
+        when its first replay is due)."""
+        self._signature = None
+
+    def _key(self) -> tuple:
+        """What a capture bakes in besides the batch shape: the optimiser's settings and the objective's
+        ``graph_key(model, guide)`` (the prior's values for the fused objective)."""
+        graph_key = getattr(self.objective, "graph_key", None)
+        objective_key = graph_key(self.model, self.guide) if graph_key is not None else None
+        return _settings(self.optimizer), objective_key
+
+    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=device)
+        return self._stream
 
     @contextlib.contextmanager
     def eager_stream(self) -> Iterator[None]:
-        """Runs the enclosed eager step on the graph's side stream, ordered after the work queued before it and
-        before the work queued after it."""
-        if self._stream is None:
-            self._stream = torch.cuda.Stream()
-        current = torch.cuda.current_stream()
-        self._stream.wait_stream(current)
-        with torch.cuda.stream(self._stream):
+        """Runs the enclosed eager step on this object's side stream, ordered after the work queued before it and
+        before the work queued after it (call after :meth:`step` returned None)."""
+        device = self._signature[2]
+        stream = self._side_stream(device)
+        current = torch.cuda.current_stream(device)
+        stream.wait_stream(current)
+        with torch.cuda.device(device), torch.cuda.stream(stream):
             yield
-        current.wait_stream(self._stream)
+        current.wait_stream(stream)
 
     @staticmethod
     def _signature_of(x: torch.Tensor, y: torch.Tensor) -> tuple:
@@ -146,8 +170,16 @@ class GraphedStep:
         Args:
             x: Inputs ``(B, *input_shape)`` on the training device.
             y: Targets ``(B, ...)`` on the training device.
-            kl_weight: The KL factor of this step (a number >= 0).
+            kl_weight: The KL factor of this step (a finite number >= 0).
+
+        Raises:
+            ValueError: ``kl_weight`` is not a finite number >= 0.
+            RuntimeError: The capture failed (the model's forward reads values back to the host, say); the message
+                says how to train without the graph.
         """
+        kl_weight = float(kl_weight)
+        if not (kl_weight >= 0 and math.isfinite(kl_weight)):
+            raise ValueError(f"KL weight must be a finite number >= 0, got {kl_weight!r}")
         signature = self._signature_of(x, y)
         if self._signature is None:
             self._signature = signature  # the first batch's shape is the one captured (later ones may be smaller)
@@ -156,22 +188,26 @@ class GraphedStep:
         if self.eager_left > 0:
             self.eager_left -= 1
             return None
-        if self._graph is None or _settings(self.optimizer) != self._settings:
-            self._capture(x, y)
-        static = self._static
-        static["x"].copy_(x, non_blocking=True)
-        static["y"].copy_(y, non_blocking=True)
-        static["kl_weight"].fill_(float(kl_weight))
-        self._graph.replay()
+        with torch.cuda.device(x.device):
+            if self._graph is None or self._captured != (signature, *self._key()):
+                self._capture(x, y)
+            static = self._static
+            static["x"].copy_(x, non_blocking=True)
+            static["y"].copy_(y, non_blocking=True)
+            static["kl_weight"].fill_(kl_weight)
+            self._graph.replay()
         self.replays += 1
         return self._terms
 
     def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        self._graph = None  # free the previous capture's memory pool first
+        # Drop the previous capture, its outputs and gradients, so that its memory pool can be freed.
+        self._graph, self._terms = None, None
+        self.optimizer.zero_grad(set_to_none=True)
+        dtype = self.params[0].dtype if self.params else torch.float32
         self._static = {
             "x": x.detach().clone(),
             "y": y.detach().clone(),
-            "kl_weight": torch.ones((), dtype=torch.float32, device=x.device),
+            "kl_weight": torch.ones((), dtype=dtype, device=x.device),
         }
         groups = self.optimizer.param_groups
         capturable = [group.get("capturable") for group in groups]
@@ -183,14 +219,15 @@ class GraphedStep:
             step = state.get("step")
             if isinstance(step, torch.Tensor) and step.device != x.device:
                 state["step"] = step.to(x.device)
-        # Gradients set to None now are allocated from the graph's own memory by the captured backward pass, and
+        # The gradients are None now, so the captured backward pass allocates them from the graph's own memory, and
         # each replay writes them there again.
-        self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
-        if self._stream is None:
-            self._stream = torch.cuda.Stream()
         try:
-            with pyro.validation_enabled(False), torch.cuda.graph(graph, stream=self._stream):
+            # thread_local: work other threads queue meanwhile (a DataLoader's pin-memory thread) does not break it.
+            with (
+                pyro.validation_enabled(False),
+                torch.cuda.graph(graph, stream=self._side_stream(x.device), capture_error_mode="thread_local"),
+            ):
                 terms = self.objective(
                     self.model, self.guide, self._static["x"], self._static["y"], self._static["kl_weight"]
                 )
@@ -200,8 +237,9 @@ class GraphedStep:
                 self.optimizer.step()
         except RuntimeError as err:
             raise RuntimeError(
-                f"capturing the training step in a CUDA graph failed ({str(err).splitlines()[0]}); "
-                "train with cuda_graph=False (--no-cuda-graph) to run it step by step"
+                f"capturing the training step in a CUDA graph failed ({str(err).splitlines()[0]}); the network's "
+                "forward may read values back to the host. Train with cuda_graph=False (--no-cuda-graph) to run "
+                "the step op by op"
             ) from err
         finally:
             for group, value in zip(groups, capturable, strict=True):
@@ -210,5 +248,5 @@ class GraphedStep:
         # Detached: the static loss's autograd graph (and the gradient accumulators it holds) is not kept alive.
         self._graph = graph
         self._terms = ObjectiveTerms(terms.loss.detach(), terms.data_term, terms.kl_term)
-        self._settings = _settings(self.optimizer)
+        self._captured = (self._signature_of(x, y), *self._key())
         self.captures += 1

@@ -107,6 +107,12 @@ class FastMeanFieldELBO:
     """A step of this objective reads nothing back to the host (with distribution validation off), so
     :class:`~pyro_bnn.infer.cuda_graph.GraphedStep` may capture it in a CUDA graph."""
 
+    @staticmethod
+    def graph_key(model: BNN, guide: FlatMeanField) -> tuple:
+        """Changes when a captured step would be stale: the prior's buffers replaced or changed in place, or the
+        guide set up again (the values the plan copies)."""
+        return prior_key(model, guide)
+
     def __init__(
         self,
         num_particles: int = 1,
@@ -254,7 +260,8 @@ class FastMeanFieldELBO:
             kl_weight: Factor on the KL term (annealing times minibatch weighting), a finite number >= 0; or a
                 0-dim tensor on the model's device, read only by the computation (no host read, so a CUDA graph
                 can capture the step and change the weight between replays; the KL is then always computed, and a
-                weight of 0 multiplies it away).
+                weight of 0 multiplies a finite KL away). The tensor is not checked: the caller keeps it finite
+                and >= 0.
 
         Returns:
             :class:`~pyro_bnn.infer.ObjectiveTerms`: ``loss`` (scalar, differentiable), ``data_term`` and

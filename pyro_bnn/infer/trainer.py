@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import math
 import os
 import time
@@ -23,12 +22,19 @@ from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
 from pyro_bnn.infer.annealing import KLSchedule, constant
 from pyro_bnn.infer.callbacks import Callback, Checkpoint
-from pyro_bnn.infer.checkpoint import config_differences, load_checkpoint, save_checkpoint
+from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
 from pyro_bnn.infer.cuda_graph import GraphedStep, unavailable_reason
-from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError, finite, is_argument_check
+from pyro_bnn.infer.divergence import (
+    NonFiniteLossError,
+    NonFiniteOutputError,
+    finite,
+    is_argument_check,
+    non_finite_loss_message,
+)
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
 from pyro_bnn.infer.objectives import ElboKind, Objective, ObjectiveTerms, make_objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
+from pyro_bnn.infer.trainer_state import restore_trainer_state, trainer_state_dict
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import predict
 from pyro_bnn.predict.predictive import model_device
@@ -103,8 +109,9 @@ class Trainer:
             Checkpoints are written at the end of an epoch only, so the last one stays good either way.
         progress: Show a tqdm progress bar per epoch.
         cuda_graph: On a CUDA device, replay each step from a captured CUDA graph where the objective and optimiser
-            allow it (:mod:`pyro_bnn.infer.cuda_graph`; :attr:`graph_reason` says why not otherwise). Same random
-            draws and updates; a non-finite loss is then seen just after the step that used it.
+            allow it (:mod:`pyro_bnn.infer.cuda_graph`; :attr:`graph_reason` says why not otherwise). The same random
+            draws and, up to rounding, the same updates; a non-finite loss is then seen just after the step that
+            used it.
         config: JSON-serialisable description of the run, stored in checkpoints; a resume refuses a checkpoint
             whose config differs.
         resume_may_change: Config keys that may differ on a resume (e.g. ``epochs``, to extend a finished run).
@@ -175,7 +182,7 @@ class Trainer:
         self.cuda_graph = bool(cuda_graph)
         self.graph_reason = "training has not started"
         """Why steps are not replayed from a CUDA graph (None when they are)."""
-        self._graph: GraphedStep | None = None
+        self._graphed: GraphedStep | None = None
         self.config = dict(config or {})
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
@@ -257,8 +264,10 @@ class Trainer:
         _check_all_labels(train_loader, self.bnn, x)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
-        if self._graph is None:  # kept across fit() calls; a loaded checkpoint drops it (a capture holds state)
-            self._graph = self._graphed_step()
+        if self._graphed is None:  # kept across fit() calls; a loaded checkpoint drops it (a capture holds state)
+            self._graphed = self._make_graphed_step()
+        else:
+            self._graphed.new_fit()
         self.stop_training = False
         for callback in self.callbacks:
             callback.on_train_start(self)
@@ -305,9 +314,9 @@ class Trainer:
             kl_weight = self.kl_schedule(self.epoch + (step - 1) / num_steps)
             kl_weight *= minibatch_kl_weight(self.kl_weighting, step, num_steps)
             check = step % self.nan_check_every == 0 or step == num_steps
-            terms = self._graph.step(x, y, kl_weight) if self._graph is not None else None
+            terms = self._graphed.step(x, y, kl_weight) if self._graphed is not None else None
             if terms is None:
-                with self._graph.eager_stream() if self._graph is not None else contextlib.nullcontext():
+                with self._graphed.eager_stream() if self._graphed is not None else contextlib.nullcontext():
                     terms = self._eager_step(x, y, kl_weight, step, check)
             elif check:
                 loss_value = float(terms.loss)
@@ -355,7 +364,7 @@ class Trainer:
         self.optimizer.step()
         return ObjectiveTerms(terms.loss.detach(), terms.data_term, terms.kl_term)
 
-    def _graphed_step(self) -> GraphedStep | None:
+    def _make_graphed_step(self) -> GraphedStep | None:
         """The CUDA-graph step for this fit, or None (with :attr:`graph_reason` saying why)."""
         per_step = self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP
         reason = (
@@ -381,23 +390,14 @@ class Trainer:
 
     def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor, applied: bool = False) -> str:
         """``applied``: the step was replayed from a CUDA graph, its optimiser update already made."""
-        where = self._last_checkpoint_text()
-        before = "after the optimiser step (replayed from a CUDA graph)" if applied else "before the optimiser step"
-        if not finite(x):
-            return (
-                f"the input batch of epoch {self.epoch + 1}, step {step} holds NaN or infinite values; training "
-                f"stopped {before} and {where}. Check the data."
-            )
-        if self.nan_check_every == 1:
-            when = f"at epoch {self.epoch + 1}, step {step}; training stopped {before}"
-        else:
-            when = (
-                f"by epoch {self.epoch + 1}, step {step} (checked every {self.nan_check_every} steps, so the "
-                "parameters may already be non-finite); training stopped"
-            )
-        return (
-            f"loss became {loss_value} {when} and {where}. Try a lower learning rate, a smaller init scale or "
-            "gradient clipping."
+        return non_finite_loss_message(
+            loss_value,
+            epoch=self.epoch + 1,
+            step=step,
+            x=x,
+            nan_check_every=self.nan_check_every,
+            where=self._last_checkpoint_text(),
+            applied=applied,
         )
 
     def _validate(self, loader: Iterable) -> dict[str, float]:
@@ -434,22 +434,8 @@ class Trainer:
         self.guide.load_state_dict(state["guide"])
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs: model, guide, optimiser, scheduler, counters, history, config, RNG state."""
-        if self.optimizer is None:
-            raise RuntimeError("nothing to save before training has started")
-        return {
-            "epoch": self.epoch,
-            "global_step": self.global_step,
-            "model": self.bnn.state_dict(),
-            "guide": self.guide.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
-            "config": json.dumps(self.config),
-            "history": json.dumps(self.history),
-            "callbacks": {f"{i}:{type(cb).__name__}": cb.state_dict() for i, cb in enumerate(self.callbacks)},
-            "rng_torch": torch.get_rng_state(),
-            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        }
+        """Everything a resume needs (:func:`~pyro_bnn.infer.trainer_state.trainer_state_dict`)."""
+        return trainer_state_dict(self)
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
         """Writes :meth:`state_dict` atomically to ``path``; refuses (NonFiniteLossError) parameters that are not
@@ -461,23 +447,5 @@ class Trainer:
     def load_checkpoint(self, path: str | os.PathLike) -> None:
         """Restores a checkpoint into this (already set-up) trainer, random state included."""
         state = load_checkpoint(path, map_location=self.device)
-        self._graph = None  # captured with the optimiser state tensors that loading replaces
-        self.bnn.load_state_dict(state["model"])
-        self.guide.load_state_dict(state["guide"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state["scheduler"]:
-            self.scheduler.load_state_dict(state["scheduler"])
-        self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
-        self.history = json.loads(state["history"])
-        saved_config = json.loads(state["config"])
-        if self.config and saved_config:
-            differing = config_differences(saved_config, self.config, ignore=self.resume_may_change)
-            if differing:
-                raise ValueError(f"cannot resume from {path}: it was written with a different config ({differing})")
-        for i, callback in enumerate(self.callbacks):
-            key = f"{i}:{type(callback).__name__}"
-            if key in state.get("callbacks", {}):
-                callback.load_state_dict(state["callbacks"][key])
-        torch.set_rng_state(state["rng_torch"].cpu())
-        if state["rng_cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+        self._graphed = None  # captured with the optimiser state tensors that loading replaces
+        restore_trainer_state(self, state, path)

@@ -45,6 +45,13 @@ def test_warmup_is_checked():
         GraphedStep(FastMeanFieldELBO(), None, None, None, [], warmup=0)
 
 
+@pytest.mark.parametrize("weight", [float("nan"), -0.5, float("inf")])
+def test_a_bad_kl_weight_is_refused_before_the_graph_sees_it(weight):
+    step = GraphedStep(FastMeanFieldELBO(), None, None, None, [])
+    with pytest.raises(ValueError, match="KL weight must be a finite number >= 0"):
+        step.step(torch.zeros(2, 3), torch.zeros(2), weight)
+
+
 def test_trainer_says_why_it_runs_step_by_step_on_a_cpu():
     x, y = torch.randn(40, 3), torch.arange(40) % 3
     trainer = Trainer(_bnn(40), parse_guide("flat:rel=1").build, device="cpu", progress=False, seed=0)
@@ -76,7 +83,7 @@ def _train(cuda_graph: bool, epochs: int = 3, **kwargs):
 
 def _assert_same_training(graphed, eager):
     (trainer, history), (reference, reference_history) = graphed, eager
-    assert trainer.graph_reason is None and trainer._graph.replays > 0
+    assert trainer.graph_reason is None and trainer._graphed.replays > 0
     assert reference.graph_reason == "turned off (cuda_graph=False)"
     for (name, p), q in zip(trainer.guide.named_parameters(), reference.guide.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
@@ -99,9 +106,9 @@ def _assert_same_training(graphed, eager):
 )
 def test_replayed_steps_train_as_eager_steps(kwargs):
     graphed = _train(True, **kwargs)
-    assert graphed[0]._graph.captures == 1
+    assert graphed[0]._graphed.captures == 1
     # Warm-up (3 eager steps), then 3 full batches per epoch replayed; the last batch of each epoch runs eagerly.
-    assert graphed[0]._graph.replays == 3 * 3 - 3
+    assert graphed[0]._graphed.replays == 3 * 3 - 3
     _assert_same_training(graphed, _train(False, **kwargs))
 
 
@@ -110,7 +117,7 @@ def test_a_per_epoch_scheduler_recaptures_the_step():
     kwargs = {"lr_scheduler": lambda opt: torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)}
     graphed = _train(True, epochs=4, **kwargs)
     # Epoch 1 is the eager warm-up (3 steps) and its short last batch; each later epoch has a new rate to capture.
-    assert graphed[0]._graph.captures == 3
+    assert graphed[0]._graphed.captures == 3
     _assert_same_training(graphed, _train(False, epochs=4, **kwargs))
 
 
@@ -121,8 +128,30 @@ def test_resume_continues_the_run_with_a_new_capture(tmp_path):
     path = tmp_path / "c.pt"
     _train(True, epochs=2, callbacks=[Checkpoint(path)])
     resumed, _ = _train_resume(path)
-    straight, _ = _train(True, epochs=4)
+    assert resumed._graphed.captures == 1 and resumed._graphed.replays == 3  # epoch 3 warms up, epoch 4 replays
+    straight, _ = _train(False, epochs=4)  # step by step, without a break
     for p, q in zip(resumed.guide.parameters(), straight.guide.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+@needs_cuda
+def test_a_changed_prior_or_batch_size_is_captured_again():
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(128, 3, generator=g), torch.randint(0, 3, (128,), generator=g)
+
+    def run(cuda_graph):
+        trainer = Trainer(
+            _bnn(128), parse_guide("flat:rel=1").build, device=CUDA, progress=False, seed=0, cuda_graph=cuda_graph
+        )
+        trainer.fit(BatchLoader(x, y, 32), 2)  # 3 warm-up steps, then replays
+        trainer.bnn.prior.scale.mul_(0.5)  # in place: the fused objective's plan copies the prior's values
+        trainer.fit(BatchLoader(x, y, 32), 3)
+        trainer.fit(BatchLoader(x, y, 64), 4)  # another batch shape in a later fit
+        return trainer
+
+    graphed, eager = run(True), run(False)
+    assert graphed._graphed.captures == 3
+    for p, q in zip(graphed.guide.parameters(), eager.guide.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
@@ -143,7 +172,7 @@ def test_a_non_finite_batch_stops_training_after_the_replayed_step():
     trainer = Trainer(_bnn(128), parse_guide("flat:rel=1").build, device=CUDA, progress=False, seed=0)
     with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 4 holds NaN .* after the optimiser step"):
         trainer.fit(BatchLoader(x, y, 32), 2)
-    assert trainer._graph.replays == 1
+    assert trainer._graphed.replays == 1
 
 
 @needs_cuda
