@@ -81,7 +81,7 @@ def deterministic_graphed(x: torch.Tensor, y: torch.Tensor, num_data: int) -> Ru
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     optimizer.zero_grad(set_to_none=True)
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         F.cross_entropy(net(static_x), static_y).backward()
         optimizer.step()
 
@@ -89,6 +89,8 @@ def deterministic_graphed(x: torch.Tensor, y: torch.Tensor, num_data: int) -> Ru
         static_x.copy_(x)
         static_y.copy_(y)
         graph.replay()
+
+    step.keep = (side, graph, net, optimizer)  # alive as long as the step: the graph reads their memory
 
     return from_step(step)
 

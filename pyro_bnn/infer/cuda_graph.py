@@ -14,9 +14,9 @@ that reads nothing back to the host in a step (``objective.graph_safe``, the fus
   of an epoch) run eagerly, sharing the optimiser state;
 * the batch and the KL weight are copied into the graph's static inputs before each replay (the KL weight as a
   0-dim device tensor, so annealing and minibatch weighting change it freely);
-* the graph is captured again when a learning rate or another optimiser setting changes (a per-epoch scheduler),
-  when the objective's ``graph_key`` changes (the prior's values, for the fused objective) and when a later ``fit``
-  trains on batches of another shape;
+* the graph is captured again, after one eager step, when a learning rate or another optimiser setting changes (a
+  per-epoch scheduler), when the objective's ``graph_key`` changes (the prior's values, for the fused objective)
+  and when a later ``fit`` trains on batches of another shape;
 * the random draws are the same as eager ones: the graph advances torch's CUDA generator on each replay, so
   seeding, checkpoints and resumes behave as without it.
 
@@ -144,6 +144,9 @@ class GraphedStep:
         return _settings(self.optimizer), objective_key
 
     def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
+        # Held as long as this object: memory the eager steps allocate on a stream stays tied to its id, and a
+        # stream freed while that memory is in use lets a new stream with the recycled id reuse it unsynchronised
+        # (a benchmark variant that dropped its warm-up stream corrupted other steps' memory that way).
         if self._stream is None:
             self._stream = torch.cuda.Stream(device=device)
         return self._stream
@@ -185,11 +188,15 @@ class GraphedStep:
             self._signature = signature  # the first batch's shape is the one captured (later ones may be smaller)
         if signature != self._signature:
             return None
+        if self._graph is not None and self._captured != (signature, *self._key()):
+            # Stale: one eager step first lets the objective re-plan outside a capture (planning reads values).
+            self._graph, self._terms = None, None
+            self.eager_left = 1
         if self.eager_left > 0:
             self.eager_left -= 1
             return None
         with torch.cuda.device(x.device):
-            if self._graph is None or self._captured != (signature, *self._key()):
+            if self._graph is None:
                 self._capture(x, y)
             static = self._static
             static["x"].copy_(x, non_blocking=True)
