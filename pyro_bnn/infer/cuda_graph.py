@@ -2,8 +2,9 @@
 replayed.
 
 On a GPU the fused mean-field step is a few hundred small kernels. Launched one by one from Python it costs about 3x a
-deterministic step of the 3FC network on an H100 (7.0 ms against 2.3 ms, ``bench/RESULTS.md``), and nearly all of
-that is launch and interpreter overhead, not arithmetic. Replaying a captured graph launches them all at once.
+deterministic step of the 3FC network on an H100 (5.8 ms against 2.0 ms at batch 128, ``bench/RESULTS.md``), and
+nearly all of that is launch and interpreter overhead, not arithmetic. Replayed from a captured graph the same step
+takes 1.1 ms.
 
 :class:`GraphedStep` is what :class:`~pyro_bnn.infer.Trainer` uses when it trains on a CUDA device with an objective
 that reads nothing back to the host in a step (``objective.graph_safe``, the fused
@@ -144,9 +145,9 @@ class GraphedStep:
         return _settings(self.optimizer), objective_key
 
     def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
-        # Held as long as this object: memory the eager steps allocate on a stream stays tied to its id, and a
-        # stream freed while that memory is in use lets a new stream with the recycled id reuse it unsynchronised
-        # (a benchmark variant that dropped its warm-up stream corrupted other steps' memory that way).
+        # Held as long as this object: the eager steps' allocations (optimiser state among them) are recorded
+        # against this stream. A benchmark variant that let its warm-up stream be freed while such memory was in
+        # use corrupted other steps' memory on an H100 (NaN losses, illegal addresses); keeping it alive fixed that.
         if self._stream is None:
             self._stream = torch.cuda.Stream(device=device)
         return self._stream
