@@ -131,29 +131,32 @@ def _function_space_rhat(values: torch.Tensor, bnn: BNN, name: str) -> dict[str,
     return convergence_summary(to_inference_data(bnn, {name: values}))
 
 
-def classification_predictive(bnn, guide, nuts, data, settings) -> tuple[dict, Prediction, Prediction]:
+def _test_predictions(bnn, guide, nuts, data, settings) -> tuple[int, int, Prediction, Prediction, Prediction]:
+    """``(chains, draws, NUTS prediction, VI prediction, a second VI prediction)`` on the test set; the VI ones
+    draw as many samples as NUTS kept, after seeding Pyro with ``settings.seed + 1``."""
     x, y = data.test.x, data.test.y
     chains, draws = next(iter(nuts.values())).shape[:2]
     nuts_pred = predict(bnn, flat_chains({n: nuts[n] for n in bnn.site_names}), (x, y))
     pyro.set_rng_seed(settings.seed + 1)
     vi_pred = predict(bnn, guide, (x, y), num_samples=chains * draws)
     vi_pred_2 = predict(bnn, guide, (x, y), num_samples=chains * draws)
+    return chains, draws, nuts_pred, vi_pred, vi_pred_2
+
+
+def classification_predictive(bnn, guide, nuts, data, settings) -> tuple[dict, Prediction, Prediction]:
+    x, y = data.test.x, data.test.y
+    chains, draws, nuts_pred, vi_pred, vi_pred_2 = _test_predictions(bnn, guide, nuts, data, settings)
     half = chains // 2
     split_a, split_b = nuts_pred.probs.reshape(chains, draws, *nuts_pred.probs.shape[1:]).split([half, chains - half])
     split_a, split_b = split_a.reshape(-1, *split_a.shape[2:]), split_b.reshape(-1, *split_b.shape[2:])
+
+    def pair(a: torch.Tensor, b: torch.Tensor) -> dict:
+        return {kind: _stats(predictive_distance(a, b, kind=kind)) for kind in ("kl", "w1")}
+
     distances = {
-        "nuts_vs_vi": {
-            "kl": _stats(predictive_distance(nuts_pred.probs, vi_pred.probs, kind="kl")),
-            "w1": _stats(predictive_distance(nuts_pred.probs, vi_pred.probs, kind="w1")),
-        },
-        "nuts_half_vs_half": {
-            "kl": _stats(predictive_distance(split_a, split_b, kind="kl")),
-            "w1": _stats(predictive_distance(split_a, split_b, kind="w1")),
-        },
-        "vi_vs_vi": {
-            "kl": _stats(predictive_distance(vi_pred.probs, vi_pred_2.probs, kind="kl")),
-            "w1": _stats(predictive_distance(vi_pred.probs, vi_pred_2.probs, kind="w1")),
-        },
+        "nuts_vs_vi": pair(nuts_pred.probs, vi_pred.probs),
+        "nuts_half_vs_half": pair(split_a, split_b),
+        "vi_vs_vi": pair(vi_pred.probs, vi_pred_2.probs),
     }
     p_class = nuts_pred.probs[..., 1].reshape(chains, draws, -1)
     report = {
@@ -172,11 +175,7 @@ def _gaussian_kl(mean_a, var_a, mean_b, var_b) -> torch.Tensor:
 
 def regression_predictive(bnn, guide, nuts, data, settings) -> tuple[dict, Prediction, Prediction]:
     x, y = data.test.x, data.test.y
-    chains, draws = next(iter(nuts.values())).shape[:2]
-    nuts_pred = predict(bnn, flat_chains({n: nuts[n] for n in bnn.site_names}), (x, y))
-    pyro.set_rng_seed(settings.seed + 1)
-    vi_pred = predict(bnn, guide, (x, y), num_samples=chains * draws)
-    vi_pred_2 = predict(bnn, guide, (x, y), num_samples=chains * draws)
+    chains, draws, nuts_pred, vi_pred, vi_pred_2 = _test_predictions(bnn, guide, nuts, data, settings)
     noise = float(nuts_pred.noise_scale) ** 2
 
     def distances(a: Prediction | torch.Tensor, b: Prediction | torch.Tensor) -> dict:
