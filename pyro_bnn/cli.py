@@ -1,4 +1,4 @@
-"""The ``pyro-bnn`` command: ``train``, ``evaluate``, ``demo`` and ``list``."""
+"""The ``pyro-bnn`` command: ``train``, ``evaluate``, ``demo``, ``diagnose``, ``reproduce`` and ``list``."""
 
 from __future__ import annotations
 
@@ -79,6 +79,12 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=d.seed)
     add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     add("--train-subset", type=int, default=None, help="train on this many examples")
+    add(
+        "--test-subset",
+        type=int,
+        default=None,
+        help="score on this many test examples (a fixed subset, the same for every seed; default all)",
+    )
     add("--val-size", type=float, default=None, help="validation examples (count, or a fraction < 1)")
     add_spec("--normalization")
     add("--data-dir", default=None, help="folder with the MNIST / Fashion-MNIST IDX files")
@@ -260,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="list the option strings (models, priors, ...) and their grammar")
     listing.set_defaults(func=_cmd_list)
+
+    from pyro_bnn.reproduce.cli import add_reproduce_parser
+
+    add_reproduce_parser(commands)
     return parser
 
 

@@ -11,7 +11,7 @@ import numbers
 
 import torch
 
-from pyro_bnn.data.seeding import STREAM_VAL_SPLIT, seeded_generator
+from pyro_bnn.data.seeding import STREAM_TEST_SUBSET, STREAM_VAL_SPLIT, seeded_generator
 
 
 def holdout_count(size: float | None, available: int, *, default: float, name: str = "val_size") -> int:
@@ -118,3 +118,21 @@ def train_val_indices(
         chosen = torch.randperm(available, generator=generator)[: int(train_subset)]
         train = _sorted(train[chosen])
     return train, val
+
+
+def test_subset_indices(n: int, count: int) -> torch.Tensor:
+    """A fixed uniform subset of ``count`` of a test set's ``n`` examples, the same for every run seed.
+
+    Runs that differ only in their seed are scored on the same test examples, so the spread over seeds is the
+    spread of training, not of the test draw.
+
+    Returns:
+        Sorted int64 indices into ``range(n)``.
+
+    Raises:
+        ValueError: ``count`` is not an int in ``[1, n]``.
+    """
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or not 1 <= count <= n:
+        raise ValueError(f"test_subset must be an int between 1 and {n} (the test examples), got {count!r}")
+    generator = seeded_generator(0, STREAM_TEST_SUBSET)
+    return torch.randperm(n, generator=generator)[: int(count)].sort().values

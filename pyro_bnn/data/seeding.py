@@ -18,6 +18,7 @@ STREAM_TEST_HOLDOUT = 1
 STREAM_VAL_SPLIT = 2
 STREAM_SHUFFLE = 3
 STREAM_SYNTHETIC = 4
+STREAM_TEST_SUBSET = 5
 
 
 def check_seed(seed: int, *, name: str = "seed") -> int:

@@ -76,6 +76,7 @@ class RunConfig:
         seed: Seeds the split, the network's initialisation and training.
         device: ``cpu``, ``cuda``, ``cuda:1`` or ``auto``.
         train_subset: Train on this many examples (None: all).
+        test_subset: Score on this many test examples (None: all): a fixed uniform subset, the same for every seed.
         val_size: Validation examples held out of the training set (None: the data set's default).
         normalization: ``unit`` (/255), ``standard`` (mean/std) or ``bbb`` (/126).
         data_dir: Where MNIST / Fashion-MNIST IDX files are (None: the usual places).
@@ -111,6 +112,7 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"
     train_subset: int | None = None
+    test_subset: int | None = None
     val_size: float | None = None
     normalization: str = "unit"
     data_dir: str | None = None
@@ -197,6 +199,10 @@ class RunConfig:
             isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
         ):
             raise ValueError(f"train_subset must be None or an int >= 1, got {self.train_subset!r}")
+        if self.test_subset is not None and (
+            isinstance(self.test_subset, bool) or not isinstance(self.test_subset, int) or self.test_subset < 1
+        ):
+            raise ValueError(f"test_subset must be None or an int >= 1, got {self.test_subset!r}")
         if self.val_size is not None:
             # The count's upper bound depends on the data, checked when it loads; the form is checked here.
             holdout_count(self.val_size, available=2**62, default=0)

@@ -16,6 +16,7 @@ from pyro import poutine
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
+from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
 from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, resolve_device
@@ -61,8 +62,9 @@ class RunResult:
 
 
 def load_data(config: RunConfig) -> DatasetSplits:
-    """The run's data splits (the split and subset depend on the run's seed)."""
-    return load_dataset(
+    """The run's data splits (the split and training subset depend on the run's seed; a ``test_subset`` does not,
+    so every seed is scored on the same test examples)."""
+    data = load_dataset(
         config.dataset,
         data_dir=config.data_dir,
         normalization=config.normalization,
@@ -70,6 +72,10 @@ def load_data(config: RunConfig) -> DatasetSplits:
         train_subset=config.train_subset,
         seed=config.seed,
     )
+    if config.test_subset is None:
+        return data
+    chosen = test_subset_indices(len(data.test), config.test_subset)
+    return replace(data, test=TensorSplit(data.test.x[chosen], data.test.y[chosen]))
 
 
 def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
@@ -178,7 +184,7 @@ def save_prediction_figure(
     return save_figure(figure, out / f"predictive{suffix}.png")
 
 
-RESUME_MAY_CHANGE = ("epochs", "device", "num_samples", "data_dir")
+RESUME_MAY_CHANGE = ("epochs", "device", "num_samples", "test_subset", "data_dir")
 """Config keys a resume may change: more epochs extend a finished run; where it runs and how it is scored or where
 the data lies do not change what was trained."""
 

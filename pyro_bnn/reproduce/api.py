@@ -1,0 +1,187 @@
+""":func:`reproduce`: plan a paper's grid at a profile, run what is not done, write the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.experiments.config import resolve_device
+from pyro_bnn.experiments.run_folder import check_writable
+from pyro_bnn.reproduce.executors import Executor, make_executor
+from pyro_bnn.reproduce.grid import read_records, run_grid
+from pyro_bnn.reproduce.papers import EXPERIMENTS
+from pyro_bnn.reproduce.report import write_report
+from pyro_bnn.reproduce.spec import Experiment, Profile, RunSpec
+
+STATE = "reproduce.json"
+"""``OUT/reproduce.json``: which experiment, profile and seeds the folder holds, and the last command."""
+
+
+def experiment_names() -> list[str]:
+    return sorted(EXPERIMENTS)
+
+
+def get_experiment(name: str) -> Experiment:
+    """The registered experiment ``name``, or a one-line ValueError listing the names."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; expected one of {', '.join(experiment_names())}")
+    return EXPERIMENTS[name]
+
+
+def listing() -> str:
+    """One line per experiment: its name, what it reproduces and its profiles."""
+    width = max(len(name) for name in EXPERIMENTS)
+    return "\n".join(
+        f"{name:<{width}}  {EXPERIMENTS[name].summary} (profiles: {', '.join(EXPERIMENTS[name].profiles)})"
+        for name in experiment_names()
+    )
+
+
+def _profile(experiment: Experiment, name: str) -> Profile:
+    if name not in experiment.profiles:
+        raise ValueError(
+            f"unknown profile {name!r} for {experiment.name}; expected one of {', '.join(experiment.profiles)}"
+        )
+    return experiment.profiles[name]
+
+
+def _check_seeds(seeds: int | None) -> None:
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
+        raise ValueError(f"seeds must be an int >= 1, got {seeds!r}")
+
+
+def _check_state(out: Path, experiment: Experiment, profile: Profile) -> dict | None:
+    path = out / STATE
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text())
+        held = (state["experiment"], state["profile"])
+    except (OSError, ValueError, KeyError):
+        raise ValueError(f"{path} is not a reproduction's state file; pick another --out") from None
+    if held != (experiment.name, profile.name):
+        raise ValueError(
+            f"{out} holds the {held[1]!r} profile of {held[0]!r}, not {profile.name!r} of {experiment.name!r}; "
+            "pick another --out"
+        )
+    return state
+
+
+def plan(
+    experiment: Experiment, profile: Profile, seeds: int, data_dirs: dict[str, str], device: str | None
+) -> list[RunSpec]:
+    """The grid's run specs, with the data folders and device filled in (neither changes a run's id)."""
+    specs = experiment.plan(profile, seeds, data_dirs)
+    if device is not None:
+        specs = [replace(s, config=replace(s.config, device=device)) for s in specs]
+    return specs
+
+
+def check_request(
+    name: str,
+    *,
+    profile: str,
+    seeds: int | None,
+    out: str | os.PathLike,
+    executor: str | Executor = "local",
+    workers: int | None = None,
+    report_only: bool = False,
+    device: str | None = None,
+) -> None:
+    """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
+    CLI calls it first, so that an error after it is a bug with its traceback, not an option problem)."""
+    experiment = get_experiment(name)
+    chosen = _profile(experiment, profile)
+    _check_seeds(seeds)
+    if device is not None:
+        resolve_device(device)
+    check_writable(Path(out))
+    state = _check_state(Path(out), experiment, chosen)
+    if report_only and state is None:
+        raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")
+    if not report_only and isinstance(executor, str):
+        make_executor(executor, workers)
+
+
+def reproduce(
+    name: str,
+    *,
+    profile: str = "quick",
+    seeds: int | None = None,
+    out: str | os.PathLike,
+    executor: str | Executor = "local",
+    workers: int | None = None,
+    report_only: bool = False,
+    data_dirs: dict[str, str] | None = None,
+    device: str | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    command: str | None = None,
+) -> Path:
+    """Runs the experiment ``name`` at ``profile`` into ``out`` (resuming what is there) and writes its report.
+
+    Args:
+        name: A registered experiment (:func:`listing`), e.g. ``"leaky-calibration"``.
+        profile: ``quick`` (a smoke run of about a minute), ``cpu`` (hours on 2 cores) or ``paper`` (a GPU).
+        seeds: Seeds per cell (default: the profile's).
+        out: The grid's folder: ``runs/<run id>/`` per run, ``report.md``, its CSV files and figures.
+        executor: ``local``, ``ray``, or an :class:`~pyro_bnn.reproduce.executors.Executor`.
+        workers: Runs at once (local: a process pool when > 1; ray: tasks in flight).
+        report_only: Rebuild the report from the run folders without running anything.
+        data_dirs: Data folder per data set name (``{"mnist": "path"}``), for sets not found in the usual places.
+        device: Device of every run (default ``auto``: CUDA where available).
+        retry_failed: Run failed runs again.
+        progress: Progress bars (quiet when stderr is not a terminal).
+        command: The command line to print in the report (default: this process's).
+
+    Returns:
+        The path of ``report.md``.
+
+    Raises:
+        ValueError: A bad name, profile, seed count, device or ``out`` (one line, before any run), or, with
+            ``report_only``, an ``out`` that holds no grid.
+        ImportError: ``executor="ray"`` without Ray installed (naming the extra).
+    """
+    check_request(
+        name,
+        profile=profile,
+        seeds=seeds,
+        out=out,
+        executor="local",
+        report_only=report_only,
+        device=device,
+    )
+    experiment = get_experiment(name)
+    chosen = _profile(experiment, profile)
+    out = Path(out)
+    state = _check_state(out, experiment, chosen)
+    command = command or shlex.join(["pyro-bnn", *sys.argv[1:]] if Path(sys.argv[0]).name == "pyro-bnn" else sys.argv)
+    if report_only:
+        seeds = seeds or state["seeds"]
+        command = state["command"]
+    seeds = seeds or chosen.seeds
+    specs = plan(experiment, chosen, seeds, data_dirs or {}, device)
+    if report_only:
+        records = read_records(out, specs)
+    else:
+        runner = make_executor(executor, workers) if isinstance(executor, str) else executor
+        write_json_atomically(
+            out / STATE, {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
+        )
+        records = run_grid(specs, out, runner, progress=progress, retry_failed=retry_failed, name=experiment.name)
+    analysis = experiment.analyse(records, chosen, out)
+    return write_report(
+        out,
+        title=experiment.title,
+        experiment=experiment.name,
+        profile=chosen,
+        seeds=seeds,
+        command=command,
+        records=records,
+        analysis=analysis,
+    )

@@ -1,0 +1,83 @@
+"""``pyro-bnn reproduce``: the command-line face of :func:`pyro_bnn.reproduce.reproduce`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _data_dir(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected DATASET=PATH (e.g. mnist=/data/mnist), got {text!r}")
+    return name, path
+
+
+def add_reproduce_parser(commands) -> None:
+    """Adds the ``reproduce`` verb to the CLI's subparsers."""
+    parser = commands.add_parser(
+        "reproduce",
+        help="run a paper's experiment grid (resuming what is done) and write its report",
+        description="Runs a paper's grid of runs into OUT (a finished run is never trained again, so an interrupted "
+        "grid resumes) and writes OUT/report.md with tables over seeds, figures and a verdict per headline.",
+    )
+    parser.add_argument("name", nargs="?", help="the experiment (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the experiments, one line each, and exit")
+    parser.add_argument(
+        "--profile", default="quick", help="quick (about a minute), cpu (hours on 2 cores), paper (GPU)"
+    )
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the profile's)")
+    parser.add_argument("--out", default=None, help="the grid's folder (required unless --list)")
+    parser.add_argument("--executor", default="local", help="local (default) or ray (pip install 'pyro-bnn[ray]')")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="runs at once (local: a process pool when > 1; ray: tasks in flight)"
+    )
+    parser.add_argument("--report-only", action="store_true", help="rebuild the report from OUT's run folders")
+    parser.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    parser.add_argument(
+        "--data-dir",
+        type=_data_dir,
+        action="append",
+        default=[],
+        metavar="DATASET=PATH",
+        help="data folder of one data set (repeatable), e.g. mnist=/data/mnist",
+    )
+    parser.add_argument("--device", default=None, help="device of every run (default auto)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=_cmd_reproduce)
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from pyro_bnn.cli import UserError
+    from pyro_bnn.reproduce.api import check_request, listing, reproduce
+
+    if args.list:
+        print(listing())
+        return 0
+    request = dict(
+        profile=args.profile,
+        seeds=args.seeds,
+        out=args.out,
+        executor=args.executor,
+        workers=args.workers,
+        report_only=args.report_only,
+        device=args.device,
+    )
+    try:
+        if not args.name:
+            raise ValueError("name an experiment (pyro-bnn reproduce --list shows them)")
+        if args.out is None:
+            raise ValueError("--out is required: the folder the grid's runs and report go to")
+        check_request(args.name, **request)
+    except (ValueError, ImportError, FileExistsError) as err:
+        raise UserError(str(err)) from err
+    # Past the checks, a failing run is recorded in the report and the grid goes on; anything raised here is a bug
+    # and keeps its traceback.
+    report = reproduce(
+        args.name,
+        **request,
+        data_dirs=dict(args.data_dir),
+        retry_failed=args.retry_failed,
+        progress=not args.quiet,
+    )
+    print(f"wrote {report}")
+    return 0

@@ -1,0 +1,95 @@
+"""Running a grid of runs: skip what finished, run the rest on an executor, one progress bar for the grid.
+
+``OUT/grid.json`` lists every run of the grid (its id, label, tags and config); ``OUT/runs/<run id>/`` holds each
+run. A run whose ``result.json`` says ``done`` is never trained again, so a killed sweep resumes where it stopped
+(an interrupted run continues from its last epoch checkpoint). Failed runs are kept as failed unless
+``retry_failed`` is set (a diverged run usually diverges again).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.experiments.run_folder import check_writable
+from pyro_bnn.reproduce.executors import Executor, LocalExecutor
+from pyro_bnn.reproduce.records import RUNS, read_record, spec_to_dict
+from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+
+GRID = "grid.json"
+
+
+def unique(specs: list[RunSpec]) -> list[RunSpec]:
+    """``specs`` without repeats (two parts of a plan may name the same run), in their first order."""
+    seen: dict[str, RunSpec] = {}
+    for spec in specs:
+        seen.setdefault(spec.run_id, spec)
+    return list(seen.values())
+
+
+def read_records(out: str | Path, specs: list[RunSpec]) -> list[RunRecord]:
+    """The records of ``specs`` as ``out`` holds them now (missing where a run has not finished)."""
+    runs_dir = Path(out) / RUNS
+    return [read_record(runs_dir, spec) for spec in unique(specs)]
+
+
+def run_grid(
+    specs: list[RunSpec],
+    out: str | Path,
+    executor: Executor | None = None,
+    *,
+    progress: bool = True,
+    retry_failed: bool = False,
+    name: str = "grid",
+) -> list[RunRecord]:
+    """Runs every spec not yet done into ``out/runs`` and returns all records, in the order of ``specs``.
+
+    Args:
+        specs: The grid (repeats are run once).
+        out: The grid's folder; checked writable before anything runs.
+        executor: Where the runs execute (default: one after another in this process).
+        progress: One bar for the grid (runs done / total, ETA), quiet when stderr is not a terminal; with the
+            in-process executor also each run's own bars.
+        retry_failed: Run failed runs again.
+        name: The bar's label.
+
+    Returns:
+        One record per unique spec: done, failed (with its reason) or, after an interruption, missing.
+    """
+    out = Path(out)
+    check_writable(out)
+    specs = unique(specs)
+    executor = executor or LocalExecutor()
+    runs_dir = out / RUNS
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out / GRID, {"runs": [spec_to_dict(spec) for spec in specs]})
+    records = {spec.run_id: read_record(runs_dir, spec) for spec in specs}
+    todo = [
+        spec
+        for spec in specs
+        if records[spec.run_id].status is Status.MISSING
+        or (retry_failed and records[spec.run_id].status is Status.FAILED)
+    ]
+    terminal = sys.stderr.isatty()
+    bar = tqdm(
+        total=len(specs),
+        initial=len(specs) - len(todo),
+        desc=f"{name} runs",
+        unit="run",
+        disable=not (progress and terminal),
+        position=0,
+    )
+    failed = sum(r.status is Status.FAILED for r in records.values() if not retry_failed)
+    with bar:
+        for record in executor.run(todo, runs_dir, progress=progress and terminal):
+            records[record.spec.run_id] = record
+            failed += record.status is Status.FAILED
+            bar.update(1)
+            if failed:
+                bar.set_postfix(failed=failed)
+            if record.status is Status.FAILED:
+                bar.write(f"run {record.spec.run_id} failed: {record.reason}", file=sys.stderr)
+    return [records[spec.run_id] for spec in specs]

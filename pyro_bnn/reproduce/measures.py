@@ -1,0 +1,69 @@
+"""Measurements taken on a trained run beyond its ``metrics.json``, named in a :class:`~.spec.RunSpec` as
+``"NAME:ARGS"`` and written into the run's ``result.json``.
+
+- ``sampled_label_ece:BINS``: ECE and accuracy of the predictive whose class probabilities are the frequencies of
+  labels sampled one per posterior draw (the One Simple Trick authors' predictive), with ``BINS`` equal-width bins.
+- ``plateaus:PER_LAYER,IMAGES``: conditional likelihood slices of ``PER_LAYER`` sampled weights per weight tensor
+  of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), and the
+  fraction of them with a flat plateau, per layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyro_bnn.evaluation import calibration
+from pyro_bnn.evaluation.label_frequencies import label_frequencies
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.runs import RunResult
+
+
+def _sampled_label_ece(result: RunResult, folder: Path, config: RunConfig, n_bins: str) -> dict[str, Any]:
+    prediction = result.prediction
+    if not prediction.is_classification:
+        raise ValueError("sampled_label_ece needs a classification run")
+    generator = torch.Generator(device=prediction.probs.device).manual_seed(config.seed)
+    frequencies = label_frequencies(prediction.probs, generator=generator)
+    bins = int(n_bins)
+    scored = calibration(frequencies, prediction.targets, n_bins=bins)
+    accuracy = float((frequencies.argmax(-1) == prediction.targets).float().mean())
+    return {f"ece_sampled_{bins}": scored.ece, "accuracy_sampled": accuracy}
+
+
+def _plateaus(result: RunResult, folder: Path, config: RunConfig, per_layer: str, images: str) -> dict[str, Any]:
+    from pyro_bnn.experiments.diagnose import DiagnoseOptions, diagnose_run
+
+    options = DiagnoseOptions(slices=int(per_layer), slice_images=int(images), seed=config.seed).check()
+    report = diagnose_run(folder, options, device=str(result.metrics.get("device", "cpu")))
+    layers = report["slices"]["layers"]
+    return {
+        "plateau_fraction": {name: layer["fraction"] for name, layer in layers.items()},
+        "plateau_sampled": {name: layer["sampled"] for name, layer in layers.items()},
+        "plateau_seconds": report["slices"]["seconds"],
+    }
+
+
+MEASURES: dict[str, Callable[..., dict[str, Any]]] = {
+    "sampled_label_ece": _sampled_label_ece,
+    "plateaus": _plateaus,
+}
+"""Measurement name -> ``fn(result, run_folder, config, *args) -> values``."""
+
+
+def check_measure(spec: str) -> None:
+    """Raises ValueError naming ``spec`` when it names no measurement."""
+    name = spec.split(":", 1)[0]
+    if name not in MEASURES:
+        raise ValueError(f"unknown measurement {spec!r}; expected one of {sorted(MEASURES)}")
+
+
+def take_measure(spec: str, result: RunResult, folder: Path, config: RunConfig) -> dict[str, Any]:
+    """Takes the measurement ``spec`` (``"NAME:ARG,ARG"``) on the run ``config`` trained into ``folder`` and
+    returns its values."""
+    check_measure(spec)
+    name, _, args = spec.partition(":")
+    return MEASURES[name](result, folder, config, *(a for a in args.split(",") if a))

@@ -1,0 +1,9 @@
+"""The registered reproductions, one module per paper (a sixth paper is one new module and one line here)."""
+
+from __future__ import annotations
+
+from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
+from pyro_bnn.reproduce.spec import Experiment
+
+EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment in (LeakyCalibration(),)}
+"""Experiment name -> experiment."""

@@ -1,0 +1,219 @@
+"""``leaky-calibration``: paper 000, Tempczyk et al., *One Simple Trick to Fix Your Bayesian Neural Network* (2022).
+
+The method, at every profile (facts from the authors' code, ``shared/papers/REFERENCE_NOTES.md``):
+
+- 3FC (three hidden layers of 1 000) and CONV (128 and 256 channels, k5 s2) on MNIST and Fashion-MNIST, ReLU
+  against Leaky ReLU with slope -0.5;
+- an N(0, 1) prior on every weight and bias; a mean-field Normal guide started as Pyro's AutoDiagonalNormal
+  (locations at the prior median, scale 0.1: ``flat:0.1,loc=median``), trained by the fused mean-field objective,
+  which equals ``Trace_ELBO`` in expectation (``tests/infer/test_fast_objective.py``);
+- two objectives: the authors' (``kl_scale="paper"``: the minibatch log-likelihood unscaled, the KL on every step)
+  and the textbook ELBO (``kl_scale="dataset"``: the minibatch log-likelihood times N/B, the KL once per epoch);
+- Adam 1e-3, batch 512, the official training set (or a seeded pool of it) split 70/30 into training and
+  validation, early stopping after 3 epochs without a better validation accuracy (the best epoch restored);
+- 50 posterior samples for the test metrics: ECE with 10 bins on the frequencies of the 50 sampled labels (the
+  authors') and ECE with 15 bins on the mean probabilities;
+- flat plateaus (the paper's section 2.1): deterministic networks on 6 000 MNIST images, likelihood slices of
+  sampled weights per layer over those images (``pyro-bnn diagnose --slices``).
+
+The profiles change sizes only; what each one sets is :data:`PROFILES` (``train_pool``: the official training
+images used, per model, split 70/30; None: all 60 000). The analysis is in
+:mod:`.leaky_calibration_analysis`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+
+LEAKY = "leaky:-0.5"
+ACTIVATIONS = {"relu": "ReLU", LEAKY: "Leaky ReLU (-0.5)"}
+OBJECTIVES = {"paper": "authors' objective (unscaled minibatch likelihood)", "dataset": "textbook ELBO"}
+GUIDE = "flat:0.1,loc=median"
+PUBLISHED_TABLE_1 = {
+    # (dataset, model): (accuracy Leaky, accuracy ReLU, ECE Leaky, ECE ReLU), the paper's Table 1
+    ("fashion-mnist", "conv"): (0.83, 0.83, 0.014, 0.079),
+    ("fashion-mnist", "3fc"): (0.83, 0.82, 0.033, 0.106),
+    ("mnist", "conv"): (0.98, 0.98, 0.018, 0.042),
+    ("mnist", "3fc"): (0.97, 0.98, 0.007, 0.019),
+}
+
+_COMMON = {"batch_size": 512, "patience": 3, "num_samples": 50, "ece_bins_sampled": 10, "ece_bins_mean": 15}
+
+PROFILES = {
+    "quick": Profile(
+        "quick",
+        "smoke run, about a minute on 2 CPU cores; its numbers mean nothing",
+        seeds=1,
+        settings={
+            "datasets": ["mnist", "fashion-mnist"],
+            "models": ["3fc"],
+            "train_pool": {"3fc": 1_000},
+            "max_epochs": {"3fc": 2},
+            **_COMMON,
+            "num_val_samples": 4,
+            "test_subset": 1_000,
+            "slopes": [-0.5, 0.0, 0.5],
+            "sweep_models": ["3fc"],
+            "sweep_datasets": ["mnist"],
+            "sweep_seeds": 1,
+            "plateau_models": ["3fc"],
+            "plateau_images": 300,
+            "plateau_epochs": 2,
+            "plateau_weights_per_layer": 3,
+        },
+    ),
+    "cpu": Profile(
+        "cpu",
+        "the largest scale that finishes in a few hours on 2 CPU cores",
+        seeds=3,
+        settings={
+            "datasets": ["mnist", "fashion-mnist"],
+            "models": ["3fc", "conv"],
+            "train_pool": {"3fc": 20_000, "conv": 5_000},
+            "max_epochs": {"3fc": 30, "conv": 10},
+            **_COMMON,
+            "num_val_samples": 8,
+            "test_subset": 5_000,
+            "slopes": [round(-1 + 0.2 * i, 1) for i in range(11)],
+            "sweep_models": ["3fc"],
+            "sweep_datasets": ["mnist", "fashion-mnist"],
+            "sweep_seeds": 2,
+            "plateau_models": ["3fc"],
+            "plateau_images": 6_000,
+            "plateau_epochs": 10,
+            "plateau_weights_per_layer": 25,
+        },
+    ),
+    "paper": Profile(
+        "paper",
+        "the published scale, for a GPU",
+        seeds=5,
+        settings={
+            "datasets": ["mnist", "fashion-mnist"],
+            "models": ["3fc", "conv"],
+            "train_pool": {"3fc": None, "conv": None},
+            "max_epochs": {"3fc": 50, "conv": 50},
+            **_COMMON,
+            "num_val_samples": 50,
+            "test_subset": None,
+            "slopes": [round(-1 + 0.1 * i, 1) for i in range(21)],
+            "sweep_models": ["3fc", "conv"],
+            "sweep_datasets": ["mnist", "fashion-mnist"],
+            "sweep_seeds": 5,
+            "plateau_models": ["3fc", "conv"],
+            "plateau_images": 6_000,
+            "plateau_epochs": 10,
+            "plateau_weights_per_layer": 200,
+        },
+    ),
+}
+
+
+def slope_activation(slope: float) -> str:
+    """The activation string of a Leaky ReLU slope; slope 0 is ``relu`` (the same function), so the sweep's slope
+    0 and -0.5 are Table 1's runs."""
+    return "relu" if slope == 0 else f"leaky:{slope:g}"
+
+
+def _bnn_spec(
+    profile: Profile, model: str, dataset: str, activation: str, objective: str, seed: int, data_dirs: dict[str, str]
+) -> RunSpec:
+    pool = profile["train_pool"][model]
+    config = RunConfig(
+        dataset=dataset,
+        model=model,
+        activation=activation,
+        prior="normal:0,1",
+        guide=GUIDE,
+        epochs=profile["max_epochs"][model],
+        batch_size=profile["batch_size"],
+        lr=1e-3,
+        kl_scale=objective,
+        seed=seed,
+        train_subset=None if pool is None else round(0.7 * pool),
+        val_size=0.3 if pool is None else pool - round(0.7 * pool),
+        test_subset=profile["test_subset"],
+        data_dir=data_dirs.get(dataset),
+        num_samples=profile["num_samples"],
+        num_val_samples=profile["num_val_samples"],
+        n_bins=profile["ece_bins_mean"],
+        patience=profile["patience"],
+    )
+    act = activation.replace(":", "")
+    return RunSpec(
+        config.validate(),
+        label=f"{model}-{dataset}-{act}-{objective}-s{seed}",
+        measures=(f"sampled_label_ece:{profile['ece_bins_sampled']}",),
+        tags=(("objective", objective), ("part", "bnn")),
+    )
+
+
+def _plateau_spec(profile: Profile, model: str, activation: str, data_dirs: dict[str, str]) -> RunSpec:
+    images = profile["plateau_images"]
+    config = RunConfig(
+        dataset="mnist",
+        model=model,
+        activation=activation,
+        guide="mle",
+        epochs=profile["plateau_epochs"],
+        batch_size=128,
+        lr=1e-3,
+        seed=0,
+        train_subset=images,
+        val_size=0,
+        test_subset=profile["test_subset"],
+        data_dir=data_dirs.get("mnist"),
+        num_samples=1,
+        num_val_samples=1,
+    )
+    return RunSpec(
+        config.validate(),
+        label=f"plateaus-{model}-mnist-{activation.replace(':', '')}",
+        measures=(f"plateaus:{profile['plateau_weights_per_layer']},{images}",),
+        tags=(("part", "plateaus"),),
+    )
+
+
+class LeakyCalibration:
+    """Paper 000 as a grid and an analysis (see the module docstring)."""
+
+    name = "leaky-calibration"
+    title = "One Simple Trick: Leaky ReLU against ReLU in mean-field BNNs (Tempczyk et al. 2022)"
+    summary = "paper 000: ECE of ReLU vs Leaky ReLU BNNs (Table 1), the slope sweep, decalibration, flat plateaus"
+    profiles = PROFILES
+
+    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
+        def table_1(models: list[str]) -> list[RunSpec]:
+            return [
+                _bnn_spec(profile, model, dataset, activation, objective, seed, data_dirs)
+                for model in models
+                for seed in range(seeds)  # seed-major: every cell gets its first seed before any gets its second
+                for objective in OBJECTIVES
+                for dataset in profile["datasets"]
+                for activation in ACTIVATIONS
+            ]
+
+        plateaus = [
+            _plateau_spec(profile, model, activation, data_dirs)
+            for model in profile["plateau_models"]
+            for activation in ACTIVATIONS
+        ]
+        sweep = [
+            _bnn_spec(profile, model, dataset, slope_activation(slope), "paper", seed, data_dirs)
+            for seed in range(min(seeds, profile["sweep_seeds"]))
+            for model in profile["sweep_models"]
+            for dataset in profile["sweep_datasets"]
+            for slope in profile["slopes"]
+        ]
+        # The first (cheapest) model's Table 1 cells, the plateaus and the sweep before the other models, so that an
+        # interrupted grid holds whole parts of the report.
+        models = profile["models"]
+        return table_1(models[:1]) + plateaus + sweep + table_1(models[1:])
+
+    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
+        from pyro_bnn.reproduce.papers.leaky_calibration_analysis import analyse
+
+        return analyse(records, profile, out)

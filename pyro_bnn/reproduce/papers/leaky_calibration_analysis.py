@@ -1,0 +1,367 @@
+"""Tables, figures and verdicts of ``leaky-calibration`` from its run records.
+
+The rules behind the verdicts (per-seed values compared with :func:`~pyro_bnn.reproduce.report.compare`: a gap
+counts when it exceeds two standard errors):
+
+- **Table 1, per cell** (model, data set, objective), on the authors' ECE (10 bins, sampled-label frequencies):
+  *holds* when Leaky's ECE is lower than ReLU's by a separated gap and Leaky's accuracy is at most
+  :data:`ACCURACY_TOLERANCE` below ReLU's; *does not hold* when ReLU's ECE is lower by a separated gap, or Leaky is
+  better calibrated but less accurate by more than the tolerance (separated); *inconclusive* otherwise (fewer than 2
+  seeds, or the seed spread covers the gap). Per objective: *holds* when every cell with runs holds, *does not hold*
+  when at least half do not, *inconclusive* otherwise.
+- **Slope sweep, per curve**: *holds* when the largest mean ECE lies at a slope within :data:`NEAR_ZERO` of 0 and is
+  separated from the largest mean ECE outside that window; *does not hold* when the largest lies outside and is
+  separated from the largest inside; *inconclusive* otherwise. Over curves as for Table 1.
+- **Plateaus**: *holds* when every ReLU weight tensor has sampled weights with a plateau and no Leaky one has any;
+  *does not hold* when the Leaky networks' pooled plateau fraction is at least ReLU's; *inconclusive* otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from pyro_bnn.plots import save_figure
+from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
+from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, write_csv
+from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
+
+ACCURACY_TOLERANCE = 0.02
+"""How much lower Leaky's accuracy may be for "about equal accuracy" (the paper's Table 1 differs by up to 0.01)."""
+
+NEAR_ZERO = 0.2
+"""Slopes within this distance of 0 count as "near slope 0"."""
+
+ECE_SAMPLED = "ece_sampled_10"
+
+
+def _slope(activation: str) -> float | None:
+    if activation == "relu":
+        return 0.0
+    if activation.startswith("leaky:"):
+        return float(activation.split(":", 1)[1])
+    return None
+
+
+def _bnn_runs(records: list[RunRecord]) -> list[RunRecord]:
+    return [r for r in records if r.spec.tag("part") == "bnn" and r.status is Status.DONE]
+
+
+def _cells(runs: list[RunRecord], key: Callable[[RunRecord], tuple]) -> dict[tuple, list[RunRecord]]:
+    cells: dict[tuple, list[RunRecord]] = defaultdict(list)
+    for run in runs:
+        cells[key(run)].append(run)
+    return cells
+
+
+def _values(runs: list[RunRecord], metric: str) -> list[float]:
+    return [r.metrics[metric] for r in sorted(runs, key=lambda r: r.config.seed) if metric in r.metrics]
+
+
+def _overall(verdicts: list[Verdict]) -> Verdict:
+    if verdicts and all(v is Verdict.HOLDS for v in verdicts):
+        return Verdict.HOLDS
+    if verdicts and sum(v is Verdict.DOES_NOT_HOLD for v in verdicts) * 2 >= len(verdicts):
+        return Verdict.DOES_NOT_HOLD
+    return Verdict.INCONCLUSIVE
+
+
+def _count(verdicts: list[Verdict]) -> str:
+    return ", ".join(f"{sum(v is kind for v in verdicts)} {kind.value}" for kind in Verdict)
+
+
+def table_1_cell(leaky: list[RunRecord], relu: list[RunRecord]) -> tuple[Verdict, str]:
+    """The verdict of one Table 1 cell and its numbers (see the module docstring)."""
+    ece = compare(_values(leaky, ECE_SAMPLED), _values(relu, ECE_SAMPLED))
+    acc = compare(_values(leaky, "accuracy"), _values(relu, "accuracy"))
+    se = "n/a" if math.isnan(ece.standard_error) else f"{ece.standard_error:.3f}"
+    numbers = f"ECE gap Leaky - ReLU {ece.gap:+.3f} (se {se}), accuracy gap {acc.gap:+.3f}"
+    if ece.separated and ece.gap > 0:
+        return Verdict.DOES_NOT_HOLD, numbers + ": ReLU is better calibrated"
+    if ece.separated and ece.gap < 0:
+        if acc.gap < -ACCURACY_TOLERANCE and acc.separated:
+            return Verdict.DOES_NOT_HOLD, numbers + ": Leaky is better calibrated but less accurate"
+        if acc.gap >= -ACCURACY_TOLERANCE:
+            return Verdict.HOLDS, numbers
+    if min(len(leaky), len(relu)) < 2:
+        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds"
+    return Verdict.INCONCLUSIVE, numbers + ": the seed spread covers the gap"
+
+
+def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
+    table1 = [r for r in runs if r.config.activation in ACTIVATIONS]
+    cells = _cells(table1, lambda r: (r.spec.tag("objective"), r.config.dataset, r.config.model, r.config.activation))
+    write_csv(
+        out / "table1.csv",
+        [
+            {
+                "objective": r.spec.tag("objective"),
+                "dataset": r.config.dataset,
+                "model": r.config.model,
+                "activation": r.config.activation,
+                "seed": r.config.seed,
+                "accuracy": r.metrics.get("accuracy"),
+                "ece_sampled_10": r.metrics.get(ECE_SAMPLED),
+                "ece_mean_15": r.metrics.get("ece"),
+                "nll": r.metrics.get("nll"),
+                "epochs_run": r.metrics.get("epochs_run"),
+                "seconds": round(r.seconds, 1),
+            }
+            for r in sorted(table1, key=lambda r: r.spec.label)
+        ],
+    )
+    tables, headlines = [], []
+    header = [
+        "data set",
+        "model",
+        "accuracy Leaky",
+        "accuracy ReLU",
+        "ECE Leaky (10 bins, sampled)",
+        "ECE ReLU (10 bins, sampled)",
+        "ECE Leaky (15 bins, mean)",
+        "ECE ReLU (15 bins, mean)",
+        "paper: accuracy L / R, ECE L / R",
+        "seeds L / R",
+        "verdict",
+    ]
+    for objective, objective_name in OBJECTIVES.items():
+        rows, verdicts, reasons = [], [], []
+        for dataset in profile["datasets"]:
+            for model in profile["models"]:
+                leaky = cells.get((objective, dataset, model, LEAKY), [])
+                relu = cells.get((objective, dataset, model, "relu"), [])
+                if leaky and relu:
+                    verdict, why = table_1_cell(leaky, relu)
+                    verdicts.append(verdict)
+                    reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
+                else:
+                    verdict = None
+                published = PUBLISHED_TABLE_1[(dataset, model)]
+                rows.append(
+                    [
+                        dataset,
+                        model,
+                        format_mean_sd(_values(leaky, "accuracy")),
+                        format_mean_sd(_values(relu, "accuracy")),
+                        format_mean_sd(_values(leaky, ECE_SAMPLED)),
+                        format_mean_sd(_values(relu, ECE_SAMPLED)),
+                        format_mean_sd(_values(leaky, "ece")),
+                        format_mean_sd(_values(relu, "ece")),
+                        "{:.2f} / {:.2f}, {:.3f} / {:.3f}".format(*published),
+                        f"{len(leaky)} / {len(relu)}",
+                        verdict.value if verdict else "no runs yet",
+                    ]
+                )
+        tables.append(
+            f"**{objective_name}** (`kl_scale={objective}`)\n\n"
+            + markdown_table(header, rows, align="ll" + "r" * (len(header) - 3) + "l")
+        )
+        overall = _overall(verdicts)
+        headlines.append(
+            Headline(
+                f"Leaky ReLU has lower ECE than ReLU at about equal accuracy, per cell of Table 1, under the "
+                f"{objective_name}",
+                overall,
+                f"Cells: {_count(verdicts)} of {len(profile['datasets']) * len(profile['models'])}. "
+                + "; ".join(reasons),
+            )
+        )
+    text = (
+        "Test accuracy (mean probabilities) and ECE, mean ± sd over seeds. The paper's numbers (Leaky / ReLU) use "
+        "the authors' objective and ECE. Verdict rule: module docstring of "
+        "`pyro_bnn.reproduce.papers.leaky_calibration_analysis`."
+    )
+    return Section("Table 1: accuracy and ECE", text, tables, csv_files=["table1.csv"]), headlines
+
+
+def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, Headline]:
+    sweep = [r for r in runs if r.spec.tag("objective") == "paper" and _slope(r.config.activation) is not None]
+    sweep = [r for r in sweep if _slope(r.config.activation) in profile["slopes"]]
+    curves = _cells(sweep, lambda r: (r.config.model, r.config.dataset))
+    rows, verdicts, reasons = [], [], []
+    figure = Figure(figsize=(10, 4))
+    axes = figure.subplots(1, 2)
+    for (model, dataset), curve_runs in sorted(curves.items()):
+        if (model not in profile["sweep_models"]) or (dataset not in profile["sweep_datasets"]):
+            continue
+        by_slope = _cells(curve_runs, lambda r: (_slope(r.config.activation),))
+        slopes = sorted(s for (s,) in by_slope)
+        ece = {s: _values(by_slope[(s,)], ECE_SAMPLED) for s in slopes}
+        acc = {s: _values(by_slope[(s,)], "accuracy") for s in slopes}
+        for ax, values in zip(axes, (ece, acc), strict=True):
+            means = [mean_sd(values[s])[0] for s in slopes]
+            sds = [mean_sd(values[s])[1] for s in slopes]
+            ax.errorbar(slopes, means, yerr=sds, marker="o", capsize=3, label=f"{model}, {dataset}")
+        for s in slopes:
+            rows.append({"model": model, "dataset": dataset, "slope": s, "ece_sampled_10": ece[s], "accuracy": acc[s]})
+        verdict, why = _sweep_curve(ece)
+        verdicts.append(verdict)
+        reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
+    for ax, label in zip(axes, ("ECE (10 bins, sampled labels)", "test accuracy"), strict=True):
+        ax.set_xlabel("Leaky ReLU negative slope (0: ReLU)")
+        ax.set_ylabel(label)
+        ax.axvline(0, color="grey", lw=0.5)
+        ax.legend(fontsize=8)
+    figure.suptitle("ECE and accuracy against the Leaky ReLU slope (mean ± sd over seeds)")
+    save_figure(figure, out / "slopes.png")
+    write_csv(
+        out / "slopes.csv",
+        [
+            {"model": row["model"], "dataset": row["dataset"], "slope": row["slope"], "seed": i, key: value}
+            for row in rows
+            for key in ("ece_sampled_10", "accuracy")
+            for i, value in enumerate(row[key])
+        ],
+    )
+    table_rows = [
+        [
+            row["model"],
+            row["dataset"],
+            f"{row['slope']:g}",
+            format_mean_sd(row["ece_sampled_10"]),
+            format_mean_sd(row["accuracy"]),
+        ]
+        for row in rows
+    ]
+    table = markdown_table(["model", "data set", "slope", "ECE (10 bins, sampled)", "accuracy"], table_rows, "llrrr")
+    headline = Headline(
+        "ECE is highest near slope 0 (ReLU)",
+        _overall(verdicts),
+        f"Curves: {_count(verdicts)}. " + "; ".join(reasons),
+    )
+    text = f"Authors' objective, slopes {profile['slopes']}, {profile['sweep_seeds']} seed(s) at most per slope."
+    return Section(
+        "ECE against the Leaky ReLU slope (the paper's Fig. 2)", text, [table], ["slopes.png"], ["slopes.csv"]
+    ), headline
+
+
+def _sweep_curve(ece: dict[float, list[float]]) -> tuple[Verdict, str]:
+    near = {s: v for s, v in ece.items() if abs(s) <= NEAR_ZERO + 1e-9 and v}
+    far = {s: v for s, v in ece.items() if abs(s) > NEAR_ZERO + 1e-9 and v}
+    if not near or not far:
+        return Verdict.INCONCLUSIVE, "the sweep lacks slopes near 0 or away from it"
+    top_near = max(near, key=lambda s: mean_sd(near[s])[0])
+    top_far = max(far, key=lambda s: mean_sd(far[s])[0])
+    gap = compare(near[top_near], far[top_far])
+    numbers = (
+        f"highest ECE near 0 at slope {top_near:g}: {mean_sd(near[top_near])[0]:.3f}, away from 0 at slope "
+        f"{top_far:g}: {mean_sd(far[top_far])[0]:.3f}"
+    )
+    if gap.separated:
+        return (Verdict.HOLDS if gap.gap > 0 else Verdict.DOES_NOT_HOLD), numbers
+    return Verdict.INCONCLUSIVE, numbers + ", not separated by the seeds"
+
+
+def _decalibration(runs: list[RunRecord], profile: Profile, out: Path) -> Section:
+    table1 = [r for r in runs if r.config.activation in ACTIVATIONS and r.spec.tag("objective") == "paper"]
+    cells = _cells(table1, lambda r: (r.config.model, r.config.dataset))
+    figure = Figure(figsize=(10, 3.2 * max(1, len(cells))))
+    axes = np.atleast_2d(figure.subplots(max(1, len(cells)), 2, squeeze=False))
+    rows = []
+    for row_axes, ((model, dataset), cell_runs) in zip(axes, sorted(cells.items()), strict=False):
+        for activation, name in ACTIVATIONS.items():
+            histories = [r.history for r in cell_runs if r.config.activation == activation and r.history]
+            rises = [_rises_after_minimum(h) for h in histories]
+            rows.append([model, dataset, name, f"{sum(rises)} / {len(rises)}"])
+            for ax, key in zip(row_axes, ("val_accuracy", "val_ece"), strict=True):
+                for i, history in enumerate(histories):
+                    epochs = [e["epoch"] for e in history if key in e]
+                    ax.plot(
+                        epochs,
+                        [e[key] for e in history if key in e],
+                        color="C0" if activation == "relu" else "C1",
+                        alpha=0.8,
+                        label=name if i == 0 else None,
+                    )
+                ax.set_title(f"{model}, {dataset}: {key.replace('_', ' ')}", fontsize=9)
+                ax.set_xlabel("epoch")
+                ax.legend(fontsize=8)
+    figure.tight_layout()
+    save_figure(figure, out / "decalibration.png")
+    header = ["model", "data set", "activation", "runs whose validation ECE rose after its minimum"]
+    table = markdown_table(header, rows, "lllr")
+    text = (
+        "Validation accuracy and ECE (15 bins, mean probabilities) per epoch under the authors' objective, one line "
+        "per seed. \"Rose\" means the last epoch's validation ECE exceeds the run's minimum by more than 0.005 "
+        "(the paper's Fig. 3 shows ReLU's ECE falling, then rising before accuracy has converged)."
+    )
+    return Section("Decalibration during training (the paper's Fig. 3)", text, [table], ["decalibration.png"])
+
+
+def _rises_after_minimum(history: list[dict]) -> bool:
+    ece = [e["val_ece"] for e in history if "val_ece" in e]
+    return bool(ece) and ece[-1] > min(ece) + 0.005
+
+
+def _plateaus(records: list[RunRecord], out: Path) -> tuple[Section, Headline]:
+    runs = [r for r in records if r.spec.tag("part") == "plateaus" and r.status is Status.DONE]
+    rows, csv_rows = [], []
+    pooled: dict[str, list[int]] = {a: [0, 0] for a in ACTIVATIONS}
+    every_relu_layer, any_leaky = True, False
+    figure = Figure(figsize=(8, 3.5))
+    ax = figure.subplots()
+    for i, run in enumerate(sorted(runs, key=lambda r: (r.config.model, r.config.activation))):
+        fractions, sampled = run.metrics["plateau_fraction"], run.metrics["plateau_sampled"]
+        name = ACTIVATIONS.get(run.config.activation, run.config.activation)
+        for layer, fraction in fractions.items():
+            flagged = round(fraction * sampled[layer])
+            rows.append([run.config.model, name, layer, f"{flagged}/{sampled[layer]} ({fraction:.0%})"])
+            csv_rows.append(
+                {
+                    "model": run.config.model,
+                    "activation": run.config.activation,
+                    "layer": layer,
+                    "with_plateau": flagged,
+                    "sampled": sampled[layer],
+                    "fraction": fraction,
+                }
+            )
+            pooled.setdefault(run.config.activation, [0, 0])
+            pooled[run.config.activation][0] += flagged
+            pooled[run.config.activation][1] += sampled[layer]
+            if run.config.activation == "relu" and flagged == 0:
+                every_relu_layer = False
+            if run.config.activation == LEAKY and flagged:
+                any_leaky = True
+        positions = np.arange(len(fractions)) + 0.4 * (i % 2)
+        ax.bar(positions, list(fractions.values()), width=0.4, label=f"{run.config.model} {name}")
+        ax.set_xticks(np.arange(len(fractions)) + 0.2, list(fractions), fontsize=8)
+    ax.set_ylabel("weights with a plateau")
+    ax.legend(fontsize=8)
+    save_figure(figure, out / "plateaus.png")
+    write_csv(out / "plateaus.csv", csv_rows)
+    relu_fraction = pooled["relu"][0] / max(1, pooled["relu"][1])
+    leaky_fraction = pooled[LEAKY][0] / max(1, pooled[LEAKY][1])
+    if not pooled["relu"][1] or not pooled[LEAKY][1]:
+        verdict, why = Verdict.INCONCLUSIVE, "the plateau runs have not finished"
+    elif every_relu_layer and not any_leaky:
+        verdict, why = Verdict.HOLDS, "every ReLU weight tensor has weights with a plateau, no Leaky one has any"
+    elif leaky_fraction >= relu_fraction:
+        verdict, why = Verdict.DOES_NOT_HOLD, "the Leaky networks have at least as many plateaus as the ReLU ones"
+    else:
+        verdict, why = Verdict.INCONCLUSIVE, "some ReLU layers show none, or some Leaky weights show plateaus"
+    reason = f"Pooled over layers: ReLU {relu_fraction:.0%}, Leaky {leaky_fraction:.0%} of the sampled weights; {why}."
+    table = markdown_table(["model", "activation", "weight tensor", "sampled weights with a plateau"], rows, "lllr")
+    text = (
+        "Deterministic networks (`--guide mle`) trained on MNIST images; the likelihood of those training images as "
+        "one sampled weight varies (`pyro-bnn diagnose --slices`), flagged when it has a flat plateau."
+    )
+    section = Section(
+        "Flat plateaus of the likelihood (the paper's section 2.1)", text, [table], ["plateaus.png"], ["plateaus.csv"]
+    )
+    return section, Headline("ReLU networks have flat likelihood plateaus and Leaky ReLU ones do not", verdict, reason)
+
+
+def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
+    """The report's sections and headlines for ``leaky-calibration`` (figures and CSV files written to ``out``)."""
+    runs = _bnn_runs(records)
+    table, table_headlines = _table_1(runs, profile, out)
+    sweep, sweep_headline = _sweep(runs, profile, out)
+    decalibration = _decalibration(runs, profile, out)
+    plateaus, plateau_headline = _plateaus(records, out)
+    return Analysis([table, sweep, decalibration, plateaus], [*table_headlines, sweep_headline, plateau_headline])

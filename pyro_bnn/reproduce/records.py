@@ -1,0 +1,143 @@
+"""One run of a grid, executed and recorded: ``OUT/runs/<run id>/`` is the folder ``pyro-bnn train`` writes, plus
+``result.json`` (how the run ended, its metrics and measurements, the code version that produced it).
+
+``execute_run`` is what every executor calls, in this process, a pool worker or a Ray task. It resumes a run that
+was interrupted (from its last epoch checkpoint), returns a finished run's record without training, and turns any
+exception of a run into a ``failed`` record with a one-line reason, so one bad run never stops a grid.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import pyro_bnn
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.runs import train_run
+from pyro_bnn.reproduce.measures import take_measure
+from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+
+RESULT = "result.json"
+RUNS = "runs"
+
+
+def one_line(err: BaseException) -> str:
+    """``Type: message`` on one line (some library messages span several)."""
+    text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def code_version() -> str:
+    """``pyro_bnn <version>`` and, in a git checkout, the commit (``+dirty`` when ``pyro_bnn/`` has uncommitted
+    changes), so a report names the code that produced each run."""
+    root = Path(pyro_bnn.__file__).resolve().parent.parent
+    version = f"pyro_bnn {pyro_bnn.__version__}"
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "pyro_bnn"], capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return f"{version} (not a git checkout)"
+    return f"{version} at {commit}{'+dirty' if dirty else ''}"
+
+
+def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
+    return {
+        "run_id": spec.run_id,
+        "label": spec.label,
+        "measures": list(spec.measures),
+        "tags": dict(spec.tags),
+        "config": json.loads(spec.config.to_json()),
+    }
+
+
+def spec_from_dict(values: dict[str, Any]) -> RunSpec:
+    return RunSpec(
+        config=RunConfig.from_dict(values["config"]),
+        label=values["label"],
+        measures=tuple(values["measures"]),
+        tags=tuple(sorted(values["tags"].items())),
+    )
+
+
+def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    values = {
+        "status": record.status.value,
+        "reason": record.reason,
+        "seconds": record.seconds,
+        "code": record.code,
+        "spec": spec_to_dict(record.spec),
+        "metrics": record.metrics,
+        "history": record.history,
+        **extra,
+    }
+    write_json_atomically(folder / RESULT, values)
+
+
+def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
+    """The record of ``spec`` in ``runs_dir``: done, failed, or missing (no ``result.json``, or one this version
+    cannot read, which is then run again)."""
+    path = Path(runs_dir) / spec.run_id / RESULT
+    try:
+        values = json.loads(path.read_text())
+        status = Status(values["status"])
+    except (OSError, ValueError, KeyError):
+        return RunRecord(spec, Status.MISSING)
+    return RunRecord(
+        spec,
+        status,
+        metrics=values.get("metrics", {}),
+        history=values.get("history", []),
+        reason=values.get("reason", ""),
+        seconds=values.get("seconds", 0.0),
+        code=values.get("code", ""),
+    )
+
+
+def execute_run(
+    spec: RunSpec, runs_dir: str | Path, *, progress: bool = False, threads: int | None = None
+) -> RunRecord:
+    """Trains, scores and measures one run into ``runs_dir/<run id>`` and writes its ``result.json``.
+
+    Args:
+        spec: The run.
+        runs_dir: The grid's ``runs`` folder.
+        progress: Show the run's own progress bars.
+        threads: torch intra-op threads for this run (a pool worker's share of the cores); None leaves them.
+
+    Returns:
+        The run's record: ``done`` with its metrics, or ``failed`` with a one-line reason (never raises for a
+        failing run; a KeyboardInterrupt still stops it, and the run resumes from its last checkpoint next time).
+    """
+    if threads:
+        torch.set_num_threads(threads)
+    folder = Path(runs_dir) / spec.run_id
+    existing = read_record(Path(runs_dir), spec)
+    if existing.status is Status.DONE:
+        return existing
+    start = time.perf_counter()
+    try:
+        result = train_run(spec.config, folder, resume=True, progress=progress)
+        metrics = {k: v for k, v in result.metrics.items() if k != "history"}
+        for measure in spec.measures:
+            metrics.update(take_measure(measure, result, folder, spec.config))
+        record = RunRecord(spec, Status.DONE, metrics, list(result.metrics.get("history", [])))
+        details: dict[str, Any] = {}
+    except Exception as err:  # a failing run is recorded and the grid goes on; the traceback is kept for a bug report
+        record = RunRecord(spec, Status.FAILED, reason=one_line(err))
+        details = {"traceback": traceback.format_exc()}
+    record.seconds = time.perf_counter() - start
+    record.code = code_version()
+    write_record(folder, record, **details)
+    return record

@@ -1,0 +1,154 @@
+"""The report of a reproduction, built from its run folders alone (so ``--report-only`` rebuilds it).
+
+``OUT/report.md`` holds the exact command, the code version of every run, the profile's settings in full, the
+experiment's sections (tables of mean ± sd over seeds with the published number beside ours, CSV files of the
+per-seed values beside the report, PNG figures), one plain verdict per headline, and the runs that failed or are
+missing. The helpers here (``mean_sd``, ``format_mean_sd``, ``write_csv``, ``compare``) are what the paper modules
+build their tables and verdicts from.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import platform
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status
+
+REPORT = "report.md"
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float, int]:
+    """``(mean, sample sd, n)`` of the finite values (sd 0 for one value; NaN mean for none)."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not finite:
+        return math.nan, math.nan, 0
+    return statistics.fmean(finite), statistics.stdev(finite) if len(finite) > 1 else 0.0, len(finite)
+
+
+def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
+    """``0.123 ± 0.004`` over the values (``n = k`` added when fewer than expected is the caller's business);
+    ``—`` when there are none."""
+    mean, sd, n = mean_sd(values)
+    if n == 0:
+        return "—"
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if n > 1 else f"{mean:.{digits}f} (1 seed)"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two groups of per-seed values compared: the gap of the means and whether the seeds separate them.
+
+    Attributes:
+        gap: ``mean(a) - mean(b)``.
+        standard_error: Of the gap (Welch), NaN with fewer than 2 values in either group.
+        separated: ``|gap| > 2 standard errors`` (about a 95 % two-sided test).
+    """
+
+    gap: float
+    standard_error: float
+    separated: bool
+
+
+def compare(a: Sequence[float], b: Sequence[float]) -> Comparison:
+    """Compares per-seed values ``a`` and ``b`` (see :class:`Comparison`)."""
+    mean_a, sd_a, n_a = mean_sd(a)
+    mean_b, sd_b, n_b = mean_sd(b)
+    gap = mean_a - mean_b
+    if n_a < 2 or n_b < 2:
+        return Comparison(gap, math.nan, False)
+    se = math.sqrt(sd_a**2 / n_a + sd_b**2 / n_b)
+    return Comparison(gap, se, abs(gap) > 2 * se)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Writes ``rows`` (one dict per row, the first row's keys as the header) to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields: list[str] = []
+    for row in rows:
+        fields.extend(k for k in row if k not in fields)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> str:
+    """A Markdown table; ``align`` is one character per column (``l`` or ``r``), default text left, rest right."""
+    align = align or "l" + "r" * (len(header) - 1)
+    rule = ["---" if a == "l" else "---:" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _settings_table(profile: Profile) -> str:
+    rows = [(f"`{key}`", f"`{value}`".replace("|", "\\|")) for key, value in profile.settings.items()]
+    return markdown_table(["setting", "value"], rows, align="ll")
+
+
+def write_report(
+    out: Path,
+    *,
+    title: str,
+    experiment: str,
+    profile: Profile,
+    seeds: int,
+    command: str,
+    records: list[RunRecord],
+    analysis: Analysis,
+) -> Path:
+    """Writes ``out/report.md`` and returns its path (the sections' CSV files and figures are already in ``out``)."""
+    done = [r for r in records if r.status is Status.DONE]
+    failed = [r for r in records if r.status is Status.FAILED]
+    missing = [r for r in records if r.status is Status.MISSING]
+    codes = sorted({r.code for r in done} - {""})
+    hours = sum(r.seconds for r in done) / 3600
+    lines = [
+        f"# {title}",
+        "",
+        f"Experiment `{experiment}`, profile `{profile.name}` ({profile.summary}), {seeds} seed(s) per cell.",
+        "",
+        f"- Command: `{command}`",
+        f"- Code of the runs: {', '.join(codes) if codes else '—'}",
+        f"- Report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
+        f"({platform.python_version()}, torch {torch.__version__})",
+        f"- Runs: {len(done)} done ({hours:.2f} h of run time), {len(failed)} failed, {len(missing)} missing "
+        f"of {len(records)}",
+        "",
+        "## Verdicts",
+        "",
+    ]
+    for headline in analysis.headlines:
+        lines.append(f"- **{headline.claim}** — *{headline.verdict.value}*. {headline.reason}")
+    lines += ["", "## Profile settings", "", _settings_table(profile), ""]
+    for section in analysis.sections:
+        lines += [f"## {section.title}", ""]
+        if section.text:
+            lines += [section.text, ""]
+        for table in section.tables:
+            lines += [table, ""]
+        if section.csv_files:
+            lines += ["Per-seed values: " + ", ".join(f"[`{name}`]({name})" for name in section.csv_files), ""]
+        lines += [f"![{name}]({name})" for name in section.figures]
+        if section.figures:
+            lines.append("")
+    if failed:
+        lines += ["## Failed runs", ""]
+        lines += [f"- `{r.spec.run_id}`: {r.reason}" for r in failed]
+        lines.append("")
+    if missing:
+        lines += ["## Missing runs", "", "Not run yet (rerun the command to resume the grid):", ""]
+        lines += [f"- `{r.spec.run_id}`" for r in missing]
+        lines.append("")
+    path = out / REPORT
+    path.write_text("\n".join(lines))
+    return path

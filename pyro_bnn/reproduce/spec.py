@@ -1,0 +1,179 @@
+"""What a reproduction is made of, as data: run specs, profiles, headlines and verdicts.
+
+A paper's reproduction (one module under :mod:`pyro_bnn.reproduce.papers`) describes
+
+* its **profiles** (:class:`Profile`): ``quick`` (a smoke run of about a minute), ``cpu`` (the largest scale that
+  finishes in a few hours on 2 cores) and ``paper`` (the published scale, for a GPU). A profile changes sizes only
+  (data, epochs, grid density, seeds, posterior samples), never the method;
+* its **grid** (:meth:`Experiment.plan`): a list of :class:`RunSpec`, one per (config, seed);
+* its **analysis** (:meth:`Experiment.analyse`): tables, figures and one :class:`Headline` per claim, each judged
+  :attr:`Verdict.HOLDS`, :attr:`Verdict.DOES_NOT_HOLD` or :attr:`Verdict.INCONCLUSIVE` by a rule written in the
+  paper's module.
+
+The runner (:mod:`.grid`), the executors (:mod:`.executors`) and the report (:mod:`.report`) know no paper by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+from pyro_bnn.experiments.config import RunConfig
+
+IGNORED_IN_RUN_ID = ("device", "data_dir")
+"""Config keys that do not change what a run computes (where it runs, where its data lies): left out of its id, so
+a grid started on one machine resumes on another."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a grid: a training config, and what to measure on the trained run.
+
+    Attributes:
+        config: The training run (what ``pyro-bnn train`` would do).
+        label: A readable prefix of the folder name, e.g. ``"3fc-mnist-relu-paper-s0"``.
+        measures: Names of measurements taken after training (:data:`pyro_bnn.reproduce.measures.MEASURES`),
+            with their arguments, e.g. ``("sampled_label_ece:10",)`` or ``("plateaus:25,6000",)``.
+        tags: Facts the analysis groups by that the config does not say directly (e.g. ``{"objective":
+            "paper"}``), as sorted ``(key, value)`` pairs.
+    """
+
+    config: RunConfig
+    label: str
+    measures: tuple[str, ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def run_id(self) -> str:
+        """``<label>-<hash>``: the hash is of the full config (bar :data:`IGNORED_IN_RUN_ID`) and the measures, so
+        the folder name says what ran and two specs with the same id are the same run."""
+        values = json.loads(self.config.to_json())
+        for key in IGNORED_IN_RUN_ID:
+            values.pop(key, None)
+        blob = json.dumps({"config": values, "measures": list(self.measures)}, sort_keys=True)
+        return f"{self.label}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+    def tag(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.tags).get(key, default)
+
+
+class Status(str, Enum):
+    """How a run of the grid ended."""
+
+    DONE = "done"
+    """Trained, scored and measured; its record holds the metrics."""
+    FAILED = "failed"
+    """Raised or diverged; its record holds the one-line reason, and the rest of the grid went on."""
+    MISSING = "missing"
+    """Not run (yet): the grid was interrupted or is still running elsewhere."""
+
+
+@dataclass
+class RunRecord:
+    """What the report reads of one run: its spec, how it ended, and its numbers.
+
+    Attributes:
+        spec: The run.
+        status: How it ended.
+        metrics: ``metrics.json`` of the run (without the per-epoch history) plus the measurements' values.
+        history: Per-epoch training history (loss, validation metrics), as in ``history.json``.
+        reason: One line saying why a failed run failed.
+        seconds: Wall time of the run (training, scoring and measurements).
+        code: The code version that produced the run (``pyro_bnn <version> at <commit>``).
+    """
+
+    spec: RunSpec
+    status: Status
+    metrics: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    seconds: float = 0.0
+    code: str = ""
+
+    @property
+    def config(self) -> RunConfig:
+        return self.spec.config
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The sizes of one scale of an experiment.
+
+    Attributes:
+        name: ``quick``, ``cpu`` or ``paper``.
+        summary: One line on what it is for and how long it takes.
+        seeds: Seeds per cell when ``--seeds`` is not given.
+        settings: Every size the plan uses, by name (printed in full in the report).
+    """
+
+    name: str
+    summary: str
+    seeds: int
+    settings: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+
+class Verdict(str, Enum):
+    """The plain answer for one headline claim."""
+
+    HOLDS = "holds"
+    DOES_NOT_HOLD = "does not hold"
+    INCONCLUSIVE = "inconclusive at this scale"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One claim of the paper and what our runs say about it.
+
+    Attributes:
+        claim: The paper's claim, in one sentence.
+        verdict: The answer.
+        reason: The numbers behind the verdict, in one or two sentences.
+    """
+
+    claim: str
+    verdict: Verdict
+    reason: str
+
+
+@dataclass
+class Section:
+    """One part of a report: a heading, text, Markdown tables, figures (file names in the output folder) and
+    the CSV files written beside the report."""
+
+    title: str
+    text: str = ""
+    tables: list[str] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    csv_files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Analysis:
+    """What an experiment's analysis hands to the report writer."""
+
+    sections: list[Section]
+    headlines: list[Headline]
+
+
+class Experiment(Protocol):
+    """A paper's reproduction: a name, its profiles, its grid and its analysis."""
+
+    name: str
+    title: str
+    summary: str
+    profiles: dict[str, Profile]
+
+    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
+        """The grid at ``profile`` with ``seeds`` seeds per cell (``data_dirs``: data folder per data set name)."""
+        ...
+
+    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
+        """Tables, figures (written into ``out``) and headlines from the grid's records."""
+        ...
