@@ -72,6 +72,13 @@ def _check_state(out: Path, experiment: Experiment, profile: Profile) -> dict | 
     return state
 
 
+def _this_command() -> str:
+    """This process's command line, as ``pyro-bnn ...`` when it is the CLI (also run as ``python -m``)."""
+    if Path(sys.argv[0]).name in ("pyro-bnn", "cli.py"):
+        return shlex.join(["pyro-bnn", *sys.argv[1:]])
+    return shlex.join([Path(sys.executable).name, *sys.argv])
+
+
 def plan(
     experiment: Experiment, profile: Profile, seeds: int, data_dirs: dict[str, str], device: str | None
 ) -> list[RunSpec]:
@@ -160,7 +167,7 @@ def reproduce(
     chosen = _profile(experiment, profile)
     out = Path(out)
     state = _check_state(out, experiment, chosen)
-    command = command or shlex.join(["pyro-bnn", *sys.argv[1:]] if Path(sys.argv[0]).name == "pyro-bnn" else sys.argv)
+    command = command or _this_command()
     if report_only:
         seeds = seeds or state["seeds"]
         command = state["command"]

@@ -15,6 +15,7 @@ The runner (:mod:`.grid`), the executors (:mod:`.executors`) and the report (:mo
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ class RunSpec:
     label: str
     measures: tuple[str, ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # A copy with the mode's defaults filled in: training fills them in place (RunConfig.validate), which
+        # must not change the run's id after the fact.
+        object.__setattr__(self, "config", dataclasses.replace(self.config).resolve_defaults())
 
     @property
     def run_id(self) -> str:

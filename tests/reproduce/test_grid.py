@@ -1,0 +1,180 @@
+"""The grid runner and its executors on tiny runs (two moons, tanh-small): resume after a kill without retraining
+what finished, failures recorded while the grid goes on, and the same metrics from every executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pyro_bnn.experiments import runs
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce import LocalExecutor, RayExecutor, Status, make_executor, run_grid
+from pyro_bnn.reproduce import records as records_module
+from pyro_bnn.reproduce.grid import GRID
+from pyro_bnn.reproduce.spec import RunSpec
+
+BASE = RunConfig(
+    dataset="moons",
+    model="tanh-small",
+    activation="tanh",
+    guide="flat:rel=1",
+    epochs=3,
+    batch_size=64,
+    num_samples=8,
+    num_val_samples=4,
+    device="cpu",
+)
+
+
+def tiny_specs(count: int, epochs: int = 3) -> list[RunSpec]:
+    return [
+        RunSpec(RunConfig(**{**BASE.__dict__, "seed": seed, "epochs": epochs}), label=f"moons-s{seed}")
+        for seed in range(count)
+    ]
+
+
+def _metrics(records) -> list[float]:
+    return [value for r in records for value in (r.metrics["accuracy"], r.metrics["nll"])]
+
+
+def test_a_grid_runs_every_spec_once_and_a_rerun_trains_nothing(tmp_path, monkeypatch):
+    specs = tiny_specs(3)
+    records = run_grid([*specs, specs[0]], tmp_path / "grid", progress=False)
+    assert [r.status for r in records] == [Status.DONE] * 3
+    listed = json.loads((tmp_path / "grid" / GRID).read_text())["runs"]
+    assert [r["run_id"] for r in listed] == [s.run_id for s in specs]
+    for spec in specs:
+        assert (tmp_path / "grid" / "runs" / spec.run_id / "checkpoint.pt").exists()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(records_module, "train_run", no_training)
+    again = run_grid(specs, tmp_path / "grid", progress=False)
+    assert _metrics(again) == _metrics(records)
+
+
+_KILLABLE = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_grid import tiny_specs
+    from pyro_bnn.reproduce import run_grid
+    run_grid(tiny_specs(4, epochs=6), {out!r}, progress=False)
+    """
+)
+
+
+def test_a_killed_grid_resumes_without_retraining_finished_runs(tmp_path, monkeypatch):
+    out = tmp_path / "killed"
+    script = _KILLABLE.format(tests=str(Path(__file__).parent), out=str(out))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.DEVNULL)
+    specs = tiny_specs(4, epochs=6)
+    results = [out / "runs" / s.run_id / "result.json" for s in specs]
+    deadline = time.monotonic() + 300
+    while sum(p.exists() for p in results) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # a fixed point: right after the second run's record
+    process.wait()
+    finished = {s.run_id for s, p in zip(specs, results, strict=True) if p.exists()}
+    assert 2 <= len(finished) < 4, "the grid finished before it could be killed"
+
+    trained = []
+    original = records_module.train_run
+
+    def counting(config, folder, **kwargs):
+        trained.append(Path(folder).name)
+        return original(config, folder, **kwargs)
+
+    monkeypatch.setattr(records_module, "train_run", counting)
+    resumed = run_grid(specs, out, progress=False)
+    assert [r.status for r in resumed] == [Status.DONE] * 4
+    assert not set(trained) & finished
+    assert set(trained) == {s.run_id for s in specs} - finished
+
+    # same final numbers as a grid that was never interrupted
+    monkeypatch.setattr(records_module, "train_run", original)
+    unbroken = run_grid(specs, tmp_path / "unbroken", progress=False)
+    for a, b in zip(resumed, unbroken, strict=True):
+        assert a.metrics["accuracy"] == pytest.approx(b.metrics["accuracy"], abs=1e-6)
+        assert a.metrics["nll"] == pytest.approx(b.metrics["nll"], rel=1e-5)
+
+
+def test_a_failing_run_is_recorded_and_the_grid_goes_on(tmp_path, capsys):
+    good = tiny_specs(2)
+    missing_data = RunSpec(
+        RunConfig(**{**BASE.__dict__, "dataset": "mnist", "model": "3fc", "data_dir": str(tmp_path / "nowhere")}),
+        label="mnist-missing",
+    )
+    records = run_grid([good[0], missing_data, good[1]], tmp_path / "grid", progress=False)
+    assert [r.status for r in records] == [Status.DONE, Status.FAILED, Status.DONE]
+    failed = records[1]
+    assert "\n" not in failed.reason and "nowhere" in failed.reason
+    saved = json.loads((tmp_path / "grid" / "runs" / missing_data.run_id / "result.json").read_text())
+    assert saved["status"] == "failed" and "Traceback" in saved["traceback"]
+    assert f"run {missing_data.run_id} failed" in capsys.readouterr().err
+    # a rerun keeps it failed without running it again, unless asked to retry
+    again = run_grid([good[0], missing_data, good[1]], tmp_path / "grid", progress=False)
+    assert again[1].status is Status.FAILED and again[1].seconds == failed.seconds
+    retried = run_grid([missing_data], tmp_path / "grid", progress=False, retry_failed=True)
+    assert retried[0].status is Status.FAILED and retried[0].seconds != failed.seconds
+
+
+def test_a_diverging_run_is_recorded_as_failed(tmp_path):
+    diverging = RunSpec(RunConfig(**{**BASE.__dict__, "lr": 1e6, "epochs": 5}), label="diverges")
+    (record,) = run_grid([diverging], tmp_path / "grid", progress=False)
+    assert record.status is Status.FAILED
+    assert "NonFiniteLossError" in record.reason or "non-finite" in record.reason.lower()
+
+
+def test_the_process_pool_gives_the_in_process_metrics(tmp_path):
+    specs = tiny_specs(2)
+    local = run_grid(specs, tmp_path / "local", progress=False)
+    pooled = run_grid(specs, tmp_path / "pool", LocalExecutor(workers=2), progress=False)
+    assert _metrics(pooled) == pytest.approx(_metrics(local))
+
+
+def test_ray_runs_a_two_run_grid_with_the_local_metrics(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'pyro-bnn[ray]')")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    specs = tiny_specs(2)
+    local = run_grid(specs, tmp_path / "local", progress=False)
+    try:
+        remote = run_grid(specs, tmp_path / "ray", make_executor("ray", workers=2), progress=False)
+    finally:
+        ray.shutdown()
+    assert [r.status for r in remote] == [Status.DONE] * 2
+    assert _metrics(remote) == pytest.approx(_metrics(local))
+
+
+def test_a_missing_ray_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'pyro-bnn\[ray\]'"):
+        RayExecutor()
+
+
+def test_bad_executor_settings_are_refused():
+    with pytest.raises(ValueError, match="unknown executor 'slurm'"):
+        make_executor("slurm")
+    with pytest.raises(ValueError, match="workers must be an int >= 1, got 0"):
+        make_executor("local", workers=0)
+
+
+def test_no_data_is_loaded_for_a_grid_that_cannot_write_its_folder(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("data loaded")
+
+    monkeypatch.setattr(runs, "load_data", refuse)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="not a folder"):
+        run_grid(tiny_specs(1), blocker / "grid", progress=False)

@@ -1,0 +1,177 @@
+"""``leaky-calibration`` (paper 000): the quick profile end to end on tiny IDX files, the plan's invariants across
+profiles, and the verdict rules on hand-made records."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+
+import pytest
+
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce import Status, Verdict, reproduce
+from pyro_bnn.reproduce.papers.leaky_calibration import LEAKY, PROFILES, LeakyCalibration, slope_activation
+from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _sweep_curve, table_1_cell
+from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+
+SIZE_FIELDS = {
+    "epochs",
+    "train_subset",
+    "val_size",
+    "test_subset",
+    "num_samples",
+    "num_val_samples",
+    "seed",
+    "data_dir",
+}
+"""The RunConfig fields a profile may change: sizes and seeds, never the method."""
+
+
+def _method(spec: RunSpec) -> tuple:
+    values = dataclasses.asdict(spec.config)
+    method = tuple(sorted((k, str(v)) for k, v in values.items() if k not in SIZE_FIELDS))
+    return (*method, ("measure", spec.measures[0].split(":")[0]))
+
+
+def test_profiles_change_sizes_only():
+    experiment = LeakyCalibration()
+    methods = {
+        name: {
+            _method(s) for s in experiment.plan(profile, 1, {}) if s.tag("part") == "bnn" and s.config.model == "3fc"
+        }
+        for name, profile in PROFILES.items()
+    }
+    # quick covers fewer slopes than cpu and paper, so compare the Table 1 cells every profile has
+    table_1 = {m for m in methods["quick"] if dict(m)["activation"] in ("relu", LEAKY)}
+    assert len(table_1) == 8  # 2 data sets x 2 activations x 2 objectives
+    for name in ("cpu", "paper"):
+        assert table_1 <= methods[name], name
+
+
+def test_cpu_plan_has_every_table_1_cell_with_every_seed_and_the_slope_sweep():
+    specs = LeakyCalibration().plan(PROFILES["cpu"], 3, {})
+    ids = [s.run_id for s in specs]
+    unique = {s.run_id: s for s in specs}
+    table_1 = [s for s in unique.values() if s.tag("part") == "bnn" and s.config.activation in ("relu", LEAKY)]
+    cells = {(s.tag("objective"), s.config.model, s.config.dataset, s.config.activation) for s in table_1}
+    assert len(cells) == 16 and len(table_1) == 48
+    slopes = {s.config.activation for s in unique.values() if s.tag("part") == "bnn"}
+    assert slopes == {slope_activation(x) for x in PROFILES["cpu"]["slopes"]} | {LEAKY}
+    assert len(PROFILES["cpu"]["slopes"]) == 11
+    # the sweep's slopes 0 and -0.5 are Table 1's runs (same id), so they are trained once
+    assert len(ids) > len(unique)
+    assert all(s.config.guide == "flat:0.1,loc=median" for s in table_1)
+    assert {s.config.kl_scale for s in table_1} == {"paper", "dataset"}
+    assert all(s.config.batch_size == 512 and s.config.patience == 3 for s in table_1)
+
+
+def test_run_ids_ignore_device_and_data_folder_but_not_the_method():
+    spec = LeakyCalibration().plan(PROFILES["quick"], 1, {})[0]
+    moved = dataclasses.replace(spec, config=dataclasses.replace(spec.config, device="cuda", data_dir="/elsewhere"))
+    assert moved.run_id == spec.run_id
+    other = dataclasses.replace(spec, config=dataclasses.replace(spec.config, kl_scale="dataset"))
+    assert other.run_id != spec.run_id
+    assert spec.run_id.startswith(spec.label + "-")
+
+
+def _record(activation: str, seed: int, ece: float, accuracy: float) -> RunRecord:
+    config = RunConfig(dataset="mnist", activation=activation, seed=seed)
+    spec = RunSpec(config, label="x", tags=(("objective", "paper"), ("part", "bnn")))
+    return RunRecord(spec, Status.DONE, {"ece_sampled_10": ece, "accuracy": accuracy})
+
+
+def _runs(activation, eces, accuracies):
+    return [_record(activation, i, e, a) for i, (e, a) in enumerate(zip(eces, accuracies, strict=True))]
+
+
+@pytest.mark.parametrize(
+    "leaky, relu, expected",
+    [
+        # Leaky clearly better calibrated, same accuracy
+        (([0.010, 0.012, 0.011], [0.97, 0.97, 0.97]), ([0.040, 0.042, 0.041], [0.97, 0.98, 0.97]), Verdict.HOLDS),
+        # ReLU clearly better calibrated
+        (
+            ([0.040, 0.042, 0.041], [0.97, 0.97, 0.97]),
+            ([0.010, 0.012, 0.011], [0.97, 0.98, 0.97]),
+            Verdict.DOES_NOT_HOLD,
+        ),
+        # Leaky better calibrated but 10 points less accurate
+        (
+            ([0.010, 0.012, 0.011], [0.85, 0.86, 0.85]),
+            ([0.040, 0.042, 0.041], [0.97, 0.98, 0.97]),
+            Verdict.DOES_NOT_HOLD,
+        ),
+        # the seeds' spread covers the gap
+        (
+            ([0.010, 0.050, 0.030], [0.97, 0.97, 0.97]),
+            ([0.020, 0.060, 0.040], [0.97, 0.97, 0.97]),
+            Verdict.INCONCLUSIVE,
+        ),
+        # one seed: never more than inconclusive, whatever the gap
+        (([0.010], [0.97]), ([0.090], [0.97]), Verdict.INCONCLUSIVE),
+    ],
+)
+def test_table_1_cell_verdicts(leaky, relu, expected):
+    verdict, reason = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu))
+    assert verdict is expected, reason
+
+
+def test_sweep_verdicts():
+    peak_at_zero = {-1.0: [0.02, 0.021], -0.2: [0.03, 0.031], 0.0: [0.08, 0.082], 0.4: [0.03, 0.029]}
+    assert _sweep_curve(peak_at_zero)[0] is Verdict.HOLDS
+    peak_far = {-1.0: [0.09, 0.091], 0.0: [0.03, 0.031], 0.2: [0.02, 0.021], 0.6: [0.03, 0.029]}
+    assert _sweep_curve(peak_far)[0] is Verdict.DOES_NOT_HOLD
+    flat = {-1.0: [0.03, 0.05], 0.0: [0.04, 0.03], 0.6: [0.02, 0.05]}
+    assert _sweep_curve(flat)[0] is Verdict.INCONCLUSIVE
+
+
+@pytest.fixture
+def tiny_image_sets(tmp_path, make_tiny):
+    """MNIST and Fashion-MNIST stand-ins with 1 000 training and 1 000 test images (the quick profile's sizes)."""
+    folders = {}
+    for seed, name in enumerate(("mnist", "fashion-mnist")):
+        folders[name] = str(make_tiny(1_000, 1_000, seed=seed).write(tmp_path / name))
+    return folders
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
+    out = tmp_path / "quick"
+    report = reproduce(
+        "leaky-calibration",
+        profile="quick",
+        out=out,
+        data_dirs=tiny_image_sets,
+        device="cpu",
+        progress=False,
+        command="pyro-bnn reproduce leaky-calibration --profile quick",
+    )
+    text = report.read_text()
+    assert "Runs: 11 done" in text and "0 failed, 0 missing" in text
+    verdicts = [line for line in text.splitlines() if line.startswith("- **")]
+    assert len(verdicts) == 4
+    assert all(any(v.value in line for v in Verdict) for line in verdicts)
+    assert "pyro-bnn reproduce leaky-calibration --profile quick" in text
+    for name in ("slopes.png", "decalibration.png", "plateaus.png"):
+        assert (out / name).stat().st_size > 1_000 and f"]({name})" in text
+    with open(out / "table1.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 8
+    for row in rows:
+        for key in ("accuracy", "ece_sampled_10", "ece_mean_15", "nll"):
+            assert math.isfinite(float(row[key])), (key, row)
+    with open(out / "plateaus.csv") as handle:
+        plateaus = list(csv.DictReader(handle))
+    assert {row["layer"] for row in plateaus} == {"fc1.weight", "fc2.weight", "fc3.weight", "out.weight"}
+    assert all(0 <= float(row["fraction"]) <= 1 for row in plateaus)
+    with open(out / "slopes.csv") as handle:
+        assert all(math.isfinite(float(row.get("ece_sampled_10") or row["accuracy"])) for row in csv.DictReader(handle))
+    state = json.loads((out / "reproduce.json").read_text())
+    assert state["profile"] == "quick" and state["seeds"] == 1
+
+    # the report is rebuilt from the run folders alone
+    (out / "report.md").unlink()
+    rebuilt = reproduce("leaky-calibration", profile="quick", out=out, report_only=True)
+    assert rebuilt.read_text().split("## Verdicts")[1] == text.split("## Verdicts")[1]
