@@ -178,7 +178,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         data = load_data(config)
     results = run_demo(args.out, config=config, seeds=seeds, data=data, progress=not args.quiet)
     print()
-    print(format_table(results))
+    print(format_table(results, config))
     print(f"\nfigures: {args.out}/reliability.png, {args.out}/training.png; per-run folders under {args.out}/")
     return 0
 

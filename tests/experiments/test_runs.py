@@ -165,8 +165,11 @@ def test_demo_on_a_tiny_fake_fashion_mnist(tmp_path, make_tiny):
     summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
     assert summary["seeds"] == [0, 1]
     assert "better calibrated" in summary["verdict"] or "no clear winner" in summary["verdict"]
-    table = format_table(results)
+    table = format_table(results, config)
     assert "ReLU" in table and "accuracy" in table and "MI (γ=0.5)" in table and "over 2 seeds" in table
+    # the demo says what it does not show, and where the paper's experiment is
+    assert f"after {config.epochs} epochs" in table and "does not show" in table
+    assert "pyro-bnn reproduce leaky-calibration" in table and "pyro-bnn reproduce" in summary["scope"]
 
 
 def _row(ece, sd):
