@@ -55,15 +55,31 @@ def _check_seeds(seeds: int | None) -> None:
         raise ValueError(f"seeds must be an int >= 1, got {seeds!r}")
 
 
-def _check_state(out: Path, experiment: Experiment, profile: Profile) -> dict | None:
+def _read_state(out: Path) -> dict | None:
     path = out / STATE
     if not path.exists():
         return None
     try:
         state = json.loads(path.read_text())
-        held = (state["experiment"], state["profile"])
-    except (OSError, ValueError, KeyError):
+        state["experiment"], state["profile"], state["seeds"], state["command"]
+    except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"{path} is not a reproduction's state file; pick another --out") from None
+    return state
+
+
+def _choose_profile(experiment: Experiment, name: str | None, out: Path) -> Profile:
+    """``name``, or (None) the profile ``out`` already holds, else ``quick``."""
+    if name is None:
+        state = _read_state(out)
+        name = state["profile"] if state and state["experiment"] == experiment.name else "quick"
+    return _profile(experiment, name)
+
+
+def _check_state(out: Path, experiment: Experiment, profile: Profile) -> dict | None:
+    state = _read_state(out)
+    if state is None:
+        return None
+    held = (state["experiment"], state["profile"])
     if held != (experiment.name, profile.name):
         raise ValueError(
             f"{out} holds the {held[1]!r} profile of {held[0]!r}, not {profile.name!r} of {experiment.name!r}; "
@@ -92,7 +108,7 @@ def plan(
 def check_request(
     name: str,
     *,
-    profile: str,
+    profile: str | None,
     seeds: int | None,
     out: str | os.PathLike,
     executor: str | Executor = "local",
@@ -103,7 +119,7 @@ def check_request(
     """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
     CLI calls it first, so that an error after it is a bug with its traceback, not an option problem)."""
     experiment = get_experiment(name)
-    chosen = _profile(experiment, profile)
+    chosen = _choose_profile(experiment, profile, Path(out))
     _check_seeds(seeds)
     if device is not None:
         resolve_device(device)
@@ -118,7 +134,7 @@ def check_request(
 def reproduce(
     name: str,
     *,
-    profile: str = "quick",
+    profile: str | None = None,
     seeds: int | None = None,
     out: str | os.PathLike,
     executor: str | Executor = "local",
@@ -134,7 +150,8 @@ def reproduce(
 
     Args:
         name: A registered experiment (:func:`listing`), e.g. ``"leaky-calibration"``.
-        profile: ``quick`` (a smoke run of about a minute), ``cpu`` (hours on 2 cores) or ``paper`` (a GPU).
+        profile: ``quick`` (a smoke run of about a minute), ``cpu`` (hours on 2 cores) or ``paper`` (a GPU); None:
+            the profile ``out`` already holds, or ``quick`` for a new folder.
         seeds: Seeds per cell (default: the profile's).
         out: The grid's folder: ``runs/<run id>/`` per run, ``report.md``, its CSV files and figures.
         executor: ``local``, ``ray``, or an :class:`~pyro_bnn.reproduce.executors.Executor`.
@@ -164,7 +181,7 @@ def reproduce(
         device=device,
     )
     experiment = get_experiment(name)
-    chosen = _profile(experiment, profile)
+    chosen = _choose_profile(experiment, profile, Path(out))
     out = Path(out)
     state = _check_state(out, experiment, chosen)
     command = command or _this_command()

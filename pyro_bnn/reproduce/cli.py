@@ -23,7 +23,9 @@ def add_reproduce_parser(commands) -> None:
     parser.add_argument("name", nargs="?", help="the experiment (see --list)")
     parser.add_argument("--list", action="store_true", help="list the experiments, one line each, and exit")
     parser.add_argument(
-        "--profile", default="quick", help="quick (about a minute), cpu (hours on 2 cores), paper (GPU)"
+        "--profile",
+        default=None,
+        help="quick (about a minute), cpu (hours on 2 cores), paper (GPU); default: the one OUT holds, else quick",
     )
     parser.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: the profile's)")
     parser.add_argument("--out", default=None, help="the grid's folder (required unless --list)")

@@ -206,7 +206,8 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
         ax.set_xlabel("Leaky ReLU negative slope (0: ReLU)")
         ax.set_ylabel(label)
         ax.axvline(0, color="grey", lw=0.5)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     figure.suptitle("ECE and accuracy against the Leaky ReLU slope (mean ± sd over seeds)")
     save_figure(figure, out / "slopes.png")
     write_csv(
@@ -280,7 +281,8 @@ def _decalibration(runs: list[RunRecord], profile: Profile, out: Path) -> Sectio
                     )
                 ax.set_title(f"{model}, {dataset}: {key.replace('_', ' ')}", fontsize=9)
                 ax.set_xlabel("epoch")
-                ax.legend(fontsize=8)
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=8)
     figure.tight_layout()
     save_figure(figure, out / "decalibration.png")
     header = ["model", "data set", "activation", "runs whose validation ECE rose after its minimum"]
@@ -332,7 +334,8 @@ def _plateaus(records: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         ax.bar(positions, list(fractions.values()), width=0.4, label=f"{run.config.model} {name}")
         ax.set_xticks(np.arange(len(fractions)) + 0.2, list(fractions), fontsize=8)
     ax.set_ylabel("weights with a plateau")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     save_figure(figure, out / "plateaus.png")
     write_csv(out / "plateaus.csv", csv_rows)
     relu_fraction = pooled["relu"][0] / max(1, pooled["relu"][1])
