@@ -4,8 +4,9 @@
 - ``sampled_label_ece:BINS``: ECE and accuracy of the predictive whose class probabilities are the frequencies of
   labels sampled one per posterior draw (the One Simple Trick authors' predictive), with ``BINS`` equal-width bins.
 - ``plateaus:PER_LAYER,IMAGES``: conditional likelihood slices of ``PER_LAYER`` sampled weights per weight tensor
-  of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), and the
-  fraction of them with a flat plateau, per layer.
+  of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), the
+  fraction of them with a flat plateau, per layer, and the fraction of input features that are 0 on every one of
+  those images (``dead_input_fraction``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from pyro_bnn.evaluation import calibration
 from pyro_bnn.evaluation.label_frequencies import label_frequencies
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult
+from pyro_bnn.experiments.runs import RunResult, load_data
 
 
 def _sampled_label_ece(result: RunResult, folder: Path, config: RunConfig, n_bins: str) -> dict[str, Any]:
@@ -40,10 +41,15 @@ def _plateaus(result: RunResult, folder: Path, config: RunConfig, per_layer: str
     options = DiagnoseOptions(slices=int(per_layer), slice_images=int(images), seed=config.seed).check()
     report = diagnose_run(folder, options, device=str(result.metrics.get("device", "cpu")))
     layers = report["slices"]["layers"]
+    # A first-layer weight whose input is 0 on every slice image (MNIST's border pixels) has an exactly flat
+    # likelihood under any activation: a plateau of the data, not of ReLU. Its share of the inputs is recorded so
+    # that the report can tell the two apart.
+    x = load_data(config).train.x[: int(images)].flatten(1)
     return {
         "plateau_fraction": {name: layer["fraction"] for name, layer in layers.items()},
         "plateau_sampled": {name: layer["sampled"] for name, layer in layers.items()},
         "plateau_seconds": report["slices"]["seconds"],
+        "dead_input_fraction": float((x.abs().sum(0) == 0).double().mean()),
     }
 
 

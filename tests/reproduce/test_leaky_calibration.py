@@ -175,3 +175,30 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
     (out / "report.md").unlink()
     rebuilt = reproduce("leaky-calibration", profile="quick", out=out, report_only=True)
     assert rebuilt.read_text().split("## Verdicts")[1] == text.split("## Verdicts")[1]
+
+
+def _plateau_record(activation: str, fractions: dict[str, float]) -> RunRecord:
+    spec = RunSpec(RunConfig(dataset="mnist", activation=activation, guide="mle"), "p", tags=(("part", "plateaus"),))
+    metrics = {"plateau_fraction": fractions, "plateau_sampled": dict.fromkeys(fractions, 20)}
+    return RunRecord(spec, Status.DONE, metrics)
+
+
+@pytest.mark.parametrize(
+    "relu, leaky, expected",
+    [
+        # first-layer plateaus (dead input pixels) are shown but do not decide
+        ([0.5, 0.3, 0.2], [0.15, 0.0, 0.0], Verdict.HOLDS),
+        ([0.5, 0.3, 0.0], [0.0, 0.0, 0.0], Verdict.INCONCLUSIVE),  # a ReLU layer without any
+        ([0.5, 0.1, 0.1], [0.0, 0.2, 0.1], Verdict.DOES_NOT_HOLD),
+    ],
+)
+def test_plateau_verdicts(tmp_path, relu, leaky, expected):
+    from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _plateaus
+
+    layers = ("fc1.weight", "fc2.weight", "out.weight")
+    records = [
+        _plateau_record("relu", dict(zip(layers, relu, strict=True))),
+        _plateau_record(LEAKY, dict(zip(layers, leaky, strict=True))),
+    ]
+    _, headline = _plateaus(records, tmp_path)
+    assert headline.verdict is expected, headline.reason

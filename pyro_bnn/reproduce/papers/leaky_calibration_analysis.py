@@ -307,12 +307,17 @@ def _plateaus(records: list[RunRecord], out: Path) -> tuple[Section, Headline]:
     every_relu_layer, any_leaky = True, False
     figure = Figure(figsize=(8, 3.5))
     ax = figure.subplots()
+    dead_inputs = None
+    first_layer: dict[str, float] = {}
     for i, run in enumerate(sorted(runs, key=lambda r: (r.config.model, r.config.activation))):
         fractions, sampled = run.metrics["plateau_fraction"], run.metrics["plateau_sampled"]
         name = ACTIVATIONS.get(run.config.activation, run.config.activation)
-        for layer, fraction in fractions.items():
+        dead_inputs = run.metrics.get("dead_input_fraction", dead_inputs)
+        for position, (layer, fraction) in enumerate(fractions.items()):
             flagged = round(fraction * sampled[layer])
-            rows.append([run.config.model, name, layer, f"{flagged}/{sampled[layer]} ({fraction:.0%})"])
+            first = position == 0
+            note = " (first layer: not judged)" if first else ""
+            rows.append([run.config.model, name, layer + note, f"{flagged}/{sampled[layer]} ({fraction:.0%})"])
             csv_rows.append(
                 {
                     "model": run.config.model,
@@ -323,6 +328,9 @@ def _plateaus(records: list[RunRecord], out: Path) -> tuple[Section, Headline]:
                     "fraction": fraction,
                 }
             )
+            if first:
+                first_layer[run.config.activation] = fraction
+                continue  # its plateaus include weights on inputs that are 0 on every image, flat for any activation
             pooled.setdefault(run.config.activation, [0, 0])
             pooled[run.config.activation][0] += flagged
             pooled[run.config.activation][1] += sampled[layer]
@@ -333,7 +341,7 @@ def _plateaus(records: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         positions = np.arange(len(fractions)) + 0.4 * (i % 2)
         ax.bar(positions, list(fractions.values()), width=0.4, label=f"{run.config.model} {name}")
         ax.set_xticks(np.arange(len(fractions)) + 0.2, list(fractions), fontsize=8)
-    ax.set_ylabel("weights with a plateau")
+    ax.set_ylabel("sampled weights with a plateau")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     save_figure(figure, out / "plateaus.png")
@@ -343,20 +351,30 @@ def _plateaus(records: list[RunRecord], out: Path) -> tuple[Section, Headline]:
     if not pooled["relu"][1] or not pooled[LEAKY][1]:
         verdict, why = Verdict.INCONCLUSIVE, "the plateau runs have not finished"
     elif every_relu_layer and not any_leaky:
-        verdict, why = Verdict.HOLDS, "every ReLU weight tensor has weights with a plateau, no Leaky one has any"
+        verdict, why = Verdict.HOLDS, "every judged ReLU weight tensor has weights with a plateau, no Leaky one has any"
     elif leaky_fraction >= relu_fraction:
         verdict, why = Verdict.DOES_NOT_HOLD, "the Leaky networks have at least as many plateaus as the ReLU ones"
     else:
         verdict, why = Verdict.INCONCLUSIVE, "some ReLU layers show none, or some Leaky weights show plateaus"
-    reason = f"Pooled over layers: ReLU {relu_fraction:.0%}, Leaky {leaky_fraction:.0%} of the sampled weights; {why}."
-    table = markdown_table(["model", "activation", "weight tensor", "sampled weights with a plateau"], rows, "lllr")
+    reason = (
+        f"Pooled over the layers after the first: ReLU {relu_fraction:.0%}, Leaky {leaky_fraction:.0%} of the "
+        f"sampled weights; {why}."
+    )
+    if first_layer:
+        shown = ", ".join(f"{ACTIVATIONS.get(a, a)} {f:.0%}" for a, f in sorted(first_layer.items()))
+        reason += f" First layer (not judged, see the section): {shown}."
+    dead = "" if dead_inputs is None else f" ({dead_inputs:.1%} of the input pixels are 0 on every slice image here)"
     text = (
         "Deterministic networks (`--guide mle`) trained on MNIST images; the likelihood of those training images as "
-        "one sampled weight varies (`pyro-bnn diagnose --slices`), flagged when it has a flat plateau."
+        "one sampled weight varies (`pyro-bnn diagnose --slices`), flagged when it has a flat plateau. The first "
+        "layer is shown but not judged: a weight on an input pixel that is 0 on every image has an exactly flat "
+        f"likelihood under any activation{dead}, which is a property of the data, not of ReLU; the paper's "
+        "mechanism (Proposition 1: inputs h >= 0 from a ReLU) acts on the layers after it."
     )
-    section = Section(
-        "Flat plateaus of the likelihood (the paper's section 2.1)", text, [table], ["plateaus.png"], ["plateaus.csv"]
-    )
+    header = ["model", "activation", "weight tensor", "sampled weights with a plateau"]
+    table = markdown_table(header, rows, "lllr")
+    title = "Flat plateaus of the likelihood (the paper's section 2.1)"
+    section = Section(title, text, [table], ["plateaus.png"], ["plateaus.csv"])
     return section, Headline("ReLU networks have flat likelihood plateaus and Leaky ReLU ones do not", verdict, reason)
 
 
