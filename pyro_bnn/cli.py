@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import sys
 from collections.abc import Sequence
@@ -116,12 +117,30 @@ class UserError(Exception):
 
 @contextmanager
 def _user_errors():
-    """Turns the errors of checking options and loading data into :class:`UserError`; errors raised later (while
-    training or scoring) keep their traceback, since they are bugs to report rather than typos to fix."""
+    """Turns the errors of checking options and paths and of loading data into :class:`UserError`; errors raised
+    later (while training or scoring) keep their traceback, since they are bugs to report rather than typos to fix.
+
+    The rule every verb keeps: everything an argument or a path can get wrong is checked inside this block, before
+    any data is read, any folder made or any training started (paths by
+    :func:`~pyro_bnn.experiments.run_folder.check_writable`), so that no exception from them reaches the user.
+    """
     try:
         yield
-    except (ValueError, FileNotFoundError, FileExistsError, TypeError) as err:
+    except (ValueError, TypeError, OSError) as err:
         raise UserError(str(err)) from err
+
+
+_REFUSED_WRITES = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+)
+"""The errors of a file system that refuses a write during the work (a disk filled, a mount turned read-only,
+permissions changed): not bugs, so :func:`main` reports them in one line naming the file. Other errors keep their
+traceback."""
+
+
+def _warn(command: str, warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"pyro-bnn {command}: warning: {warning}", file=sys.stderr)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -132,6 +151,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         resuming = prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
         if args.resume and not resuming:
             print(f"pyro-bnn train: no checkpoint in {args.out}; starting a fresh run", file=sys.stderr)
+        _warn("train", config.unused_options())
         data = load_data(config)
     result = train_run(
         config,
@@ -161,6 +181,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pyro_bnn.experiments.demo import DEMO_CONFIG, DEMO_SEEDS, format_table, run_demo
+    from pyro_bnn.experiments.run_folder import check_writable
     from pyro_bnn.experiments.runs import load_data
 
     with _user_errors():
@@ -175,6 +196,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             device=args.device,
             seed=seeds[0],
         ).validate()
+        check_writable(args.out)
         data = load_data(config)
     results = run_demo(args.out, config=config, seeds=seeds, data=data, progress=not args.quiet)
     print()
@@ -274,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one verb and returns its exit status.
+
+    What reaches the user is decided by type, here only: a :class:`UserError` (an argument or path problem, found by
+    the verb's checks before any work) is one line and status 2; a file system refusing a write during the work
+    (:data:`_REFUSED_WRITES`) one line naming the file and status 1, as is a diverged training; an interruption
+    status 130. Any other exception keeps its traceback: it is a bug to report.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -284,6 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except NonFiniteLossError as err:
         print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        if err.errno not in _REFUSED_WRITES or err.filename is None:
+            raise
+        print(f"pyro-bnn {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(

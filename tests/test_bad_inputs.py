@@ -1,6 +1,7 @@
 """Bad input, table-driven: every case exits (or raises) at once with one line naming the value and what was
 expected, with no traceback, and, for what can be checked without data, before any data is loaded."""
 
+import errno
 import json
 import os
 from dataclasses import replace
@@ -11,7 +12,7 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, runs, train_run
+from pyro_bnn.experiments import RunConfig, run_folder, runs, train_run
 from pyro_bnn.infer import Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.predict import predict
@@ -76,9 +77,16 @@ TRAIN_CASES = [
     (["--model", "vgg"], "'vgg'"),
     (["--model", "mlp:0"], "mlp:0"),
     (["--dataset", "imagenet"], "'imagenet'"),
+    (["--model", "lenet"], "model 'lenet' cannot take dataset 'moons': lenet expects an image input_shape"),
+    (["--model", "conv"], "model 'conv' cannot take dataset 'moons': conv expects an image input_shape"),
+    (["--model", "resnet18"], "model 'resnet18' cannot take dataset 'moons'"),
+    (["--dataset", "digits", "--model", "lenet"], "lenet needs images of at least 28x28"),
+    (["--dataset", "digits", "--model", "vgg16"], "vgg16 needs images of at least 32x32"),
+    (["--dataset", "cubic", "--model", "wrn"], "model 'wrn' cannot take dataset 'cubic'"),
     (["--device", "tpu"], "'tpu'"),
     (["--device", "cuda:7"], "'cuda:7'"),
-    (["--epochs", "-1"], "epochs must be an int >= 0, got -1"),
+    (["--epochs", "-1"], "epochs must be an int >= 1, got -1"),
+    (["--epochs", "0"], "epochs must be an int >= 1, got 0"),
     (["--batch-size", "0"], "batch_size must be an int >= 1, got 0"),
     (["--num-samples", "0"], "num_samples must be an int >= 1, got 0"),
     (["--n-bins", "0"], "n_bins must be an int >= 1, got 0"),
@@ -112,21 +120,128 @@ def test_train_options_fail_before_any_data_is_loaded(tmp_path, capsys, no_data,
     assert not (tmp_path / "out").exists()
 
 
-def test_out_inside_a_file_or_on_a_file(tmp_path, capsys, no_data):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    err = _one_line_error(capsys, [*TRAIN, "--out", blocker / "run"])
-    assert f"--out {blocker / 'run'} cannot be created: {blocker} is not a folder" in err
-    err = _one_line_error(capsys, [*TRAIN, "--out", blocker])
-    assert f"--out {blocker} exists and is not a folder" in err
+def test_model_checks_use_the_shapes_the_data_sets_load_with():
+    from pyro_bnn.data import dataset_shape, load_dataset
+
+    for name in ("digits", "moons", "circles", "cubic"):
+        data = load_dataset(name, train_subset=8)
+        shape = dataset_shape(name)
+        assert (shape.input_shape, shape.num_classes, shape.output_dim) == (
+            data.input_shape,
+            data.num_classes,
+            data.output_dim,
+        )
+    assert dataset_shape("fmnist").input_shape == (1, 28, 28) and dataset_shape("mnist").num_classes == 10
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
-def test_out_in_an_unwritable_folder(tmp_path, capsys, no_data):
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    err = _one_line_error(capsys, [*TRAIN, "--out", locked / "run"])
-    assert "no write permission" in err
+def test_data_dir_of_a_generated_data_set_is_warned_about(tmp_path, capsys):
+    args = [*TRAIN, "--epochs", "1", "--num-samples", "2", "--device", "cpu", "--data-dir", tmp_path / "mnist"]
+    assert main([str(a) for a in [*args, "--out", tmp_path / "run"]]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"pyro-bnn train: warning: --data-dir {tmp_path / 'mnist'} is unused: dataset 'moons' is not read from files "
+        "(only mnist and fashion-mnist are)"
+    )
+
+
+# ------------------------------------------------------------------------------------------------ unusable paths
+# Every verb that writes a folder refuses these with one line, before any data is read and leaving nothing behind.
+# They fail for root too (the tests run as root here): /sys and /proc refuse new folders whatever the permissions.
+
+UNUSABLE_PATHS = [
+    ("/sys/x", "--out /sys/x cannot be created: "),
+    ("/proc/x/run", "--out /proc/x/run cannot be created: /proc/x: "),
+    ("file", "--out file exists and is not a folder"),
+    ("file/run", "--out file/run cannot be created: file is not a folder"),
+    ("a" * 300, "cannot be used: File name too long"),
+    ("", "--out is empty; name a folder"),
+]
+
+VERBS = {
+    "train": [*TRAIN, "--device", "cpu", "--out", "PATH"],
+    "demo": ["demo", "--quiet", "--device", "cpu", "--out", "PATH"],
+    "evaluate": ["evaluate", "PATH"],
+    "diagnose": ["diagnose", "PATH", "--pruning"],
+}
+
+RUN_FOLDER_MESSAGES = {"": "the run folder is empty", "a" * 300: "run folder aaa"}  # else: "has no config.json"
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("path, message", UNUSABLE_PATHS, ids=["sys", "proc", "file", "in-file", "long", "empty"])
+def test_every_verb_refuses_an_unusable_path(tmp_path, monkeypatch, capsys, no_data, verb, path, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("x")
+    err = _one_line_error(capsys, [path if a == "PATH" else a for a in VERBS[verb]])
+    if verb in ("evaluate", "diagnose"):
+        message = RUN_FOLDER_MESSAGES.get(path, f"{path} has no config.json")
+    assert err.startswith(f"pyro-bnn {verb}: error:") and message in err
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def _refuse_writes(monkeypatch, code=errno.EROFS):
+    """A read-only file system, as root sees one too (chmod does not stop root)."""
+
+    def mkstemp(*args, dir=None, **kwargs):
+        raise OSError(code, os.strerror(code), str(dir))
+
+    monkeypatch.setattr(run_folder.tempfile, "mkstemp", mkstemp)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_refuses_a_folder_it_cannot_write(trained_run, tmp_path, monkeypatch, capsys, no_data, verb):
+    (tmp_path / "mine").mkdir()
+    path = trained_run if verb in ("evaluate", "diagnose") else tmp_path / "mine"
+    before = sorted(p.name for p in path.iterdir())
+    _refuse_writes(monkeypatch)
+    err = _one_line_error(capsys, [path if a == "PATH" else a for a in VERBS[verb]])
+    assert f"{path} cannot be written: Read-only file system" in err
+    assert sorted(p.name for p in path.iterdir()) == before
+
+
+def test_list_needs_no_writable_folder(monkeypatch, capsys):
+    monkeypatch.chdir("/sys")  # not writable, for root neither
+    assert main(["list"]) == 0
+    assert "model" in capsys.readouterr().out
+
+
+def test_the_path_check_leaves_nothing_when_the_run_is_refused_later(tmp_path, monkeypatch, capsys):
+    def missing(config):
+        raise FileNotFoundError("no data here")
+
+    monkeypatch.setattr(runs, "load_data", missing)
+    err = _one_line_error(capsys, [*TRAIN, "--out", tmp_path / "new" / "deep" / "run"])
+    assert err == "pyro-bnn train: error: no data here"
+    assert list(tmp_path.iterdir()) == []  # the folders made to probe the path are gone again
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's own file")
+    _one_line_error(capsys, [*TRAIN, "--out", tmp_path / "mine"])
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+# ------------------------------------------------------------------------------------------------ the CLI's rule
+# Argument and path problems end in one line (exit 2); a file system that refuses a write during the work in one line
+# naming the file (exit 1); anything else is a bug and keeps its traceback.
+
+
+def test_a_write_refused_during_the_run_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    def full(path, value):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(runs, "write_json_atomically", full)
+    err = _one_line_error(capsys, [*TRAIN, "--device", "cpu", "--out", tmp_path / "run"], code=1)
+    assert err == f"pyro-bnn train: error: {tmp_path / 'run' / 'config.json'}: No space left on device"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("error", [RuntimeError("a bug"), ValueError("a bug in training"), KeyError("a bug")])
+def test_an_unexpected_error_keeps_its_traceback(tmp_path, monkeypatch, error):
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(runs, "build_bnn", broken)
+    with pytest.raises(type(error), match="a bug"):
+        main([str(a) for a in [*TRAIN, "--device", "cpu", "--out", tmp_path / "run"]])
 
 
 def test_an_existing_run_needs_resume_or_overwrite(trained_run, capsys, no_data):

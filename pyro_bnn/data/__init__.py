@@ -15,7 +15,7 @@ the cache (``$PYRO_BNN_CACHE`` or ``~/.cache/pyro_bnn``) or torchvision's downlo
 """
 
 from pyro_bnn.data.corruptions import gaussian_blend, parse_corruption, salt_and_pepper
-from pyro_bnn.data.datasets import DatasetName, load_dataset
+from pyro_bnn.data.datasets import DatasetName, DatasetShape, dataset_shape, load_dataset
 from pyro_bnn.data.loaders import BatchLoader
 from pyro_bnn.data.normalization import Normalization
 from pyro_bnn.data.sources import DataContentWarning
@@ -26,12 +26,14 @@ __all__ = [
     "BatchLoader",
     "DataContentWarning",
     "DatasetName",
+    "DatasetShape",
     "DatasetSplits",
     "Normalization",
     "RegressionData",
     "Task",
     "TensorSplit",
     "cubic_regression",
+    "dataset_shape",
     "gaussian_blend",
     "load_dataset",
     "parse_corruption",

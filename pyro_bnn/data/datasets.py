@@ -18,6 +18,7 @@ The validation draw and the ``train_subset`` draw come from private generators s
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -77,6 +78,12 @@ class DatasetName(str, Enum):
         """Classification or regression, known from the name alone (before any data is loaded)."""
         return Task.REGRESSION if self is DatasetName.CUBIC else Task.CLASSIFICATION
 
+    @property
+    def reads_data_dir(self) -> bool:
+        """Whether ``data_dir`` means anything: only MNIST and Fashion-MNIST are read from files; digits ships with
+        scikit-learn and the others are generated."""
+        return self in (DatasetName.MNIST, DatasetName.FASHION_MNIST)
+
     @classmethod
     def _missing_(cls, value: object) -> DatasetName:
         if isinstance(value, str):
@@ -96,6 +103,47 @@ _GENERATOR_KWARGS = {
     DatasetName.MOONS: ("n_samples", "noise"),
     DatasetName.CIRCLES: ("n_samples", "noise", "factor"),
     DatasetName.CUBIC: ("step", "noise_scale", "test_range", "test_step"),
+}
+
+
+@dataclass(frozen=True)
+class DatasetShape:
+    """What a network for a data set must take and give, known from the name alone (see :func:`dataset_shape`).
+
+    Attributes:
+        input_shape: One example's shape without the batch dimension, as ``DatasetSplits.input_shape``.
+        num_classes: Classes, or None for a regression set.
+    """
+
+    input_shape: tuple[int, ...]
+    num_classes: int | None
+
+    @property
+    def output_dim(self) -> int:
+        """Network outputs: ``num_classes`` logits, or 1 for the (one-dimensional) cubic regression."""
+        return 1 if self.num_classes is None else self.num_classes
+
+
+def dataset_shape(name: str | DatasetName) -> DatasetShape:
+    """A data set's input shape and classes without loading it, so that a model can be checked against the data
+    before anything is read (``RunConfig.validate``). Every set has a fixed shape: the IDX readers refuse files of
+    another image size, and the synthetic sets are generated at these sizes.
+
+    Raises:
+        ValueError: ``name`` is not a data set.
+    """
+    dataset = DatasetName(name)
+    if dataset in (DatasetName.MNIST, DatasetName.FASHION_MNIST):
+        spec = MNIST_SPEC if dataset is DatasetName.MNIST else FASHION_MNIST_SPEC
+        return DatasetShape((1, *spec.image_shape), spec.num_classes)
+    return _SHAPES[dataset]
+
+
+_SHAPES = {
+    DatasetName.DIGITS: DatasetShape((1, 8, 8), 10),
+    DatasetName.MOONS: DatasetShape((2,), 2),
+    DatasetName.CIRCLES: DatasetShape((2,), 2),
+    DatasetName.CUBIC: DatasetShape((1,), None),
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from pyro_bnn._spec import enum_member
-from pyro_bnn.data import DatasetName, Normalization, Task, parse_corruption
+from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.guides import DEFAULT_GUIDE, GuideKind, parse_guide
@@ -21,7 +21,7 @@ from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
-from pyro_bnn.models import parse_model_spec
+from pyro_bnn.models import build_model, parse_model_spec
 from pyro_bnn.nn import parse_activation
 from pyro_bnn.priors import parse_prior
 
@@ -157,7 +157,7 @@ class RunConfig:
             )
         parse_activation(self.activation)
         parse_prior(self.prior)
-        parse_guide(self.guide)
+        check_model_fits(self.model, dataset, activation=self.activation, dropout=parse_guide(self.guide).dropout)
         parse_kl_schedule(self.kl_anneal)
         weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
         if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
@@ -172,9 +172,9 @@ class RunConfig:
             raise ValueError(f"elbo 'fast-flipout' takes one particle per step, got num_particles={self.num_particles}")
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)
-            minimum = 0 if name == "epochs" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+            # epochs >= 1 too: a run of 0 epochs would write an untrained guide's checkpoint as if it were a result.
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         for name in ("lr", "lr_variational"):
             value = getattr(self, name)
             if value is None and name == "lr_variational":
@@ -215,6 +215,21 @@ class RunConfig:
             )
         resolve_device(self.device)
         return self
+
+    def unused_options(self) -> list[str]:
+        """One line per option that is set but cannot affect this run, for the CLI to warn about: an option
+        ignored without a word looks as if it had been used.
+
+        ``data_dir`` for a data set not read from files is the one so far (``normalization`` and ``n_bins`` of
+        the other task keep their defaults in practice and are not reported).
+        """
+        dataset = DatasetName(self.dataset)
+        if self.data_dir is not None and not dataset.reads_data_dir:
+            return [
+                f"--data-dir {self.data_dir} is unused: dataset {dataset.value!r} is not read from files "
+                "(only mnist and fashion-mnist are)"
+            ]
+        return []
 
     def _validate_node_noise(self) -> None:
         for name in ("node_noise", "bias_noise"):
@@ -276,6 +291,32 @@ class RunConfig:
             return cls.from_dict(values)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: {err}") from None
+
+
+def check_model_fits(
+    model: str, dataset: str | DatasetName, *, activation: str | None = None, dropout: float = 0.0
+) -> None:
+    """Builds ``model`` for the data set's input shape and outputs (:func:`~pyro_bnn.data.dataset_shape`) on the
+    meta device, which allocates nothing and reads no data, so that a model that cannot take the data (a LeNet on
+    2-D points or on 8x8 digits) fails before anything is loaded, with the model's own message.
+
+    Raises:
+        ValueError: The model refuses the data set's shape (or an option), naming both.
+    """
+    shape = dataset_shape(dataset)
+    try:
+        with torch.device("meta"):
+            build_model(
+                model,
+                input_shape=shape.input_shape,
+                num_classes=shape.output_dim,
+                activation=activation,
+                dropout=dropout,
+            )
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"model {model!r} cannot take dataset {DatasetName(dataset).value!r}: {err}") from None
+    except (RuntimeError, NotImplementedError):
+        pass  # a user's model that cannot be built on the meta device: its real build will speak for it
 
 
 def resolve_device(device: str) -> torch.device:

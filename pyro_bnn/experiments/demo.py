@@ -2,11 +2,11 @@
 
 The One Simple Trick paper's question in miniature (does Leaky ReLU calibrate a mean-field BNN better than ReLU at
 similar accuracy?), as a short run of the workflow; the paper's own experiment is ``pyro-bnn reproduce
-leaky-calibration`` (:mod:`pyro_bnn.reproduce.papers.leaky_calibration`). Each activation trains with the default guide for a few seeds; the
-table reports mean ± sd over seeds of test accuracy, ECE, the mean posterior sigma and the mutual information
-(epistemic entropy) on test inputs blended with Gaussian noise (gamma = 0.5), and the verdict says which activation
-came out better calibrated at this scale (or that the seeds cannot tell them apart). Every number is what this run
-produces.
+leaky-calibration`` (:mod:`pyro_bnn.reproduce.papers.leaky_calibration`). Each activation trains with the default
+guide for a few seeds; the table reports mean ± sd over seeds of test accuracy, ECE, the mean posterior sigma and
+the mutual information (epistemic entropy) on test inputs blended with Gaussian noise (gamma = 0.5), and the verdict
+says which activation came out better calibrated at this scale (or that the seeds cannot tell them apart). Every
+number is what this run produces.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetSplits, parse_corruption
 from pyro_bnn.evaluation import calibration, entropy_decomposition
 from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.run_folder import check_writable
 from pyro_bnn.experiments.runs import RunResult, load_data, train_run
 from pyro_bnn.guides import DEFAULT_GUIDE
 from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure
@@ -125,7 +126,13 @@ def run_demo(
 ) -> dict[str, list[RunResult]]:
     """Trains both networks for every seed, writes each run's folder (``<activation>-seed<k>``) plus
     ``summary.json``, ``reliability.png`` and ``training.png`` (first seed) to ``out_dir``, and returns the results
-    by label. ``data`` is ``load_data(config)`` if given; each seed draws its own split otherwise."""
+    by label. ``data`` is ``load_data(config)`` if given; each seed draws its own split otherwise.
+
+    Raises:
+        ValueError: ``out_dir`` cannot be a run folder (:func:`~pyro_bnn.experiments.run_folder.check_writable`),
+            before any data is loaded.
+    """
+    check_writable(out_dir)  # before the first seed's data is loaded
     out = Path(out_dir)
     results: dict[str, list[RunResult]] = {label: [] for label in ACTIVATIONS}
     for seed in seeds:

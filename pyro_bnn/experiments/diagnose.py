@@ -30,7 +30,7 @@ import torch
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.evaluate import Evaluation, load_evaluation
+from pyro_bnn.experiments.evaluate import Evaluation, check_run_folder, load_evaluation
 from pyro_bnn.guides import GuideKind, parse_guide
 from pyro_bnn.plots import save_figure
 
@@ -119,10 +119,7 @@ def diagnose_run(
             network), with one line, before the expensive work.
     """
     options.check()
-    config_path = Path(run_dir) / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{run_dir} has no config.json: is it a folder written by 'pyro-bnn train'?")
-    _check_guide(RunConfig.load(config_path), options)
+    _check_guide(RunConfig.load(check_run_folder(run_dir) / "config.json"), options)
     evaluation = load_evaluation(run_dir, num_samples=options.num_samples, device=device)
     _check_size(evaluation, options)
     out = evaluation.run_dir

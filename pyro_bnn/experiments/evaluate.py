@@ -20,7 +20,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, TensorSplit, parse_corruption
 from pyro_bnn.experiments import runs
 from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
-from pyro_bnn.experiments.run_folder import CHECKPOINT
+from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
 from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.infer.checkpoint import config_differences
 
@@ -39,6 +39,27 @@ class Evaluation:
     data: DatasetSplits | None = None
 
 
+def check_run_folder(run_dir: str | os.PathLike) -> Path:
+    """Checks, before anything is loaded, that ``run_dir`` is a run folder that ``evaluate`` and ``diagnose`` can
+    write their results into; returns it as a path.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` holds no ``config.json`` (it is not a run folder, or does not exist).
+        ValueError: ``run_dir`` is empty, cannot be looked at (a name too long) or cannot be written.
+    """
+    if os.fspath(run_dir) == "":
+        raise ValueError("the run folder is empty; name the --out folder of a 'pyro-bnn train' run")
+    run = Path(run_dir)
+    try:
+        found = (run / "config.json").is_file()
+    except OSError as err:  # is_file() is False for a missing path, but a name too long raises
+        raise ValueError(f"run folder {run} cannot be used: {err.strerror or err}") from None
+    if not found:
+        raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
+    check_writable(run, option="run folder")
+    return run
+
+
 def load_evaluation(
     run_dir: str | os.PathLike,
     *,
@@ -50,11 +71,10 @@ def load_evaluation(
 
     Raises:
         FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
-        ValueError: a bad option or corruption string, or a corruption for a regression run.
+        ValueError: ``run_dir`` cannot be written (:func:`check_run_folder`), a bad option or corruption string, or
+            a corruption for a regression run.
     """
-    run = Path(run_dir)
-    if not (run / "config.json").is_file():
-        raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
+    run = check_run_folder(run_dir)
     shown = RunConfig.load(run / "config.json")
     # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
     state = load_checkpoint(run / CHECKPOINT)

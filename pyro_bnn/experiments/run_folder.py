@@ -1,6 +1,7 @@
 """Run folders that lose nothing: one run at a time, an old run replaced only by a finished new one, no debris.
 
-:class:`RunFolder` is what ``train_run`` trains inside:
+:func:`check_writable` is the up-front check of every verb that writes a folder (one line for a path that cannot be
+one, before any data is read). :class:`RunFolder` is what ``train_run`` trains inside:
 
 * **Locked.** An exclusive ``flock`` on the folder itself for the whole run; a second run on the same ``--out``
   fails at once with one line instead of both reporting success while one's results are lost.
@@ -18,6 +19,7 @@ import errno
 import fcntl
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from pyro_bnn._io import TEMP_SUFFIX
@@ -29,16 +31,72 @@ class RunFolderBusyError(FileExistsError):
     """Another process holds the run folder's lock."""
 
 
-def check_writable(out: Path) -> None:
-    """Raises ValueError (one line) when ``out`` cannot be a run folder: it is a file, or it or its first existing
-    parent cannot be written."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
-    existing = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise ValueError(f"--out {out} cannot be created: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out} cannot be written: no write permission on {existing}")
+def check_writable(out: str | os.PathLike, *, option: str = "--out") -> None:
+    """Checks that ``out`` can be a run folder by trying it, and leaves the file system as it found it.
+
+    The one up-front check of every verb that writes a folder (``train``, ``demo``, ``evaluate``, ``diagnose``,
+    ``reproduce`` and its grids), called before any data is read, so that a bad path costs one line instead of a
+    traceback after the work. Trying is the only test that holds: permission bits say nothing to root, and
+    read-only, pseudo (``/sys``, ``/proc``) or full file systems refuse writes that ``os.access`` allows. So the
+    folder and its missing parents are created, a probe file is written and removed, the folder is opened for
+    reading (as the run's lock does), and the folders created here are removed again: a run refused afterwards
+    (missing data, a busy folder) leaves nothing behind, and :class:`RunFolder` creates the folder for real.
+
+    Args:
+        out: The folder. An empty string is refused: it would quietly mean the current folder.
+        option: What the message calls the path (``"--out"``, ``"run folder"``).
+
+    Raises:
+        ValueError: One line naming ``out`` and the reason (a file in the way, or the system's words for the
+            ``OSError``: "Permission denied", "Read-only file system", "File name too long", ...).
+    """
+    if os.fspath(out) == "":
+        raise ValueError(f"{option} is empty; name a folder (. for the current one)")
+    path = Path(out)
+    created: list[Path] = []
+    try:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{option} {path} exists and is not a folder")
+        missing, existing = [], path
+        while not existing.exists() and existing.parent != existing:
+            missing.append(existing)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ValueError(f"{option} {path} cannot be created: {existing} is not a folder")
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except OSError as err:
+                where = "" if folder == path else f"{folder}: "
+                raise ValueError(f"{option} {path} cannot be created: {where}{_reason(err)}") from None
+            created.append(folder)
+        try:
+            _probe(path)
+        except OSError as err:
+            raise ValueError(f"{option} {path} cannot be written: {_reason(err)}") from None
+    except OSError as err:  # stat() itself failing: a name too long, a loop of links, an unreadable parent
+        raise ValueError(f"{option} {path} cannot be used: {_reason(err)}") from None
+    finally:
+        for folder in reversed(created):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # another run put files in it meanwhile: they are its files now
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def _probe(folder: Path) -> None:
+    # A killed probe leaves a .*.part file, which the next run on the folder removes with its other leftovers.
+    descriptor, name = tempfile.mkstemp(dir=folder, prefix=".write-probe.", suffix=TEMP_SUFFIX)
+    try:
+        os.write(descriptor, b"pyro-bnn")
+    finally:
+        os.close(descriptor)
+        Path(name).unlink(missing_ok=True)
+    os.close(os.open(folder, os.O_RDONLY))
 
 
 def _lock(folder: Path) -> int:

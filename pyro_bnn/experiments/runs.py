@@ -190,19 +190,21 @@ the data lies do not change what was trained."""
 
 
 def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool) -> bool:
-    """Checks, before any data is loaded, that ``out_dir`` may receive this run; writes nothing.
+    """Checks, before any data is loaded, that ``out_dir`` may receive this run; leaves nothing behind (the
+    writability probe of :func:`~pyro_bnn.experiments.run_folder.check_writable` is removed again).
 
     Returns:
         Whether the run will resume from a checkpoint in ``out_dir``.
 
     Raises:
-        ValueError: ``out_dir`` cannot be written, its checkpoint is not a safe pyro_bnn checkpoint, or ``resume``
-            is set but the checkpoint was written by a different config (naming the keys that differ).
+        ValueError: ``out_dir`` is empty or cannot be created or written, its checkpoint is not a safe pyro_bnn
+            checkpoint, or ``resume`` is set but the checkpoint was written by a different config (naming the keys
+            that differ).
         FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is
             set, or another run is using it right now.
     """
+    check_writable(out_dir)  # the string as given: Path("") would be the current folder
     out = Path(out_dir)
-    check_writable(out)
     check_not_busy(out)
     checkpoint = out / CHECKPOINT
     if not checkpoint.exists():

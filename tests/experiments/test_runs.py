@@ -132,7 +132,9 @@ def test_every_guide_runs_through_the_same_pipeline(tmp_path, guide):
         ({"activation": "leaky:nan"}, "slope must be finite"),
         ({"dataset": "cifar10"}, "unknown dataset name 'cifar10'"),
         ({"kl_anneal": "linear"}, "takes 1 numeric"),
-        ({"epochs": -1}, "epochs must be an int >= 0"),
+        ({"epochs": -1}, "epochs must be an int >= 1"),
+        ({"epochs": 0}, "epochs must be an int >= 1, got 0"),
+        ({"model": "lenet"}, "model 'lenet' cannot take dataset 'moons'"),
         ({"lr": 0}, "lr must be a finite number > 0"),
         ({"device": "tpu"}, "unknown device 'tpu'"),
         ({"model": "mlp:0"}, "model 'mlp:0': hidden widths must be positive ints, got '0'"),
@@ -267,7 +269,7 @@ def test_regression_run_writes_metrics_and_the_predictive_figure(tmp_path):
 
 
 def test_regression_noise_scale_sets_the_likelihood(tmp_path):
-    result = train_run(replace(TINY_CUBIC, epochs=0, noise_scale=0.25), tmp_path / "run", progress=False)
+    result = train_run(replace(TINY_CUBIC, epochs=1, noise_scale=0.25), tmp_path / "run", progress=False)
     assert float(result.prediction.noise_scale) == pytest.approx(0.25)
 
 
@@ -329,7 +331,7 @@ def test_cli_bad_regression_options_fail_before_data_loads(tmp_path, capsys, no_
 
 def test_cli_refuses_a_corruption_for_a_regression_run(tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
-    train_run(replace(TINY_CUBIC, epochs=0), run, progress=False)
+    train_run(replace(TINY_CUBIC, epochs=1), run, progress=False)
 
     def refuse(config):
         raise AssertionError("data was loaded")
