@@ -119,11 +119,11 @@ def check_request(
     """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
     CLI calls it first, so that an error after it is a bug with its traceback, not an option problem)."""
     experiment = get_experiment(name)
+    check_writable(out)  # the string as given: Path("") would be the current folder
     chosen = _choose_profile(experiment, profile, Path(out))
     _check_seeds(seeds)
     if device is not None:
         resolve_device(device)
-    check_writable(Path(out))
     state = _check_state(Path(out), experiment, chosen)
     if report_only and state is None:
         raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")

@@ -59,8 +59,8 @@ def run_grid(
     Returns:
         One record per unique spec: done, failed (with its reason) or, after an interruption, missing.
     """
-    out = Path(out)
     check_writable(out)
+    out = Path(out)
     specs = unique(specs)
     executor = executor or LocalExecutor()
     runs_dir = out / RUNS

@@ -1,0 +1,69 @@
+"""``pyro-bnn reproduce``: the listing, and one-line errors before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyro_bnn.cli import main
+from pyro_bnn.reproduce import api, records
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a run started although the request could be refused first")
+
+    monkeypatch.setattr(records, "train_run", refuse)
+
+
+def test_list_names_every_experiment_on_one_line(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(api.experiment_names())
+    assert lines[0].startswith("leaky-calibration ") and "quick, cpu, paper" in lines[0]
+
+
+CASES = [
+    (["nope", "--out", "{tmp}/o"], "unknown experiment 'nope'; expected one of leaky-calibration"),
+    (["leaky-calibration", "--profile", "huge", "--out", "{tmp}/o"], "unknown profile 'huge'"),
+    (["leaky-calibration", "--seeds", "0", "--out", "{tmp}/o"], "seeds must be an int >= 1, got 0"),
+    (["leaky-calibration", "--executor", "slurm", "--out", "{tmp}/o"], "unknown executor 'slurm'"),
+    (["leaky-calibration", "--workers", "0", "--out", "{tmp}/o"], "workers must be an int >= 1, got 0"),
+    (["leaky-calibration", "--device", "tpu", "--out", "{tmp}/o"], "unknown device 'tpu'"),
+    (["leaky-calibration"], "--out is required"),
+    ([], "name an experiment"),
+    (["leaky-calibration", "--report-only", "--out", "{tmp}/o"], "holds no leaky-calibration grid"),
+    (["leaky-calibration", "--out", "{tmp}/file/o"], "not a folder"),
+    (["leaky-calibration", "--out", "/proc/pyro-bnn-x/o"], "/proc/pyro-bnn-x/o"),
+    (["leaky-calibration", "--out", "/sys/pyro-bnn-x"], "/sys/pyro-bnn-x"),
+    (["leaky-calibration", "--out", ""], "--out"),
+    (["leaky-calibration", "--out", "{tmp}/" + "a" * 300], "aaaa"),
+]
+
+
+@pytest.mark.parametrize("args, message", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_requests_fail_with_one_line_before_any_run(tmp_path, capsys, nothing_runs, args, message):
+    (tmp_path / "file").write_text("x")
+    assert main(["reproduce", *(a.format(tmp=tmp_path) for a in args)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("pyro-bnn reproduce: error:") and message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_another_profile_in_the_same_folder_is_refused(tmp_path, capsys, nothing_runs):
+    out = tmp_path / "grid"
+    out.mkdir()
+    (out / api.STATE).write_text(
+        '{"experiment": "leaky-calibration", "profile": "cpu", "seeds": 3, "command": "pyro-bnn reproduce"}'
+    )
+    assert main(["reproduce", "leaky-calibration", "--profile", "quick", "--out", str(out)]) == 2
+    assert "holds the 'cpu' profile of 'leaky-calibration', not 'quick'" in capsys.readouterr().err
+
+
+def test_a_missing_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch, nothing_runs):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["reproduce", "leaky-calibration", "--executor", "ray", "--out", str(tmp_path / "o")]) == 2
+    assert "pip install 'pyro-bnn[ray]'" in capsys.readouterr().err
