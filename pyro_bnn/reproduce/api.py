@@ -89,7 +89,8 @@ def _check_state(out: Path, experiment: Experiment, profile: Profile) -> dict | 
 
 
 def _this_command() -> str:
-    """This process's command line, as ``pyro-bnn ...`` when it is the CLI (also run as ``python -m``)."""
+    """This process's command line, as ``pyro-bnn ...`` when it is the CLI (``pyro-bnn`` or ``python -m
+    pyro_bnn.cli``)."""
     if Path(sys.argv[0]).name in ("pyro-bnn", "cli.py"):
         return shlex.join(["pyro-bnn", *sys.argv[1:]])
     return shlex.join([Path(sys.executable).name, *sys.argv])
@@ -115,6 +116,7 @@ def check_request(
     workers: int | None = None,
     report_only: bool = False,
     device: str | None = None,
+    gpus_per_run: float | None = None,
 ) -> None:
     """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
     CLI calls it first, so that an error after it is a bug with its traceback, not an option problem)."""
@@ -128,7 +130,7 @@ def check_request(
     if report_only and state is None:
         raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")
     if not report_only and isinstance(executor, str):
-        make_executor(executor, workers)
+        make_executor(executor, workers, gpus_per_run)
 
 
 def reproduce(
@@ -142,6 +144,7 @@ def reproduce(
     report_only: bool = False,
     data_dirs: dict[str, str] | None = None,
     device: str | None = None,
+    gpus_per_run: float | None = None,
     retry_failed: bool = False,
     progress: bool = True,
     command: str | None = None,
@@ -159,6 +162,7 @@ def reproduce(
         report_only: Rebuild the report from the run folders without running anything.
         data_dirs: Data folder per data set name (``{"mnist": "path"}``), for sets not found in the usual places.
         device: Device of every run (default ``auto``: CUDA where available).
+        gpus_per_run: Ray only: GPUs each run's task asks for (default 1 where this machine sees a GPU, else 0).
         retry_failed: Run failed runs again.
         progress: Progress bars (quiet when stderr is not a terminal).
         command: The command line to print in the report (default: this process's).
@@ -186,14 +190,14 @@ def reproduce(
     state = _check_state(out, experiment, chosen)
     command = command or _this_command()
     if report_only:
-        seeds = seeds or state["seeds"]
         command = state["command"]
-    seeds = seeds or chosen.seeds
+    # a rerun without --seeds resumes the grid the folder holds, not the profile's default
+    seeds = seeds or (state["seeds"] if state else chosen.seeds)
     specs = plan(experiment, chosen, seeds, data_dirs or {}, device)
     if report_only:
         records = read_records(out, specs)
     else:
-        runner = make_executor(executor, workers) if isinstance(executor, str) else executor
+        runner = make_executor(executor, workers, gpus_per_run) if isinstance(executor, str) else executor
         write_json_atomically(
             out / STATE, {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
         )

@@ -44,6 +44,12 @@ def add_reproduce_parser(commands) -> None:
         help="data folder of one data set (repeatable), e.g. mnist=/data/mnist",
     )
     parser.add_argument("--device", default=None, help="device of every run (default auto)")
+    parser.add_argument(
+        "--gpus-per-run",
+        type=float,
+        default=None,
+        help="ray: GPUs each run's task asks for (default 1 where this machine sees a GPU, else 0)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=_cmd_reproduce)
 
@@ -63,6 +69,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         workers=args.workers,
         report_only=args.report_only,
         device=args.device,
+        gpus_per_run=args.gpus_per_run,
     )
     try:
         if not args.name:

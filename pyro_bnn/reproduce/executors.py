@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from pyro_bnn.reproduce.records import execute_run
+from pyro_bnn.reproduce.records import execute_run, record_failure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 
 
@@ -59,6 +59,8 @@ class LocalExecutor:
         self.workers = workers
 
     def run(self, specs: list[RunSpec], runs_dir: Path, *, progress: bool) -> Iterator[RunRecord]:
+        """Yields each spec's record as its run finishes (in order when in-process; a pool worker that dies
+        gives its run a ``failed`` record)."""
         if self.workers == 1 or len(specs) <= 1:
             for spec in specs:
                 yield execute_run(spec, runs_dir, progress=progress)
@@ -67,10 +69,15 @@ class LocalExecutor:
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
-            futures = [pool.submit(execute_run, spec, runs_dir, progress=False, threads=threads) for spec in specs]
+            futures = {
+                pool.submit(execute_run, spec, runs_dir, progress=False, threads=threads): spec for spec in specs
+            }
             try:
                 for future in as_completed(futures):
-                    yield future.result()
+                    try:
+                        yield future.result()
+                    except Exception as err:  # the worker died (out of memory, a crash): the run failed
+                        yield record_failure(futures[future], runs_dir, err)
             except BaseException:
                 for future in futures:
                     future.cancel()
@@ -123,26 +130,42 @@ class RayExecutor:
         task = self.ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0)(execute_run)
         limit = self.workers or len(specs)
         waiting = list(specs)
-        in_flight = []
+        in_flight: dict = {}
+        runs_dir = Path(runs_dir).resolve()  # tasks may start in another working folder, or on another node
         try:
             while waiting or in_flight:
                 while waiting and len(in_flight) < limit:
                     spec = waiting.pop(0)
-                    in_flight.append(task.remote(spec, str(runs_dir), progress=False, threads=self.cpus_per_run))
-                done, in_flight = self.ray.wait(in_flight, num_returns=1)
-                yield self.ray.get(done[0])
+                    ref = task.remote(spec, str(runs_dir), progress=False, threads=self.cpus_per_run)
+                    in_flight[ref] = spec
+                done, _ = self.ray.wait(list(in_flight), num_returns=1)
+                spec = in_flight.pop(done[0])
+                try:
+                    yield self.ray.get(done[0])
+                except Exception as err:  # the task's worker died: the run failed
+                    yield record_failure(spec, runs_dir, err)
         except BaseException:
             for ref in in_flight:
                 self.ray.cancel(ref, force=True)
             raise
 
 
-def make_executor(kind: ExecutorKind | str, workers: int | None = None) -> Executor:
-    """The executor ``kind`` (``local`` or ``ray``) with ``workers`` runs at once (local default 1)."""
+def make_executor(kind: ExecutorKind | str, workers: int | None = None, gpus_per_run: float | None = None) -> Executor:
+    """The executor ``kind`` (``local`` or ``ray``) with ``workers`` runs at once (local default 1).
+
+    ``gpus_per_run`` (Ray only): GPUs each task asks for; None: 1 when this machine sees a GPU, else 0 (Ray hides
+    every GPU from a task that asks for none, so its runs would train on the CPU).
+    """
     try:
         kind = ExecutorKind(kind)
     except ValueError:
         raise ValueError(f"unknown executor {kind!r}; expected 'local' or 'ray'") from None
     if kind is ExecutorKind.RAY:
-        return RayExecutor(workers)
+        if gpus_per_run is None:
+            import torch
+
+            gpus_per_run = 1 if torch.cuda.is_available() else 0
+        return RayExecutor(workers, gpus_per_run=gpus_per_run)
+    if gpus_per_run:
+        raise ValueError("gpus_per_run is a Ray setting; local runs use --device")
     return LocalExecutor(1 if workers is None else workers)

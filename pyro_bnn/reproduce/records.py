@@ -19,7 +19,7 @@ import torch
 
 import pyro_bnn
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.run_folder import RunFolderBusyError
 from pyro_bnn.experiments.runs import train_run
 from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
@@ -52,6 +52,7 @@ def code_version() -> str:
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
+    """The JSON form of a spec (``grid.json``, ``result.json``): its id, label, measures, tags and full config."""
     return {
         "run_id": spec.run_id,
         "label": spec.label,
@@ -61,16 +62,8 @@ def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     }
 
 
-def spec_from_dict(values: dict[str, Any]) -> RunSpec:
-    return RunSpec(
-        config=RunConfig.from_dict(values["config"]),
-        label=values["label"],
-        measures=tuple(values["measures"]),
-        tags=tuple(sorted(values["tags"].items())),
-    )
-
-
 def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
+    """Writes ``folder/result.json`` atomically: the record, its spec, and ``extra`` keys (e.g. a traceback)."""
     folder.mkdir(parents=True, exist_ok=True)
     values = {
         "status": record.status.value,
@@ -117,8 +110,9 @@ def execute_run(
         threads: torch intra-op threads for this run (a pool worker's share of the cores); None leaves them.
 
     Returns:
-        The run's record: ``done`` with its metrics, or ``failed`` with a one-line reason (never raises for a
-        failing run; a KeyboardInterrupt still stops it, and the run resumes from its last checkpoint next time).
+        The run's record: ``done`` with its metrics, ``failed`` with a one-line reason (never raises for a failing
+        run; a KeyboardInterrupt still stops it, and the run resumes from its last checkpoint next time), or
+        ``missing`` without writing anything when another process holds the run's folder.
     """
     if threads:
         torch.set_num_threads(threads)
@@ -129,15 +123,30 @@ def execute_run(
     start = time.perf_counter()
     try:
         result = train_run(spec.config, folder, resume=True, progress=progress)
+    except RunFolderBusyError:
+        return RunRecord(spec, Status.MISSING, reason="another process is running it")  # theirs to record
+    except Exception as err:  # recorded below with the other failures
+        return _record_failure(spec, folder, err, time.perf_counter() - start)
+    try:
         metrics = {k: v for k, v in result.metrics.items() if k != "history"}
         for measure in spec.measures:
             metrics.update(take_measure(measure, result, folder, spec.config))
         record = RunRecord(spec, Status.DONE, metrics, list(result.metrics.get("history", [])))
-        details: dict[str, Any] = {}
-    except Exception as err:  # a failing run is recorded and the grid goes on; the traceback is kept for a bug report
-        record = RunRecord(spec, Status.FAILED, reason=one_line(err))
-        details = {"traceback": traceback.format_exc()}
+    except Exception as err:
+        return _record_failure(spec, folder, err, time.perf_counter() - start)
     record.seconds = time.perf_counter() - start
     record.code = code_version()
-    write_record(folder, record, **details)
+    write_record(folder, record)
+    return record
+
+
+def record_failure(spec: RunSpec, runs_dir: str | Path, err: BaseException, seconds: float = 0.0) -> RunRecord:
+    """Writes and returns the ``failed`` record of ``spec`` (also for a worker that died running it)."""
+    return _record_failure(spec, Path(runs_dir) / spec.run_id, err, seconds)
+
+
+def _record_failure(spec: RunSpec, folder: Path, err: BaseException, seconds: float) -> RunRecord:
+    # A failing run is recorded and the grid goes on; the traceback is kept for a bug report.
+    record = RunRecord(spec, Status.FAILED, reason=one_line(err), seconds=seconds, code=code_version())
+    write_record(folder, record, traceback="".join(traceback.format_exception(err)))
     return record

@@ -45,12 +45,14 @@ def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two groups of per-seed values compared: the gap of the means and whether the seeds separate them.
+    """Two groups of per-seed values compared by Welch's t-test.
 
     Attributes:
         gap: ``mean(a) - mean(b)``.
-        standard_error: Of the gap (Welch), NaN with fewer than 2 values in either group.
-        separated: ``|gap| > 2 standard errors`` (about a 95 % two-sided test).
+        standard_error: Of the gap, ``sqrt(sd_a^2 / n_a + sd_b^2 / n_b)``; NaN with fewer than 2 values in a group.
+        separated: ``|gap| > t * standard_error`` with ``t`` the two-sided ``1 - alpha`` quantile of Student's t at
+            the Welch-Satterthwaite degrees of freedom: the seeds tell the groups apart at level ``alpha``. Never
+            with fewer than 2 values in a group; with equal values inside both groups, any non-zero gap.
     """
 
     gap: float
@@ -58,19 +60,25 @@ class Comparison:
     separated: bool
 
 
-def compare(a: Sequence[float], b: Sequence[float]) -> Comparison:
-    """Compares per-seed values ``a`` and ``b`` (see :class:`Comparison`)."""
+def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comparison:
+    """Compares per-seed values ``a`` and ``b`` (see :class:`Comparison`) at level ``alpha``."""
+    from scipy.stats import t
+
     mean_a, sd_a, n_a = mean_sd(a)
     mean_b, sd_b, n_b = mean_sd(b)
     gap = mean_a - mean_b
     if n_a < 2 or n_b < 2:
         return Comparison(gap, math.nan, False)
-    se = math.sqrt(sd_a**2 / n_a + sd_b**2 / n_b)
-    return Comparison(gap, se, abs(gap) > 2 * se)
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Comparison(gap, se, gap != 0)
+    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    return Comparison(gap, se, abs(gap) > float(t.ppf(1 - alpha / 2, dof)) * se)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Writes ``rows`` (one dict per row, the first row's keys as the header) to ``path``."""
+    """Writes ``rows`` (one dict per row; the header is every key in the order first seen) to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fields: list[str] = []
     for row in rows:

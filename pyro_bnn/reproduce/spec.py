@@ -29,6 +29,19 @@ IGNORED_IN_RUN_ID = ("device", "data_dir")
 """Config keys that do not change what a run computes (where it runs, where its data lies): left out of its id, so
 a grid started on one machine resumes on another."""
 
+RUN_ID_BASE = {
+    "dataset": "fashion-mnist", "model": "3fc", "activation": "relu", "prior": None, "noise_scale": 1.0,
+    "guide": None, "elbo": "auto", "node_noise": False, "bias_noise": False, "samples_per_example": 2,
+    "epochs": 10, "batch_size": 128, "optimizer": None, "lr": None, "lr_variational": None, "weight_decay": None,
+    "lr_schedule": "constant", "lr_variational_schedule": "constant", "num_particles": 1, "kl_anneal": "constant",
+    "kl_weighting": "uniform", "kl_scale": "dataset", "seed": 0, "train_subset": None, "test_subset": None,
+    "val_size": None, "normalization": "unit", "num_samples": 100, "num_val_samples": 16, "n_bins": 15, "patience": 0,
+}  # fmt: skip
+"""The config a run id is measured against: ``RunConfig()``'s values when ids were introduced, frozen here. A run's
+id hashes how its config differs from these, so a ``RunConfig`` field added later at its default leaves every id
+(and so every finished run of a grid) as it was, and a default changed later changes the ids of the runs that
+relied on it."""
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -55,12 +68,17 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        """``<label>-<hash>``: the hash is of the full config (bar :data:`IGNORED_IN_RUN_ID`) and the measures, so
-        the folder name says what ran and two specs with the same id are the same run."""
+        """``<label>-<hash>``: the hash is of the config's differences from :data:`RUN_ID_BASE` (bar
+        :data:`IGNORED_IN_RUN_ID`) and the measures, so the folder name says what ran and two specs with the same
+        id are the same run."""
         values = json.loads(self.config.to_json())
-        for key in IGNORED_IN_RUN_ID:
-            values.pop(key, None)
-        blob = json.dumps({"config": values, "measures": list(self.measures)}, sort_keys=True)
+        current = json.loads(RunConfig().to_json())
+        differing = {
+            key: value
+            for key, value in values.items()
+            if key not in IGNORED_IN_RUN_ID and value != RUN_ID_BASE.get(key, current.get(key))
+        }
+        blob = json.dumps({"config": differing, "measures": list(self.measures)}, sort_keys=True)
         return f"{self.label}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
     def tag(self, key: str, default: str | None = None) -> str | None:

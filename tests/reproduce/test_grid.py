@@ -68,7 +68,7 @@ _KILLABLE = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from test_grid import tiny_specs
     from pyro_bnn.reproduce import run_grid
-    run_grid(tiny_specs(4, epochs=6), {out!r}, progress=False)
+    run_grid(tiny_specs(4, epochs=12), {out!r}, progress=False)
     """
 )
 
@@ -78,12 +78,17 @@ def test_a_killed_grid_resumes_without_retraining_finished_runs(tmp_path, monkey
     script = _KILLABLE.format(tests=str(Path(__file__).parent), out=str(out))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.DEVNULL)
-    specs = tiny_specs(4, epochs=6)
+    specs = tiny_specs(4, epochs=12)
     results = [out / "runs" / s.run_id / "result.json" for s in specs]
     deadline = time.monotonic() + 300
-    while sum(p.exists() for p in results) < 2 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)  # a fixed point: right after the second run's record
+    third = out / "runs" / specs[2].run_id / "checkpoint.pt"
+
+    def fixed_point() -> bool:  # two runs recorded, the third one trained part-way
+        return sum(p.exists() for p in results) >= 2 and third.exists()
+
+    while not fixed_point() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
     process.wait()
     finished = {s.run_id for s, p in zip(specs, results, strict=True) if p.exists()}
     assert 2 <= len(finished) < 4, "the grid finished before it could be killed"
@@ -178,3 +183,14 @@ def test_no_data_is_loaded_for_a_grid_that_cannot_write_its_folder(tmp_path, mon
     blocker.write_text("x")
     with pytest.raises(ValueError, match="not a folder"):
         run_grid(tiny_specs(1), blocker / "grid", progress=False)
+
+
+def test_run_ids_are_pinned():
+    """A run's id names its folder across sessions: a change of the id scheme or of a default would make every
+    grid retrain from scratch, so it has to be deliberate (and come with a migration of the run folders)."""
+    from pyro_bnn.reproduce.spec import RUN_ID_BASE
+
+    spec = tiny_specs(1)[0]
+    assert spec.run_id == "moons-s0-edcb2e3081"
+    current = {k: v for k, v in json.loads(RunConfig().to_json()).items() if k not in ("device", "data_dir")}
+    assert current == RUN_ID_BASE, "a RunConfig default changed: the ids of runs relying on it change too"

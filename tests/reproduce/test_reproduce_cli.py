@@ -67,3 +67,20 @@ def test_a_missing_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatc
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["reproduce", "leaky-calibration", "--executor", "ray", "--out", str(tmp_path / "o")]) == 2
     assert "pip install 'pyro-bnn[ray]'" in capsys.readouterr().err
+
+
+def test_a_rerun_without_seeds_keeps_the_grid_it_resumes(tmp_path, monkeypatch):
+    from pyro_bnn.reproduce.api import reproduce
+
+    planned = []
+
+    def fake_grid(specs, out, runner, **kwargs):
+        planned.append(len({s.run_id for s in specs}))
+        return []
+
+    monkeypatch.setattr(api, "run_grid", fake_grid)
+    monkeypatch.setattr(api, "write_report", lambda out, **kwargs: out / "report.md")
+    out = tmp_path / "grid"
+    reproduce("leaky-calibration", profile="quick", seeds=3, out=out, progress=False)
+    reproduce("leaky-calibration", out=out, progress=False)  # no --seeds, no --profile: the folder's
+    assert planned[0] == planned[1] > 11
