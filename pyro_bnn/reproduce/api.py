@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.data import load_dataset
 from pyro_bnn.experiments.config import resolve_device
 from pyro_bnn.experiments.run_folder import check_writable
 from pyro_bnn.reproduce.executors import Executor, make_executor
@@ -117,9 +118,14 @@ def check_request(
     report_only: bool = False,
     device: str | None = None,
     gpus_per_run: float | None = None,
+    data_dirs: dict[str, str] | None = None,
 ) -> None:
     """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
-    CLI calls it first, so that an error after it is a bug with its traceback, not an option problem)."""
+    CLI calls it first, so that an error after it is a bug with its traceback, not an option problem).
+
+    Unless ``report_only``, every data set of the grid is also found (and read) once here, so that a missing one
+    is one error naming the places looked, not a failed record for every run that needs it.
+    """
     experiment = get_experiment(name)
     check_writable(out)  # the string as given: Path("") would be the current folder
     chosen = _choose_profile(experiment, profile, Path(out))
@@ -131,6 +137,20 @@ def check_request(
         raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")
     if not report_only and isinstance(executor, str):
         make_executor(executor, workers, gpus_per_run)
+    if not report_only:
+        check_data(experiment, chosen, data_dirs or {})
+
+
+def check_data(experiment: Experiment, profile: Profile, data_dirs: dict[str, str]) -> None:
+    """Loads every data set the grid at ``profile`` uses once (from ``data_dirs`` where given, else the usual
+    places; an online user's first call downloads MNIST here).
+
+    Raises:
+        FileNotFoundError: A data set cannot be found (listing every place looked and the fixes).
+        ValueError: A data file is corrupt.
+    """
+    for dataset in sorted({spec.config.dataset for spec in experiment.plan(profile, 1, data_dirs)}):
+        load_dataset(dataset, data_dir=data_dirs.get(dataset))
 
 
 def reproduce(
@@ -183,6 +203,7 @@ def reproduce(
         executor="local",
         report_only=report_only,
         device=device,
+        data_dirs=data_dirs,
     )
     experiment = get_experiment(name)
     chosen = _choose_profile(experiment, profile, Path(out))

@@ -76,8 +76,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             raise ValueError("name an experiment (pyro-bnn reproduce --list shows them)")
         if args.out is None:
             raise ValueError("--out is required: the folder the grid's runs and report go to")
-        check_request(args.name, **request)
-    except (ValueError, ImportError, FileExistsError) as err:
+        check_request(args.name, **request, data_dirs=dict(args.data_dir))
+    except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
     # Past the checks, a failing run is recorded in the report and the grid goes on; anything raised here is a bug
     # and keeps its traceback.

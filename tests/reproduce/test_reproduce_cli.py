@@ -79,8 +79,17 @@ def test_a_rerun_without_seeds_keeps_the_grid_it_resumes(tmp_path, monkeypatch):
         return []
 
     monkeypatch.setattr(api, "run_grid", fake_grid)
+    monkeypatch.setattr(api, "check_data", lambda *args: None)
     monkeypatch.setattr(api, "write_report", lambda out, **kwargs: out / "report.md")
     out = tmp_path / "grid"
     reproduce("leaky-calibration", profile="quick", seeds=3, out=out, progress=False)
     reproduce("leaky-calibration", out=out, progress=False)  # no --seeds, no --profile: the folder's
     assert planned[0] == planned[1] > 11
+
+
+def test_missing_data_is_one_line_before_any_run(tmp_path, capsys, nothing_runs):
+    # the tests' data sources are empty and offline: MNIST cannot be found anywhere
+    assert main(["reproduce", "leaky-calibration", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("pyro-bnn reproduce: error:") and "mnist" in err.lower()
