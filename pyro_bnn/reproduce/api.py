@@ -150,7 +150,7 @@ def check_data(experiment: Experiment, profile: Profile, data_dirs: dict[str, st
         ValueError: A data file is corrupt.
     """
     for dataset in sorted({spec.config.dataset for spec in experiment.plan(profile, 1, data_dirs)}):
-        load_dataset(dataset, data_dir=data_dirs.get(dataset))
+        load_dataset(dataset, data_dir=data_dirs.get(dataset), val_size=0)  # presence and format only
 
 
 def reproduce(
