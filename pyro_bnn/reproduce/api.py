@@ -68,25 +68,21 @@ def _read_state(out: Path) -> dict | None:
     return state
 
 
-def _choose_profile(experiment: Experiment, name: str | None, out: Path) -> Profile:
-    """``name``, or (None) the profile ``out`` already holds, else ``quick``."""
-    if name is None:
-        state = _read_state(out)
-        name = state["profile"] if state and state["experiment"] == experiment.name else "quick"
-    return _profile(experiment, name)
-
-
-def _check_state(out: Path, experiment: Experiment, profile: Profile) -> dict | None:
+def _check_state(out: Path, experiment: Experiment, profile_name: str | None) -> tuple[Profile, dict | None]:
+    """The profile to run (``profile_name``, or the one ``out`` holds, else ``quick``) and ``out``'s state, read
+    once; refuses an ``out`` that holds another experiment or profile."""
     state = _read_state(out)
-    if state is None:
-        return None
-    held = (state["experiment"], state["profile"])
-    if held != (experiment.name, profile.name):
-        raise ValueError(
-            f"{out} holds the {held[1]!r} profile of {held[0]!r}, not {profile.name!r} of {experiment.name!r}; "
-            "pick another --out"
-        )
-    return state
+    if profile_name is None:
+        profile_name = state["profile"] if state and state["experiment"] == experiment.name else "quick"
+    profile = _profile(experiment, profile_name)
+    if state is not None:
+        held = (state["experiment"], state["profile"])
+        if held != (experiment.name, profile.name):
+            raise ValueError(
+                f"{out} holds the {held[1]!r} profile of {held[0]!r}, not {profile.name!r} of {experiment.name!r}; "
+                "pick another --out"
+            )
+    return profile, state
 
 
 def _this_command() -> str:
@@ -126,19 +122,26 @@ def check_request(
     Unless ``report_only``, every data set of the grid is also found (and read) once here, so that a missing one
     is one error naming the places looked, not a failed record for every run that needs it.
     """
+    _checked_request(name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs)
+
+
+def _checked_request(
+    name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs
+) -> tuple[Experiment, Profile, dict | None]:
+    """:func:`check_request`'s checks; returns the experiment, the chosen profile and ``out``'s state."""
     experiment = get_experiment(name)
     check_writable(out)  # the string as given: Path("") would be the current folder
-    chosen = _choose_profile(experiment, profile, Path(out))
+    chosen, state = _check_state(Path(out), experiment, profile)
     _check_seeds(seeds)
     if device is not None:
         resolve_device(device)
-    state = _check_state(Path(out), experiment, chosen)
     if report_only and state is None:
         raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")
     if not report_only and isinstance(executor, str):
         make_executor(executor, workers, gpus_per_run)
     if not report_only:
         check_data(experiment, chosen, data_dirs or {})
+    return experiment, chosen, state
 
 
 def check_data(experiment: Experiment, profile: Profile, data_dirs: dict[str, str]) -> None:
@@ -195,20 +198,10 @@ def reproduce(
             ``report_only``, an ``out`` that holds no grid.
         ImportError: ``executor="ray"`` without Ray installed (naming the extra).
     """
-    check_request(
-        name,
-        profile=profile,
-        seeds=seeds,
-        out=out,
-        executor="local",
-        report_only=report_only,
-        device=device,
-        data_dirs=data_dirs,
+    experiment, chosen, state = _checked_request(
+        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs
     )
-    experiment = get_experiment(name)
-    chosen = _choose_profile(experiment, profile, Path(out))
     out = Path(out)
-    state = _check_state(out, experiment, chosen)
     command = command or _this_command()
     if report_only:
         command = state["command"]
