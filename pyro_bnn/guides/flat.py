@@ -32,6 +32,7 @@ from torch.distributions import biject_to
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import normal_quantiles
+from pyro_bnn.rng import standard_normal
 
 
 def _is_real(support: constraints.Constraint) -> bool:
@@ -253,8 +254,6 @@ class FlatMeanField(AutoGuide):
         Raises:
             ValueError: The guide has not been run yet.
         """
-        from pyro_bnn.infer.noise import standard_normal  # infer builds on guides
-
         self._set_up()
         loc, log_scale = self.loc, self.log_scale
         values = standard_normal((num_samples, 1, self.num_latents), dtype=loc.dtype, device=loc.device)

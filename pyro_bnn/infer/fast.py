@@ -4,7 +4,7 @@
 expectation, loss and gradients) for a :class:`~pyro_bnn.BNN` with a :class:`~pyro_bnn.guides.FlatMeanField` guide,
 at the cost of a Bayes-by-Backprop step written in plain torch:
 
-* all D weights come from one standard normal draw (:func:`~pyro_bnn.infer.noise.standard_normal`, spread over
+* all D weights come from one standard normal draw (:func:`~pyro_bnn.rng.standard_normal`, spread over
   the CPU cores) and one ``exp`` over the guide's flat ``loc`` / ``log_scale``, in one autograd node with the
   closed-form KL (:mod:`pyro_bnn.infer.fused_draw`), and the network runs on per-site views of them
   (``bnn.apply_parameters``);
@@ -46,9 +46,9 @@ from pyro_bnn.infer.local_reparam import (
     local_noise_hook,
     run_with_linear_noise,
 )
-from pyro_bnn.infer.noise import standard_normal
 from pyro_bnn.infer.objectives import ObjectiveTerms
 from pyro_bnn.likelihoods.base import Likelihood
+from pyro_bnn.rng import standard_normal
 from pyro_bnn.sites import is_likelihood_site
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from pyro_bnn.infer.noise import CHUNKS, PARALLEL_MIN_NUMEL, standard_normal
+from pyro_bnn import rng
+from pyro_bnn.rng import CHUNKS, PARALLEL_MIN_NUMEL, standard_normal
 
 N = 4 * PARALLEL_MIN_NUMEL
 
@@ -47,3 +48,10 @@ def test_small_draws_are_plain_randn_and_other_shapes_work():
     small = torch.randn(3, 1, 10)
     assert torch.equal(_draw(4, shape=(3, 1, 10), seed=7), small)
     assert _draw(2, shape=(3, 1, N // 3)).shape == (3, 1, N // 3)
+
+
+def test_the_old_infer_noise_module_re_exports_the_same_objects():
+    from pyro_bnn.infer import noise
+
+    assert noise.standard_normal is rng.standard_normal
+    assert (noise.CHUNKS, noise.PARALLEL_MIN_NUMEL) == (rng.CHUNKS, rng.PARALLEL_MIN_NUMEL)
