@@ -95,6 +95,17 @@ def test_pyro_bnn_list_prints_a_heading_per_option_and_a_line_per_form(capsys):
 def test_every_enum_member_has_a_form(entry):
     if entry.family.enum is not None:
         assert [form.kind for form in entry.family.forms] == list(entry.family.enum)
+    elif entry.flag == "--guide":  # the guide registry: the built-in families, in GuideKind's order, first
+        from pyro_bnn.guides import GuideKind, guide_families
+
+        assert entry.family.names() == [family.name for family in guide_families()]
+        assert [form.kind for form in entry.family.forms][: len(GuideKind)] == list(GuideKind)
+    elif entry.flag == "--elbo":  # the objective registry: the built-in objectives, in ElboKind's order, first
+        from pyro_bnn.infer import ElboKind
+        from pyro_bnn.infer.objective_registry import objective_entries
+
+        assert sorted(entry.family.names()) == sorted(e.name for e in objective_entries())
+        assert [form.kind for form in entry.family.forms][: len(ElboKind)] == list(ElboKind)
     else:  # the model registry
         from pyro_bnn.models import available_models
 

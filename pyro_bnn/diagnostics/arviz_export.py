@@ -28,15 +28,11 @@ from typing import Any
 import arviz as az
 import numpy as np
 import torch
-from pyro import poutine
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.diagnostics.normality import normality_scores
-from pyro_bnn.guides.flat import FlatMeanField
-from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.predict.predictive import Data, predict
 from pyro_bnn.predict.sources import GuideSource, ParameterSource, PointEstimate, Samples
-from pyro_bnn.sites import sample_plate
 
 LOG_LIKELIHOOD_VAR = "obs"
 """Variable of the ``log_likelihood`` group: the likelihood's observation site."""
@@ -129,24 +125,6 @@ def _from_values(
     return out
 
 
-def _trace_guide(guide: Callable, num_samples: int, guide_args: tuple) -> dict[str, torch.Tensor]:
-    """Every global site of one vectorised guide run under the sample plate, ``{name: (S, *site_shape)}``."""
-    with torch.no_grad(), poutine.block(), poutine.trace() as tracer, sample_plate(num_samples):
-        guide(*guide_args)
-    values = {}
-    for name, node in tracer.trace.nodes.items():
-        if node["type"] != "sample" or node["is_observed"] or (node.get("infer") or {}).get("is_auxiliary"):
-            continue
-        value = node["value"]
-        # Global sites broadcast to (S, 1, *shape) under the plate; a site that ignores the plate stays unbatched.
-        if value.dim() >= 2 and value.shape[:2] == (num_samples, 1):
-            value = value.squeeze(1)
-        elif value.dim() == 0 or value.shape[0] != num_samples:
-            value = value.expand(num_samples, *value.shape)
-        values[name] = value
-    return values
-
-
 def draw_samples(
     bnn: BNN,
     source: ParameterSource | Callable | Mapping[str, torch.Tensor],
@@ -191,25 +169,18 @@ def draw_samples(
         _positive_int(num_samples, "num_samples")
     if isinstance(source, (Samples, PointEstimate)):
         source = source.samples if isinstance(source, Samples) else source.values
-    elif isinstance(source, GuideSource):
-        source = source.guide
+    elif callable(source) and not isinstance(source, ParameterSource):
+        source = GuideSource(source)
     if isinstance(source, Mapping):
         return _from_values(bnn, source, num_samples, chains, sites)
-    if not callable(source):
+    if not isinstance(source, GuideSource):
         raise ValueError(f"draw_samples takes a guide, a dict of samples or a point estimate, got {type(source)}")
     if num_samples is None:
         raise ValueError("draw_samples needs num_samples (draws per chain) to draw from a guide")
     chains = chains or 1
     total = chains * num_samples
-    if isinstance(source, NodeNoiseMixture):
-        values = {name: v.squeeze(1) for name, v in source.draw(total).items()}
-    elif isinstance(source, FlatMeanField):
-        if source.prototype_trace is None and guide_args:
-            with torch.no_grad(), poutine.block():
-                source(*guide_args)
-        values = {name: v.squeeze(1) for name, v in source.draw(total).items()}
-    else:
-        values = _trace_guide(source, total, guide_args)
+    with torch.no_grad():  # the parameter source's own draw, the one prediction takes
+        values = {name: value.squeeze(1) for name, value in source.draw_latents(total, *guide_args).items()}
     names = _check_sites(sites, values, _default_sites(bnn, values) or list(values))
     return {name: values[name].detach().reshape(chains, num_samples, *values[name].shape[1:]) for name in names}
 

@@ -16,9 +16,10 @@ from pyro_bnn._spec import enum_member
 from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
-from pyro_bnn.guides import DEFAULT_GUIDE, GuideKind, parse_guide
-from pyro_bnn.infer import ElboKind, KLWeighting, parse_kl_schedule
+from pyro_bnn.guides import DEFAULT_GUIDE, Capability, parse_guide
+from pyro_bnn.infer import KLWeighting, parse_kl_schedule
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
+from pyro_bnn.infer.objective_registry import check_objective, make_objective
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import build_model, parse_model_spec
@@ -166,15 +167,14 @@ class RunConfig:
                 "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
             )
         self._validate_node_noise()
-        if enum_member(ElboKind, self.elbo, "ELBO").is_fast and parse_guide(self.guide).kind is not GuideKind.FLAT:
-            raise ValueError(f"elbo {self.elbo!r} needs the flat guide (e.g. 'flat:rel=1'), got guide {self.guide!r}")
-        if enum_member(ElboKind, self.elbo, "ELBO") is ElboKind.FAST_FLIPOUT and self.num_particles != 1:
-            raise ValueError(f"elbo 'fast-flipout' takes one particle per step, got num_particles={self.num_particles}")
+        check_objective(self.elbo, parse_guide(self.guide))
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)
             # epochs >= 1 too: a run of 0 epochs would write an untrained guide's checkpoint as if it were a result.
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        # The objective refuses options it cannot take (flipout: one particle) before any data is loaded.
+        make_objective(self.elbo, self.num_particles, samples_per_example=self.samples_per_example)
         for name in ("lr", "lr_variational"):
             value = getattr(self, name)
             if value is None and name == "lr_variational":
@@ -239,28 +239,22 @@ class RunConfig:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"samples_per_example must be an int >= 1, got {value!r}")
         guide = parse_guide(self.guide)
-        mixture = guide.kind is GuideKind.MIXTURE
-        if mixture:
-            for name in ("num_samples", "num_val_samples"):
-                value = getattr(self, name)
-                if isinstance(value, int) and value % guide.num_components:
-                    raise ValueError(
-                        f"{name}={value} is not a multiple of the mixture's K={guide.num_components}: prediction "
-                        f"takes the same number of samples from every component (e.g. {name}="
-                        f"{max(1, value // guide.num_components) * guide.num_components})"
-                    )
-        if mixture and not self.node_noise:
+        multiple = guide.samples_multiple
+        for name in ("num_samples", "num_val_samples"):
+            value = getattr(self, name)
+            if multiple > 1 and isinstance(value, int) and value % multiple:
+                raise ValueError(
+                    f"{name}={value} is not a multiple of {multiple}: guide {self.guide!r} takes the same number "
+                    f"of prediction samples from each of its {multiple} components (e.g. {name}="
+                    f"{max(1, value // multiple) * multiple})"
+                )
+        if guide.offers(Capability.NODE_NOISE_ONLY) and not self.node_noise:
             raise ValueError(
-                f"guide {self.guide!r} is the node-noise mixture guide; it needs --node-noise (weight-space BNNs: "
+                f"guide {self.guide!r} is a node-noise guide; it needs --node-noise (weight-space BNNs: "
                 f"e.g. {DEFAULT_GUIDE!r})"
             )
         if self.bias_noise and not self.node_noise:
             raise ValueError("bias_noise (--bias-noise) needs node_noise (--node-noise)")
-        elbo = enum_member(ElboKind, self.elbo, "ELBO")
-        if mixture and elbo not in (ElboKind.AUTO, ElboKind.MIXTURE, ElboKind.TRACE):
-            raise ValueError(f"elbo {self.elbo!r} does not score the mixture guide; use 'auto', 'mixture' or 'trace'")
-        if elbo is ElboKind.MIXTURE and not mixture:
-            raise ValueError(f"elbo 'mixture' needs the mixture guide (e.g. 'mixture:4'), got guide {self.guide!r}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)

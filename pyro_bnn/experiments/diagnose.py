@@ -31,15 +31,12 @@ import torch
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.experiments.evaluate import Evaluation, check_run_folder, load_evaluation
-from pyro_bnn.guides import GuideKind, parse_guide
+from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.plots import save_figure
 
 MAX_NUTS_PARAMETERS = 5_000
 """Random scalars above which ``nuts`` is refused: NUTS on a network's full posterior is a reference for small
 networks (tanh-small on moons has 57), not something that mixes on millions of weights."""
-
-NOISY_GUIDES = (GuideKind.FLAT, GuideKind.AUTONORMAL, GuideKind.BBB)
-"""Guides with a Normal location and scale per weight, which pruning by |mu|/sigma needs."""
 
 
 @dataclass(frozen=True)
@@ -85,14 +82,14 @@ class DiagnoseOptions:
 
 def _check_guide(config: RunConfig, options: DiagnoseOptions) -> None:
     """Refuses parts the run's guide cannot give, from its config alone (before any data is loaded)."""
-    kind = parse_guide(config.guide).kind
-    if (options.pruning or options.nuts) and kind not in NOISY_GUIDES:
-        names = ", ".join(g.value for g in NOISY_GUIDES)
+    guide = parse_guide(config.guide)
+    if (options.pruning or options.nuts) and not guide.offers(Capability.NORMAL_SCALES):
+        names = ", ".join(families_with(Capability.NORMAL_SCALES))
         raise ValueError(
             f"--pruning and --nuts need a guide with a Normal scale per weight ({names}), but the run used "
             f"{config.guide!r}"
         )
-    if options.shape and kind not in (*NOISY_GUIDES, GuideKind.MIXTURE):
+    if options.shape and not guide.offers(Capability.RANDOM):
         raise ValueError(f"--shape needs posterior draws, but the run used the point-estimate guide {config.guide!r}")
 
 

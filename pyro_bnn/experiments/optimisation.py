@@ -8,9 +8,8 @@ from typing import Any
 import pyro
 
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.guides import GuideKind, parse_guide
-from pyro_bnn.infer import ElboKind, ParamGroups, group_scheduler
-from pyro_bnn.infer.mixture_kl import MixtureMeanKL
+from pyro_bnn.infer import ParamGroups, group_scheduler
+from pyro_bnn.infer.objective_registry import make_objective
 from pyro_bnn.infer.objectives import Objective
 from pyro_bnn.infer.optim import OptimizerKind
 
@@ -62,10 +61,13 @@ def run_lr_scheduler(config: RunConfig, steps_per_epoch: int) -> Callable[[Any],
     return lambda optimizer: group_scheduler(optimizer, schedules, total)
 
 
-def run_objective(config: RunConfig) -> Objective | str:
-    """The run's objective: the implicit-BNN :class:`~pyro_bnn.infer.MixtureMeanKL` with ``samples_per_example``
-    copies for the mixture guide under ``--elbo auto``/``mixture``, else the ``--elbo`` name."""
-    mixture = parse_guide(config.guide).kind is GuideKind.MIXTURE
-    if mixture and config.elbo in (ElboKind.AUTO.value, ElboKind.MIXTURE.value):
-        return MixtureMeanKL(config.samples_per_example)
-    return config.elbo
+def run_objective(config: RunConfig) -> Objective:
+    """The run's objective: the registered ``--elbo`` objective built from the options of the config it takes
+    (``num_particles``, ``vectorize_particles`` when there are several, ``samples_per_example``); which objective
+    ``auto`` picks for the guide is :class:`~pyro_bnn.infer.AutoELBO`'s decision."""
+    return make_objective(
+        config.elbo,
+        config.num_particles,
+        config.num_particles > 1,
+        samples_per_example=config.samples_per_example,
+    )

@@ -22,7 +22,7 @@ from pyro_bnn.evaluation import calibration, predictive_moments, regression_metr
 from pyro_bnn.experiments.config import RunConfig, resolve_device
 from pyro_bnn.experiments.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
-from pyro_bnn.guides import GuideKind, NodeNoiseMixture, mean_posterior_scale, parse_guide
+from pyro_bnn.guides import Capability, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
     EarlyStopping,
@@ -293,7 +293,7 @@ def _train_in(
     train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
     callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
     recorder = None
-    if parse_guide(config.guide).kind in (GuideKind.FLAT, GuideKind.AUTONORMAL, GuideKind.BBB):
+    if parse_guide(config.guide).offers(Capability.NORMAL_SCALES):
         # Histograms of mu, sigma and |mu| / sigma per layer after every epoch (`pyro-bnn diagnose` plots them);
         # before the checkpoint, so a checkpoint holds the statistics of its own epoch.
         recorder = WeightStatsRecorder(out / "weight_stats.json")
@@ -322,7 +322,6 @@ def _train_in(
         lr_scheduler=run_lr_scheduler(config, len(train)),
         lr_scheduler_interval="step",
         objective=run_objective(config),
-        num_particles=config.num_particles,
         kl_schedule=parse_kl_schedule(config.kl_anneal),
         kl_weighting=config.kl_weighting,
         device=device,
@@ -344,9 +343,7 @@ def _train_in(
     )
     train_time = time.perf_counter() - start
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
-    if isinstance(trainer.guide, NodeNoiseMixture):
-        metrics["mean_posterior_sigma"] = float(trainer.guide.component_loc_scale()[1].detach().mean())
-    elif bnn.sites:
+    if bnn.sites:  # a mixture guide: the mean of its components' sigmas
         metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
     if config.node_noise:
         counts = count_latents(bnn.net)

@@ -2,16 +2,35 @@
 
 from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
+from pyro_bnn.guides.capabilities import Capability, DrawsPosterior, FlatNormalPosterior, NormalMixturePosterior
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
 from pyro_bnn.guides.mixture import EqualMixtureNormal, NodeNoiseMixture
 from pyro_bnn.guides.point import MCDropout
+from pyro_bnn.guides.registry import (
+    GuideFamily,
+    families_with,
+    guide_families,
+    guide_family,
+    register_guide,
+    unregister_guide,
+)
 from pyro_bnn.guides.spec import DEFAULT_GUIDE, GuideKind, GuideSpec, LocInit, parse_guide
 
 __all__ = [
     "DEFAULT_GUIDE",
     "BayesByBackprop",
+    "Capability",
+    "DrawsPosterior",
+    "FlatNormalPosterior",
+    "GuideFamily",
+    "NormalMixturePosterior",
+    "families_with",
+    "guide_families",
+    "guide_family",
+    "register_guide",
+    "unregister_guide",
     "FlatMeanField",
     "FlatSite",
     "GuideKind",

@@ -241,12 +241,26 @@ class FlatMeanField(AutoGuide):
                 result[site.name] = pyro.sample(site.name, dist.TransformedDistribution(q, biject_to(site.support)))
         return result
 
+    def flat_parameters(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The trained leaves ``(loc, log_scale)``, both ``(D,)`` (what the fused objective differentiates).
+
+        Raises:
+            ValueError: The guide has not been run yet.
+        """
+        self._set_up()
+        return self.loc, self.log_scale
+
     @torch.no_grad()
-    def draw(self, num_samples: int) -> dict[str, torch.Tensor]:
+    def draw(self, num_samples: int, *, start: int = 0) -> dict[str, torch.Tensor]:
         """``num_samples`` independent draws of every latent site, without Pyro: one standard normal draw of
         ``(S, D)`` values (:func:`pyro_bnn.infer.noise.standard_normal`) scaled and shifted, then per-site views
         pushed into each site's support. The same distribution as running the guide under a sample plate, at the
         cost of the random numbers and one pass over them.
+
+        Args:
+            num_samples: S.
+            start: Ignored (the draws are independent); part of the
+                :class:`~pyro_bnn.guides.capabilities.DrawsPosterior` protocol.
 
         Returns:
             ``{site name: (S, 1, *site_shape)}`` (:mod:`pyro_bnn.sites`: the 1 is the data plate's slot).

@@ -8,6 +8,8 @@ import torch
 from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
 from torch.distributions import biject_to
 
+from pyro_bnn.guides.capabilities import NormalMixturePosterior
+
 
 def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Each latent site's variational location and scale, in the site's unconstrained space.
@@ -39,7 +41,10 @@ def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch
             loc = biject_to(guide.prototype_trace.nodes[name]["fn"].support).inv(median)
             pairs[name] = (loc, torch.zeros_like(loc))
     else:
-        raise ValueError(f"posterior_loc_scale does not know the guide type {type(guide).__name__}")
+        raise ValueError(
+            f"posterior_loc_scale does not know the guide type {type(guide).__name__}: give it a loc_scale() method "
+            "returning {site: (loc, scale)}"
+        )
     # Copies, so a result taken before training is a snapshot rather than a view of parameters that keep moving.
     return {name: (loc.detach().clone(), scale.detach().clone()) for name, (loc, scale) in pairs.items()}
 
@@ -48,18 +53,22 @@ def mean_posterior_scale(guide: AutoGuide, bnn) -> tuple[float, dict[str, float]
     """Mean variational standard deviation over all random weights of ``bnn``, and per layer.
 
     Args:
-        guide: A trained guide (any that :func:`posterior_loc_scale` reads).
+        guide: A trained guide: any that :func:`posterior_loc_scale` reads, or a mixture of Normals
+            (:class:`~pyro_bnn.guides.capabilities.NormalMixturePosterior`: the mean over its components' sigmas).
         bnn: Its :class:`~pyro_bnn.BNN`; layers are the modules that own the random parameters (weight and bias
             together).
 
     Returns:
         ``(overall mean, {layer name: mean})``, each the mean of sigma over every scalar weight it covers.
     """
-    scales = posterior_loc_scale(guide)
+    if isinstance(guide, NormalMixturePosterior):
+        scales = guide.split(guide.component_loc_scale()[1].detach())  # {site: (K, *site_shape)}
+    else:
+        scales = {name: scale for name, (_, scale) in posterior_loc_scale(guide).items()}
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     for site in bnn.sites:
-        scale = scales[site.name][1]
+        scale = scales[site.name]
         sums[site.layer] = sums.get(site.layer, 0.0) + float(scale.double().sum())
         counts[site.layer] = counts.get(site.layer, 0) + scale.numel()
     total = sum(counts.values())

@@ -1,8 +1,9 @@
-"""Guides by name: the ``--guide`` option strings and the builders behind them."""
+"""The built-in guide families (registered here) and :class:`GuideSpec`, a parsed ``--guide`` string."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
@@ -11,10 +12,12 @@ from pyro.infer.autoguide.initialization import init_to_median
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
+from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatMeanField
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.guides.point import MCDropout
+from pyro_bnn.guides.registry import GuideFamily, guide_families, guide_family, register_guide
 from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
 
 
@@ -64,10 +67,14 @@ in ``results/guide-defaults/`` (``autonormal:rel=1`` there), stored flat so that
 
 @dataclass(frozen=True)
 class GuideSpec:
-    """A parsed ``--guide`` option: what kind of guide, and what it needs from the model.
+    """A parsed ``--guide`` option: which registered family (:func:`~pyro_bnn.guides.register_guide`), with what
+    options; what the family can do is :attr:`capabilities`.
+
+    The built-in families keep their options in the named fields below; a family registered elsewhere keeps them in
+    :attr:`options`.
 
     Attributes:
-        kind: The guide family.
+        kind: The family: a :class:`GuideKind` for a built-in one, else its registered name.
         init_scale: AutoNormal's initial scale (absolute).
         relative_scale: AutoNormal's initial scale relative to the std of each tensor's initial locations; None
             for an absolute ``init_scale``.
@@ -77,9 +84,10 @@ class GuideSpec:
         dropout: Dropout probability the network must be built with (MC dropout only, else 0).
         num_components: K of the mixture guide.
         init_loc_std: The mixture guide's sigma0 (component means start at N(1, sigma0^2)).
+        options: A registered family's own parsed options, by argument name.
     """
 
-    kind: GuideKind
+    kind: GuideKind | str
     init_scale: float = 0.1
     relative_scale: float | None = None
     loc: LocInit = LocInit.NETWORK
@@ -88,61 +96,112 @@ class GuideSpec:
     dropout: float = 0.0
     num_components: int = 4
     init_loc_std: float = 0.5
+    options: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+    @property
+    def family(self) -> GuideFamily:
+        """The registry entry of :attr:`kind`."""
+        return guide_family(self.kind)
+
+    @property
+    def name(self) -> str:
+        """The family's ``--guide`` name."""
+        return self.family.name
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the family declares it can do."""
+        return self.family.capabilities
+
+    def offers(self, *capabilities: Capability) -> bool:
+        """Whether the family declares every one of ``capabilities``."""
+        return self.family.offers(*capabilities)
 
     @property
     def random_weights(self) -> bool:
-        """False for the deterministic MLE baseline, whose model must select no parameter."""
-        return self.kind is not GuideKind.MLE
+        """False for a deterministic guide (the MLE baseline), whose model must select no parameter."""
+        return not self.offers(Capability.DETERMINISTIC)
 
     @property
     def map_warm_start_epochs(self) -> int:
         """Epochs of MAP training to run before the guide is built (0: none)."""
-        mean_field = self.kind in (GuideKind.AUTONORMAL, GuideKind.FLAT)
-        return self.map_epochs if mean_field and self.loc is LocInit.MAP else 0
+        return self.map_epochs if self.loc is LocInit.MAP else 0
+
+    @property
+    def samples_multiple(self) -> int:
+        """Posterior draws for prediction must be a multiple of this (1 unless the family says otherwise)."""
+        rule = self.family.samples_multiple
+        return rule(self) if rule is not None else 1
 
     def build(self, bnn: BNN) -> AutoGuide:
         """Builds the guide for ``bnn`` (call after moving ``bnn`` to its device, and after the MAP warm start when
         ``loc`` is ``map``: it starts from the network's current initial values)."""
-        if self.kind is GuideKind.MLE and bnn.sites:
+        if self.offers(Capability.DETERMINISTIC) and bnn.sites:
             raise ValueError(
-                "the 'mle' guide needs a deterministic network: build the BNN with select=pyro_bnn.priors.nothing "
-                f"(this one has {len(bnn.sites)} random parameter tensors)"
+                f"the {self.name!r} guide needs a deterministic network: build the BNN with "
+                f"select=pyro_bnn.priors.nothing (this one has {len(bnn.sites)} random parameter tensors)"
             )
-        init = init_to_network(bnn)
-        if self.kind in (GuideKind.AUTONORMAL, GuideKind.FLAT) and self.loc is LocInit.MEDIAN:
-            init = init_to_median(num_samples=15)
-        if self.kind is GuideKind.FLAT:
-            return FlatMeanField(bnn, init_loc_fn=init, init_scale=self.init_scale, relative_scale=self.relative_scale)
-        if self.kind is GuideKind.AUTONORMAL:
-            if self.relative_scale is not None:
-                return RelativeScaleNormal(bnn, relative_scale=self.relative_scale, init_loc_fn=init)
-            return AutoNormal(bnn, init_loc_fn=init, init_scale=self.init_scale)
-        if self.kind is GuideKind.BBB:
-            # mu ~ U(-0.2, 0.2); init_to_network only supplies the prototype values (a flat prior cannot be sampled)
-            # and the starting mu of constrained sites.
-            return BayesByBackprop(bnn, rho_init=self.rho_init, init_loc_fn=init)
-        if self.kind is GuideKind.MC_DROPOUT:
-            return MCDropout(bnn, init_loc_fn=init)
-        if self.kind is GuideKind.MIXTURE:
-            return NodeNoiseMixture(bnn, self.num_components, init_loc_std=self.init_loc_std)
-        return AutoDelta(bnn, init_loc_fn=init)
+        return self.family.build(self, bnn)
 
     def __str__(self) -> str:
-        if self.kind in (GuideKind.AUTONORMAL, GuideKind.FLAT):
-            name = self.kind.value
-            text = f"{name}:rel={self.relative_scale:g}" if self.relative_scale else f"{name}:{self.init_scale:g}"
-            if self.loc is not LocInit.NETWORK:
-                text += f",loc={self.loc.value}"
-            if self.loc is LocInit.MAP and self.map_epochs != 1:
-                text += f",map_epochs={self.map_epochs}"
-            return text
-        if self.kind is GuideKind.BBB:
-            return f"bbb:{self.rho_init[0]:g},{self.rho_init[1]:g}"
-        if self.kind is GuideKind.MC_DROPOUT:
-            return f"mc-dropout:{self.dropout:g}"
-        if self.kind is GuideKind.MIXTURE:
-            return f"mixture:{self.num_components},loc_std={self.init_loc_std:g}"
-        return self.kind.value
+        family = self.family
+        return family.format(self) if family.format is not None else _format_options(family.form, self.options)
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _format_options(form: Form, options: Mapping[str, object]) -> str:
+    """``name:a,b,key=value`` from parsed values: positional arguments when any differs from its default, then the
+    options that differ from theirs (parsing the result gives the same values)."""
+    positional = [options.get(arg.name, arg.default) for arg in form.args]
+    required = [arg for arg in form.args if arg.required]
+    if not required and all(value == arg.default for value, arg in zip(positional, form.args, strict=True)):
+        positional = []
+    parts = [_format_value(value) for value in positional]
+    for option in form.options:
+        value = options.get(option.name, option.default)
+        if value != option.default:
+            parts.append(f"{option.name}={_format_value(value)}")
+    return f"{form.name}:{','.join(parts)}" if parts else form.name
+
+
+# ----------------------------------------------------------------------------------------- built-in families
+def _mean_field_init(spec: GuideSpec, bnn: BNN):
+    return init_to_median(num_samples=15) if spec.loc is LocInit.MEDIAN else init_to_network(bnn)
+
+
+def _build_autonormal(spec: GuideSpec, bnn: BNN) -> AutoGuide:
+    init = _mean_field_init(spec, bnn)
+    if spec.relative_scale is not None:
+        return RelativeScaleNormal(bnn, relative_scale=spec.relative_scale, init_loc_fn=init)
+    return AutoNormal(bnn, init_loc_fn=init, init_scale=spec.init_scale)
+
+
+def _build_flat(spec: GuideSpec, bnn: BNN) -> AutoGuide:
+    init = _mean_field_init(spec, bnn)
+    return FlatMeanField(bnn, init_loc_fn=init, init_scale=spec.init_scale, relative_scale=spec.relative_scale)
+
+
+def _build_bbb(spec: GuideSpec, bnn: BNN) -> AutoGuide:
+    # mu ~ U(-0.2, 0.2); init_to_network only supplies the prototype values (a flat prior cannot be sampled) and the
+    # starting mu of constrained sites.
+    return BayesByBackprop(bnn, rho_init=spec.rho_init, init_loc_fn=init_to_network(bnn))
+
+
+def _format_mean_field(spec: GuideSpec) -> str:
+    name = spec.name
+    text = f"{name}:rel={spec.relative_scale:g}" if spec.relative_scale else f"{name}:{spec.init_scale:g}"
+    if spec.loc is not LocInit.NETWORK:
+        text += f",loc={spec.loc.value}"
+    if spec.loc is LocInit.MAP and spec.map_epochs != 1:
+        text += f",map_epochs={spec.map_epochs}"
+    return text
 
 
 def _check_autonormal(parsed: ParsedSpec) -> None:
@@ -170,36 +229,6 @@ _MEAN_FIELD_GRAMMAR = (
     ),
 )
 
-GUIDE_FAMILY = Family(
-    "guide",
-    [
-        Form(GuideKind.AUTONORMAL, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="autonormal:0.01,loc=median"),
-        Form(GuideKind.FLAT, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="flat:0.1,loc=median"),
-        Form(
-            GuideKind.BBB,
-            (Arg("rho low", Real(), -5.0), Arg("rho high", Real(), -4.0)),
-            check=_check_rho_interval,
-            example="bbb:-6,-5",
-        ),
-        Form(GuideKind.MAP),
-        Form(GuideKind.MLE),
-        Form(
-            GuideKind.MC_DROPOUT,
-            (Arg("dropout probability", Interval(0.0, 1.0, closed="neither"), 0.1, metavar="P"),),
-            example="mc-dropout:0.2",
-        ),
-        Form(
-            GuideKind.MIXTURE,
-            (Arg("components", Integer(minimum=1), 4, metavar="K"),),
-            (Arg("loc_std", _SCALE, 0.5, metavar="S0"),),
-            example="mixture:4,loc_std=0.75",
-        ),
-    ],
-    enum=GuideKind,
-    example=DEFAULT_GUIDE,
-)
-"""The ``--guide`` grammar."""
-
 
 def _parse_mean_field(parsed: ParsedSpec) -> GuideSpec:
     return GuideSpec(
@@ -211,20 +240,90 @@ def _parse_mean_field(parsed: ParsedSpec) -> GuideSpec:
     )
 
 
+_MEAN_FIELD = {Capability.RANDOM, Capability.NORMAL_SCALES}
+
+for _family in (
+    GuideFamily(
+        Form(GuideKind.AUTONORMAL, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="autonormal:0.01,loc=median"),
+        build=_build_autonormal,
+        capabilities=_MEAN_FIELD,
+        parse=_parse_mean_field,
+        format=_format_mean_field,
+    ),
+    GuideFamily(
+        Form(GuideKind.FLAT, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="flat:0.1,loc=median"),
+        build=_build_flat,
+        capabilities={*_MEAN_FIELD, Capability.DRAWS, Capability.FLAT_NORMAL, Capability.LOCAL_REPARAMETERIZATION},
+        parse=_parse_mean_field,
+        format=_format_mean_field,
+    ),
+    GuideFamily(
+        Form(
+            GuideKind.BBB,
+            (Arg("rho low", Real(), -5.0), Arg("rho high", Real(), -4.0)),
+            check=_check_rho_interval,
+            example="bbb:-6,-5",
+        ),
+        build=_build_bbb,
+        capabilities=_MEAN_FIELD,
+        parse=lambda parsed: GuideSpec(parsed.kind, rho_init=(parsed["rho low"], parsed["rho high"])),
+        format=lambda spec: f"bbb:{spec.rho_init[0]:g},{spec.rho_init[1]:g}",
+    ),
+    GuideFamily(
+        Form(GuideKind.MAP),
+        build=lambda spec, bnn: AutoDelta(bnn, init_loc_fn=init_to_network(bnn)),
+        parse=lambda parsed: GuideSpec(parsed.kind),
+        format=lambda spec: spec.name,
+    ),
+    GuideFamily(
+        Form(GuideKind.MLE),
+        build=lambda spec, bnn: AutoDelta(bnn, init_loc_fn=init_to_network(bnn)),
+        capabilities={Capability.DETERMINISTIC},
+        parse=lambda parsed: GuideSpec(parsed.kind),
+        format=lambda spec: spec.name,
+    ),
+    GuideFamily(
+        Form(
+            GuideKind.MC_DROPOUT,
+            (Arg("dropout probability", Interval(0.0, 1.0, closed="neither"), 0.1, metavar="P"),),
+            example="mc-dropout:0.2",
+        ),
+        build=lambda spec, bnn: MCDropout(bnn, init_loc_fn=init_to_network(bnn)),
+        parse=lambda parsed: GuideSpec(parsed.kind, dropout=parsed["dropout probability"]),
+        format=lambda spec: f"mc-dropout:{spec.dropout:g}",
+    ),
+    GuideFamily(
+        Form(
+            GuideKind.MIXTURE,
+            (Arg("components", Integer(minimum=1), 4, metavar="K"),),
+            (Arg("loc_std", _SCALE, 0.5, metavar="S0"),),
+            example="mixture:4,loc_std=0.75",
+        ),
+        build=lambda spec, bnn: NodeNoiseMixture(bnn, spec.num_components, init_loc_std=spec.init_loc_std),
+        capabilities={Capability.RANDOM, Capability.DRAWS, Capability.NORMAL_MIXTURE, Capability.NODE_NOISE_ONLY},
+        parse=lambda parsed: GuideSpec(
+            parsed.kind, num_components=parsed["components"], init_loc_std=parsed["loc_std"]
+        ),
+        format=lambda spec: f"mixture:{spec.num_components},loc_std={spec.init_loc_std:g}",
+        samples_multiple=lambda spec: spec.num_components,
+    ),
+):
+    register_guide(_family)
+
+
+GUIDE_FAMILY = Family("guide", lambda: [family.form for family in guide_families()], example=DEFAULT_GUIDE)
+"""The ``--guide`` grammar: every registered family's form (the registry can grow after import)."""
+
+
 def parse_guide(spec: str) -> GuideSpec:
-    """Parses a ``--guide`` string (forms: :data:`GUIDE_FAMILY`; ``pyro-bnn list`` shows them).
+    """Parses a ``--guide`` string into a :class:`GuideSpec` (forms: every registered family; ``pyro-bnn list``
+    shows them).
 
     Raises:
         ValueError: One line naming the spec and what was expected.
     """
     parsed = GUIDE_FAMILY.parse(spec)
-    kind = parsed.kind
-    if kind in (GuideKind.AUTONORMAL, GuideKind.FLAT):
-        return _parse_mean_field(parsed)
-    if kind is GuideKind.BBB:
-        return GuideSpec(kind, rho_init=(parsed["rho low"], parsed["rho high"]))
-    if kind is GuideKind.MC_DROPOUT:
-        return GuideSpec(kind, dropout=parsed["dropout probability"])
-    if kind is GuideKind.MIXTURE:
-        return GuideSpec(kind, num_components=parsed["components"], init_loc_std=parsed["loc_std"])
-    return GuideSpec(kind)
+    family = guide_family(parsed.name)
+    if family.parse is not None:
+        return family.parse(parsed)
+    return GuideSpec(parsed.name, options=dict(parsed.values))

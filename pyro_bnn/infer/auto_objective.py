@@ -6,22 +6,30 @@ from collections.abc import Callable
 
 import torch
 
+from pyro_bnn.guides.capabilities import FlatNormalPosterior, NormalMixturePosterior
 from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL
-from pyro_bnn.infer.objectives import Objective, ObjectiveTerms, TraceELBO
+from pyro_bnn.infer.objective_registry import register_objective
+from pyro_bnn.infer.objectives import ElboKind, Objective, ObjectiveTerms, TraceELBO
+from pyro_bnn.spec.docs import member_doc
 
 
 class AutoELBO:
-    """Chooses :class:`~pyro_bnn.infer.FastMeanFieldELBO` or :class:`~pyro_bnn.infer.TraceELBO` for a model and
-    guide, once, when training starts (``--elbo auto``, the default).
+    """The one place that maps a guide to its objective, once, when training starts (``--elbo auto``, the default).
 
-    The fast objective is chosen when the guide is a :class:`~pyro_bnn.guides.FlatMeanField` (``--guide flat:...``,
-    the default guide) and :meth:`FastMeanFieldELBO.validate` accepts the pair: a plain BNN with no hierarchical
-    prior and no per-example latent sites. Both objectives are the same negative ELBO in expectation (value and
-    gradients; tested), so the choice changes speed and gradient variance, not what is optimised. The
-    :class:`~pyro_bnn.guides.NodeNoiseMixture` guide gets :class:`~pyro_bnn.infer.MixtureMeanKL`. Every other guide,
-    and a flat guide on a model the fast path refuses, gets ``TraceELBO``. :attr:`chosen` says which was taken, and
-    :meth:`__repr__` shows it.
+    The choice goes by the protocol the built guide implements (:mod:`pyro_bnn.guides.capabilities`), not by its
+    class:
+
+    * a mixture of Normals (:class:`~pyro_bnn.guides.NormalMixturePosterior`, e.g. the node-noise
+      :class:`~pyro_bnn.guides.NodeNoiseMixture`) gets :class:`~pyro_bnn.infer.MixtureMeanKL`;
+    * a flat Normal (:class:`~pyro_bnn.guides.FlatNormalPosterior`, e.g. ``--guide flat:...``, the default guide)
+      gets :class:`~pyro_bnn.infer.FastMeanFieldELBO` when :meth:`FastMeanFieldELBO.validate` accepts the pair (a
+      plain BNN with no hierarchical prior and no per-example latent sites), else ``TraceELBO``;
+    * every other guide gets :class:`~pyro_bnn.infer.TraceELBO`.
+
+    The fast objective and ``TraceELBO`` are the same negative ELBO in expectation (value and gradients; tested), so
+    the choice changes speed and gradient variance, not what is optimised. :attr:`chosen` says which was taken, and
+    :meth:`__repr__` shows it with the reason.
 
     Args:
         num_particles: Weight draws per step, for whichever objective is chosen.
@@ -56,17 +64,14 @@ class AutoELBO:
 
     def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
         """Chooses the objective for this model and guide (and validates the pair for it)."""
-        from pyro_bnn.guides.flat import FlatMeanField
-        from pyro_bnn.guides.mixture import NodeNoiseMixture
-
-        if isinstance(guide, NodeNoiseMixture):
-            self.chosen, self.reason = self.mixture, "the node-noise mixture guide"
-        elif not isinstance(guide, FlatMeanField):
-            self.chosen, self.reason = self.trace, f"the guide is a {type(guide).__name__}, not a FlatMeanField"
+        if isinstance(guide, NormalMixturePosterior):
+            self.chosen, self.reason = self.mixture, "a mixture-of-Normals guide"
+        elif not isinstance(guide, FlatNormalPosterior):
+            self.chosen, self.reason = self.trace, f"the guide is a {type(guide).__name__}, not a flat Normal guide"
         else:
             try:
                 self.fast.validate(model, guide, x, y)
-                self.chosen, self.reason = self.fast, "flat guide on a model the fused path scores"
+                self.chosen, self.reason = self.fast, "a flat Normal guide on a model the fused path scores"
             except ValueError as err:
                 self.chosen, self.reason = self.trace, f"the fused path refused the model: {err}"
         validate = getattr(self.chosen, "validate", None)
@@ -84,3 +89,10 @@ class AutoELBO:
         if self.chosen is None:
             self.validate(model, guide, x, y)
         return self.chosen(model, guide, x, y, kl_weight)
+
+
+register_objective(
+    ElboKind.AUTO,
+    options=("num_particles", "vectorize_particles", "samples_per_example"),
+    doc=member_doc(ElboKind.AUTO),
+)(AutoELBO)

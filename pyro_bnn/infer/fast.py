@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from functools import partial
 
 import torch
 from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.flat import FlatMeanField
+from pyro_bnn.guides.capabilities import Capability, FlatNormalPosterior
 from pyro_bnn.infer.fast_plan import ScoringPlan, build_plan, prior_key
 from pyro_bnn.infer.fused_draw import (
     draw_antithetic_with_normal_kl,
@@ -46,10 +47,12 @@ from pyro_bnn.infer.local_reparam import (
     local_noise_hook,
     run_with_linear_noise,
 )
-from pyro_bnn.infer.objectives import ObjectiveTerms
+from pyro_bnn.infer.objective_registry import register_objective
+from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.rng import standard_normal
 from pyro_bnn.sites import is_likelihood_site
+from pyro_bnn.spec.docs import member_doc
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -108,7 +111,7 @@ class FastMeanFieldELBO:
     :class:`~pyro_bnn.infer.cuda_graph.GraphedStep` may capture it in a CUDA graph."""
 
     @staticmethod
-    def graph_key(model: BNN, guide: FlatMeanField) -> tuple:
+    def graph_key(model: BNN, guide: FlatNormalPosterior) -> tuple:
         """Changes when a captured step would be stale: the prior's buffers replaced or changed in place, or the
         guide set up again (the values the plan copies)."""
         return prior_key(model, guide)
@@ -220,13 +223,14 @@ class FastMeanFieldELBO:
             raise ValueError(
                 f"{name} cannot train per-example latent sites {model.local_site_names[:3]}; use elbo='trace'"
             )
-        if not isinstance(guide, FlatMeanField):
+        if not isinstance(guide, FlatNormalPosterior):
             raise ValueError(
-                f"{name} needs a FlatMeanField guide (flat loc/log-scale storage), got {type(guide).__name__}"
+                f"{name} needs a flat Normal guide such as FlatMeanField (the FlatNormalPosterior protocol: "
+                f"flat_parameters, split, sites, draw), got {type(guide).__name__}"
             )
 
     # -------------------------------------------------------------------------------------------------- plan
-    def _plan_for(self, model: BNN, guide: FlatMeanField) -> ScoringPlan:
+    def _plan_for(self, model: BNN, guide: FlatNormalPosterior) -> ScoringPlan:
         plan = self._plan
         if plan is not None and plan.model() is model and plan.guide() is guide and plan.key == prior_key(model, guide):
             return plan
@@ -275,7 +279,7 @@ class FastMeanFieldELBO:
             with torch.no_grad(), poutine.block():
                 guide(x, y)
         plan = self._plan_for(model, guide)
-        loc, log_scale = guide.loc, guide.log_scale
+        loc, log_scale = guide.flat_parameters()
         num = self.num_particles
         lead = () if num == 1 else (num, 1)
 
@@ -331,7 +335,7 @@ class FastMeanFieldELBO:
     def _monte_carlo_kl(
         self,
         plan: ScoringPlan,
-        guide: FlatMeanField,
+        guide: FlatNormalPosterior,
         log_scale: torch.Tensor,
         eps: torch.Tensor | None,
         params: Mapping[str, torch.Tensor],
@@ -350,7 +354,7 @@ class FastMeanFieldELBO:
             kl = kl + log_q - prior.log_prob(params[site.name]).sum() / num
         return kl
 
-    def kl_methods(self, model: BNN, guide: FlatMeanField) -> dict[str, str]:
+    def kl_methods(self, model: BNN, guide: FlatNormalPosterior) -> dict[str, str]:
         """How the KL of each weight site is computed: ``{site name: "closed-form" | "monte-carlo"}``.
 
         Raises:
@@ -360,7 +364,7 @@ class FastMeanFieldELBO:
         monte_carlo = {site.name for site, _ in plan.monte_carlo}
         return {name: "monte-carlo" if name in monte_carlo else "closed-form" for name in guide.site_names}
 
-    def kl_divergence(self, model: BNN, guide: FlatMeanField) -> torch.Tensor:
+    def kl_divergence(self, model: BNN, guide: FlatNormalPosterior) -> torch.Tensor:
         """The exact ``KL(q || p)`` summed over every weight, without sampling (differentiable).
 
         Returns:
@@ -374,4 +378,21 @@ class FastMeanFieldELBO:
         if plan.monte_carlo:
             names = [site.name for site, _ in plan.monte_carlo]
             raise ValueError(f"no closed-form KL for the sites {names[:4]} (prior not Normal, or closed_form_kl=False)")
-        return normal_segments_kl(guide.loc, guide.log_scale, guide.log_scale.exp(), plan.closed_form)
+        loc, log_scale = guide.flat_parameters()
+        return normal_segments_kl(loc, log_scale, log_scale.exp(), plan.closed_form)
+
+
+_FLAT = {Capability.FLAT_NORMAL}
+_LINEAR_NOISE = {Capability.FLAT_NORMAL, Capability.LOCAL_REPARAMETERIZATION}
+register_objective(ElboKind.FAST, options=("num_particles",), requires=_FLAT, doc=member_doc(ElboKind.FAST))(
+    FastMeanFieldELBO
+)
+register_objective(
+    ElboKind.FAST_SINGLE, options=("num_particles",), requires=_FLAT, doc=member_doc(ElboKind.FAST_SINGLE)
+)(partial(FastMeanFieldELBO, antithetic=False))
+register_objective(
+    ElboKind.FAST_LOCAL, options=("num_particles",), requires=_LINEAR_NOISE, doc=member_doc(ElboKind.FAST_LOCAL)
+)(partial(FastMeanFieldELBO, local_reparameterization=True))
+register_objective(
+    ElboKind.FAST_FLIPOUT, options=("num_particles",), requires=_LINEAR_NOISE, doc=member_doc(ElboKind.FAST_FLIPOUT)
+)(partial(FastMeanFieldELBO, flipout=True))

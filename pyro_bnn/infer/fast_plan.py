@@ -11,7 +11,8 @@ from torch import nn
 from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.guides.capabilities import FlatNormalPosterior
+from pyro_bnn.guides.flat import FlatSite
 from pyro_bnn.infer.fused_draw import NormalSegment, normal_parameters
 from pyro_bnn.infer.local_reparam import LinearLayer, linear_layers
 
@@ -44,11 +45,12 @@ class ScoringPlan:
     couples_rows: bool = False
 
 
-def prior_key(model: BNN, guide: FlatMeanField) -> tuple:
+def prior_key(model: BNN, guide: FlatNormalPosterior) -> tuple:
     """Changes when the prior's buffers are replaced (``.to(device)``) or modified in place, or the guide is set up
     again."""
     buffers = tuple((id(b), b.data_ptr(), b._version, b.dtype, b.device) for b in model.prior.buffers())
-    return buffers, id(guide.sites), guide.loc.dtype, guide.loc.device
+    loc = guide.flat_parameters()[0]
+    return buffers, id(guide.sites), loc.dtype, loc.device
 
 
 def _compact(value: torch.Tensor) -> torch.Tensor:
@@ -63,7 +65,7 @@ def _same_scalar(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dim() == 0 and b.dim() == 0 and bool(a == b)
 
 
-def build_plan(model: BNN, guide: FlatMeanField, *, closed_form_kl: bool, linear_noise: bool) -> ScoringPlan:
+def build_plan(model: BNN, guide: FlatNormalPosterior, *, closed_form_kl: bool, linear_noise: bool) -> ScoringPlan:
     """The :class:`ScoringPlan` of a model and its flat guide (the pair already checked by the objective).
 
     Args:

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.guides.capabilities import FlatNormalPosterior
+from pyro_bnn.guides.flat import FlatSite
 
 
 @dataclass
@@ -32,7 +33,9 @@ class LinearLayer:
     bias: FlatSite | None
 
 
-def linear_layers(model: BNN, guide: FlatMeanField, is_closed_form: Callable[[FlatSite], bool]) -> list[LinearLayer]:
+def linear_layers(
+    model: BNN, guide: FlatNormalPosterior, is_closed_form: Callable[[FlatSite], bool]
+) -> list[LinearLayer]:
     """The ``nn.Linear`` modules whose weight is random with a Normal prior (``is_closed_form``) and whose bias is
     random with one, or not random at all."""
     sites = {site.name: site for site in guide.sites}

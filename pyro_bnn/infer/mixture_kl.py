@@ -33,10 +33,12 @@ import torch
 from torch.distributions import kl_divergence
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.mixture import NodeNoiseMixture
-from pyro_bnn.infer.objectives import ObjectiveTerms
+from pyro_bnn.guides.capabilities import Capability, NormalMixturePosterior
+from pyro_bnn.infer.objective_registry import register_objective
+from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
+from pyro_bnn.spec.docs import member_doc
 
 
 def component_of_rows(num_rows: int, num_components: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -44,7 +46,7 @@ def component_of_rows(num_rows: int, num_components: int, device: torch.device |
     return torch.arange(num_rows, device=device) % num_components
 
 
-def mixture_mean_kl(model: BNN, guide: NodeNoiseMixture) -> torch.Tensor:
+def mixture_mean_kl(model: BNN, guide: NormalMixturePosterior) -> torch.Tensor:
     """``sum_sites KL(q_hat || p)``, q_hat the Normal of the mean of one draw from each component; a scalar, live.
 
     Per latent scalar: ``mu_hat = mean_k mu_k`` and ``sigma_hat^2 = sum_k sigma_k^2 / K^2``; the KL against the
@@ -80,11 +82,12 @@ class MixtureMeanKL:
             raise ValueError(f"samples_per_example must be an int >= 1, got {samples_per_example!r}")
         self.samples_per_example = samples_per_example
 
-    def validate(self, model: BNN, guide: NodeNoiseMixture, x: torch.Tensor, y: torch.Tensor) -> None:
+    def validate(self, model: BNN, guide: NormalMixturePosterior, x: torch.Tensor, y: torch.Tensor) -> None:
         """Refuses a model/guide pair this objective cannot score (one line each)."""
-        if not isinstance(guide, NodeNoiseMixture):
+        if not isinstance(guide, NormalMixturePosterior):
             raise ValueError(
-                f"the mixture-mean KL objective needs the NodeNoiseMixture guide, got {type(guide).__name__}"
+                "the mixture-mean KL objective needs a mixture-of-Normals guide such as NodeNoiseMixture (the "
+                f"NormalMixturePosterior protocol), got {type(guide).__name__}"
             )
         if not isinstance(model, BNN):
             raise ValueError(f"the mixture-mean KL objective needs a pyro_bnn.BNN model, got {type(model).__name__}")
@@ -108,7 +111,7 @@ class MixtureMeanKL:
             ) from None
 
     def __call__(
-        self, model: BNN, guide: NodeNoiseMixture, x: torch.Tensor, y: torch.Tensor, kl_weight: float
+        self, model: BNN, guide: NormalMixturePosterior, x: torch.Tensor, y: torch.Tensor, kl_weight: float
     ) -> ObjectiveTerms:
         copies = self.samples_per_example
         rows = x.shape[0] * copies
@@ -123,3 +126,11 @@ class MixtureMeanKL:
         data_term = -likelihood.log_likelihood(output, y_rows).sum() * (plate_size / rows)
         kl_term = kl_weight * mixture_mean_kl(model, guide)
         return ObjectiveTerms(data_term + kl_term, data_term.detach(), kl_term.detach())
+
+
+register_objective(
+    ElboKind.MIXTURE,
+    options=("samples_per_example",),
+    requires={Capability.NORMAL_MIXTURE},
+    doc=member_doc(ElboKind.MIXTURE),
+)(MixtureMeanKL)

@@ -31,9 +31,13 @@ from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 from torch.distributions import kl_divergence
 
-from pyro_bnn._spec import enum_member
+from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.infer.annealing import scale_latents
+from pyro_bnn.infer.objective_registry import make_objective, register_objective
 from pyro_bnn.sites import MAX_PLATE_NESTING, is_likelihood_site, sample_plate
+from pyro_bnn.spec.docs import member_doc
+
+__all__ = ["ElboKind", "MeanFieldELBO", "Objective", "ObjectiveTerms", "TraceELBO", "make_objective"]
 
 
 class ObjectiveTerms(NamedTuple):
@@ -67,7 +71,8 @@ class Objective(Protocol):
 
 
 class ElboKind(str, Enum):
-    """The built-in objectives by name (``--elbo``)."""
+    """The built-in objectives by name (``--elbo``); each is registered where it is defined
+    (:mod:`pyro_bnn.infer.objective_registry`), where other objectives can be added."""
 
     AUTO = "auto"
     """:class:`~pyro_bnn.infer.auto_objective.AutoELBO`, the default: ``fast`` for the ``flat`` guide on a model it
@@ -102,7 +107,8 @@ class ElboKind(str, Enum):
 
     @property
     def is_fast(self) -> bool:
-        """Whether this is one of the fused objectives, which need the ``flat`` guide."""
+        """Whether this is one of the fused objectives, which need a flat Normal guide (deprecated: ask
+        ``objective_entry(name).requires``)."""
         return self.value.startswith("fast")
 
 
@@ -238,27 +244,12 @@ def _likelihood_log_prob(model_trace) -> torch.Tensor:
     return sum(sites)
 
 
-def make_objective(kind: ElboKind | str, num_particles: int = 1, vectorize_particles: bool = False) -> Objective:
-    """The built-in objective named ``kind`` (an :class:`ElboKind`: ``"auto"``, ``"trace"``, ``"meanfield"``,
-    ``"fast"``)."""
-    kind = enum_member(ElboKind, kind, "ELBO")
-    if kind is ElboKind.AUTO:
-        from pyro_bnn.infer.auto_objective import AutoELBO  # it builds on this module
-
-        return AutoELBO(num_particles, vectorize_particles)
-    if kind.is_fast:
-        from pyro_bnn.infer.fast import FastMeanFieldELBO  # fast.py builds on this module
-
-        options = {
-            ElboKind.FAST: {},
-            ElboKind.FAST_SINGLE: {"antithetic": False},
-            ElboKind.FAST_LOCAL: {"local_reparameterization": True},
-            ElboKind.FAST_FLIPOUT: {"flipout": True},
-        }[kind]
-        return FastMeanFieldELBO(num_particles=num_particles, **options)
-    if kind is ElboKind.MIXTURE:
-        from pyro_bnn.infer.mixture_kl import MixtureMeanKL  # it builds on this module
-
-        return MixtureMeanKL()
-    cls = TraceELBO if kind is ElboKind.TRACE else MeanFieldELBO
-    return cls(num_particles=num_particles, vectorize_particles=vectorize_particles)
+register_objective(ElboKind.TRACE, options=("num_particles", "vectorize_particles"), doc=member_doc(ElboKind.TRACE))(
+    TraceELBO
+)
+register_objective(
+    ElboKind.MEAN_FIELD,
+    options=("num_particles", "vectorize_particles"),
+    excludes={Capability.NORMAL_MIXTURE},  # the mixture's auxiliary site has no analytic KL against anything
+    doc=member_doc(ElboKind.MEAN_FIELD),
+)(MeanFieldELBO)

@@ -22,8 +22,7 @@ from pyro import poutine
 from torch import nn
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.flat import FlatMeanField
-from pyro_bnn.guides.mixture import NodeNoiseMixture
+from pyro_bnn.guides.capabilities import DrawsPosterior
 from pyro_bnn.sites import sample_plate
 
 
@@ -79,23 +78,45 @@ class GuideSource(ParameterSource):
                 self.guide(x)
 
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if isinstance(self.guide, (FlatMeanField, NodeNoiseMixture)):
-            # Drawn in one pass without Pyro. The mixture's sample i comes from component i mod K, so S = K n
-            # samples hold n from each component (the authors' prediction).
-            values = (
-                self.guide.draw(num_samples, start=start)
-                if isinstance(self.guide, NodeNoiseMixture)
-                else self.guide.draw(num_samples)
-            )
-            missing = [name for name in bnn.site_names if name not in values]
-            if missing:
-                raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")
-            return {name: values[name] for name in bnn.site_names}
-        nodes = self._trace(num_samples, x).nodes
-        missing = [name for name in bnn.site_names if name not in nodes]
+        values = self.draw_latents(num_samples, x, start=start)
+        missing = [name for name in bnn.site_names if name not in values]
         if missing:
             raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")
-        return {name: nodes[name]["value"] for name in bnn.site_names}
+        return {name: values[name] for name in bnn.site_names}
+
+    def draw_latents(self, num_samples: int, *args, start: int = 0) -> dict[str, torch.Tensor]:
+        """Samples ``start .. start + num_samples`` of every latent site the guide samples (auxiliary sites left
+        out), ``{site: (S, 1, *site_shape)}`` for global sites (one that ignores the sample plate is expanded to it).
+
+        A guide that draws for itself (:class:`~pyro_bnn.guides.DrawsPosterior`, e.g. the flat and mixture guides)
+        draws in one pass without Pyro: the mixture's sample i comes from component ``i mod K``, so S = K n samples
+        hold n from each component (the authors' prediction). Any other guide is run once under a sample plate.
+
+        Args:
+            num_samples: S.
+            *args: The model's arguments, to call the guide with (a guide that has not run yet needs them).
+            start: Index of the first sample.
+        """
+        if isinstance(self.guide, DrawsPosterior):
+            if getattr(self.guide, "prototype_trace", True) is None and args:
+                with torch.no_grad(), poutine.block():
+                    self.guide(*args)
+            return self.guide.draw(num_samples, start=start)
+        with poutine.block(), poutine.trace() as tracer, sample_plate(num_samples):
+            self.guide(*args)
+        values = {}
+        for name, node in tracer.trace.nodes.items():
+            if node["type"] != "sample" or node["is_observed"] or (node.get("infer") or {}).get("is_auxiliary"):
+                continue
+            value = node["value"]
+            if value.dim() >= 2 and value.shape[:2] == (num_samples, 1):
+                pass
+            elif value.dim() == 0 or value.shape[0] != num_samples:  # a site that ignores the sample plate
+                value = value.expand(num_samples, 1, *value.shape)
+            else:
+                value = value.unsqueeze(1)
+            values[name] = value
+        return values
 
     def draw_locals(self, bnn, globals_, num_samples, x):
         if not bnn.local_latents:

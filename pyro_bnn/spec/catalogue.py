@@ -15,13 +15,14 @@ from pyro_bnn.guides.spec import DEFAULT_GUIDE, GUIDE_FAMILY, parse_guide
 from pyro_bnn.infer.annealing import KL_SCHEDULE_FAMILY, parse_kl_schedule
 from pyro_bnn.infer.kl_weighting import KLWeighting
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
+from pyro_bnn.infer.objective_registry import objective_entries
 from pyro_bnn.infer.objectives import ElboKind
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models.registry import MODEL_FAMILY, parse_model_spec
 from pyro_bnn.nn.activations import ACTIVATION_FAMILY, parse_activation
 from pyro_bnn.priors.spec import PRIOR_FAMILY, parse_prior
-from pyro_bnn.spec.grammar import Family
+from pyro_bnn.spec.grammar import Family, Form
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,19 @@ def _dataset_note(member: DatasetName) -> str:
     return "regression" if member.task is Task.REGRESSION else ""
 
 
+def _elbo_forms() -> list[Form]:
+    """Every registered objective: the built-in ones (:class:`ElboKind`) in their order, then any other."""
+    builtin = {member.value: member for member in ElboKind}
+    entries = sorted(
+        objective_entries(), key=lambda e: list(builtin).index(e.name) if e.name in builtin else len(builtin)
+    )
+    return [Form(builtin[e.name]) if e.name in builtin else Form(e.name, doc=e.doc) for e in entries]
+
+
+ELBO_FAMILY = Family("ELBO", _elbo_forms, example=ElboKind.AUTO.value)
+"""The ``--elbo`` grammar: every objective of :mod:`pyro_bnn.infer.objective_registry`."""
+
+
 OPTIONS: tuple[Option, ...] = (
     Option(
         "--dataset",
@@ -87,7 +101,7 @@ OPTIONS: tuple[Option, ...] = (
         f"variational family (default {DEFAULT_GUIDE}, or mixture:4 with --node-noise)",
         build=parse_guide,
     ),
-    Option("--elbo", Family.of_enum(ElboKind, "ELBO"), "ELBO estimator", choices=True),
+    Option("--elbo", ELBO_FAMILY, "ELBO estimator", choices=True),
     Option(
         "--optimizer",
         Family.of_enum(OptimizerKind, "optimizer"),

@@ -7,7 +7,7 @@ import pytest
 from pyro_bnn.cli import main
 from pyro_bnn.experiments import RunConfig, evaluate_run, train_run
 from pyro_bnn.experiments.optimisation import run_objective, run_optimizer
-from pyro_bnn.infer import ParamGroups
+from pyro_bnn.infer import AutoELBO, ParamGroups
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL
 
 
@@ -99,8 +99,13 @@ def test_run_optimizer_is_the_authors_sgd_per_example():
     assert optim.model["lr"] == pytest.approx(0.05 / 1000) and optim.model["weight_decay"] == pytest.approx(0.5)
     assert optim.guide["lr"] == pytest.approx(0.3 / 1000) and "weight_decay" not in optim.guide
     assert optim.model["nesterov"] and optim.model["momentum"] == 0.9
-    assert isinstance(run_objective(config), MixtureMeanKL)
-    assert run_objective(RunConfig().validate()) == "auto"
+    # --elbo auto: AutoELBO picks the mixture-mean KL for the mixture guide when training starts, with the
+    # run's samples_per_example; --elbo mixture builds it directly
+    objective = run_objective(config)
+    assert isinstance(objective, AutoELBO) and objective.mixture.samples_per_example == config.samples_per_example
+    explicit = run_objective(RunConfig(node_noise=True, elbo="mixture", samples_per_example=3).validate())
+    assert isinstance(explicit, MixtureMeanKL) and explicit.samples_per_example == 3
+    assert isinstance(run_objective(RunConfig().validate()), AutoELBO)
     assert not isinstance(run_optimizer(RunConfig().validate(), 1000), ParamGroups)  # the plain default Adam
     weight_space_sgd = RunConfig(optimizer="sgd").validate()
     assert weight_space_sgd.lr_variational is None  # the guide's rate is lr: 0.3 is the node-noise default only

@@ -39,7 +39,7 @@ def test_flat_guide_on_a_plain_bnn_takes_the_fused_antithetic_path():
 @pytest.mark.parametrize(
     "prior,guide_class,reason",
     [
-        (NormalPrior(), lambda bnn: AutoNormal(bnn, init_loc_fn=init_to_network(bnn)), "not a FlatMeanField"),
+        (NormalPrior(), lambda bnn: AutoNormal(bnn, init_loc_fn=init_to_network(bnn)), "not a flat Normal guide"),
         (HierarchicalPrior(), FlatMeanField, "hierarchical prior"),
     ],
     ids=["autonormal", "flat-hierarchical"],
@@ -77,7 +77,7 @@ def test_named_fast_forms(kind, expected):
     "changes,message",
     [
         ({"elbo": "fast-local", "guide": "autonormal:0.1"}, "needs the flat guide"),
-        ({"elbo": "fast-flipout", "num_particles": 2}, "one particle per step"),
+        ({"elbo": "fast-flipout", "num_particles": 2}, "num_particles must be 1, got 2"),
     ],
 )
 def test_run_config_refuses_what_the_fast_forms_cannot_do(changes, message):

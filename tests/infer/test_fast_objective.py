@@ -298,7 +298,7 @@ def test_zero_kl_weight_leaves_the_data_term_alone():
     "make,message",
     [
         (lambda: BNN(nn.Linear(3, 2), HierarchicalPrior(), Categorical(N)), "hierarchical prior"),
-        (lambda: BNN(nn.Linear(3, 2), NormalPrior(), Categorical(N)), "needs a FlatMeanField guide"),
+        (lambda: BNN(nn.Linear(3, 2), NormalPrior(), Categorical(N)), "needs a flat Normal guide"),
     ],
 )
 def test_models_and_guides_it_cannot_score_are_refused_in_one_line(make, message):

@@ -158,7 +158,7 @@ def test_validate_refuses_what_it_cannot_score():
     with pytest.raises(ValueError, match="not node-noise sites"):
         MixtureMeanKL().validate(weight_space, guide, x, y)
     bnn = _classifier()
-    with pytest.raises(ValueError, match="needs the NodeNoiseMixture guide"):
+    with pytest.raises(ValueError, match="needs a mixture-of-Normals guide"):
         MixtureMeanKL().validate(bnn, object(), x, y)
     with pytest.raises(ValueError, match="samples_per_example"):
         MixtureMeanKL(0)

@@ -1,0 +1,115 @@
+"""What a guide can do, declared once: the :class:`Capability` flags of a guide family, and the small protocols that
+the fast training paths, prediction and the ArviZ export look for on a guide instance.
+
+Two views of the same facts:
+
+* A registered guide family (:func:`~pyro_bnn.guides.register_guide`) *declares* its capabilities, so that the CLI,
+  run validation and diagnostics can decide from a ``--guide`` string alone, before any data is loaded.
+* Code that holds a built guide *finds* the protocol on it (``isinstance(guide, FlatNormalPosterior)``: a
+  structural check of the methods below, never of a concrete class). A test builds every registered family and
+  checks that the two views agree.
+
+Shapes follow :mod:`pyro_bnn.sites`: a draw of S samples is ``{site: (S, 1, *site_shape)}`` (the 1 is the data
+plate's slot), a flat vector over all latents is ``(D,)``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+
+if TYPE_CHECKING:
+    from pyro_bnn.guides.flat import FlatSite
+
+
+class Capability(str, Enum):
+    """What a guide family offers, declared when it is registered."""
+
+    DRAWS = "draws"
+    """Draws S posterior samples of every latent site directly, without Pyro (:class:`DrawsPosterior`); prediction
+    and the ArviZ export use it instead of tracing the guide."""
+    FLAT_NORMAL = "flat-normal"
+    """One diagonal Normal over all latents stored as two flat parameters (:class:`FlatNormalPosterior`): the fused
+    objectives (``--elbo fast``, ``fast-single``) train it."""
+    LOCAL_REPARAMETERIZATION = "local-reparameterization"
+    """With :attr:`FLAT_NORMAL`: the fused objective may move the noise of linear layers to their pre-activations
+    (``--elbo fast-local``, ``fast-flipout``)."""
+    NORMAL_MIXTURE = "normal-mixture"
+    """An equal-weight mixture of K flat diagonal Normals (:class:`NormalMixturePosterior`): the implicit-BNN
+    mixture-mean KL objective (``--elbo mixture``) trains it."""
+    NORMAL_SCALES = "normal-scales"
+    """A Normal location and scale per latent scalar (:func:`~pyro_bnn.guides.posterior_loc_scale` reads them):
+    weight statistics, pruning by signal-to-noise and the NUTS comparison need it."""
+    RANDOM = "random"
+    """Its draws vary (not a point estimate): posterior-shape diagnostics need it."""
+    NODE_NOISE_ONLY = "node-noise-only"
+    """Only for node-noise BNNs (``--node-noise``)."""
+    DETERMINISTIC = "deterministic"
+    """Trains a network with no random parameter at all (the model must select none)."""
+
+
+@runtime_checkable
+class DrawsPosterior(Protocol):
+    """A guide that draws posterior samples itself (:attr:`Capability.DRAWS`)."""
+
+    def draw(self, num_samples: int, *, start: int = 0) -> dict[str, torch.Tensor]:
+        """Samples ``start .. start + num_samples`` of every latent site, ``{site: (S, 1, *site_shape)}``.
+
+        ``start`` matters to guides whose i-th sample is not exchangeable with the others (a mixture draws sample i
+        from component ``i mod K``); independent draws ignore it. The guide must have run once."""
+        ...
+
+
+@runtime_checkable
+class FlatNormalPosterior(DrawsPosterior, Protocol):
+    """``q(z) = Normal(loc, exp(log_scale))`` over D flat latents (:attr:`Capability.FLAT_NORMAL`).
+
+    Attributes:
+        sites: Where each latent site lives in the flat vectors (:class:`~pyro_bnn.guides.FlatSite`), in order.
+    """
+
+    sites: tuple[FlatSite, ...]
+
+    @property
+    def site_names(self) -> list[str]:
+        """The sites' names, in the order of :attr:`sites`."""
+        ...
+
+    def flat_parameters(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The trained leaves ``(loc, log_scale)``, both ``(D,)`` (the fused objective differentiates them)."""
+        ...
+
+    def split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-site views ``{site: (*lead, *site_shape)}`` of a flat tensor ``(*lead, D)``."""
+        ...
+
+
+@runtime_checkable
+class NormalMixturePosterior(DrawsPosterior, Protocol):
+    """An equal-weight mixture of K diagonal Normals over D flat latents (:attr:`Capability.NORMAL_MIXTURE`).
+
+    Attributes:
+        sites: Where each latent site lives in a flat vector, in order.
+        num_components: K.
+    """
+
+    sites: tuple[FlatSite, ...]
+    num_components: int
+
+    def component_loc_scale(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every component's means and standard deviations, both ``(K, D)`` and live."""
+        ...
+
+    def split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-site views ``{site: (*lead, *site_shape)}`` of a flat tensor ``(*lead, D)``."""
+        ...
+
+
+PROTOCOLS: dict[Capability, type] = {
+    Capability.DRAWS: DrawsPosterior,
+    Capability.FLAT_NORMAL: FlatNormalPosterior,
+    Capability.NORMAL_MIXTURE: NormalMixturePosterior,
+}
+"""The protocol a guide instance implements when its family declares the capability."""

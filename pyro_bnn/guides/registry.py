@@ -1,0 +1,133 @@
+"""The guide registry: one :class:`GuideFamily` per ``--guide`` name, holding its grammar, its builder and its
+declared :class:`~pyro_bnn.guides.capabilities.Capability` flags.
+
+Everything outside :mod:`pyro_bnn.guides` that needs to know what a guide can do asks the registry (through
+:attr:`GuideSpec.capabilities <pyro_bnn.guides.GuideSpec.capabilities>`) or finds a protocol on the built guide; none
+of it names a guide family or class. Adding a guide is one file with its ``AutoGuide`` and one call::
+
+    register_guide(GuideFamily(
+        Form("my-guide", (Arg("init scale", Positive(), 0.1),), doc="My guide: ..."),
+        build=lambda spec, bnn: MyGuide(bnn, init_scale=spec.options["init scale"]),
+        capabilities={Capability.RANDOM, Capability.NORMAL_SCALES},
+    ))
+
+after which ``--guide my-guide:0.05`` parses, trains, predicts, evaluates and exports like a built-in guide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pyro.infer.autoguide import AutoGuide
+
+from pyro_bnn.guides.capabilities import Capability
+from pyro_bnn.spec import Form, ParsedSpec
+
+if TYPE_CHECKING:
+    from pyro_bnn.bnn import BNN
+    from pyro_bnn.guides.spec import GuideSpec
+
+
+@dataclass(frozen=True)
+class GuideFamily:
+    """One guide family of the registry.
+
+    Attributes:
+        form: Its name and ``--guide`` grammar (positional arguments, ``key=value`` options, cross-argument check,
+            example, one-line doc); ``pyro-bnn list`` and every error message read it.
+        build: ``build(spec, bnn) -> AutoGuide``: the guide for a :class:`~pyro_bnn.BNN` already on its device.
+        capabilities: What the family offers (:class:`~pyro_bnn.guides.capabilities.Capability`); a guide it
+            builds must implement the protocol of each flag that has one (a test checks every family).
+        parse: ``parse(parsed) -> GuideSpec`` from the grammar's parsed values; default
+            ``GuideSpec(name, options=parsed values)`` (read them as ``spec.options["init scale"]``).
+        format: ``format(spec) -> str``, the inverse of parsing (``str(spec)``, written to run configs); default:
+            the name and every option that differs from its default.
+        samples_multiple: ``samples_multiple(spec) -> int``: prediction draws must be a multiple of it (a
+            K-component mixture takes the same number from every component); default 1.
+    """
+
+    form: Form
+    build: Callable[[GuideSpec, BNN], AutoGuide]
+    capabilities: frozenset[Capability] = field(default_factory=frozenset)
+    parse: Callable[[ParsedSpec], GuideSpec] | None = None
+    format: Callable[[GuideSpec], str] | None = None
+    samples_multiple: Callable[[GuideSpec], int] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capabilities", frozenset(Capability(c) for c in self.capabilities))
+        if Capability.LOCAL_REPARAMETERIZATION in self.capabilities and Capability.FLAT_NORMAL not in self.capabilities:
+            raise TypeError(f"guide {self.name!r}: local-reparameterization needs the flat-normal capability")
+
+    @property
+    def name(self) -> str:
+        """The ``--guide`` name."""
+        return self.form.name
+
+    def offers(self, *capabilities: Capability) -> bool:
+        """Whether the family declares every one of ``capabilities``."""
+        return set(capabilities) <= self.capabilities
+
+
+_FAMILIES: dict[str, GuideFamily] = {}
+
+
+def register_guide(family: GuideFamily, *, replace: bool = False) -> GuideFamily:
+    """Adds a guide family to the registry (``--guide NAME``, :func:`~pyro_bnn.guides.parse_guide`).
+
+    Args:
+        family: The family.
+        replace: Allow replacing a family already registered under the same name.
+
+    Returns:
+        ``family``, unchanged.
+
+    Raises:
+        ValueError: The name (or an alias) is taken and ``replace`` is false.
+    """
+    if not isinstance(family, GuideFamily):
+        raise TypeError(f"register_guide takes a GuideFamily, got {type(family).__name__}")
+    names = {family.name, *family.form.aliases}
+    for other in _FAMILIES.values():
+        clash = names & {other.name, *other.form.aliases}
+        if clash and other.name != family.name:
+            raise ValueError(f"guide name(s) {sorted(clash)} already belong to the guide {other.name!r}")
+    if family.name in _FAMILIES and _FAMILIES[family.name] is not family and not replace:
+        raise ValueError(f"guide {family.name!r} is already registered; pass replace=True to override it")
+    _FAMILIES[family.name] = family
+    return family
+
+
+def unregister_guide(name: str) -> None:
+    """Removes the family called ``name`` (tests that register a toy family clean up with it)."""
+    _FAMILIES.pop(str(getattr(name, "value", name)), None)
+
+
+def guide_family(name: object) -> GuideFamily:
+    """The registered family called ``name`` (a :class:`~pyro_bnn.guides.GuideKind` or a string).
+
+    Raises:
+        ValueError: No family has that name (the message lists the registered ones).
+    """
+    key = str(getattr(name, "value", name)).strip().lower()
+    family = _FAMILIES.get(key)
+    if family is None:
+        raise ValueError(f"unknown guide {name!r}; registered: {', '.join(_FAMILIES)}")
+    return family
+
+
+def guide_families() -> tuple[GuideFamily, ...]:
+    """Every registered family, in registration order (the built-ins first)."""
+    return tuple(_FAMILIES.values())
+
+
+def families_with(*capabilities: Capability) -> list[str]:
+    """Names of the families that declare every one of ``capabilities`` (for messages and listings)."""
+    return [family.name for family in _FAMILIES.values() if family.offers(*capabilities)]
+
+
+def describe_capabilities(capabilities: Iterable[Capability]) -> str:
+    """``"draws, flat-normal"``: the flags as a stable, readable list."""
+    order = list(Capability)
+    return ", ".join(c.value for c in sorted(capabilities, key=order.index)) or "none"

@@ -1,0 +1,173 @@
+"""The objective registry: every ``--elbo`` name registered once, with the keyword arguments it takes and the guide
+capabilities it needs.
+
+An objective's module registers it where it is defined::
+
+    @register_objective("my-elbo", options=("num_particles",), requires={Capability.FLAT_NORMAL},
+                        doc="My estimator of the negative ELBO ...")
+    class MyELBO: ...
+
+:func:`make_objective` builds one by name from whatever options the caller has (it passes each objective only the
+options it declares), and :meth:`ObjectiveEntry.refusal` says, from a guide family's declared capabilities alone,
+whether the objective can train it: run validation asks that before any data is loaded. Which objective ``auto``
+picks for a built guide is decided in one place, :class:`~pyro_bnn.infer.AutoELBO`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from pyro_bnn.guides.capabilities import Capability
+from pyro_bnn.guides.registry import families_with
+
+if TYPE_CHECKING:
+    from pyro_bnn.guides.spec import GuideSpec
+
+
+@dataclass(frozen=True)
+class ObjectiveEntry:
+    """One registered objective.
+
+    Attributes:
+        name: Its ``--elbo`` name.
+        factory: Builds it from the options in :attr:`options` (keyword arguments).
+        options: The keyword arguments the factory takes, e.g. ``("num_particles", "vectorize_particles")``.
+        requires: Guide capabilities it needs (all of them).
+        excludes: Guide capabilities it cannot score (any of them).
+        doc: One paragraph for ``pyro-bnn list`` and the docs.
+    """
+
+    name: str
+    factory: Callable[..., Any]
+    options: tuple[str, ...] = ()
+    requires: frozenset[Capability] = field(default_factory=frozenset)
+    excludes: frozenset[Capability] = field(default_factory=frozenset)
+    doc: str = ""
+
+    def refusal(self, capabilities: Iterable[Capability]) -> str | None:
+        """Why this objective cannot train a guide with ``capabilities`` (a clause), or None if it can."""
+        capabilities = set(capabilities)
+        missing = [c for c in Capability if c in self.requires - capabilities]
+        if missing:
+            names = " or ".join(families_with(*self.requires)) or "a registered"
+            return f"needs the {names} guide ({', '.join(c.value for c in missing)})"
+        clash = [c.value for c in Capability if c in self.excludes & capabilities]
+        if clash:
+            return f"does not score a guide with {' or '.join(clash)}"
+        return None
+
+    def build(self, **options: Any) -> Any:
+        """The objective, from the subset of ``options`` it takes.
+
+        Raises:
+            ValueError: ``num_particles`` other than 1 for an objective that does not take it (it would be ignored).
+        """
+        particles = options.get("num_particles", 1)
+        if "num_particles" not in self.options and particles != 1:
+            raise ValueError(f"elbo {self.name!r} takes no num_particles (got {particles}); it draws its own samples")
+        return self.factory(**{key: value for key, value in options.items() if key in self.options})
+
+
+_ENTRIES: dict[str, ObjectiveEntry] = {}
+
+
+def _key(name: object) -> str:
+    return str(name.value if isinstance(name, Enum) else name).strip().lower()
+
+
+def register_objective(
+    name: str,
+    *,
+    options: Iterable[str] = (),
+    requires: Iterable[Capability] = (),
+    excludes: Iterable[Capability] = (),
+    doc: str = "",
+    replace: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering an objective class or factory under ``name`` (``--elbo NAME``, :func:`make_objective`).
+
+    Args:
+        name: The name (lower case, no ``:``).
+        options: The keyword arguments the factory takes.
+        requires: Guide capabilities it needs.
+        excludes: Guide capabilities it cannot score.
+        doc: Its description.
+        replace: Allow replacing another factory registered under ``name``.
+
+    Raises:
+        ValueError: ``name`` is taken by another factory and ``replace`` is false, or is not a valid name.
+    """
+    key = _key(name)
+    if not key or ":" in key:
+        raise ValueError(f"an objective name must be non-empty and hold no ':', got {name!r}")
+
+    def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
+        existing = _ENTRIES.get(key)
+        if existing is not None and existing.factory is not factory and not replace:
+            raise ValueError(f"elbo {key!r} is already registered to {existing.factory!r}; pass replace=True")
+        _ENTRIES[key] = ObjectiveEntry(
+            key, factory, tuple(options), frozenset(requires), frozenset(excludes), " ".join(doc.split())
+        )
+        return factory
+
+    return decorator
+
+
+def unregister_objective(name: str) -> None:
+    """Removes the objective called ``name`` (tests that register one clean up with it)."""
+    _ENTRIES.pop(_key(name), None)
+
+
+def objective_entry(name: object) -> ObjectiveEntry:
+    """The registered objective called ``name`` (an :class:`~pyro_bnn.infer.ElboKind` or a string).
+
+    Raises:
+        ValueError: One line naming ``name`` and the registered names.
+    """
+    entry = _ENTRIES.get(_key(name)) if isinstance(name, (str, Enum)) else None
+    if entry is None:
+        raise ValueError(f"unknown ELBO {name!r}; expected one of {', '.join(_ENTRIES)}")
+    return entry
+
+
+def objective_entries() -> tuple[ObjectiveEntry, ...]:
+    """Every registered objective, in registration order."""
+    return tuple(_ENTRIES.values())
+
+
+def make_objective(name: object, num_particles: int = 1, vectorize_particles: bool = False, **options: Any) -> Any:
+    """The registered objective ``name`` built from the options it takes (others are not passed to it).
+
+    Args:
+        name: An ``--elbo`` name (:class:`~pyro_bnn.infer.ElboKind` for the built-in ones).
+        num_particles: Weight draws per step, for objectives that take it.
+        vectorize_particles: Draw the particles in one vectorised pass, for objectives that take it.
+        **options: Further options (``samples_per_example`` of the mixture objective, ...).
+
+    Raises:
+        ValueError: An unknown name, or an option value the objective refuses.
+    """
+    entry = objective_entry(name)
+    return entry.build(num_particles=num_particles, vectorize_particles=vectorize_particles, **options)
+
+
+def check_objective(name: object, guide: GuideSpec) -> None:
+    """Refuses, from the guide's declared capabilities alone, an objective that cannot train it.
+
+    Args:
+        name: The ``--elbo`` name.
+        guide: The parsed ``--guide`` (:func:`~pyro_bnn.guides.parse_guide`).
+
+    Raises:
+        ValueError: One line: an unknown objective, or why it cannot train this guide and which objectives can.
+    """
+    entry = objective_entry(name)
+    reason = entry.refusal(guide.capabilities)
+    if reason is not None:
+        usable = [other.name for other in _ENTRIES.values() if other.refusal(guide.capabilities) is None]
+        raise ValueError(
+            f"elbo {entry.name!r} {reason}, got guide {str(guide)!r}; objectives that train it: {', '.join(usable)}"
+        )
