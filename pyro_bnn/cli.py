@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import contextmanager
 
+from pyro_bnn.errors import UserError
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import NonFiniteLossError
 from pyro_bnn.spec import catalogue
@@ -109,10 +110,6 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
 
 def _print_metrics(metrics: dict) -> None:
     print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
-
-
-class UserError(Exception):
-    """A problem the user fixes (a bad option, missing data, an occupied output folder): one line, exit code 2."""
 
 
 @contextmanager

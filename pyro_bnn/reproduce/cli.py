@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from pyro_bnn.errors import UserError
+
 
 def _data_dir(text: str) -> tuple[str, str]:
     name, sep, path = text.partition("=")
@@ -55,7 +57,6 @@ def add_reproduce_parser(commands) -> None:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from pyro_bnn.cli import UserError
     from pyro_bnn.reproduce.api import check_request, listing, reproduce
 
     if args.list:
