@@ -253,7 +253,7 @@ class FlatMeanField(AutoGuide):
     @torch.no_grad()
     def draw(self, num_samples: int, *, start: int = 0) -> dict[str, torch.Tensor]:
         """``num_samples`` independent draws of every latent site, without Pyro: one standard normal draw of
-        ``(S, D)`` values (:func:`pyro_bnn.infer.noise.standard_normal`) scaled and shifted, then per-site views
+        ``(S, D)`` values (:func:`pyro_bnn.rng.standard_normal`) scaled and shifted, then per-site views
         pushed into each site's support. The same distribution as running the guide under a sample plate, at the
         cost of the random numbers and one pass over them.
 
