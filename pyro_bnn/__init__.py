@@ -9,16 +9,19 @@ Set the environment variable ``PYRO_BNN_MODULE_LOCAL_PARAMS=0`` before the impor
 is (for code that relies on ``pyro.get_param_store()``); ``1``, empty or unset means the default above.
 """
 
-import os
+import os as _os
 
-import pyro
+import pyro as _pyro
+
+# The package version, written here only: setup.cfg reads it (``attr:``) and ``pyro-bnn --version`` prints it.
+__version__ = "0.1.0"
 
 MODULE_LOCAL_PARAMS_ENV = "PYRO_BNN_MODULE_LOCAL_PARAMS"
 
 
 def _module_local_params_wanted() -> bool:
     """Reads ``PYRO_BNN_MODULE_LOCAL_PARAMS``: True unless it is ``0``; any value other than 0, 1 or empty fails."""
-    value = os.environ.get(MODULE_LOCAL_PARAMS_ENV, "").strip()
+    value = _os.environ.get(MODULE_LOCAL_PARAMS_ENV, "").strip()
     if value not in ("", "0", "1"):
         raise ValueError(
             f"{MODULE_LOCAL_PARAMS_ENV}={value!r} is not understood: expected 0 (leave Pyro's module_local_params "
@@ -28,10 +31,10 @@ def _module_local_params_wanted() -> bool:
 
 
 if _module_local_params_wanted():
-    pyro.settings.set(module_local_params=True)
-
-__version__ = "0.1.0"
+    _pyro.settings.set(module_local_params=True)
 
 from pyro_bnn.bnn import BNN  # noqa: E402  (after the settings above)
 
+# What ``from pyro_bnn import *`` gives and what the API reference documents as the top level; everything else is
+# reached through its subpackage (pyro_bnn.priors, pyro_bnn.guides, pyro_bnn.infer, ...).
 __all__ = ["BNN", "MODULE_LOCAL_PARAMS_ENV", "__version__"]

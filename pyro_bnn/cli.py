@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import contextmanager
 
+from pyro_bnn import __version__
 from pyro_bnn.errors import UserError
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import NonFiniteLossError
@@ -231,6 +232,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
+    parser.add_argument("--version", action="version", version=f"pyro-bnn {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a BNN and write its metrics, checkpoint and figures")
