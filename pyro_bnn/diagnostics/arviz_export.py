@@ -1,4 +1,4 @@
-"""Posterior draws in ArviZ's form: the one module of pyro_bnn that touches ArviZ's data structures (an adapter).
+"""Posterior draws in ArviZ's form: pyro_bnn's adapter to ArviZ's data structures.
 
 Everything here speaks one layout, ``{site name: (chain, draw, *site_shape)}`` tensors:
 
@@ -7,16 +7,17 @@ Everything here speaks one layout, ``{site name: (chain, draw, *site_shape)}`` t
   without a chain dimension (MCMC, an ensemble), a point estimate, or a :class:`~pyro_bnn.predict.ParameterSource`.
 * :func:`to_inference_data` turns it into ArviZ's container, with a ``posterior`` group (one variable per site,
   dims ``(chain, draw, <site>_dim_0, ...)``) and, given data, a ``log_likelihood`` group (variable ``"obs"``,
-  dims ``(chain, draw, obs_id)``) computed by :func:`pyro_bnn.predict.predict`, so that ``az.summary``,
-  ``az.loo`` and ``az.waic`` run on it.
+  dims ``(chain, draw, obs_id)``) computed by :func:`pyro_bnn.predict.predict`, so that ArviZ's summary and LOO
+  run on it (``az.summary`` / ``az.loo`` of ArviZ 0.x, ``arviz_stats.summary`` / ``loo`` of the refactored ArviZ,
+  or :mod:`pyro_bnn.diagnostics.arviz_compat`'s ``summary`` / ``loo`` / ``compare`` with either).
 * :func:`convergence_summary` reads r-hat and ESS back as plain floats, so callers never handle ArviZ objects.
 * :func:`normality_scores` (pure torch, in :mod:`pyro_bnn.diagnostics.normality`) measures how far each scalar's
   marginal is from a Normal.
 
-ArviZ 0.x builds an ``InferenceData``; ArviZ 1.x (arviz-base) builds an ``xarray.DataTree`` with the same group and
-variable names. The version check lives in :func:`arviz_major_version` and nowhere else in the package. Only the
-0.x branch is exercised by the test suite (0.23 is what installs here); the 1.x branch follows arviz-base's
-documented ``from_dict({group: {var: array}}, dims=..., coords=...)`` and arviz-stats' ``rhat`` / ``ess``.
+Both generations of ArviZ are served: ArviZ 0.x (``arviz``) builds an ``InferenceData``; the refactored ArviZ
+(ArviZ 1.x, or ``arviz-base`` + ``arviz-stats`` on their own) an ``xarray.DataTree`` with the same group and variable
+names. Which one is built, and every call into ArviZ, is decided in :mod:`pyro_bnn.diagnostics.arviz_compat` and
+nowhere else; ArviZ is imported only when a function here needs it.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import arviz as az
 import numpy as np
 import torch
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.diagnostics import arviz_compat
 from pyro_bnn.diagnostics.normality import normality_scores
 from pyro_bnn.predict.predictive import Data, predict
 from pyro_bnn.predict.sources import GuideSource, ParameterSource, PointEstimate, Samples
@@ -42,8 +43,9 @@ OBS_DIM = "obs_id"
 
 
 def arviz_major_version() -> int:
-    """The installed ArviZ's major version (0: ``InferenceData``; 1 and later: ``xarray.DataTree``)."""
-    return int(str(az.__version__).split(".", 1)[0])
+    """The ArviZ generation :func:`to_inference_data` builds with now: 0 (ArviZ 0.x, ``InferenceData``) or 1 (the
+    refactored ArviZ, ``xarray.DataTree``); see :func:`pyro_bnn.diagnostics.arviz_compat.backend`."""
+    return 0 if arviz_compat.backend() == arviz_compat.LEGACY else 1
 
 
 def site_dims(site: str, ndim: int) -> list[str]:
@@ -231,9 +233,10 @@ def to_inference_data(
         batch_size: Examples per network call when scoring ``data``.
 
     Returns:
-        ArviZ 0.x: an ``az.InferenceData``; ArviZ 1.x: an ``xarray.DataTree``. Groups ``posterior`` (one variable
-        per site, dims ``(chain, draw, <site>_dim_0, ...)``) and, with data, ``log_likelihood`` (variable
-        ``"obs"``, dims ``(chain, draw, obs_id)``: ``log p(y_n | draw)``, unscaled).
+        ArviZ 0.x: an ``arviz.InferenceData``; the refactored ArviZ: an ``xarray.DataTree`` (the backend that
+        :func:`~pyro_bnn.diagnostics.arviz_compat.backend` names; ``PYRO_BNN_ARVIZ`` forces one). Groups
+        ``posterior`` (one variable per site, dims ``(chain, draw, <site>_dim_0, ...)``) and, with data,
+        ``log_likelihood`` (variable ``"obs"``, dims ``(chain, draw, obs_id)``: ``log p(y_n | draw)``, unscaled).
 
     Raises:
         ValueError: samples not in the ``(chain, draw, ...)`` layout, a site missing from them, or data without
@@ -270,28 +273,12 @@ def to_inference_data(
         pointwise = prediction.log_likelihood.reshape(num_chains, num_draws, -1)
         log_likelihood = {LOG_LIKELIHOOD_VAR: pointwise.cpu().numpy()}
         dims[LOG_LIKELIHOOD_VAR] = [OBS_DIM]
-    return _build(posterior, log_likelihood, dims, coords)
-
-
-def _build(posterior: dict, log_likelihood: dict | None, dims: dict, coords: dict) -> Any:
-    """The version-specific constructor (the only place that calls ``az.from_dict``)."""
-    if arviz_major_version() >= 1:
-        # ArviZ 1.x branch, NOT exercised by the test suite (0.x is what installs here). arviz-base's documented
-        # from_dict({group: {var: array}}, dims=..., coords=...) -> xarray.DataTree; the leading (chain, draw) axes
-        # are its default sample dims, and a "log_likelihood" group skips event dims as the 0.x one does.
-        groups = {"posterior": posterior}
-        if log_likelihood is not None:
-            groups["log_likelihood"] = log_likelihood
-        return az.from_dict(groups, dims=dims, coords=coords or None)
-    return az.from_dict(posterior=posterior, log_likelihood=log_likelihood, dims=dims, coords=coords or None)
+    return arviz_compat.from_dicts(posterior, log_likelihood=log_likelihood, dims=dims, coords=coords)
 
 
 def posterior_dataset(inference_data: Any) -> Any:
     """The ``posterior`` group as an ``xarray.Dataset`` (from an ``InferenceData`` or a ``DataTree``)."""
-    if arviz_major_version() >= 1:  # ArviZ 1.x (DataTree), untested here
-        node = inference_data["posterior"]
-        return node.to_dataset() if hasattr(node, "to_dataset") else node
-    return inference_data.posterior
+    return arviz_compat.group(inference_data, "posterior")
 
 
 def _per_scalar(dataset: Any, names: Sequence[str]) -> np.ndarray:
@@ -303,19 +290,17 @@ def convergence_summary(inference_data: Any, var_names: Sequence[str] | None = N
     """Rank-normalised split r-hat and bulk / tail ESS of every posterior scalar, summarised as plain floats.
 
     Args:
-        inference_data: What :func:`to_inference_data` returned.
+        inference_data: What :func:`to_inference_data` returned (either ArviZ generation).
         var_names: Posterior variables to include; default all.
 
     Returns:
         ``{"num_scalars", "rhat_max", "rhat_median", "frac_rhat_gt_1.01", "frac_rhat_gt_1.1", "ess_bulk_min",
         "ess_bulk_median", "ess_tail_min", "ess_tail_median"}``.
     """
-    dataset = posterior_dataset(inference_data)
-    names = list(var_names) if var_names is not None else list(dataset.data_vars)
-    dataset = dataset[names]
-    rhat = _per_scalar(az.rhat(dataset), names)
-    ess_bulk = _per_scalar(az.ess(dataset, method="bulk"), names)
-    ess_tail = _per_scalar(az.ess(dataset, method="tail"), names)
+    names = list(var_names) if var_names is not None else list(posterior_dataset(inference_data).data_vars)
+    rhat = _per_scalar(arviz_compat.rhat(inference_data, names), names)
+    ess_bulk = _per_scalar(arviz_compat.ess(inference_data, names, method="bulk"), names)
+    ess_tail = _per_scalar(arviz_compat.ess(inference_data, names, method="tail"), names)
     return {
         "num_scalars": int(rhat.size),
         "rhat_max": float(np.nanmax(rhat)),

@@ -192,8 +192,7 @@ def _pruning(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dic
 
 
 def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[str, Any]:
-    import arviz as az
-
+    from pyro_bnn.diagnostics import arviz_compat
     from pyro_bnn.diagnostics.arviz_export import draw_samples, normality_scores, to_inference_data
     from pyro_bnn.plots.posterior_shape import plot_marginals
 
@@ -202,7 +201,7 @@ def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[
     scores = normality_scores(samples)
     data = (evaluation.x[:2000], evaluation.y[:2000])
     inference = to_inference_data(evaluation.bnn, samples, data, max_scalars_per_site=8)
-    loo = az.loo(inference)
+    loo = arviz_compat.loo(inference)  # either ArviZ generation
     save_figure(plot_marginals(samples), out / "marginals.png")
     return {
         "num_samples": options.num_samples,
@@ -210,7 +209,7 @@ def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[
             site: {key: _mean_abs(value) for key, value in score.items() if isinstance(value, torch.Tensor)}
             for site, score in scores.items()
         },
-        "loo": {"elpd_loo": float(loo["elpd_loo"]), "p_loo": float(loo["p_loo"]), "test_points": len(data[0])},
+        "loo": {"elpd_loo": loo.elpd, "p_loo": loo.p, "test_points": len(data[0])},
     }
 
 

@@ -1,11 +1,11 @@
 """The ArviZ adapter: draws in the (chain, draw, ...) layout from every kind of source, the export's groups, names
-and shapes, ArviZ's own diagnostics running on it, and the normality scores."""
+and shapes, ArviZ's own diagnostics running on it, and the normality scores. The export's tests run once per ArviZ
+generation (the ``arviz_backend`` fixture of conftest.py): ArviZ 0.x and the refactored arviz-base / arviz-stats."""
 
 from __future__ import annotations
 
 import math
 
-import arviz as az
 import numpy as np
 import pytest
 import scipy.stats
@@ -14,6 +14,7 @@ from pyro.infer.autoguide import AutoNormal
 from torch import nn
 
 from pyro_bnn import BNN
+from pyro_bnn.diagnostics import arviz_compat
 from pyro_bnn.diagnostics.arviz_export import (
     LOG_LIKELIHOOD_VAR,
     OBS_DIM,
@@ -134,13 +135,15 @@ def test_mixture_guide_chains_each_hold_every_component():
 
 
 # ------------------------------------------------------------------------------------------ the export
-def test_export_has_the_groups_names_and_dims_arviz_expects():
+def test_export_has_the_groups_names_and_dims_arviz_expects(arviz_backend):
     bnn = _bnn()
     x, y = _data()
     samples = draw_samples(bnn, _flat_guide(bnn), 50, chains=2)
     data = to_inference_data(bnn, samples, (x, y))
-    assert arviz_major_version() == 0  # the 1.x branch is not exercised here
-    assert set(data.groups()) == {"posterior", "log_likelihood"}
+    container = "InferenceData" if arviz_backend == arviz_compat.LEGACY else "DataTree"
+    assert type(data).__name__ == container
+    assert arviz_major_version() == (0 if arviz_backend == arviz_compat.LEGACY else 1)
+    assert set(arviz_compat.group_names(data)) == {"posterior", "log_likelihood"}
     posterior = posterior_dataset(data)
     assert list(posterior.data_vars) == bnn.site_names
     for name, shape in _shapes(bnn).items():
@@ -148,37 +151,55 @@ def test_export_has_the_groups_names_and_dims_arviz_expects():
         assert variable.dims == ("chain", "draw", *[f"{name}_dim_{i}" for i in range(len(shape))])
         assert variable.shape == (2, 50, *shape)
         np.testing.assert_array_equal(variable.values, samples[name].numpy())
-    log_lik = data.log_likelihood[LOG_LIKELIHOOD_VAR]
+    log_lik = arviz_compat.group(data, "log_likelihood")[LOG_LIKELIHOOD_VAR]
     assert log_lik.dims == ("chain", "draw", OBS_DIM) and log_lik.shape == (2, 50, N)
     flat = {name: value.reshape(100, *value.shape[2:]) for name, value in samples.items()}
     expected = predict(bnn, flat, (x, y)).log_likelihood.reshape(2, 50, N)
     np.testing.assert_allclose(log_lik.values, expected.numpy(), rtol=1e-6)
 
 
-def test_summary_loo_and_waic_run_on_the_export():
+def _native_summary_and_loo(backend, data):
+    """The generation's own summary and PSIS-LOO, called as a user of that ArviZ would call them."""
+    if backend == arviz_compat.LEGACY:
+        import arviz as az
+
+        assert math.isfinite(az.waic(data).elpd_waic)
+        loo = az.loo(data)
+        return az.summary(data), float(loo.elpd_loo)
+    import arviz_stats as azs
+
+    return azs.summary(data), float(azs.loo(data).elpd)
+
+
+def test_summary_and_loo_run_on_the_export(arviz_backend):
     bnn = _bnn()
     x, y = _data()
     samples = draw_samples(bnn, _flat_guide(bnn), 100, chains=2)
     data = to_inference_data(bnn, samples, (x, y))
-    summary = az.summary(data)
+    native_summary, native_elpd = _native_summary_and_loo(arviz_backend, data)
+    summary = arviz_compat.summary(data)
+    assert list(summary.index) == list(native_summary.index)
+    assert list(summary.columns) == list(arviz_compat.SUMMARY_COLUMNS)
     assert len(summary) == bnn.num_random_parameters()
     assert "fc1.weight[0, 1]" in summary.index
     assert summary["r_hat"].max() < 1.1  # independent draws from one guide
-    loo = az.loo(data)
-    waic = az.waic(data)
-    assert math.isfinite(loo.elpd_loo) and math.isfinite(waic.elpd_waic)
-    log_lik = data.log_likelihood[LOG_LIKELIHOOD_VAR].values
+    loo = arviz_compat.loo(data)
+    assert loo.elpd == pytest.approx(native_elpd, rel=1e-12)
+    assert math.isfinite(loo.elpd) and math.isfinite(loo.se) and loo.p > 0
+    assert (loo.n_samples, loo.n_data_points, loo.pareto_k.shape) == (200, N, (N,))
+    log_lik = arviz_compat.group(data, "log_likelihood")[LOG_LIKELIHOOD_VAR].values
     lppd = float(np.sum(np.log(np.mean(np.exp(log_lik.reshape(200, N)), axis=0))))
-    assert loo.elpd_loo <= lppd + 1e-6  # leaving a point out can only cost predictive density here
+    assert loo.elpd <= lppd + 1e-6  # leaving a point out can only cost predictive density here
+    assert loo.p == pytest.approx(lppd - loo.elpd, rel=1e-5)  # p_loo = lppd - elpd_loo (float32 log-likelihoods)
 
 
-def test_thinned_sites_and_site_selection():
+def test_thinned_sites_and_site_selection(arviz_backend):
     bnn = _bnn()
     samples = draw_samples(bnn, _flat_guide(bnn), 10)
     data = to_inference_data(bnn, samples, sites=["fc2.weight", "out.bias"], max_scalars_per_site=4)
     posterior = posterior_dataset(data)
     assert list(posterior.data_vars) == ["fc2.weight", "out.bias"]
-    assert set(data.groups()) == {"posterior"}
+    assert set(arviz_compat.group_names(data)) == {"posterior"}
     thinned = posterior["fc2.weight"]
     assert thinned.dims == ("chain", "draw", "fc2.weight_flat")
     assert thinned["fc2.weight_flat"].values.tolist() == [0, 8, 16, 24]
@@ -190,15 +211,27 @@ def test_thinned_sites_and_site_selection():
         to_inference_data(bnn, {"fc1.bias": torch.randn(5)}, sites=["fc1.bias"])
 
 
-def test_convergence_summary_of_independent_chains_is_clean():
+def test_convergence_summary_of_independent_chains_is_clean(arviz_backend):
     g = torch.Generator().manual_seed(1)
     values = torch.randn(4, 500, 3, generator=g)
     summary = convergence_summary(to_inference_data(_bnn(), {"theta": values}))
     assert summary["num_scalars"] == 3
     assert summary["rhat_max"] < 1.01
     assert summary["ess_bulk_min"] > 1200
+    assert summary["ess_tail_min"] > 1000
     shifted = values + torch.arange(4.0).view(4, 1, 1)  # chains in different places
     assert convergence_summary(to_inference_data(_bnn(), {"theta": shifted}))["rhat_max"] > 1.5
+
+
+def test_convergence_summary_is_the_same_number_in_both_generations(both_arviz_backends, monkeypatch):
+    g = torch.Generator().manual_seed(3)
+    values = torch.randn(3, 200, 4, generator=g).cumsum(1) * 0.2 + torch.randn(3, 200, 4, generator=g)  # autocorrelated
+    summaries = {}
+    for name in arviz_compat.BACKENDS:
+        monkeypatch.setenv(arviz_compat.ENV_VAR, name)
+        summaries[name] = convergence_summary(to_inference_data(_bnn(), {"theta": values}))
+    assert summaries[arviz_compat.LEGACY] == pytest.approx(summaries[arviz_compat.REFACTORED], rel=1e-9)
+    assert summaries[arviz_compat.LEGACY]["ess_bulk_min"] < 300  # the chains do mix slowly: a non-trivial check
 
 
 # ------------------------------------------------------------------------------------------ normality
