@@ -6,16 +6,18 @@ STAMP := $(VENV)/.pyro_bnn-installed
 FMNIST_DIR := /usr/share/datasets/fashion-mnist
 DEMO_OUT ?= results/demo
 
-.PHONY: install fmnist test test-all demo lint bench clean
+.PHONY: install fmnist test test-all demo lint bench docs clean
 
 install: $(STAMP)
 
 # torch/torchvision are installed first at the versions that lie on this machine's disk (a CUDA build that also runs
-# on the CPU); setup.cfg itself only states lower bounds.
-$(STAMP): setup.cfg pyproject.toml
+# on the CPU); setup.cfg itself only states lower bounds. The extras: dev (tests, ruff, ...), ray (the Ray executor,
+# tested) and docs (make docs; tests/test_docs.py builds the site in strict mode). A change to setup.cfg or to the
+# extras named here reinstalls.
+$(STAMP): setup.cfg pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	$(PY) -m pip install --quiet -e '.[dev,ray,docs]'
 	touch $(STAMP)
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package. Installed when missing and we are root;
@@ -38,6 +40,11 @@ test-all: $(STAMP) fmnist
 
 demo: $(STAMP) fmnist
 	$(VENV)/bin/pyro-bnn demo --out $(DEMO_OUT)
+
+# The documentation site (docs/, mkdocs.yml): the API reference from the docstrings, the README's long sections,
+# the notebooks (not executed) and the CLI's help; strict, so a warning or a broken cross-reference fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pyro_bnn tests bench
