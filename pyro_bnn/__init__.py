@@ -17,6 +17,8 @@ import pyro as _pyro
 __version__ = "0.1.0"
 
 MODULE_LOCAL_PARAMS_ENV = "PYRO_BNN_MODULE_LOCAL_PARAMS"
+"""The environment variable read at import: ``0`` leaves Pyro's ``module_local_params`` setting as it is, ``1`` or
+unset turns it on (every model and guide keeps its parameters on the module)."""
 
 
 def _module_local_params_wanted() -> bool:

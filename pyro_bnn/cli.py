@@ -231,6 +231,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``pyro-bnn`` argument parser with every verb (``train``, ``evaluate``, ``diagnose``, ``demo``, ``list``,
+    ``reproduce``); the docs' CLI page is generated from it."""
     parser = argparse.ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
     parser.add_argument("--version", action="version", version=f"pyro-bnn {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)

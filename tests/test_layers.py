@@ -1,5 +1,5 @@
 """The package's layers, as import-linter contracts (the repository's ``.importlinter``): lower layers never import
-upper ones. See the README's design notes ("Layers").
+upper ones. See docs/design.md ("Layers").
 
 import-linter runs in a subprocess (it changes ``sys.path`` and the logging configuration of the process it runs in)
 with this interpreter, so it is the virtualenv's import-linter; ``make install`` installs it (setup.cfg's ``dev``

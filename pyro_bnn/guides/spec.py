@@ -62,7 +62,7 @@ class LocInit(str, Enum):
 DEFAULT_GUIDE = "flat:rel=1"
 """The guide the CLI and the demo use unless told otherwise: the family and initialisation chosen by the measurement
 in ``results/guide-defaults/`` (``autonormal:rel=1`` there), stored flat so that training takes the fused fast path
-(``--elbo auto``; ``bench/RESULTS.md``). See the README's results section."""
+(``--elbo auto``; ``bench/RESULTS.md``). See docs/results.md."""
 
 
 @dataclass(frozen=True)

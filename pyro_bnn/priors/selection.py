@@ -13,6 +13,7 @@ from collections.abc import Callable
 from torch import nn
 
 Select = Callable[[str, nn.Module], bool]
+"""``select(parameter name, owning module) -> bool``: which parameters a prior makes random."""
 
 
 def every_parameter(name: str, module: nn.Module) -> bool:

@@ -24,6 +24,7 @@ STATE = "reproduce.json"
 
 
 def experiment_names() -> list[str]:
+    """The registered experiments' names (``pyro-bnn reproduce NAME``), sorted."""
     return sorted(EXPERIMENTS)
 
 
