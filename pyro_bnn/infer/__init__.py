@@ -26,16 +26,20 @@ from pyro_bnn.infer.objectives import (
     make_objective,
 )
 from pyro_bnn.infer.optim import ParamGroups
+from pyro_bnn.infer.steps import EagerStep, GraphedStepRunner, NonFiniteStep, StepParts, StepRunner
 from pyro_bnn.infer.trainer import NonFiniteLossError, SchedulerInterval, Trainer
+from pyro_bnn.infer.validation import Validation
 from pyro_bnn.infer.warm_start import map_warm_start
 
 __all__ = [
     "AutoELBO",
     "Callback",
     "Checkpoint",
+    "EagerStep",
     "EarlyStopping",
     "ElboKind",
     "FastMeanFieldELBO",
+    "GraphedStepRunner",
     "HistoryLogger",
     "MeanFieldELBO",
     "MixtureMeanKL",
@@ -48,8 +52,12 @@ __all__ = [
     "KLWeighting",
     "LRSchedule",
     "NonFiniteLossError",
+    "NonFiniteStep",
     "ScheduleKind",
+    "StepParts",
+    "StepRunner",
     "Trainer",
+    "Validation",
     "blundell_fraction",
     "component_of_rows",
     "constant",

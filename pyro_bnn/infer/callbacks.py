@@ -1,9 +1,14 @@
-"""Training callbacks: early stopping, checkpoints, logging. Each sees the trainer after every epoch."""
+"""Training callbacks: early stopping, checkpoints, logging. Each sees the trainer after every epoch.
+
+The per-epoch validation metrics are a callback too (:class:`~pyro_bnn.infer.validation.Validation`), which the
+trainer runs before these, so that they find the ``val_*`` keys in the epoch's record.
+"""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +25,8 @@ class Callback:
         """Called once before the first epoch (after a resume has restored the trainer's state)."""
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        """Called after each epoch with that epoch's record (also appended to ``trainer.history``)."""
+        """Called after each epoch with that epoch's record (also appended to ``trainer.history``, with the
+        validation metrics already in it)."""
 
     def on_train_end(self, trainer: Trainer) -> None:
         """Called once when training stops, normally or by early stopping."""
@@ -107,6 +113,12 @@ class Checkpoint(Callback):
     def on_train_end(self, trainer: Trainer) -> None:
         if trainer.optimizer is not None:
             trainer.save_checkpoint(self.path)
+
+
+def last_checkpoint_text(callbacks: Iterable[Callback]) -> str:
+    """What a training error says of checkpoints: the first :class:`Checkpoint` file written, if any."""
+    paths = [str(cb.path) for cb in callbacks if isinstance(cb, Checkpoint) and cb.path.exists()]
+    return f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
 
 
 class HistoryLogger(Callback):

@@ -6,8 +6,9 @@ deterministic step of the 3FC network on an H100 (5.8 ms against 2.0 ms at batch
 nearly all of that is launch and interpreter overhead, not arithmetic. Replayed from a captured graph the same step
 takes 1.1 ms.
 
-:class:`GraphedStep` is what :class:`~pyro_bnn.infer.Trainer` uses when it trains on a CUDA device with an objective
-that reads nothing back to the host in a step (``objective.graph_safe``, the fused
+:class:`GraphedStep` is what :class:`~pyro_bnn.infer.Trainer` uses (through the step runner
+:class:`~pyro_bnn.infer.steps.GraphedStepRunner`, which runs the eager steps) when it trains on a CUDA device with an
+objective that reads nothing back to the host in a step (``objective.graph_safe``, the fused
 :class:`~pyro_bnn.infer.FastMeanFieldELBO`). It keeps the step's semantics:
 
 * the first ``warmup`` steps run eagerly (lazy initialisation: optimiser state, cuBLAS workspaces), then one step is

@@ -1,10 +1,14 @@
-"""SVI training loop: any :class:`~pyro_bnn.infer.objectives.Objective`, KL annealing, checkpoints and callbacks."""
+"""SVI training loop: any :class:`~pyro_bnn.infer.objectives.Objective`, KL annealing, checkpoints and callbacks.
+
+The step itself (objective, backward, optimiser; eager or replayed from a CUDA graph) is a
+:class:`~pyro_bnn.infer.steps.StepRunner`, the per-epoch validation a callback
+(:class:`~pyro_bnn.infer.validation.Validation`), and what a checkpoint holds a
+:class:`~pyro_bnn.infer.trainer_state.TrainerState`.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -21,22 +25,24 @@ from tqdm.auto import tqdm
 from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
 from pyro_bnn.infer.annealing import KLSchedule, constant
-from pyro_bnn.infer.callbacks import Callback, Checkpoint
+from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
-from pyro_bnn.infer.cuda_graph import GraphedStep, unavailable_reason
-from pyro_bnn.infer.divergence import (
-    NonFiniteLossError,
-    NonFiniteOutputError,
-    finite,
-    is_argument_check,
-    non_finite_loss_message,
-)
+from pyro_bnn.infer.divergence import NonFiniteLossError, non_finite_loss_message
 from pyro_bnn.infer.kl_weighting import KLWeighting, minibatch_kl_weight
 from pyro_bnn.infer.objectives import ElboKind, Objective, ObjectiveTerms, make_objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer, clip_gradients
-from pyro_bnn.infer.trainer_state import restore_trainer_state, trainer_state_dict
+from pyro_bnn.infer.steps import (
+    GraphedStepRunner,
+    NonFiniteStep,
+    StepParts,
+    StepRunner,
+    StepRunnerFactory,
+    default_step_runner,
+    parameters_finite,
+)
+from pyro_bnn.infer.trainer_state import RunState, TrainerState
+from pyro_bnn.infer.validation import Validation
 from pyro_bnn.likelihoods import KLScale
-from pyro_bnn.predict import predict
 from pyro_bnn.predict.predictive import model_device
 
 GuideBuilder = Callable[[BNN], AutoGuide]
@@ -72,6 +78,15 @@ def _check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
         bnn.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
 
 
+def _kept_in(part: str, name: str, doc: str) -> property:
+    """A trainer attribute that lives in one of its parts, ``trainer.<part>.<name>``."""
+    return property(
+        lambda self: getattr(getattr(self, part), name),
+        lambda self, value: setattr(getattr(self, part), name, value),
+        doc=doc,
+    )
+
+
 class Trainer:
     """Trains a :class:`~pyro_bnn.BNN` and its guide by stochastic variational inference.
 
@@ -97,9 +112,10 @@ class Trainer:
         kl_weighting: ``"uniform"`` or ``"blundell"`` minibatch KL weights.
         device: Where to train; the model, priors, guide and batches move there. Default: the model's device.
         seed: Seeds Pyro/torch at the start of a fresh run; two CPU runs with the same seed give identical results.
-        num_val_samples: Posterior samples for the per-epoch validation metrics.
+        num_val_samples: Posterior samples for the per-epoch validation metrics (:attr:`validation`).
         n_bins: Calibration bins for the validation ECE.
-        callbacks: :class:`~pyro_bnn.infer.callbacks.Callback` s, run after every epoch in order.
+        callbacks: :class:`~pyro_bnn.infer.callbacks.Callback` s, run after every epoch in order (after the
+            validation, so they see its metrics).
         lr_scheduler: Optional factory ``optimizer -> torch LR scheduler``.
         lr_scheduler_interval: ``"epoch"`` (step the scheduler after every epoch) or ``"step"`` (after every
             optimiser step).
@@ -112,10 +128,19 @@ class Trainer:
             allow it (:mod:`pyro_bnn.infer.cuda_graph`; :attr:`graph_reason` says why not otherwise). The same random
             draws and, up to rounding, the same updates; a non-finite loss is then seen just after the step that
             used it.
+        step_runner: A factory ``StepParts -> StepRunner`` (:mod:`pyro_bnn.infer.steps`) for the step itself, e.g.
+            :class:`~pyro_bnn.infer.steps.EagerStep`; default: :func:`~pyro_bnn.infer.steps.default_step_runner`
+            (as ``cuda_graph`` says).
         config: JSON-serialisable description of the run, stored in checkpoints; a resume refuses a checkpoint
             whose config differs.
         resume_may_change: Config keys that may differ on a resume (e.g. ``epochs``, to extend a finished run).
     """
+
+    epoch = _kept_in("run_state", "epoch", "Completed epochs.")
+    global_step = _kept_in("run_state", "global_step", "Optimiser steps taken.")
+    history = _kept_in("run_state", "history", "One record per completed epoch.")
+    num_val_samples = _kept_in("validation", "num_samples", "Posterior samples for the validation metrics.")
+    n_bins = _kept_in("validation", "n_bins", "Calibration bins for the validation ECE.")
 
     def __init__(
         self,
@@ -138,6 +163,7 @@ class Trainer:
         nan_check_every: int = 1,
         progress: bool = True,
         cuda_graph: bool = True,
+        step_runner: StepRunnerFactory | None = None,
         config: dict[str, Any] | None = None,
         resume_may_change: Sequence[str] = (),
     ) -> None:
@@ -172,25 +198,26 @@ class Trainer:
                 "kl_scale='paper' (unscaled minibatch); use kl_weighting='uniform' or kl_scale='dataset'"
             )
         self.optim, self.lr_scheduler_factory = optim, lr_scheduler
-        for name, value in (("num_val_samples", num_val_samples), ("n_bins", n_bins)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        self.seed, self.num_val_samples, self.n_bins = seed, num_val_samples, n_bins
+        self.validation = Validation(num_val_samples, n_bins)
+        """The per-epoch validation metrics, run before :attr:`callbacks` on ``fit``'s ``val_loader``."""
+        self.seed = seed
         self.resume_may_change = frozenset(resume_may_change)
         self.callbacks = list(callbacks)
         self.progress = progress
         self.cuda_graph = bool(cuda_graph)
+        self._step_runner_factory = step_runner
+        self.step_runner: StepRunner | None = None
+        """What takes the steps, built by ``fit``: anew for each, unless it has ``new_fit()`` (a runner that keeps
+        state across fits, as a CUDA graph does); a loaded checkpoint drops it."""
         self.graph_reason = "training has not started"
         """Why steps are not replayed from a CUDA graph (None when they are)."""
-        self._graphed: GraphedStep | None = None
         self.config = dict(config or {})
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
         self._clip: dict = {}
         self._params: list[nn.Parameter] = []
-        self.history: list[dict[str, Any]] = []
-        self.epoch = 0  # completed epochs
-        self.global_step = 0
+        self.run_state = RunState()
+        """Epochs, steps and history so far (also :attr:`epoch`, :attr:`global_step`, :attr:`history`)."""
         self.stop_training = False
 
     # ----------------------------------------------------------------------------------------------- set-up
@@ -264,24 +291,24 @@ class Trainer:
         _check_all_labels(train_loader, self.bnn, x)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
-        if self._graphed is None:  # kept across fit() calls; a loaded checkpoint drops it (a capture holds state)
-            self._graphed = self._make_graphed_step()
+        if hasattr(self.step_runner, "new_fit"):  # one that keeps state (a CUDA graph) is kept across fit() calls
+            self.step_runner.new_fit()
         else:
-            self._graphed.new_fit()
+            self.step_runner = self._make_step_runner()
+        self.validation.loader = val_loader
         self.stop_training = False
         for callback in self.callbacks:
             callback.on_train_start(self)
         while self.epoch < epochs and not self.stop_training:
             record = self._train_epoch(train_loader, num_steps, epochs)
-            if not self._parameters_finite():
+            if not parameters_finite(self._params):
                 # The last steps' updates can overflow although every loss was finite: never checkpoint that.
                 raise NonFiniteLossError(
                     f"parameters became NaN or infinite during epoch {self.epoch + 1} (after its last checked loss); "
-                    f"training stopped and {self._last_checkpoint_text()}. Try a lower learning rate, a smaller "
-                    "init scale or gradient clipping."
+                    f"training stopped and {last_checkpoint_text(self.callbacks)}. Try a lower learning rate, a "
+                    "smaller init scale or gradient clipping."
                 )
-            if val_loader is not None:
-                record.update({f"val_{k}": v for k, v in self._validate(val_loader).items()})
+            self.validation.on_epoch_end(self, record)
             self.epoch += 1
             self.history.append(record)
             if self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.EPOCH:
@@ -294,8 +321,9 @@ class Trainer:
 
     def _train_epoch(self, loader: Iterable, num_steps: int, epochs: int) -> dict[str, Any]:
         self.bnn.train()
+        run, runner = self.run_state, self.step_runner
         if hasattr(loader, "set_epoch"):
-            loader.set_epoch(self.epoch)
+            loader.set_epoch(run.epoch)
         # Sums of the per-step loss and data term, kept on the device: read at logging intervals only.
         totals = torch.zeros(2, device=self.device, dtype=torch.float64)
         total_weight = 0.0
@@ -304,25 +332,22 @@ class Trainer:
             loader,
             mininterval=1.0,
             total=num_steps,
-            desc=f"epoch {self.epoch + 1}/{epochs}",
+            desc=f"epoch {run.epoch + 1}/{epochs}",
             disable=not self.progress,
             leave=False,
             dynamic_ncols=True,
         )
         for step, (x, y) in enumerate(bar, start=1):
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            kl_weight = self.kl_schedule(self.epoch + (step - 1) / num_steps)
+            kl_weight = self.kl_schedule(run.epoch + (step - 1) / num_steps)
             kl_weight *= minibatch_kl_weight(self.kl_weighting, step, num_steps)
             check = step % self.nan_check_every == 0 or step == num_steps
-            terms = self._graphed.step(x, y, kl_weight) if self._graphed is not None else None
-            if terms is None:
-                with self._graphed.eager_stream() if self._graphed is not None else contextlib.nullcontext():
-                    terms = self._eager_step(x, y, kl_weight, step, check)
-            elif check:
-                loss_value = float(terms.loss)
-                if not math.isfinite(loss_value):
-                    raise NonFiniteLossError(self._non_finite_message(loss_value, step, x, applied=True))
-            self.global_step += 1
+            try:
+                terms: ObjectiveTerms = runner.step(x, y, kl_weight, check)
+            except NonFiniteStep as stop:
+                message = self._non_finite_message(stop.loss, step, x, applied=stop.applied)
+                raise NonFiniteLossError(message) from stop.__cause__
+            run.global_step += 1
             if self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP:
                 self.scheduler.step()
             totals += torch.stack([terms.loss, terms.data_term]).double()
@@ -332,7 +357,7 @@ class Trainer:
         bar.close()
         total_loss, total_data = totals.tolist()
         return {
-            "epoch": self.epoch + 1,
+            "epoch": run.epoch + 1,
             "loss": total_loss / num_steps,
             "data_term": total_data / num_steps,
             "kl_term": (total_loss - total_data) / num_steps,
@@ -343,82 +368,36 @@ class Trainer:
             **{f"lr_{g['name']}": g["lr"] for g in self.optimizer.param_groups if "name" in g},
         }
 
-    def _eager_step(self, x: torch.Tensor, y: torch.Tensor, kl_weight: float, step: int, check: bool):
-        """Objective, backward pass and optimiser step, op by op; with ``check``, a non-finite loss stops training
-        before the optimiser step. Returns the terms detached (no autograd graph outlives the step)."""
-        self.optimizer.zero_grad(set_to_none=True)
-        try:
-            terms = self.objective(self.bnn, self.guide, x, y, kl_weight)
-        except ValueError as err:
-            # With validation on, divergence shows up first as a distribution's argument check.
-            if finite(x) and self._parameters_finite() and not is_argument_check(err):
-                raise
-            raise NonFiniteLossError(self._non_finite_message(float("nan"), step, x)) from err
-        if check:
-            loss_value = float(terms.loss.detach())
-            if not math.isfinite(loss_value):
-                raise NonFiniteLossError(self._non_finite_message(loss_value, step, x))
-        terms.loss.backward()
-        if self._clip:
-            clip_gradients(self._params, **self._clip)
-        self.optimizer.step()
-        return ObjectiveTerms(terms.loss.detach(), terms.data_term, terms.kl_term)
-
-    def _make_graphed_step(self) -> GraphedStep | None:
-        """The CUDA-graph step for this fit, or None (with :attr:`graph_reason` saying why)."""
-        per_step = self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP
-        reason = (
-            unavailable_reason(self.objective, self.device, self.optimizer, per_step)
-            if self.cuda_graph
-            else "turned off (cuda_graph=False)"
-        )
-        self.graph_reason = reason
-        if reason is not None:
-            return None
+    def _make_step_runner(self) -> StepRunner:
+        """This fit's step runner (:attr:`graph_reason` says why it replays no CUDA graph, if it does not)."""
         clip = (lambda params: clip_gradients(params, **self._clip)) if self._clip else None
-        return GraphedStep(self.objective, self.bnn, self.guide, self.optimizer, self._params, clip=clip)
-
-    def _parameters_finite(self) -> bool:
-        """Whether every trained parameter is finite (one host read for all of them)."""
-        if not self._params:
-            return True
-        return bool(torch.stack([torch.isfinite(p).all() for p in self._params]).all())
-
-    def _last_checkpoint_text(self) -> str:
-        paths = [str(cb.path) for cb in self.callbacks if isinstance(cb, Checkpoint) and cb.path.exists()]
-        return f"the last good checkpoint is {paths[0]}" if paths else "no checkpoint had been written"
+        parts = StepParts(self.objective, self.bnn, self.guide, self.optimizer, self._params, clip)
+        if self._step_runner_factory is None:
+            per_step = self.scheduler is not None and self.lr_scheduler_interval is SchedulerInterval.STEP
+            runner, self.graph_reason = default_step_runner(
+                parts, self.device, per_step_scheduler=per_step, cuda_graph=self.cuda_graph
+            )
+            return runner
+        runner = self._step_runner_factory(parts)
+        graphed = isinstance(runner, GraphedStepRunner)
+        self.graph_reason = None if graphed else f"the step runner passed in is a {type(runner).__name__}"
+        return runner
 
     def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor, applied: bool = False) -> str:
-        """``applied``: the step was replayed from a CUDA graph, its optimiser update already made."""
+        """``applied``: the step's optimiser update was already made (a step replayed from a CUDA graph)."""
         return non_finite_loss_message(
             loss_value,
             epoch=self.epoch + 1,
             step=step,
             x=x,
             nan_check_every=self.nan_check_every,
-            where=self._last_checkpoint_text(),
+            where=last_checkpoint_text(self.callbacks),
             applied=applied,
         )
 
-    def _validate(self, loader: Iterable) -> dict[str, float]:
-        """:meth:`evaluate` during training: outputs that overflow mean the parameters diverged."""
-        try:
-            return self.evaluate(loader)
-        except NonFiniteOutputError as err:
-            raise NonFiniteLossError(
-                f"{err} after epoch {self.epoch + 1}: the parameters diverged; training stopped and "
-                f"{self._last_checkpoint_text()}. Try a lower learning rate, a smaller init scale or gradient clipping."
-            ) from err
-
-    @torch.no_grad()
     def evaluate(self, loader: Iterable, num_samples: int | None = None) -> dict[str, float]:
         """Posterior predictive metrics on ``loader`` (accuracy, nll, brier, ece, mce; or rmse, nll)."""
-        num_samples = self.num_val_samples if num_samples is None else num_samples
-        prediction = predict(self.bnn, self.guide, loader, num_samples=num_samples)
-        outputs = prediction.probs if prediction.is_classification else prediction.means
-        if not bool(torch.isfinite(outputs).all()):
-            raise NonFiniteOutputError("the network's predictions on the validation data are NaN or infinite")
-        return prediction.metrics(n_bins=self.n_bins)
+        return self.validation.evaluate(self.bnn, self.guide, loader, num_samples)
 
     # ------------------------------------------------------------------------------------------ persistence
     def model_state(self) -> dict[str, Any]:
@@ -433,19 +412,27 @@ class Trainer:
         self.bnn.load_state_dict(state["model"])
         self.guide.load_state_dict(state["guide"])
 
+    def checkpoint_state(self) -> TrainerState:
+        """The parts of this trainer a checkpoint saves and restores (the trainer must be set up)."""
+        if self.optimizer is None:
+            raise RuntimeError("nothing to save before training has started")
+        return TrainerState(
+            self.run_state, self.bnn, self.guide, self.optimizer, self.scheduler, self.callbacks, self.config
+        )
+
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs (:func:`~pyro_bnn.infer.trainer_state.trainer_state_dict`)."""
-        return trainer_state_dict(self)
+        """Everything a resume needs (:meth:`~pyro_bnn.infer.trainer_state.TrainerState.state_dict`)."""
+        return self.checkpoint_state().state_dict()
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
         """Writes :meth:`state_dict` atomically to ``path``; refuses (NonFiniteLossError) parameters that are not
         finite, so a checkpoint on disk is always one to resume from."""
-        if not self._parameters_finite():
+        if not parameters_finite(self._params):
             raise NonFiniteLossError(f"refusing to write {path}: the parameters are NaN or infinite")
         save_checkpoint(self.state_dict(), path)
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:
         """Restores a checkpoint into this (already set-up) trainer, random state included."""
         state = load_checkpoint(path, map_location=self.device)
-        self._graphed = None  # captured with the optimiser state tensors that loading replaces
-        restore_trainer_state(self, state, path)
+        self.step_runner = None  # a CUDA graph was captured with the optimiser state tensors that loading replaces
+        self.checkpoint_state().load_state_dict(state, path, self.resume_may_change)

@@ -1,39 +1,111 @@
 """What a :class:`~pyro_bnn.infer.Trainer` checkpoint holds, and putting it back: the trainer's state as a dict of
 tensors and JSON strings (so :func:`~pyro_bnn.infer.checkpoint.load_checkpoint` reads it without unpickling
-arbitrary objects)."""
+arbitrary objects).
+
+:class:`TrainerState` names the parts of a trainer a checkpoint covers; :class:`RunState` holds the counters and the
+history, which the trainer keeps in one (``trainer.run_state``) and a resume replaces.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 
 from pyro_bnn.infer.checkpoint import config_differences
 
 if TYPE_CHECKING:
+    from pyro_bnn.infer.callbacks import Callback
     from pyro_bnn.infer.trainer import Trainer
+
+
+@dataclass
+class RunState:
+    """How far training has gone: what a resume continues from (``trainer.run_state``)."""
+
+    epoch: int = 0
+    """Completed epochs."""
+    global_step: int = 0
+    """Optimiser steps taken."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One record per completed epoch."""
+
+
+@dataclass(frozen=True)
+class TrainerState:
+    """The parts of a set-up trainer that a checkpoint saves and a resume restores (in place: the modules, the
+    optimiser, the scheduler and the callbacks load their state dicts; ``run``'s fields are replaced).
+
+    The checkpoint also holds the random state (torch's CPU generator and every CUDA generator).
+    """
+
+    run: RunState
+    model: nn.Module
+    guide: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any | None
+    callbacks: Sequence[Callback]
+    config: dict[str, Any]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint's contents (the format :func:`~pyro_bnn.infer.checkpoint.save_checkpoint` adds aside)."""
+        return {
+            "epoch": self.run.epoch,
+            "global_step": self.run.global_step,
+            "model": self.model.state_dict(),
+            "guide": self.guide.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
+            "config": json.dumps(self.config),
+            "history": json.dumps(self.run.history),
+            "callbacks": {_callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)},
+            "rng_torch": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def load_state_dict(
+        self, state: dict[str, Any], source: str | os.PathLike, resume_may_change: Iterable[str] = ()
+    ) -> None:
+        """Puts :meth:`state_dict`'s ``state`` (read from ``source``, named in errors) back.
+
+        Raises:
+            ValueError: The state was written with a config that differs from :attr:`config` in a key outside
+                ``resume_may_change``.
+        """
+        self.model.load_state_dict(state["model"])
+        self.guide.load_state_dict(state["guide"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state["scheduler"]:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.run.epoch, self.run.global_step = int(state["epoch"]), int(state["global_step"])
+        self.run.history = json.loads(state["history"])
+        saved_config = json.loads(state["config"])
+        if self.config and saved_config:
+            differing = config_differences(saved_config, self.config, ignore=resume_may_change)
+            if differing:
+                raise ValueError(f"cannot resume from {source}: it was written with a different config ({differing})")
+        for i, callback in enumerate(self.callbacks):
+            key = _callback_key(i, callback)
+            if key in state.get("callbacks", {}):
+                callback.load_state_dict(state["callbacks"][key])
+        torch.set_rng_state(state["rng_torch"].cpu())
+        if state["rng_cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+
+
+def _callback_key(index: int, callback: Callback) -> str:
+    return f"{index}:{type(callback).__name__}"
 
 
 def trainer_state_dict(trainer: Trainer) -> dict[str, Any]:
     """Everything a resume needs: model, guide, optimiser, scheduler, counters, history, config, callbacks' state and
-    the random state (torch's CPU generator and every CUDA generator)."""
-    if trainer.optimizer is None:
-        raise RuntimeError("nothing to save before training has started")
-    return {
-        "epoch": trainer.epoch,
-        "global_step": trainer.global_step,
-        "model": trainer.bnn.state_dict(),
-        "guide": trainer.guide.state_dict(),
-        "optimizer": trainer.optimizer.state_dict(),
-        "scheduler": trainer.scheduler.state_dict() if trainer.scheduler is not None else {},
-        "config": json.dumps(trainer.config),
-        "history": json.dumps(trainer.history),
-        "callbacks": {f"{i}:{type(cb).__name__}": cb.state_dict() for i, cb in enumerate(trainer.callbacks)},
-        "rng_torch": torch.get_rng_state(),
-        "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
+    the random state (:meth:`TrainerState.state_dict` of ``trainer.checkpoint_state()``)."""
+    return trainer.checkpoint_state().state_dict()
 
 
 def restore_trainer_state(trainer: Trainer, state: dict[str, Any], source: str | os.PathLike) -> None:
@@ -43,22 +115,4 @@ def restore_trainer_state(trainer: Trainer, state: dict[str, Any], source: str |
         ValueError: The state was written with a config that differs from the trainer's in a key outside
             ``trainer.resume_may_change``.
     """
-    trainer.bnn.load_state_dict(state["model"])
-    trainer.guide.load_state_dict(state["guide"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
-    if trainer.scheduler is not None and state["scheduler"]:
-        trainer.scheduler.load_state_dict(state["scheduler"])
-    trainer.epoch, trainer.global_step = int(state["epoch"]), int(state["global_step"])
-    trainer.history = json.loads(state["history"])
-    saved_config = json.loads(state["config"])
-    if trainer.config and saved_config:
-        differing = config_differences(saved_config, trainer.config, ignore=trainer.resume_may_change)
-        if differing:
-            raise ValueError(f"cannot resume from {source}: it was written with a different config ({differing})")
-    for i, callback in enumerate(trainer.callbacks):
-        key = f"{i}:{type(callback).__name__}"
-        if key in state.get("callbacks", {}):
-            callback.load_state_dict(state["callbacks"][key])
-    torch.set_rng_state(state["rng_torch"].cpu())
-    if state["rng_cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+    trainer.checkpoint_state().load_state_dict(state, source, trainer.resume_may_change)

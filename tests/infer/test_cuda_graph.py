@@ -83,7 +83,7 @@ def _train(cuda_graph: bool, epochs: int = 3, **kwargs):
 
 def _assert_same_training(graphed, eager):
     (trainer, history), (reference, reference_history) = graphed, eager
-    assert trainer.graph_reason is None and trainer._graphed.replays > 0
+    assert trainer.graph_reason is None and trainer.step_runner.graphed.replays > 0
     assert reference.graph_reason == "turned off (cuda_graph=False)"
     for (name, p), q in zip(trainer.guide.named_parameters(), reference.guide.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
@@ -106,9 +106,9 @@ def _assert_same_training(graphed, eager):
 )
 def test_replayed_steps_train_as_eager_steps(kwargs):
     graphed = _train(True, **kwargs)
-    assert graphed[0]._graphed.captures == 1
+    assert graphed[0].step_runner.graphed.captures == 1
     # Warm-up (3 eager steps), then 3 full batches per epoch replayed; the last batch of each epoch runs eagerly.
-    assert graphed[0]._graphed.replays == 3 * 3 - 3
+    assert graphed[0].step_runner.graphed.replays == 3 * 3 - 3
     _assert_same_training(graphed, _train(False, **kwargs))
 
 
@@ -117,7 +117,7 @@ def test_a_per_epoch_scheduler_recaptures_the_step():
     kwargs = {"lr_scheduler": lambda opt: torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)}
     graphed = _train(True, epochs=4, **kwargs)
     # Epoch 1 is the eager warm-up (3 steps) and its short last batch; each later epoch has a new rate to capture.
-    assert graphed[0]._graphed.captures == 3
+    assert graphed[0].step_runner.graphed.captures == 3
     _assert_same_training(graphed, _train(False, epochs=4, **kwargs))
 
 
@@ -128,7 +128,9 @@ def test_resume_continues_the_run_with_a_new_capture(tmp_path):
     path = tmp_path / "c.pt"
     _train(True, epochs=2, callbacks=[Checkpoint(path)])
     resumed, _ = _train_resume(path)
-    assert resumed._graphed.captures == 1 and resumed._graphed.replays == 3  # epoch 3 warms up, epoch 4 replays
+    assert (
+        resumed.step_runner.graphed.captures == 1 and resumed.step_runner.graphed.replays == 3
+    )  # epoch 3 warms up, epoch 4 replays
     straight, _ = _train(False, epochs=4)  # step by step, without a break
     for p, q in zip(resumed.guide.parameters(), straight.guide.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
@@ -150,7 +152,7 @@ def test_a_changed_prior_or_batch_size_is_captured_again():
         return trainer
 
     graphed, eager = run(True), run(False)
-    assert graphed._graphed.captures == 3
+    assert graphed.step_runner.graphed.captures == 3
     for p, q in zip(graphed.guide.parameters(), eager.guide.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
@@ -172,7 +174,7 @@ def test_a_non_finite_batch_stops_training_after_the_replayed_step():
     trainer = Trainer(_bnn(128), parse_guide("flat:rel=1").build, device=CUDA, progress=False, seed=0)
     with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 4 holds NaN .* after the optimiser step"):
         trainer.fit(BatchLoader(x, y, 32), 2)
-    assert trainer._graphed.replays == 1
+    assert trainer.step_runner.graphed.replays == 1
 
 
 @needs_cuda

@@ -1,0 +1,72 @@
+"""Per-epoch validation: posterior predictive metrics on held-out data, written into each epoch's record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
+from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError
+from pyro_bnn.predict import predict
+
+if TYPE_CHECKING:
+    from pyro_bnn.infer.trainer import Trainer
+
+
+class Validation(Callback):
+    """Adds ``val_<metric>`` to each epoch's record: the posterior predictive metrics of
+    :meth:`~pyro_bnn.predict.Prediction.metrics` on :attr:`loader` (``val_accuracy``, ``val_nll``, ``val_brier``,
+    ``val_ece``, ``val_mce`` for a classifier; ``val_rmse``, ``val_nll``, ``val_coverage`` for a regression).
+
+    A :class:`~pyro_bnn.infer.Trainer` builds one from its ``num_val_samples`` and ``n_bins``, sets :attr:`loader`
+    to ``fit``'s ``val_loader`` and runs :meth:`on_epoch_end` after each epoch's last step, once the parameters are
+    known to be finite, before the epoch is counted (``trainer.epoch`` is still the previous one) and before every
+    other callback, so that early stopping and checkpoints see the metrics.
+
+    Args:
+        num_samples: Posterior samples per validation.
+        n_bins: Calibration bins for the ECE and MCE.
+        loader: The validation batches, or None (no metrics).
+    """
+
+    def __init__(self, num_samples: int = 16, n_bins: int = 15, loader: Iterable | None = None) -> None:
+        for name, value in (("num_val_samples", num_samples), ("n_bins", n_bins)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.num_samples, self.n_bins, self.loader = num_samples, n_bins, loader
+
+    @torch.no_grad()
+    def evaluate(
+        self, model: torch.nn.Module, guide: torch.nn.Module, loader: Iterable, num_samples: int | None = None
+    ) -> dict[str, float]:
+        """Posterior predictive metrics of ``model`` and ``guide`` on ``loader`` (without the ``val_`` prefix).
+
+        Raises:
+            NonFiniteOutputError: The predictions are NaN or infinite.
+        """
+        num_samples = self.num_samples if num_samples is None else num_samples
+        prediction = predict(model, guide, loader, num_samples=num_samples)
+        outputs = prediction.probs if prediction.is_classification else prediction.means
+        if not bool(torch.isfinite(outputs).all()):
+            raise NonFiniteOutputError("the network's predictions on the validation data are NaN or infinite")
+        return prediction.metrics(n_bins=self.n_bins)
+
+    def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        """Adds the metrics on :attr:`loader` (if any) to ``record``.
+
+        Raises:
+            NonFiniteLossError: The predictions overflow: the parameters diverged.
+        """
+        if self.loader is None:
+            return
+        try:
+            metrics = self.evaluate(trainer.bnn, trainer.guide, self.loader)
+        except NonFiniteOutputError as err:
+            raise NonFiniteLossError(
+                f"{err} after epoch {record['epoch']}: the parameters diverged; training stopped and "
+                f"{last_checkpoint_text(trainer.callbacks)}. Try a lower learning rate, a smaller init scale or "
+                "gradient clipping."
+            ) from err
+        record.update({f"val_{k}": v for k, v in metrics.items()})
