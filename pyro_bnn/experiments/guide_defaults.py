@@ -22,7 +22,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import load_dataset, parse_corruption
 from pyro_bnn.evaluation import entropy_decomposition, summarize
 from pyro_bnn.guides import mean_posterior_scale, parse_guide
-from pyro_bnn.infer import Callback, Trainer, map_warm_start
+from pyro_bnn.infer import Callback, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.predict import predict
@@ -91,10 +91,9 @@ def measure(guide_spec: str, activation: str, data, setting: Setting) -> dict:
     x_blend = parse_corruption("gaussian:0.5", generator=torch.Generator().manual_seed(setting.seed))(x)
     start = time.perf_counter()
     optim = pyro.optim.Adam({"lr": setting.lr})
-    if spec.map_warm_start_epochs:
-        map_warm_start(bnn, train, spec.map_warm_start_epochs, optim=optim, seed=setting.seed, progress=False)
     scorer = _ScoreAt(setting.epochs, lambda guide: score_guide(bnn, guide, x, y, x_blend, setting.num_samples))
-    trainer = Trainer(bnn, spec.build, optim=optim, seed=setting.seed, progress=False, callbacks=[scorer])
+    # the spec's MAP warm start (loc=map) runs inside fit(), with the same optimiser settings, before the guide
+    trainer = Trainer(bnn, spec, optim=optim, seed=setting.seed, progress=False, callbacks=[scorer])
     trainer.fit(train, max(setting.epochs))
     return {
         "guide": guide_spec,

@@ -29,7 +29,6 @@ from pyro_bnn.infer import (
     HistoryLogger,
     Trainer,
     load_checkpoint,
-    map_warm_start,
     parse_kl_schedule,
 )
 from pyro_bnn.infer.checkpoint import config_differences
@@ -289,7 +288,7 @@ def _train_in(
     write_json_atomically(out / "config.json", json.loads(config.to_json()))
     checkpoint = out / CHECKPOINT
     pyro.set_rng_seed(config.seed)
-    bnn, guide_builder = build_bnn(config, data)
+    bnn, _ = build_bnn(config, data)
     train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
     callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
     recorder = None
@@ -303,21 +302,9 @@ def _train_in(
         monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
         callbacks.insert(0, EarlyStopping(monitor, patience=config.patience, mode=mode, restore_best=True))
     resume_from = checkpoint if resuming else None
-    warm_start_epochs = parse_guide(config.guide).map_warm_start_epochs
-    if warm_start_epochs and resume_from is None:
-        # The guide's locations start at a short MAP fit (a resumed run takes everything from its checkpoint).
-        map_warm_start(
-            bnn,
-            train,
-            warm_start_epochs,
-            optim=pyro.optim.Adam({"lr": config.lr}),
-            device=device,
-            seed=config.seed,
-            progress=progress,
-        )
     trainer = Trainer(
         bnn,
-        guide_builder,
+        parse_guide(config.guide),  # a spec with loc=map starts the guide at a MAP warm start (not on a resume)
         optim=run_optimizer(config, len(data.train)),
         lr_scheduler=run_lr_scheduler(config, len(train)),
         lr_scheduler_interval="step",

@@ -18,12 +18,14 @@ from typing import Any
 import pyro
 import torch
 from pyro import poutine
-from pyro.infer.autoguide import AutoGuide
+from pyro.infer.autoguide import AutoDelta, AutoGuide
 from torch import nn
 from tqdm.auto import tqdm
 
 from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
+from pyro_bnn.guides import GuideSpec, init_to_network, parse_guide
+from pyro_bnn.guides.init import warn_symmetric_start
 from pyro_bnn.infer.annealing import KLSchedule, constant
 from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
@@ -46,6 +48,32 @@ from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict.predictive import model_device
 
 GuideBuilder = Callable[[BNN], AutoGuide]
+
+
+def map_warm_start(bnn: BNN, train_loader: Iterable, epochs: int, **trainer_kwargs: Any) -> dict[str, torch.Tensor]:
+    """Trains a MAP estimate (an AutoDelta started at the network's initial weights) and makes its weights the
+    network's new initial values, so a guide built afterwards with locations from the network starts there.
+
+    Deterministic parameters of the network (those the prior does not select) keep their MAP values too. A
+    :class:`Trainer` given a guide spec with ``loc=map`` runs it before building the guide.
+
+    Args:
+        bnn: The model.
+        train_loader: Training batches, as for :meth:`Trainer.fit`.
+        epochs: Epochs of MAP training (>= 1).
+        trainer_kwargs: Passed to :class:`Trainer` (``optim``, ``device``, ``seed``, ``progress``, ...).
+
+    Returns:
+        The MAP weights ``{site name: param_shape}``.
+    """
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"a MAP warm start needs epochs >= 1, got {epochs!r}")
+    trainer = Trainer(bnn, lambda model: AutoDelta(model, init_loc_fn=init_to_network(model)), **trainer_kwargs)
+    trainer.fit(train_loader, epochs)
+    median = trainer.guide.median()
+    values = {name: median[name].detach() for name in bnn.site_names}
+    bnn.set_initial_values(values)
+    return values
 
 
 class SchedulerInterval(str, Enum):
@@ -98,9 +126,12 @@ class Trainer:
 
     Args:
         bnn: The model.
-        guide: A guide module or a builder ``bnn -> guide`` called after the model has moved to ``device``, e.g.
+        guide: A guide spec in the CLI's grammar (``"autonormal:0.01"``, ``"flat:rel=1,loc=map"``, or a parsed
+            :class:`~pyro_bnn.guides.GuideSpec`; a ``loc=map`` spec runs its MAP warm start when training starts),
+            a guide module, or a builder ``bnn -> guide`` called after the model has moved to ``device``, e.g.
             ``lambda bnn: AutoNormal(bnn, init_loc_fn=init_to_network(bnn), init_scale=1e-3)`` or
-            ``BayesByBackprop``. (Without ``init_to_network``, Pyro's AutoNormal starts every weight at 0.)
+            ``BayesByBackprop``. Without ``init_to_network``, Pyro's AutoNormal starts every weight at 0, and a
+            :class:`~pyro_bnn.guides.init.SymmetricStartWarning` says so when the guide is built.
         optim: A ``pyro.optim`` optimiser, a factory ``params -> torch.optim.Optimizer``, or None (Adam, lr 1e-3).
         objective: An :class:`~pyro_bnn.infer.objectives.Objective`, or the name of a built-in one
             (:class:`~pyro_bnn.infer.ElboKind`): ``"auto"`` (default), ``"trace"`` (Trace_ELBO), ``"meanfield"``
@@ -145,7 +176,7 @@ class Trainer:
     def __init__(
         self,
         bnn: BNN,
-        guide: AutoGuide | GuideBuilder,
+        guide: AutoGuide | GuideBuilder | GuideSpec | str,
         *,
         optim: pyro.optim.PyroOptim | OptimizerFactory | None = None,
         objective: Objective | ElboKind | str = ElboKind.AUTO,
@@ -171,10 +202,17 @@ class Trainer:
             raise ValueError(f"Trainer trains a pyro_bnn.BNN, got {type(bnn).__name__}")
         self.device = torch.device(device) if device is not None else model_device(bnn)
         self.bnn = bnn.to(self.device)
+        self.guide_spec: GuideSpec | None = parse_guide(guide) if isinstance(guide, str) else None
+        if isinstance(guide, GuideSpec):
+            self.guide_spec = guide
+        if self.guide_spec is not None:
+            guide = self.guide_spec.build
         self.guide: AutoGuide | None = guide if isinstance(guide, nn.Module) else None
         self._guide_builder = None if isinstance(guide, nn.Module) else guide
         if self.guide is None and not callable(guide):
-            raise ValueError(f"guide must be a guide module or a builder bnn -> guide, got {guide!r}")
+            raise ValueError(
+                f"guide must be a guide module, a builder bnn -> guide or a guide spec like 'flat:rel=1', got {guide!r}"
+            )
         if vectorize_particles is None:
             vectorize_particles = num_particles > 1
         if isinstance(objective, (str, ElboKind)):
@@ -226,11 +264,14 @@ class Trainer:
         if self.optimizer is not None:
             return
         self.bnn.validate_batch(x, y)
-        if self.guide is None:
+        built = self.guide is None
+        if built:
             self.guide = self._guide_builder(self.bnn)
         self.guide.to(self.device)
         with torch.no_grad(), poutine.block():
             self.guide(x, y)  # AutoGuides create their parameters on the first call
+        if built:
+            warn_symmetric_start(self.guide, self.bnn)
         validate = getattr(self.objective, "validate", None)
         if validate is not None:
             with poutine.block():
@@ -283,6 +324,19 @@ class Trainer:
                 f"dataset_size={self.bnn.likelihood.dataset_size}; they must match for the N/B scaling"
             )
         num_steps = len(train_loader)
+        warm_start = self.guide_spec.map_warm_start_epochs if self.guide_spec is not None else 0
+        if warm_start and resume_from is None and self.optimizer is None and self.guide is None:
+            # The spec asks for a MAP warm start (loc=map): the guide's locations start at a short MAP fit, from
+            # Python as from the CLI. A resumed run takes everything from its checkpoint instead.
+            map_warm_start(
+                self.bnn,
+                train_loader,
+                warm_start,
+                optim=self.optim,
+                device=self.device,
+                seed=self.seed,
+                progress=self.progress,
+            )
         if resume_from is None and self.seed is not None and self.optimizer is None:
             pyro.set_rng_seed(self.seed)  # only a fresh run: a second fit() continues the same random stream
         x, y = next(iter(train_loader))
