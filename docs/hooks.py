@@ -5,6 +5,8 @@
 - A line ``<!-- pyro-bnn-help: ARGS -->`` in a page is replaced by what ``pyro-bnn ARGS`` prints: ``--help`` of the
   parser (``pyro_bnn.cli.build_parser``), ``list`` (the option-string catalogue) or ``reproduce --list``. The text
   comes from the code that the command runs, so the CLI page cannot go stale.
+- A line ``<!-- result-file: PATH -->`` is replaced by that committed result file (e.g. a table a command wrote),
+  without its title.
 - A line ``<!-- notebook-list -->`` becomes a list of links to those pages, each named by its notebook's title.
 - A line ``<!-- readme-section: HEADING -->`` is replaced by the README's section of that ``## HEADING`` (``intro``:
   the text between the title and the first section), its ``docs/`` links made relative to the site: the README's
@@ -32,6 +34,7 @@ HELP_WIDTH = 110  # columns argparse formats the help for
 NOTEBOOK_LIST = "<!-- notebook-list -->"
 README = ROOT / "README.md"
 README_MARKER = re.compile(r"^<!-- readme-section: (?P<heading>[^>]*?) -->$", flags=re.MULTILINE)
+RESULT_MARKER = re.compile(r"^<!-- result-file: (?P<path>[^>]*?) -->$", flags=re.MULTILINE)
 
 
 def _notebooks() -> list[Path]:
@@ -152,5 +155,11 @@ def on_page_markdown(markdown, page, config, files):
         depth = page.file.src_uri.count("/")
         return text.replace("](docs/", "](" + "../" * depth)
 
+    def result_block(match: re.Match) -> str:
+        # a committed result file's text without its title: the numbers are the ones its command wrote
+        text = (ROOT / match["path"].strip()).read_text(encoding="utf-8")
+        return "\n".join(line for line in text.splitlines() if not line.startswith("# "))
+
     markdown = markdown.replace(NOTEBOOK_LIST, notebook_list(page.file.src_uri))
+    markdown = RESULT_MARKER.sub(result_block, markdown)
     return README_MARKER.sub(readme_block, HELP_MARKER.sub(help_block, markdown))
