@@ -290,10 +290,17 @@ class BNN(nn.Module):
                 network cannot run on ``x``, or ``y`` does not fit the likelihood (e.g. labels >= num_classes).
         """
         check_input_shape(self.net, x)
+        # In eval mode: a check must not update batch-norm running statistics, and batch norm in training mode
+        # cannot run on the one example that prediction checks. Each module's own mode is restored afterwards.
+        modes = [(module, module.training) for module in self.net.modules()]
+        self.net.eval()
         try:
             output = self.apply_parameters(x, self.initial_values())
         except RuntimeError as err:
             raise ValueError(f"the network cannot run on inputs of shape {tuple(x.shape)}: {err}") from err
+        finally:
+            for module, training in modes:
+                module.training = training
         if y is not None:
             self.likelihood.check_targets(output, y)
 

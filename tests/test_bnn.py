@@ -92,3 +92,21 @@ def test_moving_the_model_moves_the_prior():
     bnn = BNN(_net(), NormalPrior(0.0, 2.0), Categorical(10)).double()
     assert bnn.prior.scale.dtype == torch.float64
     assert bnn.initial_values()["0.weight"].dtype == torch.float64
+
+
+def test_checking_a_batch_leaves_batch_norm_alone_and_runs_on_one_example():
+    """predict() and the trainer check one batch first: in eval mode, so batch norm neither fails on a single
+    example nor updates its running statistics, and every module's mode is restored."""
+    from pyro_bnn.predict import predict
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1), nn.Linear(8, 3))
+    bnn = BNN(net, NormalPrior(0.0, 1.0), Categorical(100))
+    net.train()
+    before = net[1].running_mean.clone(), int(net[1].num_batches_tracked)
+    samples = {k: v.expand(5, *v.shape) for k, v in bnn.initial_values().items()}
+    predict(bnn, samples, torch.randn(32, 4))
+    net[3].eval()  # a module in its own mode
+    bnn.validate_batch(torch.randn(1, 4))
+    assert torch.equal(net[1].running_mean, before[0]) and int(net[1].num_batches_tracked) == before[1]
+    assert net.training and net[1].training and not net[3].training
