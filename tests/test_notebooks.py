@@ -51,6 +51,7 @@ def check_swap_guides(ns):
     assert _finite(*results.to_numpy().ravel())
     assert results.loc["MAP", "mean σ"] == 0 and (results.drop(index="MAP")["mean σ"] > 0).all()
     assert "layer-scale" in {family.name for family in guide_families()}  # the notebook's own guide, registered
+    assert "| mixture:4 |" in ns["guide_table"]  # the committed "which guide for which model" table is shown
 
 
 def check_posterior_shape(ns):
