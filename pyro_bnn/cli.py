@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from pyro_bnn import __version__
+from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.errors import UserError
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import NonFiniteLossError
@@ -165,12 +166,46 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.evaluate import load_evaluation, score_evaluation
+def _dataset_dir(text: str) -> tuple[str, str]:
+    """Reads one ``--data-dir DATASET=PATH`` of ``evaluate`` (the form ``reproduce`` takes)."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected DATASET=PATH (e.g. mnist=/data/mnist), got {text!r}")
+    return name, path
 
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.evaluate import (
+        format_ood_table,
+        load_evaluation,
+        load_ood_evaluation,
+        score_evaluation,
+        score_ood_evaluation,
+    )
+
+    data_dirs = dict(args.data_dir)
+    if args.ood is not None:
+        with _user_errors():
+            if args.corruption is not None:
+                raise ValueError(
+                    f"--ood and --corruption do not combine; to detect corrupted inputs as OOD, pass the corruption "
+                    f"to --ood (--ood {args.corruption})"
+                )
+            evaluation = load_ood_evaluation(
+                args.run_dir, args.ood, num_samples=args.num_samples, device=args.device, data_dirs=data_dirs
+            )
+        record = score_ood_evaluation(evaluation)
+        print(format_ood_table(record))
+        stem = evaluation.run_dir / evaluation.source.file_stem
+        print(f"wrote {stem}.json, {stem.name}.png")
+        return 0
     with _user_errors():
         evaluation = load_evaluation(
-            args.run_dir, num_samples=args.num_samples, corruption=args.corruption, device=args.device
+            args.run_dir,
+            num_samples=args.num_samples,
+            corruption=args.corruption,
+            device=args.device,
+            data_dirs=data_dirs,
         )
     metrics = score_evaluation(evaluation)
     _print_metrics(metrics)
@@ -250,10 +285,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(func=_cmd_train)
 
-    evaluate = commands.add_parser("evaluate", help="re-score a saved run, optionally on corrupted inputs")
+    evaluate = commands.add_parser(
+        "evaluate", help="re-score a saved run, optionally on corrupted inputs, or detect OOD inputs with it"
+    )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--num-samples", type=int, default=None)
     evaluate.add_argument("--corruption", default=None, help=catalogue.option("--corruption").help())
+    evaluate.add_argument(
+        "--ood",
+        default=None,
+        metavar="NAME",
+        help="out-of-distribution detection of the run's test set against NAME: a data set with the run's input "
+        "shape (" + ", ".join(d.value for d in DatasetName if d.task is Task.CLASSIFICATION) + ", e.g. mnist for a "
+        "fashion-mnist run), or a corruption of the test set, NAME:VALUE as for --corruption (gaussian:0.5); "
+        "writes RUN/ood-NAME.json and .png (classification runs only)",
+    )
+    evaluate.add_argument(
+        "--data-dir",
+        type=_dataset_dir,
+        action="append",
+        default=[],
+        metavar="DATASET=PATH",
+        help="data folder of one data set (repeatable), e.g. mnist=/data/mnist; default: the run's own folder and "
+        "the usual places",
+    )
     evaluate.add_argument("--device", default=None)
     evaluate.set_defaults(func=_cmd_evaluate)
 

@@ -9,6 +9,11 @@ found: ``probs`` must be a floating tensor of rank 2 or 3 with no empty dimensio
 row summing to 1 within 1e-3 (see ``ROW_SUM_TOLERANCE``); ``labels`` an integer tensor of shape ``(N,)`` with
 values in ``[0, C)``; counts such as ``n_bins`` ints >= 1.
 
+Out-of-distribution detection (``ood``): :func:`ood_scores` turns ``probs`` into per-input scores (total entropy,
+mutual information, ``1 - max`` mean probability; larger is more OOD), :func:`ood_detection` rates two score vectors
+(AUROC, AUPR-in, AUPR-out, FPR at 95 % TPR; scikit-learn's metrics) and :func:`ood_metrics` does both for an
+in-distribution and an OOD predictive.
+
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
 means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
 """
@@ -23,6 +28,7 @@ from pyro_bnn.evaluation.calibration import (
 )
 from pyro_bnn.evaluation.classification import accuracy, brier_score, nll
 from pyro_bnn.evaluation.label_frequencies import label_frequencies, label_frequencies_from_samples
+from pyro_bnn.evaluation.ood import DETECTION_KEYS, TPR_LEVEL, OodScore, ood_detection, ood_metrics, ood_scores
 from pyro_bnn.evaluation.regression import (
     DEFAULT_NUM_SD,
     REGRESSION_KEYS,
@@ -35,10 +41,13 @@ from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposit
 __all__ = [
     "DEFAULT_NUM_BINS",
     "DEFAULT_NUM_SD",
+    "DETECTION_KEYS",
     "REGRESSION_KEYS",
     "ROW_SUM_TOLERANCE",
     "SUMMARY_KEYS",
+    "TPR_LEVEL",
     "CalibrationResult",
+    "OodScore",
     "UncertaintySplit",
     "accuracy",
     "brier_score",
@@ -49,6 +58,9 @@ __all__ = [
     "label_frequencies_from_samples",
     "maximum_calibration_error",
     "nll",
+    "ood_detection",
+    "ood_metrics",
+    "ood_scores",
     "predictive_moments",
     "regression_metrics",
     "summarize",

@@ -37,7 +37,7 @@ from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, count_latents, is_node_noise
 from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
 from pyro_bnn.plots.weight_stats import plot_weight_statistics
-from pyro_bnn.predict import Prediction, predict, predict_posterior_mean
+from pyro_bnn.predict import Prediction, predict
 from pyro_bnn.priors import nothing, parse_prior
 
 
@@ -135,8 +135,8 @@ def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) 
     Regression: ``rmse, nll, coverage`` (of mean ± 2 sd; :func:`pyro_bnn.evaluation.regression_metrics`) and
     ``posterior_mean_rmse``.
     """
-    prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples)
-    mean_net = predict_posterior_mean(bnn, guide, (x, y))
+    prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples, point=True)
+    mean_net = prediction.point
     if not prediction.is_classification:
         metrics = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
         mean_rmse = regression_metrics(mean_net.means, mean_net.noise_scale, mean_net.targets)["rmse"]

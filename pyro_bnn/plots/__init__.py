@@ -5,7 +5,7 @@ NUTS), built with matplotlib's object API (no pyplot state)."""
 from pyro_bnn.plots.figures import save_figure
 from pyro_bnn.plots.posterior_shape import plot_marginals, plot_vi_vs_nuts
 from pyro_bnn.plots.regression import plot_regression, training_gaps
-from pyro_bnn.plots.reliability import plot_reliability, plot_reliability_grid
+from pyro_bnn.plots.reliability import plot_reliability, plot_reliability_comparison, plot_reliability_grid
 from pyro_bnn.plots.slices import plot_likelihood_slice, plot_plateau_fractions
 from pyro_bnn.plots.training import plot_training_curves
 from pyro_bnn.plots.weight_stats import plot_pruning, plot_weight_statistics
@@ -17,6 +17,7 @@ __all__ = [
     "plot_pruning",
     "plot_regression",
     "plot_reliability",
+    "plot_reliability_comparison",
     "plot_reliability_grid",
     "plot_training_curves",
     "plot_vi_vs_nuts",

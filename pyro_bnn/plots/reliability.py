@@ -8,13 +8,17 @@ alike, and a figure that is not shown is freed like any other object.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
-from pyro_bnn.evaluation.calibration import CalibrationResult
+from pyro_bnn.evaluation.calibration import DEFAULT_NUM_BINS, CalibrationResult, calibration
+
+if TYPE_CHECKING:  # the plots take a Prediction without importing the prediction machinery (pyro, the model)
+    from pyro_bnn.predict import Prediction
 
 PANEL_SIZE = (4.5, 5.0)
 """Width and height in inches of one reliability panel, histogram included."""
@@ -149,3 +153,53 @@ def plot_reliability_grid(results: Mapping[str, CalibrationResult], *, title: st
     if title is not None:
         figure.suptitle(title)
     return figure
+
+
+def plot_reliability_comparison(
+    prediction: Prediction,
+    *,
+    n_bins: int = DEFAULT_NUM_BINS,
+    sample: int = 0,
+    title: str | None = None,
+) -> Figure:
+    """Reliability diagrams of one posterior sample, the posterior-mean network and the ensemble, side by side.
+
+    The three predictives a Bayes-by-Backprop evaluation compares: one network drawn from the posterior
+    (``prediction.probs[sample]``, ``(N, C)``), the source's point network (``prediction.point.probs``,
+    ``(1, N, C)``) and the model average over all S samples (``prediction.probs``, ``(S, N, C)``, averaged
+    before binning). Each panel's title gives its accuracy (:meth:`~pyro_bnn.predict.Prediction.accuracies`);
+    the bins come from :func:`pyro_bnn.evaluation.calibration`.
+
+    Args:
+        prediction: A classification prediction with targets; ``probs (S, N, C)``, ``targets (N,)``. Without a
+            point network (``prediction.point`` is None, e.g. ``predict`` was not called with ``point=True``) the
+            posterior-mean panel is left out.
+        n_bins: Equal-width confidence bins of every diagram.
+        sample: Index of the single posterior sample to draw, in ``[0, S)``.
+        title: Title over all panels.
+
+    Returns:
+        A new figure with three panels (two without a point network), each a diagram with its confidence
+        histogram below it (so twice as many axes as panels).
+
+    Raises:
+        ValueError: for a regression prediction, one without targets, or a ``sample`` out of range.
+    """
+    accuracies = prediction.accuracies()  # raises for regression or missing targets
+    num_samples = prediction.num_samples
+    if isinstance(sample, bool) or not isinstance(sample, int) or not 0 <= sample < num_samples:
+        raise ValueError(f"sample must be an int in [0, {num_samples}) for S={num_samples}; got {sample!r}")
+    targets = prediction.targets
+    results = {
+        f"sample {sample} (accuracy {accuracies.per_sample[sample]:.2%})": calibration(
+            prediction.probs[sample], targets, n_bins
+        )
+    }
+    if prediction.point is not None:
+        results[f"posterior mean (accuracy {accuracies.posterior_mean:.2%})"] = calibration(
+            prediction.point.probs, targets, n_bins
+        )
+    results[f"ensemble of {num_samples} (accuracy {accuracies.ensemble:.2%})"] = calibration(
+        prediction.probs, targets, n_bins
+    )
+    return plot_reliability_grid(results, title=title)

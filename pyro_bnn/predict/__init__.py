@@ -1,6 +1,6 @@
 """Posterior predictive: one :class:`Prediction` object that metrics, plots and diagnostics consume."""
 
-from pyro_bnn.predict.prediction import Prediction
+from pyro_bnn.predict.prediction import AccuracyBreakdown, Prediction
 from pyro_bnn.predict.predictive import predict, predict_posterior_mean
 from pyro_bnn.predict.sources import (
     GuideSource,
@@ -12,6 +12,7 @@ from pyro_bnn.predict.sources import (
 )
 
 __all__ = [
+    "AccuracyBreakdown",
     "GuideSource",
     "ParameterSource",
     "PointEstimate",

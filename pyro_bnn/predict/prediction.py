@@ -6,7 +6,42 @@ from dataclasses import dataclass
 
 import torch
 
-from pyro_bnn.evaluation import regression_metrics, summarize
+from pyro_bnn.evaluation import accuracy, regression_metrics, summarize
+
+
+@dataclass(frozen=True)
+class AccuracyBreakdown:
+    """Test accuracies of one prediction, three ways (:meth:`Prediction.accuracies`).
+
+    Every prediction is the argmax of class probabilities; on a tie the lowest class index wins, as in
+    :func:`pyro_bnn.evaluation.accuracy`.
+
+    Attributes:
+        per_sample: Accuracy of each posterior sample's own network, length S, in sample order.
+        ensemble: Accuracy of the argmax of the sample-mean probabilities (the Bayesian model average),
+            ``pyro_bnn.evaluation.accuracy(probs, targets)``.
+        posterior_mean: Accuracy of the source's point network (``Prediction.point``), or None when the prediction
+            has none.
+    """
+
+    per_sample: tuple[float, ...]
+    ensemble: float
+    posterior_mean: float | None = None
+
+    @property
+    def sample_min(self) -> float:
+        """The worst single sample's accuracy."""
+        return min(self.per_sample)
+
+    @property
+    def sample_mean(self) -> float:
+        """The mean of the single samples' accuracies (not the ensemble's accuracy)."""
+        return sum(self.per_sample) / len(self.per_sample)
+
+    @property
+    def sample_max(self) -> float:
+        """The best single sample's accuracy."""
+        return max(self.per_sample)
 
 
 @dataclass
@@ -23,6 +58,10 @@ class Prediction:
         targets: The inputs' labels ``(N,)`` or regression targets ``(N, D)`` when they were given.
         log_likelihood: ``log p(y_n | sample s)`` of the targets, unscaled, ``(S, N)``, when targets were given
             (the input of WAIC / PSIS-LOO).
+        point: The prediction of the source's point network (the posterior mean or median weights, see
+            :meth:`~pyro_bnn.predict.ParameterSource.point`) on the same inputs, a one-sample ``Prediction``
+            (``probs (1, N, C)`` or ``means (1, N, D)``, same targets), when
+            :func:`~pyro_bnn.predict.predict` was asked for it (``point=True``) and the source has one; else None.
     """
 
     probs: torch.Tensor | None = None
@@ -30,6 +69,7 @@ class Prediction:
     noise_scale: torch.Tensor | None = None
     targets: torch.Tensor | None = None
     log_likelihood: torch.Tensor | None = None
+    point: Prediction | None = None
 
     @property
     def num_samples(self) -> int:
@@ -38,6 +78,7 @@ class Prediction:
 
     @property
     def is_classification(self) -> bool:
+        """Whether this is a classifier's prediction (it has ``probs``)."""
         return self.probs is not None
 
     def mean_probs(self) -> torch.Tensor:
@@ -69,6 +110,31 @@ class Prediction:
         if self.is_classification:
             return summarize(self.probs, self.targets, n_bins=n_bins)
         return regression_metrics(self.means, self.noise_scale, self.targets)
+
+    def accuracies(self) -> AccuracyBreakdown:
+        """Accuracy of every single sample, of the ensemble and of the point network, from one prediction.
+
+        With ``probs (S, N, C)``: sample s predicts ``argmax_c probs[s, n, c]``, the ensemble
+        ``argmax_c mean_s probs[s, n, c]`` and the point network ``argmax_c point.probs[0, n, c]``. Identical
+        samples give an ensemble accuracy equal to each sample's.
+
+        Returns:
+            The :class:`AccuracyBreakdown`; ``posterior_mean`` is None when :attr:`point` is.
+
+        Raises:
+            ValueError: for a regression prediction, or one without targets.
+        """
+        if not self.is_classification:
+            raise ValueError("accuracies need a classification prediction; this one is a regression (use metrics())")
+        if self.targets is None:
+            raise ValueError("this prediction has no targets to score against; pass (x, y) or a loader of pairs")
+        ensemble = accuracy(self.probs, self.targets)  # validates probs and targets once
+        labels = self.targets.to(device=self.probs.device, dtype=torch.int64)
+        # max, not argmax, as pyro_bnn.evaluation does: on a tie both return the first (lowest) class index.
+        correct = self.probs.max(dim=-1).indices == labels
+        per_sample = tuple(correct.double().mean(dim=-1).tolist())
+        point = None if self.point is None else accuracy(self.point.probs, self.targets)
+        return AccuracyBreakdown(per_sample=per_sample, ensemble=ensemble, posterior_mean=point)
 
     def _require_classification(self) -> None:
         if self.probs is None:

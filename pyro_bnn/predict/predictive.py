@@ -103,6 +103,7 @@ def predict(
     chunk_size: int | None = None,
     batch_size: int = 1000,
     max_chunk_bytes: int | None = None,
+    point: bool = False,
 ) -> Prediction:
     """Posterior predictive for every input in ``data``.
 
@@ -124,6 +125,10 @@ def predict(
         batch_size: Batch size used when ``data`` is a tensor or a pair.
         max_chunk_bytes: Memory budget of one vectorised call when ``chunk_size`` is None; default
             :data:`DEFAULT_CHUNK_BYTES` (256 MiB), on CUDA :data:`DEFAULT_CHUNK_BYTES_CUDA` (512 MiB).
+        point: Also run the source's point network (:meth:`~pyro_bnn.predict.ParameterSource.point`: a guide's
+            posterior median, a point estimate's values) once, after the samples, and keep its prediction in
+            :attr:`Prediction.point` (None for a source without one, such as a dict of samples). It costs one more
+            forward pass over the data and no random numbers, so the samples are the same either way.
 
     Returns:
         A :class:`Prediction` with what the likelihood makes of the outputs (``probs (S, N, C)`` or ``means
@@ -141,6 +146,24 @@ def predict(
     x_first = batches[0][0].to(device)
     bnn.validate_batch(x_first[:1])  # inputs of the wrong shape: one line, not a matmul error
     targets = _targets(batches, device)
+    prediction = _sample(bnn, source, batches, targets, num_samples, chunk_size, max_chunk_bytes)
+    if point:
+        prediction.point = _point_prediction(bnn, source, batches, targets)
+    return prediction
+
+
+def _sample(
+    bnn: BNN,
+    source: ParameterSource,
+    batches,
+    targets: torch.Tensor | None,
+    num_samples: int,
+    chunk_size: int | None,
+    max_chunk_bytes: int | None,
+) -> Prediction:
+    """The prediction of ``num_samples`` draws from ``source`` on every batch (see :func:`predict`)."""
+    device = model_device(bnn)
+    x_first = batches[0][0].to(device)
     with _network_mode(bnn, train=source.mc_dropout):
         source.prepare(bnn, x_first)
         if not _varies(bnn, source):
@@ -158,6 +181,17 @@ def predict(
             params = source.draw_globals(bnn, start, size, x_first)
             results.add(bnn, source, params, start, size, batches, device)
     return results.prediction()
+
+
+def _point_prediction(bnn: BNN, source: ParameterSource, batches, targets: torch.Tensor | None) -> Prediction | None:
+    """The one-sample prediction of the source's point network, or None when the source has none.
+
+    The point network runs as a :class:`PointEstimate` without MC dropout: dropout off, per-example latents at their
+    point value."""
+    values = source.point(bnn, batches[0][0].to(model_device(bnn)))
+    if values is None:
+        return None
+    return _sample(bnn, PointEstimate(values), batches, targets, 1, None, None)
 
 
 def _targets(batches, device) -> torch.Tensor | None:
@@ -219,18 +253,34 @@ class _Results:
 
 
 @torch.no_grad()
-def predict_posterior_mean(bnn: BNN, guide: Callable, data: Data, *, batch_size: int = 1000) -> Prediction:
-    """Prediction of the single network at the guide's posterior median weights (the mean for Normal guides).
+def predict_posterior_mean(bnn: BNN, guide: Source, data: Data, *, batch_size: int = 1000) -> Prediction:
+    """Prediction of the single point network of a parameter source: the guide's posterior median weights (the
+    mean for Normal guides), or a point estimate's values.
 
-    Per-example latents sit at their point value (the prior mean).
+    The same network as :attr:`Prediction.point` of ``predict(..., point=True)``, without drawing any samples.
+    Per-example latents sit at their point value (the prior mean) and dropout is off.
+
+    Args:
+        bnn: The model.
+        guide: A trained guide with a ``median()``, a point estimate ``{site: param_shape}`` or a
+            :class:`~pyro_bnn.predict.ParameterSource` with a point network.
+        data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
+        batch_size: Batch size used when ``data`` is a tensor or a pair.
 
     Returns:
         A :class:`Prediction` with one sample: ``probs (1, N, C)`` or ``means (1, N, D)``.
+
+    Raises:
+        ValueError: when the source has no point network (a dict of samples, a guide without ``median()``).
     """
-    values = {}
-    if bnn.sites:
-        source = as_source(bnn, guide)
-        source.prepare(bnn, _batches(data, batch_size)[0][0].to(model_device(bnn)))
-        median = guide.median()
-        values = {name: median[name] for name in bnn.site_names}
-    return predict(bnn, PointEstimate(values), data, num_samples=1, batch_size=batch_size)
+    source = as_source(bnn, guide)
+    batches = _batches(data, batch_size)
+    if not batches:
+        raise ValueError("predict_posterior_mean got no data (an empty tensor or loader)")
+    bnn.validate_batch(batches[0][0][:1].to(model_device(bnn)))
+    prediction = _point_prediction(bnn, source, batches, _targets(batches, model_device(bnn)))
+    if prediction is None:
+        raise ValueError(
+            f"the {type(source).__name__} source has no point network (a guide with median() or a point estimate)"
+        )
+    return prediction

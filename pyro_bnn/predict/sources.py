@@ -10,6 +10,10 @@ per-example latents ``(S, B, *event_shape)``.
 * :class:`PointEstimate` is one set of weights ``{site: param_shape}`` (a MAP or posterior-mean network);
   per-example latents sit at their point value (the prior mean).
 
+A source may also name one *point network* (:meth:`ParameterSource.point`): the single network that summarises it,
+which :func:`~pyro_bnn.predict.predict` runs beside the samples when asked (``point=True``) and
+:func:`~pyro_bnn.predict.predict_posterior_mean` runs alone.
+
 :func:`as_source` turns what the user passed to :func:`~pyro_bnn.predict.predict` into one of these.
 """
 
@@ -41,6 +45,19 @@ class ParameterSource:
 
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         """Called once before drawing, with the first batch's inputs ``(B, ...)``."""
+
+    def point(self, bnn: BNN, x: torch.Tensor) -> dict[str, torch.Tensor] | None:
+        """The weights of the source's point network, ``{site name: param_shape}``, or None when it has none.
+
+        The point network is the one network that stands for the whole source (a guide's posterior median, a point
+        estimate's own values); it runs with dropout off and per-example latents at their point value. The base
+        class has none.
+
+        Args:
+            bnn: The model.
+            x: The first batch's inputs ``(B, ...)`` (a guide that has not run yet needs them).
+        """
+        return None
 
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Samples ``start .. start + num_samples`` of every weight site, ``{name: (S, 1, *param_shape)}`` (or
@@ -76,6 +93,27 @@ class GuideSource(ParameterSource):
         if getattr(self.guide, "prototype_trace", True) is None:  # an AutoGuide that has not run yet
             with poutine.block():
                 self.guide(x)
+
+    def point(self, bnn: BNN, x: torch.Tensor) -> dict[str, torch.Tensor] | None:
+        """The guide's posterior median of every weight site (``guide.median()``), None for a guide without one.
+
+        For the Normal guides (``AutoNormal``, :class:`~pyro_bnn.guides.BayesByBackprop`,
+        :class:`~pyro_bnn.guides.FlatMeanField`) the median of a real-valued weight is its Normal's loc, which is
+        also its mean; a constrained site (a hierarchical scale) gets ``biject_to(support)(loc)``, its median but
+        not its mean. :class:`~pyro_bnn.guides.NodeNoiseMixture` gives its mixture's mean, MAP and MC-dropout
+        guides their point values. A network without weight sites is its own point network (``{}``).
+        """
+        if not bnn.sites:
+            return {}
+        median = getattr(self.guide, "median", None)
+        if not callable(median):
+            return None
+        self.prepare(bnn, x)
+        values = median()
+        missing = [name for name in bnn.site_names if name not in values]
+        if missing:
+            raise ValueError(f"the guide's median has no values for the weight sites {missing[:5]}")
+        return {name: values[name] for name in bnn.site_names}
 
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
         values = self.draw_latents(num_samples, x, start=start)
@@ -138,6 +176,11 @@ class GuideSource(ParameterSource):
 class Samples(ParameterSource):
     """Given posterior draws of the weight sites, used in order.
 
+    Such a source has no point network (:meth:`point` is None): the draws may come from MCMC chains or be the
+    members of an independently trained ensemble, and the element-wise average of their weights is a network
+    that nobody trained (permuted hidden units average to nonsense). Pass the posterior mean as a
+    :class:`PointEstimate` to score it.
+
     Args:
         samples: ``{site name: (S, *param_shape)}`` for every weight site of the model, the same S for all (e.g.
             ``pyro.infer.MCMC.get_samples()``). Extra keys (hyperparameters) are ignored.
@@ -181,6 +224,11 @@ class PointEstimate(ParameterSource):
 
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         _check_values(bnn, self.values, leading=0)
+
+    def point(self, bnn: BNN, x: torch.Tensor) -> dict[str, torch.Tensor] | None:
+        """The point estimate's own values (with dropout off, also when ``mc_dropout`` is on)."""
+        _check_values(bnn, self.values, leading=0)
+        return {name: self.values[name] for name in bnn.site_names}
 
     def draw_globals(self, bnn, start, num_samples, x):
         return {name: self.values[name].to(x.device) for name in bnn.site_names}

@@ -5,8 +5,42 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from pyro.distributions import TorchDistribution, constraints
 from torch.distributions.utils import broadcast_all
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class _MixtureLogDensity(torch.autograd.Function):
+    """``log(pi N(w; 0, s1^2) + (1 - pi) N(w; 0, s2^2))`` element-wise, differentiated by ``w`` only.
+
+    With ``z_i = a_i - c_i w^2`` (``a_i = log pi_i - log s_i - log(2 pi) / 2``, ``c_i = 1 / (2 s_i^2)``) the density
+    is ``max(z1, z2) + softplus(-|z1 - z2|)`` and its derivative ``-2 w (c2 + sigmoid(z1 - z2) (c1 - c2))``. Written
+    by hand because the composed expression costs about 20 full-size passes forward and backward; this one about a
+    dozen, and stores one tensor for the backward (a scale-mixture prior on a 784-400-400-10 MLP spent most of its
+    training step here).
+    """
+
+    @staticmethod
+    def forward(value, a1, a2, c1, c2):  # noqa: D102
+        square = value.square()
+        z1 = a1 - c1 * square
+        z2 = a2 - c2 * square
+        diff = z1 - z2
+        return torch.maximum(z1, z2) + F.softplus(-diff.abs()), diff
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # noqa: D102
+        value, _, _, c1, c2 = inputs
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(value, output[1], c1, c2)
+
+    @staticmethod
+    def backward(ctx, grad, _grad_diff):  # noqa: D102
+        value, diff, c1, c2 = ctx.saved_tensors
+        slope = torch.sigmoid(diff).mul_(c1 - c2).add_(c2)
+        return grad * slope.mul_(value).mul_(-2.0), None, None, None, None
 
 
 class ScaleMixtureNormal(TorchDistribution):
@@ -30,6 +64,8 @@ class ScaleMixtureNormal(TorchDistribution):
 
     def __init__(self, pi, sigma1, sigma2, validate_args=None) -> None:
         self.pi, self.sigma1, self.sigma2 = broadcast_all(pi, sigma1, sigma2)
+        # The parameters before any expand(): log_prob broadcasts these instead of computing on expanded copies.
+        self._unexpanded = (self.pi, self.sigma1, self.sigma2)
         super().__init__(self.pi.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -38,6 +74,7 @@ class ScaleMixtureNormal(TorchDistribution):
         new.pi = self.pi.expand(batch_shape)
         new.sigma1 = self.sigma1.expand(batch_shape)
         new.sigma2 = self.sigma2.expand(batch_shape)
+        new._unexpanded = self._unexpanded
         super(ScaleMixtureNormal, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -45,10 +82,16 @@ class ScaleMixtureNormal(TorchDistribution):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             self._validate_sample(value)
-        half_log_2pi = 0.5 * math.log(2 * math.pi)
-        log_n1 = -0.5 * (value / self.sigma1) ** 2 - self.sigma1.log() - half_log_2pi
-        log_n2 = -0.5 * (value / self.sigma2) ** 2 - self.sigma2.log() - half_log_2pi
-        return torch.logaddexp(self.pi.log() + log_n1, torch.log1p(-self.pi) + log_n2)
+        pi, sigma1, sigma2 = self._unexpanded
+        a1 = pi.log() - sigma1.log() - _HALF_LOG_2PI
+        a2 = torch.log1p(-pi) - sigma2.log() - _HALF_LOG_2PI
+        c1, c2 = 0.5 / sigma1.square(), 0.5 / sigma2.square()
+        if not any(p.requires_grad for p in (pi, sigma1, sigma2)):
+            log_p, _ = _MixtureLogDensity.apply(value, a1, a2, c1, c2)
+        else:  # a hyperprior's sampled scale: autograd through every parameter
+            square = value.square()
+            log_p = torch.logaddexp(a1 - c1 * square, a2 - c2 * square)
+        return log_p.expand(torch.broadcast_shapes(log_p.shape, self.batch_shape))
 
     @torch.no_grad()
     def sample(self, sample_shape=torch.Size()) -> torch.Tensor:  # noqa: B008  (torch.distributions signature)

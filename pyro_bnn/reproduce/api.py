@@ -153,7 +153,10 @@ def check_data(experiment: Experiment, profile: Profile, data_dirs: dict[str, st
         FileNotFoundError: A data set cannot be found (listing every place looked and the fixes).
         ValueError: A data file is corrupt.
     """
-    for dataset in sorted({spec.config.dataset for spec in experiment.plan(profile, 1, data_dirs)}):
+    datasets = set()
+    for spec in experiment.plan(profile, 1, data_dirs):
+        datasets |= {spec.config.dataset, *(name for name, _ in spec.other_data)}
+    for dataset in sorted(datasets):
         load_dataset(dataset, data_dir=data_dirs.get(dataset), val_size=0)  # presence and format only
 
 

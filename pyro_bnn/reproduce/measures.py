@@ -7,11 +7,21 @@
   of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), the
   fraction of them with a flat plateau, per layer, and the fraction of input features that are 0 on every one of
   those images (``dead_input_fraction``).
+- ``accuracies``: the test accuracy of each posterior sample alone, of the posterior-mean network and of the
+  ensemble of all samples (the run's ``num_samples``), with the reliability bins of the first sample, the
+  posterior mean and the ensemble.
+- ``pruning:F1,F2,...``: test error and NLL of the predictive after removing the fractions ``F`` of the weights by
+  ``|mu| / sigma`` and by ``|mu|`` (:func:`pyro_bnn.diagnostics.pruning.pruning_table`, biases kept, the run's
+  ``num_samples``), the pooled signal-to-noise histogram in dB and its thresholds at those fractions.
+- ``ood:NAME,SAMPLES``: the test set of the data set ``NAME`` (same scaling as the run's own) as out-of-domain
+  inputs, ``SAMPLES`` posterior samples on both test sets: detection metrics by entropy, mutual information and
+  max probability (:func:`pyro_bnn.evaluation.ood_metrics`), histograms of entropy and mutual information on both
+  sides, and the sampled predicted classes of the first five images of each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +33,9 @@ from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.experiments.runs import RunResult, load_data
 
 
-def _sampled_label_ece(result: RunResult, folder: Path, config: RunConfig, n_bins: str) -> dict[str, Any]:
+def _sampled_label_ece(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], n_bins: str
+) -> dict[str, Any]:
     prediction = result.prediction
     if not prediction.is_classification:
         raise ValueError("sampled_label_ece needs a classification run")
@@ -35,7 +47,9 @@ def _sampled_label_ece(result: RunResult, folder: Path, config: RunConfig, n_bin
     return {f"ece_sampled_{bins}": scored.ece, "accuracy_sampled": accuracy}
 
 
-def _plateaus(result: RunResult, folder: Path, config: RunConfig, per_layer: str, images: str) -> dict[str, Any]:
+def _plateaus(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], per_layer: str, images: str
+) -> dict[str, Any]:
     from pyro_bnn.experiments.diagnose import DiagnoseOptions, diagnose_run
 
     options = DiagnoseOptions(slices=int(per_layer), slice_images=int(images), seed=config.seed).check()
@@ -53,11 +67,39 @@ def _plateaus(result: RunResult, folder: Path, config: RunConfig, per_layer: str
     }
 
 
+def _accuracies(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]
+) -> dict[str, Any]:
+    from pyro_bnn.reproduce.bbb_measures import accuracies
+
+    return accuracies(result, config)
+
+
+def _pruning(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], *fractions: str
+) -> dict[str, Any]:
+    from pyro_bnn.reproduce.bbb_measures import pruning
+
+    return pruning(result, config, [float(f) for f in fractions])
+
+
+def _ood(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], name: str, samples: str
+) -> dict[str, Any]:
+    from pyro_bnn.reproduce.bbb_measures import out_of_domain
+
+    return out_of_domain(result, config, name, data_dirs.get(name), int(samples))
+
+
 MEASURES: dict[str, Callable[..., dict[str, Any]]] = {
     "sampled_label_ece": _sampled_label_ece,
     "plateaus": _plateaus,
+    "accuracies": _accuracies,
+    "pruning": _pruning,
+    "ood": _ood,
 }
-"""Measurement name -> ``fn(result, run_folder, config, *args) -> values``."""
+"""Measurement name -> ``fn(result, run_folder, config, data_dirs, *args) -> values`` (``data_dirs``: the folders
+of the other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.spec.RunSpec.other_data`)."""
 
 
 def check_measure(spec: str) -> None:
@@ -67,9 +109,15 @@ def check_measure(spec: str) -> None:
         raise ValueError(f"unknown measurement {spec!r}; expected one of {sorted(MEASURES)}")
 
 
-def take_measure(spec: str, result: RunResult, folder: Path, config: RunConfig) -> dict[str, Any]:
+def take_measure(
+    spec: str,
+    result: RunResult,
+    folder: Path,
+    config: RunConfig,
+    data_dirs: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
     """Takes the measurement ``spec`` (``"NAME:ARG,ARG"``) on the run ``config`` trained into ``folder`` and
-    returns its values."""
+    returns its values (``data_dirs``: folders of other data sets a measurement reads, by name)."""
     check_measure(spec)
     name, _, args = spec.partition(":")
-    return MEASURES[name](result, folder, config, *(a for a in args.split(",") if a))
+    return MEASURES[name](result, folder, config, data_dirs or {}, *(a for a in args.split(",") if a))

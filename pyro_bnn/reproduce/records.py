@@ -130,7 +130,7 @@ def execute_run(
     try:
         metrics = {k: v for k, v in result.metrics.items() if k != "history"}
         for measure in spec.measures:
-            metrics.update(take_measure(measure, result, folder, spec.config))
+            metrics.update(take_measure(measure, result, folder, spec.config, dict(spec.other_data)))
         record = RunRecord(spec, Status.DONE, metrics, list(result.metrics.get("history", [])))
     except Exception as err:
         return _record_failure(spec, folder, err, time.perf_counter() - start)

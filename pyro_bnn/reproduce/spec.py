@@ -54,12 +54,16 @@ class RunSpec:
             with their arguments, e.g. ``("sampled_label_ece:10",)`` or ``("plateaus:25,6000",)``.
         tags: Facts the analysis groups by that the config does not say directly (e.g. ``{"objective":
             "paper"}``), as sorted ``(key, value)`` pairs.
+        other_data: Data sets the measurements read besides the run's own (an out-of-domain test set), as
+            ``(name, folder or None)`` pairs, None meaning the usual places. Like ``config.data_dir``, the folders
+            are not part of the run's id; the names are, through the measures that use them.
     """
 
     config: RunConfig
     label: str
     measures: tuple[str, ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
+    other_data: tuple[tuple[str, str | None], ...] = ()
 
     def __post_init__(self) -> None:
         # A copy with the mode's defaults filled in: training fills them in place (RunConfig.validate), which

@@ -20,11 +20,12 @@ def test_list_names_every_experiment_on_one_line(capsys):
     assert main(["reproduce", "--list"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == len(api.experiment_names())
-    assert lines[0].startswith("leaky-calibration ") and "quick, cpu, paper" in lines[0]
+    assert [line.split()[0] for line in lines] == ["bayes-by-backprop", "bbb-fashion", "leaky-calibration"]
+    assert all("quick, cpu, paper" in line for line in lines)
 
 
 CASES = [
-    (["nope", "--out", "{tmp}/o"], "unknown experiment 'nope'; expected one of leaky-calibration"),
+    (["nope", "--out", "{tmp}/o"], "unknown experiment 'nope'; expected one of bayes-by-backprop, bbb-fashion, leaky"),
     (["leaky-calibration", "--profile", "huge", "--out", "{tmp}/o"], "unknown profile 'huge'"),
     (["leaky-calibration", "--seeds", "0", "--out", "{tmp}/o"], "seeds must be an int >= 1, got 0"),
     (["leaky-calibration", "--executor", "slurm", "--out", "{tmp}/o"], "unknown executor 'slurm'"),

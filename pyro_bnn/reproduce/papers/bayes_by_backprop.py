@@ -1,0 +1,174 @@
+"""``bayes-by-backprop``: paper 001, Singh's reproduction of Blundell et al. (2015), *Weight Uncertainty in Neural
+Networks*, on MNIST.
+
+The method, at every profile (facts from the reference code, ``shared/papers/REFERENCE_NOTES.md``):
+
+- the 784-400-400-10 ReLU MLP (``bbb-mlp``) with the Bayes-by-Backprop guide: ``sigma = softplus(rho)``,
+  ``mu ~ U(-0.2, 0.2)``, ``rho ~ U(-5, -4)`` for weights and biases (``--guide bbb``);
+- the ELBO with a Monte Carlo KL (``log q - log p`` of the drawn weights, Pyro's ``Trace_ELBO``), 2 weight samples
+  per step, batch 100, Adam 1e-3; the minibatch likelihood scaled by N/B, the KL weighted uniformly (1/M per
+  minibatch) or by Blundell's ``2^(M-i) / (2^M - 1)``;
+- the official training set split into 50 000 training and 10 000 validation images, the best epoch by validation
+  accuracy kept (training never stops early, so the curves show the whole run);
+- test error from 10 posterior samples (the ensemble of their probabilities) and from the posterior-mean network;
+- the pruning table on the best network: weights removed by ``|mu| / sigma`` and by ``|mu|``, pooled over layers,
+  biases kept (:mod:`pyro_bnn.diagnostics.pruning`).
+
+The grid: the prior (a N(0, 1) Gaussian; the scale mixture ``pi N(0, 1) + (1 - pi) N(0, e^-12)`` with ``pi = 0.5``
+and ``pi = 0.25``) times the KL weighting (uniform, Blundell), all on the paper's /126 inputs, and the input
+scaling (/255, standardised, /126) for the first scale mixture with uniform weighting. The profiles change sizes
+only (:data:`PROFILES`). The analysis is in :mod:`.bayes_by_backprop_analysis`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+
+PRIORS = {
+    "gaussian": "normal:0,1",
+    "mixture-0.5": f"mixture:0.5,1,{math.exp(-6):.10g}",
+    "mixture-0.25": f"mixture:0.25,1,{math.exp(-6):.10g}",
+}
+"""Prior name in the report -> ``--prior`` string."""
+
+PRIOR_LABELS = {
+    "gaussian": "Gaussian N(0, 1)",
+    "mixture-0.5": "scale mixture π = 0.5, σ1 = 1, σ2 = e⁻⁶",
+    "mixture-0.25": "scale mixture π = 0.25, σ1 = 1, σ2 = e⁻⁶",
+}
+WEIGHTINGS = {"uniform": "uniform (1/M)", "blundell": "Blundell (2^(M-i) / (2^M - 1))"}
+NORMALIZATIONS = {"bbb": "/126 (the paper's)", "unit": "/255", "standard": "standardised"}
+BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION = "mixture-0.5", "uniform", "bbb"
+"""The cell the normalisation comparison varies from (Singh's normalisation and pruning runs)."""
+
+PUBLISHED = {
+    "gaussian_error": 0.0169,
+    "blundell_error": 0.0182,
+    "pruning": {  # fraction: (naive, signal-to-noise) test error, Singh's Table 1 (scale mixture pi = 0.5, /126)
+        0.0: (0.0203, 0.0203),
+        0.25: (0.0241, 0.0259),
+        0.5: (0.0533, 0.0589),
+        0.75: (0.3067, 0.4105),
+        0.95: (0.6311, 0.8250),
+    },
+}
+"""The published numbers the report puts beside ours: Singh's Gaussian-prior test error, Blundell et al.'s
+(1.82 %, their best 400-unit network) and Singh's pruning table."""
+
+PRUNE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 0.95, 0.98)
+
+_COMMON = {"batch_size": 100, "num_particles": 2, "lr": 1e-3, "num_samples": 10, "prune_fractions": PRUNE_FRACTIONS}
+
+PROFILES = {
+    "quick": Profile(
+        "quick",
+        "smoke run, about a minute on 2 CPU cores; its numbers mean nothing",
+        seeds=1,
+        settings={
+            **_COMMON,
+            "train_images": 1_000,
+            "val_images": 500,
+            "epochs": 1,
+            "test_subset": 1_000,
+            "num_val_samples": 2,
+            "priors": ["gaussian", "mixture-0.5"],
+            "weightings": ["uniform", "blundell"],
+            "normalizations": ["bbb", "unit"],
+        },
+    ),
+    "cpu": Profile(
+        "cpu",
+        "the full data at 10 epochs instead of 600: about 6 minutes a run on one CPU core (24 runs at 3 seeds)",
+        seeds=3,
+        settings={
+            **_COMMON,
+            "train_images": 50_000,
+            "val_images": 10_000,
+            "epochs": 10,
+            "test_subset": None,
+            "num_val_samples": 10,
+            "priors": list(PRIORS),
+            "weightings": list(WEIGHTINGS),
+            "normalizations": list(NORMALIZATIONS),
+        },
+    ),
+    "paper": Profile(
+        "paper",
+        "the published scale (600 epochs), for a GPU",
+        seeds=3,
+        settings={
+            **_COMMON,
+            "train_images": 50_000,
+            "val_images": 10_000,
+            "epochs": 600,
+            "test_subset": None,
+            "num_val_samples": 10,
+            "priors": list(PRIORS),
+            "weightings": list(WEIGHTINGS),
+            "normalizations": list(NORMALIZATIONS),
+        },
+    ),
+}
+
+
+def _spec(profile: Profile, prior: str, weighting: str, normalization: str, seed: int, data_dirs) -> RunSpec:
+    epochs = profile["epochs"]
+    config = RunConfig(
+        dataset="mnist",
+        model="bbb-mlp",
+        activation="relu",
+        prior=PRIORS[prior],
+        guide="bbb",
+        epochs=epochs,
+        batch_size=profile["batch_size"],
+        num_particles=profile["num_particles"],
+        lr=profile["lr"],
+        kl_weighting=weighting,
+        seed=seed,
+        train_subset=profile["train_images"],
+        val_size=profile["val_images"],
+        test_subset=profile["test_subset"],
+        normalization=normalization,
+        data_dir=data_dirs.get("mnist"),
+        num_samples=profile["num_samples"],
+        num_val_samples=profile["num_val_samples"],
+        # Patience of the whole run: never stops early, and the best epoch by validation accuracy is restored.
+        patience=epochs,
+    )
+    fractions = ",".join(f"{f:g}" for f in profile["prune_fractions"])
+    return RunSpec(
+        config.validate(),
+        label=f"bbb-{prior}-{weighting}-{normalization}-s{seed}",
+        measures=("accuracies", f"pruning:{fractions}"),
+        tags=(("normalization", normalization), ("prior", prior), ("weighting", weighting)),
+    )
+
+
+class BayesByBackprop:
+    """Paper 001 as a grid and an analysis (see the module docstring)."""
+
+    name = "bayes-by-backprop"
+    title = "Bayes by Backprop on MNIST: priors, KL weighting, input scaling and pruning (Singh; Blundell et al. 2015)"
+    summary = "paper 001: BBB test error by prior, KL weighting and input scaling; signal-to-noise pruning"
+    profiles = PROFILES
+
+    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
+        cells = [
+            (prior, weighting, BASE_NORMALIZATION) for prior in profile["priors"] for weighting in profile["weightings"]
+        ]
+        cells += [
+            (BASE_PRIOR, BASE_WEIGHTING, normalization)
+            for normalization in profile["normalizations"]
+            if normalization != BASE_NORMALIZATION
+        ]
+        # seed-major: every cell gets its first seed before any gets its second
+        return [_spec(profile, *cell, seed, data_dirs) for seed in range(seeds) for cell in cells]
+
+    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
+        from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import analyse
+
+        return analyse(records, profile, out)

@@ -1,0 +1,196 @@
+"""``bayes-by-backprop`` (paper 001) and ``bbb-fashion`` (paper 004): the quick profiles end to end on tiny IDX
+files, the plans' invariants across profiles, the measurements on a trained run, and the verdict rules on hand-made
+records."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+
+import pytest
+
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce import Status, Verdict, reproduce
+from pyro_bnn.reproduce.papers.bayes_by_backprop import PRIORS, PROFILES, BayesByBackprop
+from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import _error_table, _pruning
+from pyro_bnn.reproduce.papers.bbb_fashion import PROFILES as FASHION_PROFILES
+from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
+from pyro_bnn.reproduce.papers.bbb_fashion_analysis import _accuracies, _ood
+from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+
+SIZE_FIELDS = {"epochs", "train_subset", "val_size", "test_subset", "num_val_samples", "seed", "data_dir", "patience"}
+"""The RunConfig fields a profile may change: sizes and seeds (patience is the run's length), never the method."""
+
+
+def _method(spec: RunSpec) -> tuple:
+    values = dataclasses.asdict(spec.config)
+    return (*sorted((k, str(v)) for k, v in values.items() if k not in SIZE_FIELDS), spec.tags)
+
+
+def test_profiles_change_sizes_only():
+    experiment = BayesByBackprop()
+    methods = {name: {_method(s) for s in experiment.plan(profile, 1, {})} for name, profile in PROFILES.items()}
+    assert len(methods["quick"]) == 5  # 2 priors x 2 weightings + one more input scaling
+    assert methods["quick"] <= methods["cpu"] == methods["paper"]
+    assert len(methods["cpu"]) == 8  # 3 priors x 2 weightings + 2 more input scalings
+    fashion = {name: {_method(s) for s in BbbFashion().plan(p, 1, {})} for name, p in FASHION_PROFILES.items()}
+    assert fashion["quick"] == fashion["cpu"] == fashion["paper"]
+
+
+def test_cpu_plan_is_the_papers_method_with_three_seeds_per_cell():
+    specs = BayesByBackprop().plan(PROFILES["cpu"], 3, {"mnist": "/data"})
+    assert len({s.run_id for s in specs}) == 24
+    cells = {(s.tag("prior"), s.tag("weighting"), s.tag("normalization")) for s in specs}
+    assert len(cells) == 8
+    assert {s.config.prior for s in specs} == set(PRIORS.values())
+    for spec in specs:
+        c = spec.config
+        assert (c.model, c.guide, c.batch_size, c.num_particles, c.lr, c.num_samples) == (
+            "bbb-mlp",
+            "bbb",
+            100,
+            2,
+            1e-3,
+            10,
+        )
+        assert c.train_subset == 50_000 and c.val_size == 10_000 and c.data_dir == "/data"
+        assert c.patience == c.epochs  # never stops early; the best epoch is restored
+        assert spec.measures == ("accuracies", "pruning:0,0.25,0.5,0.75,0.95,0.98")
+    assert [s.config.seed for s in specs[:8]] == [0] * 8  # seed-major
+    fashion = BbbFashion().plan(FASHION_PROFILES["cpu"], 3, {"mnist": "/m"})
+    assert [s.config.seed for s in fashion] == [0, 1, 2]
+    assert all(s.other_data == (("mnist", "/m"),) and s.config.val_size == 0 for s in fashion)
+    assert all(s.config.normalization == "unit" and s.config.dataset == "fashion-mnist" for s in fashion)
+
+
+def _record(prior, weighting, seed, error, normalization="bbb", **metrics) -> RunRecord:
+    config = RunConfig(dataset="mnist", seed=seed)
+    tags = (("normalization", normalization), ("prior", prior), ("weighting", weighting))
+    values = {"accuracy": 1 - error, "posterior_mean_accuracy": 1 - error, **metrics}
+    return RunRecord(RunSpec(config, "x", tags=tags), Status.DONE, values)
+
+
+def _cells(records):
+    cells = {}
+    for r in records:
+        cells.setdefault((r.spec.tag("prior"), r.spec.tag("weighting"), r.spec.tag("normalization")), []).append(r)
+    return cells
+
+
+@pytest.mark.parametrize(
+    "mixture, gaussian, expected",
+    [
+        ([0.015, 0.016, 0.0155], [0.020, 0.021, 0.0205], Verdict.HOLDS),
+        ([0.020, 0.021, 0.0205], [0.015, 0.016, 0.0155], Verdict.DOES_NOT_HOLD),
+        ([0.015, 0.025, 0.020], [0.016, 0.026, 0.021], Verdict.INCONCLUSIVE),
+        ([0.010], [0.030], Verdict.INCONCLUSIVE),  # one seed never decides
+    ],
+)
+def test_prior_verdict(tmp_path, mixture, gaussian, expected):
+    records = [_record("mixture-0.5", "uniform", i, e) for i, e in enumerate(mixture)]
+    records += [_record("gaussian", "uniform", i, e) for i, e in enumerate(gaussian)]
+    _, headlines = _error_table(_cells(records), PROFILES["quick"], tmp_path)
+    assert headlines[0].verdict is expected, headlines[0].reason
+
+
+def _pruned(seed, snr, magnitude):
+    rows = [
+        {"fraction": f, "error_snr": s, "error_magnitude": m, "nll_snr": 1.0, "nll_magnitude": 1.0}
+        for f, s, m in zip((0.0, 0.75, 0.95), snr, magnitude, strict=True)
+    ]
+    return _record("mixture-0.5", "uniform", seed, snr[0], pruning=rows)
+
+
+@pytest.mark.parametrize(
+    "snr, magnitude, expected",
+    [
+        ((0.02, 0.05, 0.10), (0.02, 0.30, 0.60), Verdict.HOLDS),
+        ((0.02, 0.40, 0.80), (0.02, 0.30, 0.60), Verdict.DOES_NOT_HOLD),  # Singh's finding
+    ],
+)
+def test_pruning_verdict(tmp_path, snr, magnitude, expected):
+    jitter = (0.0, 0.004, -0.003)
+    records = [_pruned(i, [v + d for v in snr], [v - d for v in magnitude]) for i, d in enumerate(jitter)]
+    section, headline = _pruning(_cells(records), PROFILES["quick"], tmp_path)
+    assert headline.verdict is expected, headline.reason
+    with open(tmp_path / "pruning.csv") as handle:
+        assert len(list(csv.DictReader(handle))) == 9
+
+
+def _fashion(seed, samples, mean_net, ensemble, ood_auroc=0.9) -> RunRecord:
+    detection = {"auroc": ood_auroc, "aupr_in": 0.9, "aupr_out": 0.9, "fpr_at_95_tpr": 0.3}
+    ood = {s: {**detection, "mean_in": 0.2, "mean_out": 0.8} for s in ("entropy", "mutual_information")}
+    ood["max_probability"] = {**detection, "mean_in": 0.1, "mean_out": 0.4}
+    bins = {"ece": 0.05, "counts": [1, 2], "confidence": [0.3, 0.8], "accuracy": [0.2, 0.9]}
+    metrics = {
+        "sample_accuracies": samples,
+        "mean_network_accuracy": mean_net,
+        "ensemble_accuracy": ensemble,
+        "reliability": {"sample": bins, "posterior_mean": bins, "ensemble": bins},
+        "ood": {"data": "mnist", "num_samples": 100, **ood},
+    }
+    return RunRecord(RunSpec(RunConfig(dataset="fashion-mnist", seed=seed), "f"), Status.DONE, metrics)
+
+
+def test_fashion_verdicts(tmp_path):
+    ordered = [_fashion(i, [0.84, 0.85], 0.86, 0.87) for i in range(3)]
+    assert _accuracies(ordered, tmp_path)[1].verdict is Verdict.HOLDS
+    assert _ood(ordered, tmp_path)[1].verdict is Verdict.HOLDS
+    # the tutorial's order fails when the best sample beats the mean network
+    broken = [_fashion(i, [0.84, 0.865], 0.86, 0.87, ood_auroc=0.4) for i in range(3)]
+    assert _accuracies(broken, tmp_path)[1].verdict is Verdict.DOES_NOT_HOLD
+    assert _ood(broken, tmp_path)[1].verdict is Verdict.DOES_NOT_HOLD
+    assert _accuracies(ordered[:1], tmp_path)[1].verdict is Verdict.INCONCLUSIVE
+
+
+@pytest.fixture
+def tiny_image_sets(tmp_path, make_tiny):
+    """MNIST and Fashion-MNIST stand-ins with 1 600 training and 1 000 test images (the quick profiles' sizes)."""
+    return {
+        name: str(make_tiny(1_600, 1_000, seed=seed).write(tmp_path / name))
+        for seed, name in enumerate(("mnist", "fashion-mnist"))
+    }
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
+    out = tmp_path / "bbb"
+    report = reproduce("bayes-by-backprop", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu",
+                       progress=False, command="pyro-bnn reproduce bayes-by-backprop --profile quick")  # fmt: skip
+    text = report.read_text()
+    assert "Runs: 5 done" in text and "0 failed, 0 missing" in text
+    verdicts = [line for line in text.splitlines() if line.startswith("- **")]
+    assert len(verdicts) == 3 and all(Verdict.INCONCLUSIVE.value in line for line in verdicts)  # one seed
+    for name in ("error-curves.png", "weight-histograms.png", "snr.png", "reliability.png"):
+        assert (out / name).stat().st_size > 1_000 and f"]({name})" in text
+    result = json.loads(next((out / "runs").glob("bbb-mixture-0.5-uniform-bbb-s0-*/result.json")).read_text())
+    metrics = result["metrics"]
+    assert len(metrics["sample_accuracies"]) == 10
+    # the measurement's ensemble and posterior mean are the run's own test metrics
+    assert metrics["ensemble_accuracy"] == pytest.approx(metrics["accuracy"])
+    assert metrics["mean_network_accuracy"] == pytest.approx(metrics["posterior_mean_accuracy"])
+    rows = metrics["pruning"]
+    assert [r["fraction"] for r in rows] == [0.0, 0.25, 0.5, 0.75, 0.95, 0.98]
+    assert rows[0]["error_snr"] == rows[0]["error_magnitude"]  # nothing pruned, the same draws
+    assert abs(rows[0]["error_snr"] - (1 - metrics["accuracy"])) < 0.05  # other draws of the same predictive
+    assert sum(metrics["snr_db_histogram"]["counts"]) == 784 * 400 + 400 * 400 + 400 * 10  # weights, no biases
+    # a clean checkout has no weight_stats.json: the report rebuilds from the summary kept beside it
+    for path in (out / "runs").glob("*/weight_stats.json"):
+        path.unlink()
+    rebuilt = reproduce("bayes-by-backprop", profile="quick", out=out, report_only=True)
+    assert rebuilt.read_text().split("## Verdicts")[1] == text.split("## Verdicts")[1]
+
+    out = tmp_path / "fashion"
+    text = reproduce("bbb-fashion", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu",
+                     progress=False).read_text()  # fmt: skip
+    assert "Runs: 1 done" in text and "0 failed, 0 missing" in text
+    for name in ("reliability.png", "ood-examples.png", "ood-uncertainty.png"):
+        assert (out / name).stat().st_size > 1_000 and f"]({name})" in text
+    metrics = json.loads(next((out / "runs").glob("*/result.json")).read_text())["metrics"]
+    for score in ("entropy", "mutual_information", "max_probability"):
+        assert 0 <= metrics["ood"][score]["auroc"] <= 1 and math.isfinite(metrics["ood"][score]["fpr_at_95_tpr"])
+    examples = metrics["ood_examples"]
+    assert all(sum(counts) == 20 for domain in ("in", "out") for counts in examples[domain]["class_counts"])
+    assert sum(metrics["ood_uncertainty"]["in"]["entropy"]) == 1_000
