@@ -22,6 +22,8 @@ class _MixtureLogDensity(torch.autograd.Function):
     training step here).
     """
 
+    generate_vmap_rule = True  # torch.func.vmap over a log density (per-sample priors) works as for plain ops
+
     @staticmethod
     def forward(value, a1, a2, c1, c2):  # noqa: D102
         square = value.square()

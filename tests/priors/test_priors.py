@@ -232,3 +232,14 @@ def test_prior_sampling_through_pyro():
     assert w.shape == (40, 50)
     assert w.std().item() == pytest.approx(0.5, rel=0.05)
     assert pyro.get_param_store().keys() == set()
+
+
+def test_scale_mixture_log_density_under_vmap_matches_the_batched_call():
+    from pyro_bnn.priors import ScaleMixtureNormal
+
+    d = ScaleMixtureNormal(torch.tensor(0.5), torch.tensor(1.0), torch.tensor(math.exp(-6)))
+    w = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(torch.func.vmap(d.log_prob)(w), d.log_prob(w))
+    grads = torch.func.vmap(torch.func.grad(lambda v: d.log_prob(v).sum()))(w)
+    (expected,) = torch.autograd.grad(d.log_prob(w.requires_grad_()).sum(), w)
+    torch.testing.assert_close(grads, expected)
