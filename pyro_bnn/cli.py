@@ -175,13 +175,8 @@ def _dataset_dir(text: str) -> tuple[str, str]:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.evaluate import (
-        format_ood_table,
-        load_evaluation,
-        load_ood_evaluation,
-        score_evaluation,
-        score_ood_evaluation,
-    )
+    from pyro_bnn.experiments.evaluate import load_evaluation, score_evaluation
+    from pyro_bnn.experiments.ood import format_ood_table, load_ood_evaluation, score_ood_evaluation
 
     data_dirs = dict(args.data_dir)
     if args.ood is not None:

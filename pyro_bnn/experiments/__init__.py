@@ -1,7 +1,9 @@
-"""Experiments: runs described by a :class:`RunConfig`, the demo, and (later) the paper reproductions."""
+"""Experiments: runs described by a :class:`RunConfig`, re-scoring a saved run, OOD detection with it, and the demo
+(the paper reproductions are :mod:`pyro_bnn.reproduce`)."""
 
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.experiments.evaluate import evaluate_run
+from pyro_bnn.experiments.ood import evaluate_ood
 from pyro_bnn.experiments.runs import RunResult, train_run
 
-__all__ = ["RunConfig", "RunResult", "evaluate_run", "train_run"]
+__all__ = ["RunConfig", "RunResult", "evaluate_ood", "evaluate_run", "train_run"]

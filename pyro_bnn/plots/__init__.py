@@ -3,6 +3,7 @@ of training, and of the posterior diagnostics (likelihood slices, weight statist
 NUTS), built with matplotlib's object API (no pyplot state)."""
 
 from pyro_bnn.plots.figures import save_figure
+from pyro_bnn.plots.ood import plot_ood_histograms
 from pyro_bnn.plots.posterior_shape import plot_marginals, plot_vi_vs_nuts
 from pyro_bnn.plots.regression import plot_regression, training_gaps
 from pyro_bnn.plots.reliability import plot_reliability, plot_reliability_comparison, plot_reliability_grid
@@ -13,6 +14,7 @@ from pyro_bnn.plots.weight_stats import plot_pruning, plot_weight_statistics
 __all__ = [
     "plot_likelihood_slice",
     "plot_marginals",
+    "plot_ood_histograms",
     "plot_plateau_fractions",
     "plot_pruning",
     "plot_regression",

@@ -15,7 +15,7 @@ from pyro_bnn.data import DataContentWarning, load_dataset
 from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.evaluation import DETECTION_KEYS, OodScore
 from pyro_bnn.experiments import RunConfig, runs, train_run
-from pyro_bnn.experiments.evaluate import evaluate_ood, load_ood_evaluation, parse_ood
+from pyro_bnn.experiments.ood import evaluate_ood, load_ood_evaluation, parse_ood
 
 TINY = RunConfig(
     dataset="moons",
