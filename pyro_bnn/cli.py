@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pyro_bnn import __version__
 from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.errors import UserError
+from pyro_bnn.evaluation import TemperatureMode
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import NonFiniteLossError
 from pyro_bnn.spec import catalogue
@@ -179,6 +180,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from pyro_bnn.experiments.ood import format_ood_table, load_ood_evaluation, score_ood_evaluation
 
     data_dirs = dict(args.data_dir)
+    if args.temperature:
+        return _evaluate_temperature(args, data_dirs)
+    if args.temperature_mode is not None:
+        with _user_errors():
+            raise ValueError("--temperature-mode only applies with --temperature")
     if args.ood is not None:
         with _user_errors():
             if args.corruption is not None:
@@ -204,6 +210,32 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     metrics = score_evaluation(evaluation)
     _print_metrics(metrics)
+    return 0
+
+
+def _evaluate_temperature(args: argparse.Namespace, data_dirs: dict[str, str]) -> int:
+    """``evaluate RUN --temperature``: fits T on the run's validation split, scores the test split with and without."""
+    from pyro_bnn.experiments.temperature import (
+        TEMPERATURE_FILE,
+        format_temperature_table,
+        load_temperature_evaluation,
+        score_temperature_evaluation,
+    )
+
+    with _user_errors():
+        for option, value in (("--ood", args.ood), ("--corruption", args.corruption)):
+            if value is not None:
+                raise ValueError(f"--temperature and {option} do not combine; run them as two evaluations")
+        evaluation = load_temperature_evaluation(
+            args.run_dir,
+            mode=args.temperature_mode or "mean",
+            num_samples=args.num_samples,
+            device=args.device,
+            data_dirs=data_dirs,
+        )
+    record = score_temperature_evaluation(evaluation)
+    print(format_temperature_table(record))
+    print(f"wrote {evaluation.run_dir / TEMPERATURE_FILE}")
     return 0
 
 
@@ -281,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=_cmd_train)
 
     evaluate = commands.add_parser(
-        "evaluate", help="re-score a saved run, optionally on corrupted inputs, or detect OOD inputs with it"
+        "evaluate",
+        help="re-score a saved run, optionally on corrupted inputs, detect OOD inputs with it or fit a temperature",
     )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--num-samples", type=int, default=None)
@@ -303,6 +336,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DATASET=PATH",
         help="data folder of one data set (repeatable), e.g. mnist=/data/mnist; default: the run's own folder and "
         "the usual places",
+    )
+    evaluate.add_argument(
+        "--temperature",
+        action="store_true",
+        help="post-hoc temperature scaling: fit one temperature T on the run's validation split (minimising its "
+        "NLL), score the test split with and without it and write RUN/temperature.json (classification runs with "
+        "validation examples only)",
+    )
+    evaluate.add_argument(
+        "--temperature-mode",
+        default=None,
+        choices=[mode.value for mode in TemperatureMode],
+        help="with --temperature: temper the posterior predictive (mean, the default; the one to report) or each "
+        "posterior sample (samples)",
     )
     evaluate.add_argument("--device", default=None)
     evaluate.set_defaults(func=_cmd_evaluate)

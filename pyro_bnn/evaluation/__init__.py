@@ -14,6 +14,10 @@ mutual information, ``1 - max`` mean probability; larger is more OOD), :func:`oo
 (AUROC, AUPR-in, AUPR-out, FPR at 95 % TPR; scikit-learn's metrics) and :func:`ood_metrics` does both for an
 in-distribution and an OOD predictive.
 
+Temperature scaling (``temperature``): :func:`fit_temperature` fits one temperature ``T`` on held-out ``probs`` by
+minimising the NLL, :func:`apply_temperature` tempers a predictive with it (mode ``"mean"``: the sample-mean
+probabilities, ``"samples"``: each sample; :class:`TemperatureMode`).
+
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
 means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
 """
@@ -36,6 +40,7 @@ from pyro_bnn.evaluation.regression import (
     regression_metrics,
 )
 from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize
+from pyro_bnn.evaluation.temperature import TEMPERATURE_RANGE, TemperatureMode, apply_temperature, fit_temperature
 from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposition
 
 __all__ = [
@@ -45,15 +50,19 @@ __all__ = [
     "REGRESSION_KEYS",
     "ROW_SUM_TOLERANCE",
     "SUMMARY_KEYS",
+    "TEMPERATURE_RANGE",
     "TPR_LEVEL",
     "CalibrationResult",
     "OodScore",
+    "TemperatureMode",
     "UncertaintySplit",
     "accuracy",
+    "apply_temperature",
     "brier_score",
     "calibration",
     "entropy_decomposition",
     "expected_calibration_error",
+    "fit_temperature",
     "label_frequencies",
     "label_frequencies_from_samples",
     "maximum_calibration_error",

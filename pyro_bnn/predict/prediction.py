@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pyro_bnn.evaluation import accuracy, regression_metrics, summarize
+from pyro_bnn.evaluation import TemperatureMode, accuracy, apply_temperature, regression_metrics, summarize
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,40 @@ class Prediction:
         per_sample = tuple(correct.double().mean(dim=-1).tolist())
         point = None if self.point is None else accuracy(self.point.probs, self.targets)
         return AccuracyBreakdown(per_sample=per_sample, ensemble=ensemble, posterior_mean=point)
+
+    def tempered(self, temperature: float, *, mode: TemperatureMode | str = "mean") -> Prediction:
+        """This prediction with its class probabilities tempered by ``temperature`` (post-hoc temperature scaling).
+
+        The probabilities are :func:`pyro_bnn.evaluation.apply_temperature` of :attr:`probs`: mode ``"mean"`` tempers
+        the sample-mean probabilities and leaves one sample, ``probs (1, N, C)``; mode ``"samples"`` tempers each
+        sample, ``probs (S, N, C)``. ``targets`` are kept, ``log_likelihood`` is recomputed from the tempered
+        probabilities (``(1, N)`` or ``(S, N)``, each probability clamped at the dtype's smallest positive normal
+        float before the log) and :attr:`point` is tempered the same way. ``temperature == 1`` leaves the
+        probabilities as they are, in either mode. Fit the temperature with
+        :func:`pyro_bnn.evaluation.fit_temperature` on a validation prediction.
+
+        Args:
+            temperature: ``T > 0``.
+            mode: ``"mean"`` or ``"samples"`` (:class:`pyro_bnn.evaluation.TemperatureMode`).
+
+        Returns:
+            A new ``Prediction``; this one is not changed.
+
+        Raises:
+            ValueError: for a regression prediction, a temperature that is not a positive finite number, or an
+                unknown mode.
+        """
+        if not self.is_classification:
+            raise ValueError("temperature scaling needs class probabilities; this is a regression prediction")
+        probs = apply_temperature(self.probs, temperature, mode=mode)
+        log_likelihood = self.log_likelihood
+        if self.targets is not None and probs is not self.probs:
+            labels = self.targets.to(device=probs.device, dtype=torch.int64)
+            index = labels.view(1, -1, 1).expand(probs.shape[0], -1, 1)
+            label_probs = probs.gather(dim=-1, index=index).squeeze(-1)
+            log_likelihood = label_probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
+        point = None if self.point is None else self.point.tempered(temperature, mode=mode)
+        return Prediction(probs=probs, targets=self.targets, log_likelihood=log_likelihood, point=point)
 
     def _require_classification(self) -> None:
         if self.probs is None:
