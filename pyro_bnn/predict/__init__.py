@@ -1,5 +1,6 @@
 """Posterior predictive: one :class:`Prediction` object that metrics, plots and diagnostics consume."""
 
+from pyro_bnn.predict.ensemble import Ensemble
 from pyro_bnn.predict.prediction import AccuracyBreakdown, Prediction
 from pyro_bnn.predict.predictive import predict, predict_posterior_mean
 from pyro_bnn.predict.sources import (
@@ -12,6 +13,7 @@ from pyro_bnn.predict.sources import (
 )
 
 __all__ = [
+    "Ensemble",
     "AccuracyBreakdown",
     "GuideSource",
     "ParameterSource",
