@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status
+from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status, Verdict
 
 REPORT = "report.md"
 
@@ -75,6 +75,16 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comp
         return Comparison(gap, se, gap != 0)
     dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     return Comparison(gap, se, abs(gap) > float(t.ppf(1 - alpha / 2, dof)) * se)
+
+
+def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:
+    """One verdict for a claim judged in several cells: *holds* when every cell holds, *does not hold* when at least
+    half of them do not, *inconclusive* otherwise (and for no cells)."""
+    if verdicts and all(v is Verdict.HOLDS for v in verdicts):
+        return Verdict.HOLDS
+    if verdicts and sum(v is Verdict.DOES_NOT_HOLD for v in verdicts) * 2 >= len(verdicts):
+        return Verdict.DOES_NOT_HOLD
+    return Verdict.INCONCLUSIVE
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -14,7 +14,7 @@ from pyro_bnn.cli import main
 from pyro_bnn.data import DataContentWarning, load_dataset
 from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.evaluation import DETECTION_KEYS, OodScore
-from pyro_bnn.experiments import RunConfig, runs, train_run
+from pyro_bnn.experiments import RunConfig, train_run
 from pyro_bnn.experiments.ood import evaluate_ood, load_ood_evaluation, parse_ood
 
 TINY = RunConfig(
@@ -56,16 +56,6 @@ def shared_moons_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("shared") / "moons"
     train_run(TINY, out, progress=False)
     return out
-
-
-@pytest.fixture
-def no_data(monkeypatch):
-    """Loading data fails the test: the case had to be refused before."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("data was loaded although the option could be checked without it")
-
-    monkeypatch.setattr(runs, "load_data", refuse)
 
 
 def _check_record(record, *, ood, in_distribution, num_in, num_out, num_samples):

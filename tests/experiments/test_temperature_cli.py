@@ -37,16 +37,6 @@ def digits_run(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def no_data(monkeypatch):
-    """Loading data fails the test: the case had to be refused before."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("data was loaded although the option could be checked without it")
-
-    monkeypatch.setattr(runs, "load_data", refuse)
-
-
 def _check_record(record, *, mode):
     assert record["mode"] == mode
     assert (record["num_val"], record["num_test"], record["num_samples"]) == (288, 359, 4)

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.diagnostics.weight_stats import statistics_from_dict
 from pyro_bnn.plots import save_figure
+from pyro_bnn.reproduce.figures import reliability_figure
 from pyro_bnn.reproduce.papers.bayes_by_backprop import (
     BASE_NORMALIZATION,
     BASE_PRIOR,
@@ -39,7 +40,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop import (
     WEIGHTINGS,
 )
 from pyro_bnn.reproduce.records import RUNS
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, write_csv
+from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict, write_csv
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 PRUNING_CLAIM_FRACTIONS = (0.75, 0.95)
@@ -160,7 +161,9 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         verdicts.append(verdict)
         reasons.append(f"{PRIOR_LABELS[prior]}: {verdict.value} ({numbers})")
     weighting_headline = Headline(
-        "Blundell's KL weighting lowers the test error (Singh: by 0.3 points)", _overall(verdicts), "; ".join(reasons)
+        "Blundell's KL weighting lowers the test error (Singh: by 0.3 points)",
+        overall_verdict(verdicts),
+        "; ".join(reasons),
     )
     all_runs = [r for runs in cells.values() for r in runs]
     late = sum(1 for r in all_runs if (_best_epoch(r) or 0) >= profile["epochs"] - 1)
@@ -179,14 +182,6 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         prior_headline,
         weighting_headline,
     ]
-
-
-def _overall(verdicts: list[Verdict]) -> Verdict:
-    if verdicts and all(v is Verdict.HOLDS for v in verdicts):
-        return Verdict.HOLDS
-    if verdicts and sum(v is Verdict.DOES_NOT_HOLD for v in verdicts) * 2 >= len(verdicts):
-        return Verdict.DOES_NOT_HOLD
-    return Verdict.INCONCLUSIVE
 
 
 def _normalization_table(cells, profile: Profile) -> Section:
@@ -404,29 +399,6 @@ def _accuracies(cells, out: Path) -> Section:
         figures.append("reliability.png")
     text = "Test error of each posterior sample alone, of the posterior-mean network and of their ensemble."
     return Section("Single samples, posterior mean and ensemble", text, [table], figures)
-
-
-def reliability_figure(reliability: dict, title: str) -> Figure:
-    """Reliability diagrams (bin accuracy against bin confidence) of one sample, the posterior mean and the
-    ensemble, from the bins a run's ``accuracies`` measurement stored."""
-    figure = Figure(figsize=(12, 4), layout="constrained")
-    axes = figure.subplots(1, 3)
-    for ax, (name, label) in zip(
-        axes, (("sample", "one sample"), ("posterior_mean", "posterior mean"), ("ensemble", "ensemble")), strict=True
-    ):
-        bins = reliability[name]
-        n = len(bins["counts"])
-        centres = (np.arange(n) + 0.5) / n
-        accuracy = np.array([np.nan if v is None else v for v in bins["accuracy"]], dtype=float)
-        ax.bar(centres, np.nan_to_num(accuracy), width=1 / n, edgecolor="k", alpha=0.7, label="accuracy")
-        ax.plot([0, 1], [0, 1], "k--", lw=1)
-        ax.set_title(f"{label}: ECE {bins['ece']:.3f}", fontsize=10)
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accuracy")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-    figure.suptitle(f"Reliability, {title}")
-    return figure
 
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.evaluation.ood import DETECTION_KEYS, OodScore
 from pyro_bnn.plots import save_figure
-from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import reliability_figure
+from pyro_bnn.reproduce.figures import reliability_figure
 from pyro_bnn.reproduce.papers.bbb_fashion import PUBLISHED
 from pyro_bnn.reproduce.report import format_mean_sd, markdown_table, write_csv
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict

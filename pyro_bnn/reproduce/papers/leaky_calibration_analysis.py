@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, write_csv
+from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, overall_verdict, write_csv
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 ACCURACY_TOLERANCE = 0.02
@@ -63,14 +63,6 @@ def _cells(runs: list[RunRecord], key: Callable[[RunRecord], tuple]) -> dict[tup
 
 def _values(runs: list[RunRecord], metric: str) -> list[float]:
     return [r.metrics[metric] for r in sorted(runs, key=lambda r: r.config.seed) if metric in r.metrics]
-
-
-def _overall(verdicts: list[Verdict]) -> Verdict:
-    if verdicts and all(v is Verdict.HOLDS for v in verdicts):
-        return Verdict.HOLDS
-    if verdicts and sum(v is Verdict.DOES_NOT_HOLD for v in verdicts) * 2 >= len(verdicts):
-        return Verdict.DOES_NOT_HOLD
-    return Verdict.INCONCLUSIVE
 
 
 def _count(verdicts: list[Verdict]) -> str:
@@ -166,7 +158,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
             f"**{objective_name}** (`kl_scale={objective}`)\n\n"
             + markdown_table(header, rows, align="ll" + "r" * (len(header) - 3) + "l")
         )
-        overall = _overall(verdicts)
+        overall = overall_verdict(verdicts)
         headlines.append(
             Headline(
                 f"Leaky ReLU has lower ECE than ReLU at about equal accuracy, per cell of Table 1, under the "
@@ -240,7 +232,7 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
     table = markdown_table(["model", "data set", "slope", "ECE (10 bins, sampled)", "accuracy"], rows, "llrrr")
     headline = Headline(
         "ECE is highest at slope 0 (ReLU)",
-        _overall(verdicts),
+        overall_verdict(verdicts),
         f"Curves: {_count(verdicts)}. " + "; ".join(reasons),
     )
     text = f"Authors' objective, slopes {profile['slopes']}, seeds 0 to {profile['sweep_seeds'] - 1} at every slope."
