@@ -82,6 +82,7 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec("--kl-weighting")
     add_spec("--kl-scale")
     add("--seed", type=int, default=d.seed)
+    add("--data-seed", type=int, default=None, help="seed of the validation split and training subset (default --seed)")
     add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     add("--train-subset", type=int, default=None, help="train on this many examples")
     add(

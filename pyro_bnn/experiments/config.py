@@ -75,6 +75,9 @@ class RunConfig:
         kl_scale: ``dataset`` (the full-data ELBO: minibatch log-likelihood times N/B) or ``paper`` (the One Simple
             Trick objective: unscaled minibatch log-likelihood plus the KL on every step; not with ``blundell``).
         seed: Seeds the split, the network's initialisation and training.
+        data_seed: Seeds the validation split and the training subset instead of ``seed`` (None: ``seed``), so that
+            runs differing only in ``seed`` see the same examples: the members of a deep ensemble, which differ in
+            initialisation and minibatch order only.
         device: ``cpu``, ``cuda``, ``cuda:1`` or ``auto``.
         train_subset: Train on this many examples (None: all).
         test_subset: Score on this many test examples (None: all): a fixed uniform subset, the same for every seed.
@@ -111,6 +114,7 @@ class RunConfig:
     kl_weighting: str = "uniform"
     kl_scale: str = "dataset"
     seed: int = 0
+    data_seed: int | None = None
     device: str = "auto"
     train_subset: int | None = None
     test_subset: int | None = None
@@ -195,6 +199,8 @@ class RunConfig:
         if not (isinstance(self.patience, int) and self.patience >= 0):
             raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
         check_seed(self.seed)
+        if self.data_seed is not None:
+            check_seed(self.data_seed)
         if self.train_subset is not None and (
             isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
         ):

@@ -60,6 +60,11 @@ class RunResult:
     guide: Any = None
 
 
+WRITES_PER_RUN = 100
+"""About how often a run writes its checkpoint, history and weight statistics while it trains (and always at the
+end): after every epoch for runs of up to 100 epochs, after every ``epochs // 100``-th for longer ones."""
+
+
 def load_data(config: RunConfig) -> DatasetSplits:
     """The run's data splits (the split and training subset depend on the run's seed; a ``test_subset`` does not,
     so every seed is scored on the same test examples)."""
@@ -69,7 +74,7 @@ def load_data(config: RunConfig) -> DatasetSplits:
         normalization=config.normalization,
         val_size=config.val_size,
         train_subset=config.train_subset,
-        seed=config.seed,
+        seed=config.seed if config.data_seed is None else config.data_seed,
     )
     if config.test_subset is None:
         return data
@@ -129,7 +134,8 @@ def restore(
 
 
 def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) -> tuple[dict[str, Any], Prediction]:
-    """Test metrics of the posterior predictive and of the posterior-mean network.
+    """Test metrics of the posterior predictive and of the posterior-mean network (where the source has one; a
+    deep ensemble has none, and gets the predictive's metrics alone).
 
     Classification: ``accuracy, nll, brier, ece, mce, posterior_mean_accuracy, posterior_mean_ece``.
     Regression: ``rmse, nll, coverage`` (of mean ± 2 sd; :func:`pyro_bnn.evaluation.regression_metrics`) and
@@ -139,13 +145,15 @@ def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) 
     mean_net = prediction.point
     if not prediction.is_classification:
         metrics = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
-        mean_rmse = regression_metrics(mean_net.means, mean_net.noise_scale, mean_net.targets)["rmse"]
-        metrics["posterior_mean_rmse"] = mean_rmse
+        if mean_net is not None:
+            mean_rmse = regression_metrics(mean_net.means, mean_net.noise_scale, mean_net.targets)["rmse"]
+            metrics["posterior_mean_rmse"] = mean_rmse
         return metrics, prediction
     metrics = prediction.metrics(n_bins=config.n_bins)
-    mean_metrics = mean_net.metrics(n_bins=config.n_bins)
-    metrics["posterior_mean_accuracy"] = mean_metrics["accuracy"]
-    metrics["posterior_mean_ece"] = mean_metrics["ece"]
+    if mean_net is not None:
+        mean_metrics = mean_net.metrics(n_bins=config.n_bins)
+        metrics["posterior_mean_accuracy"] = mean_metrics["accuracy"]
+        metrics["posterior_mean_ece"] = mean_metrics["ece"]
     return metrics, prediction
 
 
@@ -290,12 +298,17 @@ def _train_in(
     pyro.set_rng_seed(config.seed)
     bnn, _ = build_bnn(config, data)
     train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
-    callbacks = [Checkpoint(checkpoint), HistoryLogger(out / "history.json")]
+    # Files written during training grow with the epochs, so a run of thousands of short epochs (full-batch toy
+    # problems) writes them about 100 times in all rather than after every epoch: once per epoch made a
+    # 5 000-epoch cubic run spend most of its time re-encoding JSON. An interrupted run then loses at most 1 % of
+    # its epochs.
+    every = max(1, config.epochs // WRITES_PER_RUN)
+    callbacks = [Checkpoint(checkpoint, every=every), HistoryLogger(out / "history.json", every=every)]
     recorder = None
     if parse_guide(config.guide).offers(Capability.NORMAL_SCALES):
-        # Histograms of mu, sigma and |mu| / sigma per layer after every epoch (`pyro-bnn diagnose` plots them);
-        # before the checkpoint, so a checkpoint holds the statistics of its own epoch.
-        recorder = WeightStatsRecorder(out / "weight_stats.json")
+        # Histograms of mu, sigma and |mu| / sigma per layer (`pyro-bnn diagnose` plots them); before the
+        # checkpoint, so a checkpoint holds the statistics of its own epoch.
+        recorder = WeightStatsRecorder(out / "weight_stats.json", every=every)
         callbacks.insert(0, recorder)
     if config.patience:
         # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.

@@ -122,10 +122,17 @@ def last_checkpoint_text(callbacks: Iterable[Callback]) -> str:
 
 
 class HistoryLogger(Callback):
-    """Writes the history so far as JSON (atomically) after each epoch, for watching a long run."""
+    """Writes the history so far as JSON (atomically) after every ``every`` epochs and when training ends, for
+    watching a long run."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        self.path, self.every = Path(path), every
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        if record["epoch"] % self.every == 0 or trainer.stop_training:
+            write_json_atomically(self.path, trainer.history)
+
+    def on_train_end(self, trainer: Trainer) -> None:
         write_json_atomically(self.path, trainer.history)

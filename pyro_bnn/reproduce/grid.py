@@ -62,6 +62,11 @@ def run_grid(
     check_writable(out)
     out = Path(out)
     specs = unique(specs)
+    listed = {spec.run_id for spec in specs}
+    for spec in specs:
+        missing = [member.run_id for member in spec.members if member.run_id not in listed]
+        if missing:
+            raise ValueError(f"ensemble {spec.run_id} has members that are not runs of the grid: {missing[0]}")
     executor = executor or LocalExecutor()
     runs_dir = out / RUNS
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -84,12 +89,14 @@ def run_grid(
     )
     failed = sum(r.status is Status.FAILED for r in records.values() if not retry_failed)
     with bar:
-        for record in executor.run(todo, runs_dir, progress=progress and terminal):
-            records[record.spec.run_id] = record
-            failed += record.status is Status.FAILED
-            bar.update(1)
-            if failed:
-                bar.set_postfix(failed=failed)
-            if record.status is Status.FAILED:
-                bar.write(f"run {record.spec.run_id} failed: {record.reason}", file=sys.stderr)
+        # Training runs first, then the ensembles that combine them (each needs its members' checkpoints).
+        for phase in ([s for s in todo if not s.is_ensemble], [s for s in todo if s.is_ensemble]):
+            for record in executor.run(phase, runs_dir, progress=progress and terminal):
+                records[record.spec.run_id] = record
+                failed += record.status is Status.FAILED
+                bar.update(record.status is not Status.MISSING)
+                if failed:
+                    bar.set_postfix(failed=failed)
+                if record.status is Status.FAILED:
+                    bar.write(f"run {record.spec.run_id} failed: {record.reason}", file=sys.stderr)
     return [records[spec.run_id] for spec in specs]

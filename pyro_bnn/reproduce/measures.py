@@ -17,6 +17,12 @@
   inputs, ``SAMPLES`` posterior samples on both test sets: detection metrics by entropy, mutual information and
   max probability (:func:`pyro_bnn.evaluation.ood_metrics`), histograms of entropy and mutual information on both
   sides, and the sampled predicted classes of the first five images of each.
+- ``shift:SAMPLES,IMAGES,NAME[,temperature]``: corruption curves (Gaussian blend, salt-and-pepper) on the first
+  ``IMAGES`` test images and out-of-domain detection against the first ``IMAGES`` test images of ``NAME``, with
+  ``SAMPLES`` posterior samples; with ``temperature`` also after temperature scaling fitted on the validation split
+  (:func:`pyro_bnn.reproduce.shift_measures.shift`).
+- ``cubic``: RMSE, NLL and coverage of a 1-D regression run inside and outside the training inputs' range, and its
+  predictive curve (:func:`pyro_bnn.reproduce.shift_measures.cubic_ranges`).
 """
 
 from __future__ import annotations
@@ -91,12 +97,45 @@ def _ood(
     return out_of_domain(result, config, name, data_dirs.get(name), int(samples))
 
 
+def _shift(
+    result: RunResult,
+    folder: Path,
+    config: RunConfig,
+    data_dirs: Mapping[str, str | None],
+    samples: str,
+    images: str,
+    name: str,
+    *flags: str,
+) -> dict[str, Any]:
+    from pyro_bnn.reproduce.shift_measures import shift
+
+    if any(flag != "temperature" for flag in flags):
+        raise ValueError(f"shift takes SAMPLES,IMAGES,NAME[,temperature], got extra {','.join(flags)!r}")
+    return shift(
+        result,
+        config,
+        num_samples=int(samples),
+        images=int(images),
+        ood_name=name,
+        ood_dir=data_dirs.get(name),
+        temperature="temperature" in flags,
+    )
+
+
+def _cubic(result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]) -> dict[str, Any]:
+    from pyro_bnn.reproduce.shift_measures import cubic_ranges
+
+    return cubic_ranges(result, config)
+
+
 MEASURES: dict[str, Callable[..., dict[str, Any]]] = {
     "sampled_label_ece": _sampled_label_ece,
     "plateaus": _plateaus,
     "accuracies": _accuracies,
     "pruning": _pruning,
     "ood": _ood,
+    "shift": _shift,
+    "cubic": _cubic,
 }
 """Measurement name -> ``fn(result, run_folder, config, data_dirs, *args) -> values`` (``data_dirs``: the folders
 of the other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.spec.RunSpec.other_data`)."""

@@ -20,7 +20,7 @@ import torch
 import pyro_bnn
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.run_folder import RunFolderBusyError
-from pyro_bnn.experiments.runs import train_run
+from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
 from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
@@ -52,14 +52,18 @@ def code_version() -> str:
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
-    """The JSON form of a spec (``grid.json``, ``result.json``): its id, label, measures, tags and full config."""
-    return {
+    """The JSON form of a spec (``grid.json``, ``result.json``): its id, label, measures, tags and full config,
+    and for an ensemble its members' ids."""
+    values = {
         "run_id": spec.run_id,
         "label": spec.label,
         "measures": list(spec.measures),
         "tags": dict(spec.tags),
         "config": json.loads(spec.config.to_json()),
     }
+    if spec.is_ensemble:
+        values["members"] = [member.run_id for member in spec.members]
+    return values
 
 
 def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
@@ -122,7 +126,12 @@ def execute_run(
         return existing
     start = time.perf_counter()
     try:
-        result = train_run(spec.config, folder, resume=True, progress=progress)
+        if spec.is_ensemble:
+            result = _combine_members(spec, Path(runs_dir), folder)
+            if result is None:
+                return RunRecord(spec, Status.MISSING, reason="its members have not all finished")
+        else:
+            result = train_run(spec.config, folder, resume=True, progress=progress)
     except RunFolderBusyError:
         return RunRecord(spec, Status.MISSING, reason="another process is running it")  # theirs to record
     except Exception as err:  # recorded below with the other failures
@@ -138,6 +147,34 @@ def execute_run(
     record.code = code_version()
     write_record(folder, record)
     return record
+
+
+def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult | None:
+    """The deep ensemble of ``spec``'s members, scored on its test set; None when a member is not done yet.
+
+    Raises:
+        RuntimeError: a member failed (the ensemble fails with it, naming the member).
+    """
+    from pyro_bnn.experiments.ensemble import load_ensemble
+
+    for member in spec.members:
+        record = read_record(runs_dir, member)
+        if record.status is Status.FAILED:
+            raise RuntimeError(f"member {member.run_id} failed: {record.reason}")
+        if record.status is Status.MISSING:
+            return None
+    config = spec.config
+    bnn, ensemble = load_ensemble(
+        [runs_dir / member.run_id for member in spec.members],
+        device=config.device,
+        data_dirs={config.dataset: config.data_dir} if config.data_dir is not None else None,
+    )
+    test = load_data(config).test
+    metrics, prediction = score(bnn, ensemble, test.x, test.y, config)
+    metrics["members"] = len(spec.members)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(folder / "metrics.json", metrics)
+    return RunResult(folder, metrics, prediction, bnn=bnn, guide=ensemble)
 
 
 def record_failure(spec: RunSpec, runs_dir: str | Path, err: BaseException, seconds: float = 0.0) -> RunRecord:

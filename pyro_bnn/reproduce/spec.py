@@ -57,6 +57,12 @@ class RunSpec:
         other_data: Data sets the measurements read besides the run's own (an out-of-domain test set), as
             ``(name, folder or None)`` pairs, None meaning the usual places. Like ``config.data_dir``, the folders
             are not part of the run's id; the names are, through the measures that use them.
+        members: Makes this a **deep ensemble** of these runs (point networks, ``mle`` or ``map``, differing only
+            in seed) instead of a training run: the grid trains the members first, as ordinary runs of the grid
+            (on any executor), then this spec predicts with their equally weighted mixture
+            (:func:`pyro_bnn.experiments.load_ensemble`), scores it on ``config``'s test set with
+            ``config.num_samples`` samples (sample i is member i mod M) and takes ``measures`` on it. ``config``
+            is the members' (its seed seeds the measurements).
     """
 
     config: RunConfig
@@ -64,6 +70,7 @@ class RunSpec:
     measures: tuple[str, ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
     other_data: tuple[tuple[str, str | None], ...] = ()
+    members: tuple[RunSpec, ...] = ()
 
     def __post_init__(self) -> None:
         # A copy with the mode's defaults filled in: training fills them in place (RunConfig.validate), which
@@ -82,11 +89,19 @@ class RunSpec:
             for key, value in values.items()
             if key not in IGNORED_IN_RUN_ID and value != RUN_ID_BASE.get(key, current.get(key))
         }
-        blob = json.dumps({"config": differing, "measures": list(self.measures)}, sort_keys=True)
+        content: dict[str, Any] = {"config": differing, "measures": list(self.measures)}
+        if self.members:  # absent otherwise, so that the ids of training runs are as they were
+            content["members"] = [member.run_id for member in self.members]
+        blob = json.dumps(content, sort_keys=True)
         return f"{self.label}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
     def tag(self, key: str, default: str | None = None) -> str | None:
         return dict(self.tags).get(key, default)
+
+    @property
+    def is_ensemble(self) -> bool:
+        """Whether this spec combines trained runs (:attr:`members`) rather than training one."""
+        return bool(self.members)
 
 
 class Status(str, Enum):

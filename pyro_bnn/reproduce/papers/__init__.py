@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pyro_bnn.reproduce.papers.bayes_by_backprop import BayesByBackprop
 from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
+from pyro_bnn.reproduce.papers.implicit_bnn import ImplicitBnn
 from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
 from pyro_bnn.reproduce.spec import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
-    experiment.name: experiment for experiment in (LeakyCalibration(), BayesByBackprop(), BbbFashion())
+    experiment.name: experiment for experiment in (LeakyCalibration(), BayesByBackprop(), BbbFashion(), ImplicitBnn())
 }
 """Experiment name -> experiment."""
