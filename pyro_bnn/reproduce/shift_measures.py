@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from pyro_bnn.data.corruptions import parse_corruption
-from pyro_bnn.evaluation import calibration, entropy_decomposition, fit_temperature, ood_metrics
+from pyro_bnn.evaluation import entropy_decomposition, fit_temperature, ood_metrics
 from pyro_bnn.evaluation.regression import regression_metrics
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.experiments.runs import RunResult, load_data
@@ -123,7 +123,7 @@ def shift(
             "corruptions": {
                 name: [
                     {"level": level, **_scores(transform(p), config.n_bins)}
-                    for level, p in zip(CORRUPTIONS[name], predictions)
+                    for level, p in zip(CORRUPTIONS[name], predictions, strict=True)
                 ]
                 for name, predictions in corrupted.items()
             },
@@ -172,4 +172,3 @@ def cubic_ranges(result: RunResult, config: RunConfig) -> dict[str, Any]:
             "sd": sd.tolist(),
         }
     }
-
