@@ -10,6 +10,7 @@ Layers: :mod:`.spec` (runs, profiles, verdicts as data), :mod:`.records` (one ru
 """
 
 from pyro_bnn.reproduce.api import experiment_names, get_experiment, listing, reproduce
+from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
 from pyro_bnn.reproduce.executors import ExecutorKind, LocalExecutor, RayExecutor, make_executor
 from pyro_bnn.reproduce.grid import run_grid
 from pyro_bnn.reproduce.spec import Headline, Profile, RunRecord, RunSpec, Status, Verdict
@@ -24,10 +25,12 @@ __all__ = [
     "RunSpec",
     "Status",
     "Verdict",
+    "ensemble_specs",
     "experiment_names",
     "get_experiment",
     "listing",
     "make_executor",
     "reproduce",
     "run_grid",
+    "train_ensemble",
 ]

@@ -91,3 +91,46 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     )
     print(f"wrote {report}")
     return 0
+
+
+def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
+    """Adds the ``ensemble`` verb: ``train``'s options (``add_train_arguments``, read back by ``config_from``) plus
+    the member count and the executor."""
+    parser = commands.add_parser(
+        "ensemble",
+        help="train a deep ensemble of point networks (as a grid: local or on Ray) and score its mixture",
+        description="Trains --members point networks (guide map or mle, seeds SEED .. SEED+M-1, the same training "
+        "examples) into OUT/runs as one grid, resuming what is done, then scores their equally weighted mixture on "
+        "the test set. Read it back with pyro_bnn.experiments.load_ensemble.",
+    )
+    add_train_arguments(parser)
+    parser.add_argument("--members", type=int, default=5, help="networks in the ensemble (default %(default)s)")
+    parser.add_argument("--out", required=True, help="the ensemble's folder")
+    parser.add_argument("--executor", default="local", help="local (default) or ray (pip install 'pyro-bnn[ray]')")
+    parser.add_argument("--workers", type=int, default=None, help="members trained at once")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=lambda args: _cmd_ensemble(args, config_from))
+
+
+def _cmd_ensemble(args: argparse.Namespace, config_from) -> int:
+    import json
+
+    from pyro_bnn.experiments.run_folder import check_writable
+    from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
+    from pyro_bnn.reproduce.executors import make_executor
+    from pyro_bnn.reproduce.spec import Status
+
+    try:
+        config = config_from(args)
+        ensemble_specs(config, args.members)  # the member count, the guide and the config, before any work
+        check_writable(args.out)
+        executor = make_executor(args.executor, args.workers)
+    except (ValueError, ImportError, OSError) as err:
+        raise UserError(str(err)) from err
+    *members, ensemble = train_ensemble(config, args.out, args.members, executor=executor, progress=not args.quiet)
+    failed = [r for r in (*members, ensemble) if r.status is not Status.DONE]
+    if failed:
+        raise UserError(f"run {failed[0].spec.run_id} {failed[0].status.value}: {failed[0].reason}")
+    print(json.dumps({k: v for k, v in ensemble.metrics.items() if k != "history"}, indent=2))
+    print(f"wrote {args.out}/runs/{ensemble.spec.run_id}/metrics.json and {len(members)} member runs")
+    return 0

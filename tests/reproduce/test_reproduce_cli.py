@@ -1,4 +1,5 @@
-"""``pyro-bnn reproduce``: the listing, and one-line errors before anything runs."""
+"""``pyro-bnn reproduce`` and ``pyro-bnn ensemble``: the listing, one-line errors before anything runs, and a tiny
+ensemble trained and scored from the command line."""
 
 from __future__ import annotations
 
@@ -20,12 +21,20 @@ def test_list_names_every_experiment_on_one_line(capsys):
     assert main(["reproduce", "--list"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == len(api.experiment_names())
-    assert [line.split()[0] for line in lines] == ["bayes-by-backprop", "bbb-fashion", "leaky-calibration"]
+    assert [line.split()[0] for line in lines] == [
+        "bayes-by-backprop",
+        "bbb-fashion",
+        "implicit-bnn",
+        "leaky-calibration",
+    ]
     assert all("quick, cpu, paper" in line for line in lines)
 
 
 CASES = [
-    (["nope", "--out", "{tmp}/o"], "unknown experiment 'nope'; expected one of bayes-by-backprop, bbb-fashion, leaky"),
+    (
+        ["nope", "--out", "{tmp}/o"],
+        "unknown experiment 'nope'; expected one of bayes-by-backprop, bbb-fashion, implicit",
+    ),
     (["leaky-calibration", "--profile", "huge", "--out", "{tmp}/o"], "unknown profile 'huge'"),
     (["leaky-calibration", "--seeds", "0", "--out", "{tmp}/o"], "seeds must be an int >= 1, got 0"),
     (["leaky-calibration", "--executor", "slurm", "--out", "{tmp}/o"], "unknown executor 'slurm'"),
@@ -94,3 +103,34 @@ def test_missing_data_is_one_line_before_any_run(tmp_path, capsys, nothing_runs)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("pyro-bnn reproduce: error:") and "mnist" in err.lower()
+
+
+ENSEMBLE_CASES = [
+    (["--members", "0"], "members must be an int >= 1, got 0"),
+    (["--guide", "flat"], "an ensemble member must be a point network (guide mle or map), got guide 'flat'"),
+    (["--executor", "spark"], "unknown executor 'spark'"),
+]
+
+
+@pytest.mark.parametrize("args, message", ENSEMBLE_CASES, ids=[" ".join(c[0]) for c in ENSEMBLE_CASES])
+def test_bad_ensembles_fail_with_one_line_before_any_run(tmp_path, capsys, nothing_runs, args, message):
+    out = tmp_path / "ens"
+    assert main(["ensemble", "--dataset", "moons", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pyro-bnn ensemble: error: ") and message in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_an_ensemble_trains_its_members_and_prints_the_mixtures_metrics(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "ens"
+    argv = ["ensemble", "--dataset", "moons", "--model", "mlp:8", "--epochs", "1", "--members", "2", "--device",
+            "cpu", "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads(printed[: printed.rindex("}") + 1])
+    assert metrics["members"] == 2 and 0 <= metrics["accuracy"] <= 1
+    results = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/result.json"))]
+    assert sorted(r["spec"]["config"]["seed"] for r in results) == [0, 0, 1]  # two members and the ensemble
+    assert {r["spec"]["config"]["data_seed"] for r in results} == {0}
