@@ -51,7 +51,7 @@ def test_unknown_option_names_it_and_lists_the_accepted_ones():
         build_model("bbb-mlp", input_shape=(2,), num_classes=2, hidden=400)
     assert "width" in str(info.value)
     with pytest.raises(TypeError, match="options are: none"):
-        build_model("lenet", input_shape=(1, 28, 28), num_classes=10, width=3)
+        build_model("tanh-cnn", input_shape=(1, 28, 28), num_classes=10, width=3)
 
 
 def test_activation_none_means_the_model_default():

@@ -145,15 +145,6 @@ def test_fashion_verdicts(tmp_path):
     assert _accuracies(ordered[:1], tmp_path)[1].verdict is Verdict.INCONCLUSIVE
 
 
-@pytest.fixture
-def tiny_image_sets(tmp_path, make_tiny):
-    """MNIST and Fashion-MNIST stand-ins with 1 600 training and 1 000 test images (the quick profiles' sizes)."""
-    return {
-        name: str(make_tiny(1_600, 1_000, seed=seed).write(tmp_path / name))
-        for seed, name in enumerate(("mnist", "fashion-mnist"))
-    }
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     out = tmp_path / "bbb"

@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from pyro_bnn import BNN
 from pyro_bnn.experiments.config import RunConfig
@@ -226,15 +227,6 @@ def test_the_width_verdict(tmp_path):
     assert _widths(_lenet_records(0.10, 0.20, 0.05, 0.05), profile, tmp_path)[1].verdict is Verdict.INCONCLUSIVE
 
 
-@pytest.fixture
-def tiny_image_sets(tmp_path, make_tiny):
-    """MNIST and Fashion-MNIST stand-ins (the quick profile takes 800 training and 300 test images)."""
-    return {
-        name: str(make_tiny(1_000, 400, seed=seed).write(tmp_path / name))
-        for seed, name in enumerate(("mnist", "fashion-mnist"))
-    }
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
     out = tmp_path / "ibnn"
@@ -294,8 +286,8 @@ def test_the_shift_measure_scores_level_zero_as_the_clean_images(tmp_path, tiny_
 def test_the_papers_cifar_networks_take_a_node_noise_step_on_cifar_shaped_tensors(name, classes):
     torch.manual_seed(0)
     net = add_node_noise(build_model(name, input_shape=(3, 32, 32), num_classes=classes), bias_noise=True)
-    bnn = BNN(net, NodeNoisePrior(0.1), Categorical(50_000))  # CIFAR's training-set size
     x, y = torch.rand(2, 3, 32, 32), torch.randint(classes, (2,))
+    bnn = BNN(net, NodeNoisePrior(0.1), Categorical(len(x)))
     trainer = Trainer(
         bnn,
         lambda model: NodeNoiseMixture(model, 2),
@@ -303,15 +295,9 @@ def test_the_papers_cifar_networks_take_a_node_noise_step_on_cifar_shaped_tensor
         optim=ParamGroups(model={"lr": 1e-3, "momentum": 0.9}, guide={"lr": 1e-2}),
         progress=False,
     )
-    history = trainer.fit(_Loader([(x, y)], 50_000), epochs=1)
+    history = trainer.fit(DataLoader(TensorDataset(x, y), batch_size=2), epochs=1)
     assert math.isfinite(history[0]["loss"])
     assert torch.isfinite(trainer.guide.locs).all()
-
-
-class _Loader(list):
-    def __init__(self, batches, dataset_size):
-        super().__init__(batches)
-        self.dataset = range(dataset_size)
 
 
 def test_a_run_of_many_epochs_writes_its_files_about_a_hundred_times(tmp_path, monkeypatch):
