@@ -4,6 +4,8 @@ Splits:
 
 * MNIST and Fashion-MNIST: the official 10 000-image test set; validation held out from the official 60 000
   training images (default 10 000).
+* CIFAR-10 / CIFAR-100: the official 10 000-image test set; validation held out from the 50 000 training images
+  (default 5 000).
 * digits: a fixed 20 % test part (see ``images.DIGITS_TEST_SEED``); validation 20 % of the remaining 1438 by
   default.
 * moons, circles: one pool of ``n_samples`` points generated with ``seed``; 20 % of it
@@ -24,6 +26,7 @@ from typing import Any
 
 import torch
 
+from pyro_bnn.data.cifar import CIFAR_CLASSES, CIFAR_IMAGE_SHAPE, load_cifar_images
 from pyro_bnn.data.images import (
     FASHION_MNIST_MEAN_STD,
     MNIST_MEAN_STD,
@@ -43,6 +46,9 @@ SYNTHETIC_TEST_FRACTION = 0.2
 
 DEFAULT_VAL_FRACTION = 0.2
 """Default validation share of the training part for the digits, moons and circles."""
+
+CIFAR_DEFAULT_VAL_SIZE = 5_000
+"""Default validation count for CIFAR-10 / CIFAR-100: 10 % of the training images."""
 
 CUBIC_DEFAULT_VAL_SIZE = 0
 """Default validation count for cubic: none. The paper trains on all 400 points and scores the dense test grid;
@@ -73,6 +79,12 @@ class DatasetName(str, Enum):
     CUBIC = "cubic"
     """Regression: the implicit-BNN paper's ``y = x**3 + 2 eps`` on ``[-3, -1) ∪ [1, 3)`` (``cubic_regression``)."""
 
+    CIFAR10 = "cifar10"
+    """32x32 colour images, 50 000 train / 10 000 test, 10 classes, through torchvision (``pyro_bnn.data.cifar``)."""
+
+    CIFAR100 = "cifar100"
+    """CIFAR-10's format with 100 classes (the fine labels)."""
+
     @property
     def task(self) -> Task:
         """Classification or regression, known from the name alone (before any data is loaded)."""
@@ -80,9 +92,9 @@ class DatasetName(str, Enum):
 
     @property
     def reads_data_dir(self) -> bool:
-        """Whether ``data_dir`` means anything: only MNIST and Fashion-MNIST are read from files; digits ships with
-        scikit-learn and the others are generated."""
-        return self in (DatasetName.MNIST, DatasetName.FASHION_MNIST)
+        """Whether ``data_dir`` means anything: MNIST, Fashion-MNIST and CIFAR are read from files; digits ships
+        with scikit-learn and the others are generated."""
+        return self in (DatasetName.MNIST, DatasetName.FASHION_MNIST, DatasetName.CIFAR10, DatasetName.CIFAR100)
 
     @classmethod
     def _missing_(cls, value: object) -> DatasetName:
@@ -144,6 +156,8 @@ _SHAPES = {
     DatasetName.MOONS: DatasetShape((2,), 2),
     DatasetName.CIRCLES: DatasetShape((2,), 2),
     DatasetName.CUBIC: DatasetShape((1,), None),
+    DatasetName.CIFAR10: DatasetShape(CIFAR_IMAGE_SHAPE, CIFAR_CLASSES["cifar10"]),
+    DatasetName.CIFAR100: DatasetShape(CIFAR_IMAGE_SHAPE, CIFAR_CLASSES["cifar100"]),
 }
 
 
@@ -227,7 +241,8 @@ def _load_images(
     train_subset: int | None,
     seed: int,
 ) -> DatasetSplits:
-    default_val = DEFAULT_VAL_FRACTION if dataset is DatasetName.DIGITS else MNIST_DEFAULT_VAL_SIZE
+    default_val = {DatasetName.DIGITS: DEFAULT_VAL_FRACTION, DatasetName.CIFAR10: CIFAR_DEFAULT_VAL_SIZE,
+                   DatasetName.CIFAR100: CIFAR_DEFAULT_VAL_SIZE}.get(dataset, MNIST_DEFAULT_VAL_SIZE)  # fmt: skip
     n = len(raw.train_y)
     train, val = train_val_indices(
         n, val_size=val_size, default_val_size=default_val, train_subset=train_subset, seed=seed
@@ -274,10 +289,10 @@ def load_dataset(
     Fashion-MNIST are looked for (``data_dir``, ``$PYRO_BNN_DATA``, Debian's package, the cache, a download).
 
     Args:
-        name: A ``DatasetName`` value: ``"mnist"``, ``"fashion-mnist"`` (or ``"fmnist"``), ``"digits"``,
-            ``"moons"``, ``"circles"`` or ``"cubic"`` (regression); case is ignored.
-        data_dir: MNIST / Fashion-MNIST only: a folder of IDX files or a torchvision root. When given, it is
-            the only place looked.
+        name: A ``DatasetName`` value: ``"mnist"``, ``"fashion-mnist"`` (or ``"fmnist"``), ``"cifar10"``,
+            ``"cifar100"``, ``"digits"``, ``"moons"``, ``"circles"`` or ``"cubic"`` (regression); case is ignored.
+        data_dir: MNIST / Fashion-MNIST: a folder of IDX files or a torchvision root; CIFAR: a torchvision root.
+            When given, it is the only place looked.
         normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
             Validated for every data set but ignored by moons, circles and cubic, which are not images.
         val_size: Validation part held out from the training data: an ``int`` count, a ``float`` fraction in
@@ -287,25 +302,25 @@ def load_dataset(
             quick runs; ``None`` keeps all.
         seed: Non-negative int seeding the validation split, the subset and (moons, circles, cubic) the
             generated data.
-        download: MNIST / Fashion-MNIST only: whether torchvision may download the data if no local copy
-            exists.
-        cache_dir: MNIST / Fashion-MNIST only: cache folder, default ``$PYRO_BNN_CACHE`` or
+        download: MNIST / Fashion-MNIST / CIFAR only: whether torchvision may download the data if no local
+            copy exists.
+        cache_dir: MNIST / Fashion-MNIST / CIFAR only: cache folder, default ``$PYRO_BNN_CACHE`` or
             ``~/.cache/pyro_bnn``.
         **synthetic_kwargs: moons: ``n_samples`` (default 1000, the whole pool), ``noise`` (0.2); circles
             also ``factor`` (0.5); cubic: ``step``, ``noise_scale`` (of the generated targets, 2.0),
             ``test_range``, ``test_step`` (see ``cubic_regression``).
 
     Returns:
-        The splits. Images: ``x`` float32 ``(N, 1, H, W)``; moons / circles: ``x`` float32 ``(N, 2)``; ``y``
-        int64 ``(N,)``; ``task`` is ``Task.CLASSIFICATION``. Cubic: ``x`` and ``y`` float32 ``(N, 1)``,
-        ``num_classes`` None, ``output_dim`` 1 and ``task`` ``Task.REGRESSION``.
+        The splits. Images: ``x`` float32 ``(N, C, H, W)`` (C = 3 for CIFAR, else 1); moons / circles: ``x``
+        float32 ``(N, 2)``; ``y`` int64 ``(N,)``; ``task`` is ``Task.CLASSIFICATION``. Cubic: ``x`` and ``y``
+        float32 ``(N, 1)``, ``num_classes`` None, ``output_dim`` 1 and ``task`` ``Task.REGRESSION``.
 
     Raises:
         ValueError: If ``name``, ``normalization``, ``val_size``, ``train_subset``, ``seed`` or a generator
             argument is invalid, or a data file is corrupt (naming the file, what was expected and what was
             found).
         TypeError: If ``synthetic_kwargs`` holds a keyword the data set does not take.
-        FileNotFoundError: If MNIST / Fashion-MNIST cannot be found (listing every place looked and the
+        FileNotFoundError: If MNIST / Fashion-MNIST / CIFAR cannot be found (listing every place looked and the
             fixes).
     """
     dataset = DatasetName(name)
@@ -324,6 +339,8 @@ def load_dataset(
         )
     if dataset is DatasetName.DIGITS:
         raw = load_digits_images()
+    elif dataset in (DatasetName.CIFAR10, DatasetName.CIFAR100):
+        raw = load_cifar_images(dataset.value, data_dir=data_dir, cache_dir=cache_dir, download=download)
     else:
         spec, mean_std = (
             (MNIST_SPEC, MNIST_MEAN_STD)

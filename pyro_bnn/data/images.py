@@ -37,9 +37,9 @@ class RawImages:
     """An image data set's official training and test parts, before any split or normalisation.
 
     Attributes:
-        train_x: ``(N, 1, H, W)`` uint8 raw pixels of the official training set.
+        train_x: ``(N, C, H, W)`` uint8 raw pixels of the official training set.
         train_y: ``(N,)`` int64 labels.
-        test_x: ``(M, 1, H, W)`` uint8 raw pixels of the test set.
+        test_x: ``(M, C, H, W)`` uint8 raw pixels of the test set.
         test_y: ``(M,)`` int64 labels.
         max_value: Brightest possible pixel value (255 or 16).
         num_classes: Number of classes.

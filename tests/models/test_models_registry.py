@@ -152,7 +152,7 @@ def test_names_without_arguments_parse_to_no_options():
         ("mlp:-3", "got '-3'"),
         ("mlp:1.5", "got '1.5'"),
         ("3fc:500", "model '3fc' takes no arguments after ':', got '3fc:500'"),
-        ("resnet:18", "unknown model 'resnet' (in 'resnet:18'); expected one of 3fc, bbb-mlp, conv, lenet[:M], mlp[:W1"),
+        ("resnet:18", "unknown model 'resnet' (in 'resnet:18'); expected one of 3fc, bbb-mlp, conv, lenet[:M]"),
         ("", "a model must be a non-empty string"),
     ],
 )

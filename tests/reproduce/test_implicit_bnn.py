@@ -24,8 +24,8 @@ from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce import Status, Verdict, make_executor, reproduce, run_grid
-from pyro_bnn.reproduce.papers.implicit_bnn import PROFILES, ImplicitBnn
-from pyro_bnn.reproduce.papers.implicit_bnn_analysis import METHOD_NAMES, _cubic, _widths
+from pyro_bnn.reproduce.papers.implicit_bnn import CIFAR_CELLS, PROFILES, ImplicitBnn
+from pyro_bnn.reproduce.papers.implicit_bnn_analysis import METHOD_NAMES, _cifar, _cubic, _widths
 from pyro_bnn.reproduce.shift_measures import CORRUPTIONS, cubic_ranges
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 
@@ -61,6 +61,28 @@ def test_profiles_change_sizes_only_and_the_cpu_grid_has_every_method():
         assert spec.config.batch_size == 400 and spec.config.kl_anneal == "linear:1000"  # full batch, 1/1000 a step
     for spec in lenet:  # every method of a seed sees the same examples
         assert spec.config.data_seed == int(spec.tag("seed")) and spec.config.train_subset == 20_000
+
+
+def test_the_paper_profile_adds_the_papers_cifar_networks_in_the_authors_setting(tmp_path):
+    profile = PROFILES["paper"]
+    cifar = [s for s in ImplicitBnn().plan(profile, 1, {"cifar10": "/c10"}) if s.tag("part") == "cifar"]
+    assert {(s.config.dataset, s.config.model) for s in cifar} == set(CIFAR_CELLS)
+    assert len(cifar) == 2 * len(CIFAR_CELLS)
+    for spec in cifar:
+        c = spec.config
+        assert (c.epochs, c.batch_size, c.optimizer, c.lr, c.weight_decay, c.normalization) == (
+            300, 128, "sgd", 0.05, 5e-4, "standard"
+        )  # fmt: skip
+        assert c.data_dir == ("/c10" if c.dataset == "cifar10" else None)
+        if spec.tag("method") == "node-noise":
+            assert (c.guide, c.bias_noise, c.lr_variational, c.kl_anneal) == ("mixture:4", True, 1.2, "linear:200")
+            assert c.prior == ("normal:1,0.3" if c.model == "vgg16" else "normal:1,0.1")
+        else:
+            assert c.guide == "mle" and not c.node_noise
+    # the report's CIFAR table, from hand-made records
+    records = [RunRecord(spec, Status.DONE, {"accuracy": 0.9, "nll": 0.3, "ece": 0.02}) for spec in cifar]
+    section = _cifar(records, profile, tmp_path)
+    assert section.tables[0].count("| 10.00 (1 seed) |") == len(cifar)
 
 
 def test_ensembles_have_five_distinct_members_sharing_the_seeds_examples():
