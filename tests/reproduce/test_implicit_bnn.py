@@ -320,18 +320,3 @@ def test_the_papers_cifar_networks_take_a_node_noise_step_on_cifar_shaped_tensor
     history = trainer.fit(DataLoader(TensorDataset(x, y), batch_size=2), epochs=1)
     assert math.isfinite(history[0]["loss"])
     assert torch.isfinite(trainer.guide.locs).all()
-
-
-def test_a_run_of_many_epochs_writes_its_files_about_a_hundred_times(tmp_path, monkeypatch):
-    from pyro_bnn.infer import callbacks
-
-    writes = []
-    original = callbacks.write_json_atomically
-    monkeypatch.setattr(callbacks, "write_json_atomically", lambda path, value: (writes.append(len(value)),
-                                                                                 original(path, value)))  # fmt: skip
-    config = RunConfig(dataset="cubic", model="mlp:4", epochs=300, batch_size=400, val_size=0, num_samples=2,
-                       device="cpu")  # fmt: skip
-    train_run(config, tmp_path / "run", progress=False)
-    assert 100 <= len(writes) <= 102 and writes[-1] == 300  # every 3rd epoch, and the whole history at the end
-    history = json.loads((tmp_path / "run" / "history.json").read_text())
-    assert [row["epoch"] for row in history] == list(range(1, 301))

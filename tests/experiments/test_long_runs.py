@@ -1,0 +1,40 @@
+"""A run of thousands of short epochs (the full-batch cubic) writes its checkpoint and history about 100 times in
+all, not after every epoch, and still ends with the complete history and a final checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.runs import WRITES_PER_RUN, train_run
+from pyro_bnn.infer import Trainer, callbacks
+
+
+def test_a_run_of_many_epochs_writes_its_files_about_a_hundred_times(tmp_path, monkeypatch):
+    histories, checkpoints = [], []
+    write = callbacks.write_json_atomically
+    monkeypatch.setattr(callbacks, "write_json_atomically", lambda path, value: (histories.append(len(value)),
+                                                                                 write(path, value)))  # fmt: skip
+    save = Trainer.save_checkpoint
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, path: (checkpoints.append(self.epoch),
+                                                                        save(self, path)))  # fmt: skip
+    epochs = 2 * WRITES_PER_RUN
+    config = RunConfig(dataset="cubic", model="mlp:4", guide="map", epochs=epochs, batch_size=400, val_size=0,
+                       num_samples=1, device="cpu")  # fmt: skip
+    train_run(config, tmp_path / "run", progress=False)
+    # every 2nd epoch, and once more at the end
+    assert histories == [*range(2, epochs + 1, 2), epochs]
+    assert checkpoints[:-1] == list(range(2, epochs + 1, 2)) and checkpoints[-1] == epochs
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert [row["epoch"] for row in history] == list(range(1, epochs + 1))
+
+
+def test_a_short_run_writes_after_every_epoch(tmp_path, monkeypatch):
+    histories = []
+    write = callbacks.write_json_atomically
+    monkeypatch.setattr(callbacks, "write_json_atomically", lambda path, value: (histories.append(len(value)),
+                                                                                 write(path, value)))  # fmt: skip
+    config = RunConfig(dataset="cubic", model="mlp:4", guide="map", epochs=5, batch_size=400, val_size=0,
+                       num_samples=1, device="cpu")  # fmt: skip
+    train_run(config, tmp_path / "run", progress=False)
+    assert histories == [1, 2, 3, 4, 5, 5]
