@@ -66,7 +66,8 @@ def shift(
     """Corruption curves and out-of-domain detection of a trained classification run.
 
     The first ``images`` test images are corrupted at every level of :data:`CORRUPTIONS` (noise drawn from a
-    generator seeded by the run's seed, so every method of one seed sees the same corrupted images); the first
+    generator seeded by the run's data seed, or its seed without one, so every method of one seed sees the same
+    corrupted images); the first
     ``images`` test images of ``ood_name`` (preprocessed as the run preprocesses its own) are the out-of-domain
     side. With ``temperature``, T is fitted on the run's validation split (mode :data:`TEMPERATURE_MODE`) and every
     predictive is also scored tempered.
@@ -102,14 +103,17 @@ def shift(
     other = ood_test_split(source, config, data.test, {ood_name: ood_dir} if ood_dir is not None else {})
     device = result.prediction.probs.device
     x, y = data.test.x[:images], data.test.y[:images]
-    generator = torch.Generator().manual_seed(config.seed)
+    # The data seed, not the run's seed: the members of a deep ensemble differ in seed, and the first member (the
+    # deterministic baseline) must see the corrupted images and weight draws of its ensemble's other methods.
+    seed = config.seed if config.data_seed is None else config.data_seed
+    generator = torch.Generator().manual_seed(seed)
 
     def run(inputs: torch.Tensor, targets: torch.Tensor) -> Prediction:
         return predict(result.bnn, result.guide, (inputs, targets), num_samples=num_samples)
 
     # Seeded, so a rerun of the measurement draws the same weights; the caller's random state is left as it was.
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(config.seed)
+        torch.manual_seed(seed)
         corrupted = {
             name: [run(parse_corruption(f"{name}:{level}", generator=generator)(x), y) for level in levels]
             for name, levels in CORRUPTIONS.items()
