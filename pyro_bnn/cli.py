@@ -94,7 +94,7 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--val-size", type=float, default=None, help="validation examples (count, or a fraction < 1)")
     add_spec("--normalization")
-    add("--data-dir", default=None, help="folder with the MNIST / Fashion-MNIST IDX files")
+    add("--data-dir", default=None, help="the data's folder (MNIST / Fashion-MNIST IDX files, or a torchvision root)")
     add("--num-samples", type=int, default=d.num_samples, help="posterior samples for the test metrics")
     add("--num-val-samples", type=int, default=d.num_val_samples)
     add("--n-bins", type=int, default=d.n_bins, help="calibration bins (default %(default)s)")

@@ -21,6 +21,13 @@ CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
 
 CIFAR_IMAGE_SHAPE = (3, 32, 32)
 
+CIFAR_MEAN_STD = {
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+}
+"""Per-channel (R, G, B) pixel mean and standard deviation of the training images on the [0, 1] scale: the
+published constants that ``normalization="standard"`` uses, so a run's inputs do not depend on its split."""
+
 
 def _dataset_class(name: str):
     from torchvision import datasets
@@ -66,17 +73,23 @@ def load_cifar_images(
     try:
         parts = [cls(str(root), train=train, download=fetch) for train in (True, False)]
     except (RuntimeError, OSError) as err:  # torchvision: "Dataset not found or corrupted"; offline: URLError
-        how = "the download failed" if fetch else "downloading was not allowed (download=False or data_dir given)"
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise FileNotFoundError(
-            f"{name} is not in {root} and {how} ({first}); put torchvision's {cls.__name__} files there, pass "
-            f"data_dir=ROOT (--data-dir {name}=ROOT), or load once while online"
-        ) from None
+        folder = "cifar-10-batches-py" if name == "cifar10" else "cifar-100-python"
+        if data_dir is not None:
+            fixes = f"put torchvision's {folder}/ in it, or name no data folder to use the cache (downloaded online)"
+        elif fetch:
+            fixes = (
+                f"go online once (the download goes to {root}), or pass a torchvision root holding {folder}/ "
+                f"(train/ensemble: --data-dir ROOT; reproduce/evaluate: --data-dir {name}=ROOT)"
+            )
+        else:
+            fixes = f"allow the download (download=True), or pass a torchvision root holding {folder}/ as data_dir"
+        raise FileNotFoundError(f"{name} is not in {root} ({first}); {fixes}") from None
     (train_x, train_y), (test_x, test_y) = (
         (torch.from_numpy(part.data).permute(0, 3, 1, 2).contiguous(), torch.as_tensor(part.targets, dtype=torch.int64))
         for part in parts
     )
-    return RawImages(train_x, train_y, test_x, test_y, 255.0, CIFAR_CLASSES[name], None)
+    return RawImages(train_x, train_y, test_x, test_y, 255.0, CIFAR_CLASSES[name], CIFAR_MEAN_STD[name])
 
 
-__all__ = ["CIFAR_CLASSES", "CIFAR_IMAGE_SHAPE", "cifar_root", "load_cifar_images"]
+__all__ = ["CIFAR_CLASSES", "CIFAR_IMAGE_SHAPE", "CIFAR_MEAN_STD", "cifar_root", "load_cifar_images"]

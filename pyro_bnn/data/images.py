@@ -43,8 +43,8 @@ class RawImages:
         test_y: ``(M,)`` int64 labels.
         max_value: Brightest possible pixel value (255 or 16).
         num_classes: Number of classes.
-        mean_std: Known pixel mean and std on the [0, 1] scale, or ``None`` to compute them from the training
-            split.
+        mean_std: Known pixel mean and std on the [0, 1] scale (numbers, or tuples with one per channel), or
+            ``None`` to compute them from the training split.
     """
 
     train_x: torch.Tensor
@@ -53,7 +53,7 @@ class RawImages:
     test_y: torch.Tensor
     max_value: float
     num_classes: int
-    mean_std: tuple[float, float] | None
+    mean_std: tuple[float, float] | tuple[tuple[float, ...], tuple[float, ...]] | None
 
 
 def load_idx_images(

@@ -44,8 +44,8 @@ def normalize_pixels(
     normalization: Normalization | str,
     *,
     max_value: float,
-    mean: float | None = None,
-    std: float | None = None,
+    mean: float | tuple[float, ...] | None = None,
+    std: float | tuple[float, ...] | None = None,
 ) -> torch.Tensor:
     """Scales raw pixel values to network inputs.
 
@@ -53,8 +53,10 @@ def normalize_pixels(
         pixels: ``(N, C, H, W)`` raw pixel values, any real or integer dtype, in ``0 .. max_value``.
         normalization: The scaling (a ``Normalization`` or its string value).
         max_value: The brightest possible pixel value (255 or 16).
-        mean: Mean pixel on the [0, 1] scale; required for ``STANDARD``.
-        std: Pixel standard deviation on the [0, 1] scale; required (and positive) for ``STANDARD``.
+        mean: Mean pixel on the [0, 1] scale, one number or one per channel (C of them); required for
+            ``STANDARD``.
+        std: Pixel standard deviation on the [0, 1] scale, one number or one per channel; required (and positive)
+            for ``STANDARD``.
 
     Returns:
         ``(N, C, H, W)`` float32 inputs.
@@ -71,6 +73,16 @@ def normalize_pixels(
         return pixels / max_value
     if normalization is Normalization.BBB:
         return pixels / (max_value * BBB_DIVISOR / _EIGHT_BIT_MAX)
-    if mean is None or std is None or not std > 0:
+    if mean is None or std is None or not all(v > 0 for v in (std if isinstance(std, tuple) else (std,))):
         raise ValueError(f"standard normalization needs a mean and a positive std, got mean={mean!r}, std={std!r}")
+    if isinstance(mean, tuple) or isinstance(std, tuple):
+        channels = pixels.shape[1]
+        shape = (1, channels, *([1] * (pixels.dim() - 2)))
+        stats = []
+        for name, value in (("mean", mean), ("std", std)):
+            values = value if isinstance(value, tuple) else (value,) * channels
+            if len(values) != channels:
+                raise ValueError(f"{name} has {len(values)} values for {channels} channels: {value!r}")
+            stats.append(torch.tensor(values, dtype=torch.float32).view(shape))
+        mean, std = stats
     return (pixels / max_value - mean) / std

@@ -250,7 +250,8 @@ class WeightStatsRecorder(Callback):
         path: Where to write the whole history as JSON after every epoch (atomically), e.g.
             ``run_dir / "weight_stats.json"``; None writes nothing.
         bins: Bins of every histogram.
-        every: Record after every ``every``-th epoch only (and always after the first).
+        every: Record after every ``every``-th epoch only (and always after the first, and after the last when
+            training ends: early stopping or an epoch count that is no multiple of ``every``).
 
     Attributes:
         history: The records so far.
@@ -267,8 +268,16 @@ class WeightStatsRecorder(Callback):
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
         epoch = int(record["epoch"])
-        if epoch != 1 and epoch % self.every != 0:
+        if epoch != 1 and epoch % self.every != 0 and not trainer.stop_training:
             return
+        self._record(trainer, epoch)
+
+    def on_train_end(self, trainer: Trainer) -> None:
+        # The last epoch, when `every` skipped it: the statistics of the network training returns.
+        if trainer.epoch and (not self.history or self.history[-1]["epoch"] != trainer.epoch):
+            self._record(trainer, trainer.epoch)
+
+    def _record(self, trainer: Trainer, epoch: int) -> None:
         stats = weight_statistics(trainer.guide, trainer.bnn, bins=self.bins)
         self.history.append({"epoch": epoch, "layers": statistics_to_dict(stats)})
         if self.path is not None:

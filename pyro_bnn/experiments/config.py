@@ -74,7 +74,7 @@ class RunConfig:
         kl_weighting: ``uniform`` or ``blundell`` minibatch KL weights.
         kl_scale: ``dataset`` (the full-data ELBO: minibatch log-likelihood times N/B) or ``paper`` (the One Simple
             Trick objective: unscaled minibatch log-likelihood plus the KL on every step; not with ``blundell``).
-        seed: Seeds the split, the network's initialisation and training.
+        seed: Seeds the network's initialisation and training, and the split unless ``data_seed`` is set.
         data_seed: Seeds the validation split and the training subset instead of ``seed`` (None: ``seed``), so that
             runs differing only in ``seed`` see the same examples: the members of a deep ensemble, which differ in
             initialisation and minibatch order only.
@@ -200,7 +200,7 @@ class RunConfig:
             raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
         check_seed(self.seed)
         if self.data_seed is not None:
-            check_seed(self.data_seed)
+            check_seed(self.data_seed, name="data_seed")
         if self.train_subset is not None and (
             isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
         ):

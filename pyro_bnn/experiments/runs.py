@@ -66,8 +66,8 @@ end): after every epoch for runs of up to 100 epochs, after every ``epochs // 10
 
 
 def load_data(config: RunConfig) -> DatasetSplits:
-    """The run's data splits (the split and training subset depend on the run's seed; a ``test_subset`` does not,
-    so every seed is scored on the same test examples)."""
+    """The run's data splits (the split and training subset depend on the run's data seed, or its seed without
+    one; a ``test_subset`` does not, so every seed is scored on the same test examples)."""
     data = load_dataset(
         config.dataset,
         data_dir=config.data_dir,

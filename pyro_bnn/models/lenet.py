@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from torch import nn
@@ -18,7 +19,7 @@ _POOL2: SpatialStage = (2, 2, 0)
 
 def _parse_width(args: list[str]) -> dict[str, object]:
     """``["2"]`` -> ``{"width": 2}``, the argument of ``lenet:M``."""
-    if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 1:
+    if len(args) != 1 or not re.fullmatch(r"[1-9][0-9]*", args[0]):
         raise ValueError(f"lenet takes one width multiplier, a positive int (lenet:2), got {','.join(args)!r}")
     return {"width": int(args[0])}
 

@@ -108,6 +108,7 @@ def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
     parser.add_argument("--out", required=True, help="the ensemble's folder")
     parser.add_argument("--executor", default="local", help="local (default) or ray (pip install 'pyro-bnn[ray]')")
     parser.add_argument("--workers", type=int, default=None, help="members trained at once")
+    parser.add_argument("--retry-failed", action="store_true", help="train failed members (and the ensemble) again")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=lambda args: _cmd_ensemble(args, config_from))
 
@@ -116,21 +117,28 @@ def _cmd_ensemble(args: argparse.Namespace, config_from) -> int:
     import json
 
     from pyro_bnn.experiments.run_folder import check_writable
+    from pyro_bnn.experiments.runs import load_data
     from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
     from pyro_bnn.reproduce.executors import make_executor
     from pyro_bnn.reproduce.spec import Status
 
     try:
         config = config_from(args)
-        ensemble_specs(config, args.members)  # the member count, the guide and the config, before any work
+        specs = ensemble_specs(config, args.members)  # the member count, the guide and the config
         check_writable(args.out)
         executor = make_executor(args.executor, args.workers)
+        load_data(specs[0].config)  # the data, found once here rather than failing every member
+
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
-    *members, ensemble = train_ensemble(config, args.out, args.members, executor=executor, progress=not args.quiet)
+    *members, ensemble = train_ensemble(
+        config, args.out, args.members, executor=executor, retry_failed=args.retry_failed, progress=not args.quiet
+    )
     failed = [r for r in (*members, ensemble) if r.status is not Status.DONE]
     if failed:
-        raise UserError(f"run {failed[0].spec.run_id} {failed[0].status.value}: {failed[0].reason}")
+        raise UserError(
+            f"run {failed[0].spec.run_id} {failed[0].status.value}: {failed[0].reason} (--retry-failed runs it again)"
+        )
     print(json.dumps({k: v for k, v in ensemble.metrics.items() if k != "history"}, indent=2))
     print(f"wrote {args.out}/runs/{ensemble.spec.run_id}/metrics.json and {len(members)} member runs")
     return 0

@@ -64,6 +64,7 @@ def train_ensemble(
     *,
     executor: str | Executor = "local",
     workers: int | None = None,
+    retry_failed: bool = False,
     progress: bool = True,
 ) -> list[RunRecord]:
     """Trains a deep ensemble of ``members`` point networks into ``out/runs`` and scores it.
@@ -73,11 +74,15 @@ def train_ensemble(
     ``nll``, ``ece``, ... of the M-member mixture) are in its record and in ``out/runs/<ensemble id>/metrics.json``;
     :func:`pyro_bnn.experiments.load_ensemble` reads the members back for :func:`pyro_bnn.predict.predict`.
 
+    Members always predict with one sample and the mixture with M (sample i is member i mod M), whatever
+    ``config.num_samples`` says. ``retry_failed`` trains failed members (and a failed ensemble) again.
+
     Returns:
         The records of the members, then the ensemble's.
     """
     runner = make_executor(executor, workers) if isinstance(executor, str) else executor
-    return run_grid(ensemble_specs(config, members), out, runner, progress=progress, name="ensemble")
+    specs = ensemble_specs(config, members)
+    return run_grid(specs, out, runner, progress=progress, retry_failed=retry_failed, name="ensemble")
 
 
 __all__ = ["DEFAULT_MEMBERS", "ensemble_specs", "train_ensemble"]

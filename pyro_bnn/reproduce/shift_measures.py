@@ -85,8 +85,9 @@ def shift(
     Returns:
         ``{"shift": {"num_samples", "images", "corruptions": {name: [{"level", "accuracy", "ece", "nll",
         "entropy", "aleatoric", "epistemic"}, ...]}, "ood": ood_metrics(...) with "data"}}``, and with
-        ``temperature`` also ``"temperature"`` (T) and ``"tempered"``: the test metrics, corruption curves and
-        OOD metrics of the tempered predictive.
+        ``temperature`` also ``"temperature"`` (T) and ``"tempered"``: the test metrics (of the run's own
+        ``config.num_samples`` test predictive), corruption curves and OOD metrics of the tempered predictive, which
+        is one distribution per input (its epistemic part and mutual information are 0).
 
     Raises:
         ValueError: a regression run; ``temperature`` without a validation split; a bad OOD set.
@@ -137,12 +138,18 @@ def shift(
     values: dict[str, Any] = {"num_samples": num_samples, "images": images, **scored(lambda p: p)}
     if temperature:
         fitted = fit_temperature(val.probs, val.targets, mode=TEMPERATURE_MODE)
-        tempered = result.prediction.tempered(fitted, mode=TEMPERATURE_MODE)
+
+        def temper(prediction: Prediction) -> Prediction:
+            # Mode "mean" leaves one sample, the tempered mixture; at T = 1 the samples would stay as they are, so
+            # they are averaged here too, and the tempered scores never depend on whether T came out as 1 (their
+            # epistemic part and mutual information are 0 either way).
+            tempered = prediction.tempered(fitted, mode=TEMPERATURE_MODE)
+            if tempered.probs.shape[0] > 1:
+                tempered = Prediction(probs=tempered.probs.mean(0, keepdim=True), targets=tempered.targets)
+            return tempered
+
         values["temperature"] = fitted
-        values["tempered"] = {
-            "test": _scores(tempered, config.n_bins),
-            **scored(lambda p: p.tempered(fitted, mode=TEMPERATURE_MODE)),
-        }
+        values["tempered"] = {"test": _scores(temper(result.prediction), config.n_bins), **scored(temper)}
     return {"shift": values}
 
 

@@ -130,7 +130,7 @@ def test_every_guide_runs_through_the_same_pipeline(tmp_path, guide):
         ({"prior": "normal:0"}, "takes 0 or 2 numeric"),
         ({"guide": "svgd"}, "unknown guide 'svgd'"),
         ({"activation": "leaky:nan"}, "slope must be finite"),
-        ({"dataset": "cifar10"}, "unknown dataset name 'cifar10'"),
+        ({"dataset": "svhn"}, "unknown dataset name 'svhn'"),
         ({"kl_anneal": "linear"}, "takes 1 numeric"),
         ({"epochs": -1}, "epochs must be an int >= 1"),
         ({"epochs": 0}, "epochs must be an int >= 1, got 0"),

@@ -3,9 +3,10 @@
 Verdict rules (each comparison is Welch's t-test over seeds at level 0.05, :func:`~pyro_bnn.reproduce.report.compare`):
 
 - **Weight-space VI underfits more as depth grows; node noise does not** (cubic, RMSE inside the data's range).
-  *Holds* when VI's RMSE at the greatest depth is above its RMSE at depth 1, node noise's is not, and node noise is
-  below VI at the greatest depth (all separated); *does not hold* when VI's RMSE does not rise (the gap is
-  separated and <= 0) or node noise is above VI at the greatest depth (separated); *inconclusive* otherwise.
+  *Holds* when VI's RMSE at the greatest depth is above its RMSE at depth 1 (separated), node noise's is not
+  (no separated rise) and node noise is below VI at the greatest depth (separated); *does not hold* when VI's RMSE
+  does not rise (a separated gap <= 0), node noise's does (a separated rise), or node noise is above VI at the
+  greatest depth (separated); *inconclusive* otherwise.
 - **Node noise beats weight-space VI in error and ECE at every width** (LeNet). Per width: *holds* when node noise's
   test error and ECE are both below VI's (separated), *does not hold* when either is above (separated),
   *inconclusive* otherwise; one verdict over the widths by :func:`~pyro_bnn.reproduce.report.overall_verdict`.
@@ -116,7 +117,11 @@ def _cubic(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Secti
         and (nn_vs_vi.separated and nn_vs_vi.gap < 0)
     ):
         verdict = Verdict.HOLDS
-    elif (vi_rises.separated and vi_rises.gap <= 0) or (nn_vs_vi.separated and nn_vs_vi.gap > 0):
+    elif (
+        (vi_rises.separated and vi_rises.gap <= 0)
+        or (nn_rises.separated and nn_rises.gap > 0)
+        or (nn_vs_vi.separated and nn_vs_vi.gap > 0)
+    ):
         verdict = Verdict.DOES_NOT_HOLD
     else:
         verdict = Verdict.INCONCLUSIVE
