@@ -268,7 +268,8 @@ def _widths(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Sect
         "every method on the same training examples for the same epochs. Test metrics on the whole test set, mean ± "
         "sd over seeds (per seed in `lenet.csv`). *deterministic* is the ensemble's first member; *+ temperature* "
         "tempers its predictive with T fitted on the validation split (NLL, L-BFGS on log T). *s / epoch*: training "
-        "only, one CPU thread; for the ensemble, all members together."
+        "only, one CPU thread; for the ensemble, all members together. The grid ran two runs at a time on a 2-core "
+        "machine that also did other work, so the seconds compare only roughly."
     )
     section = Section("LeNet width: node noise against weight-space VI and the baselines (Fig. 4)", text, [table])
     section.csv_files.append("lenet.csv")
@@ -307,7 +308,8 @@ def _components(records: list[RunRecord], profile: Profile, out: Path) -> Sectio
     text = (
         f"Node noise on LeNet x{width} with K mixture components and variational learning rate 0.075 K (S = 2 copies "
         "per example, so a training step costs "
-        f"the same for every K), {profile['samples_per_component']} test samples per component."
+        f"the same for every K), {profile['samples_per_component']} test samples per component. Seconds per epoch "
+        "as in the width table (a shared machine: they compare only roughly)."
     )
     return Section("Mixture components K", text, [table], csv_files=["components.csv"])
 
