@@ -34,6 +34,15 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float, int]:
     return statistics.fmean(finite), statistics.stdev(finite) if len(finite) > 1 else 0.0, len(finite)
 
 
+def select(records: Sequence[RunRecord], **tags: object) -> list[RunRecord]:
+    """The finished records whose spec's tags equal ``tags`` (values compared as strings), in their order."""
+    return [
+        r
+        for r in records
+        if r.status is Status.DONE and all(r.spec.tag(key) == str(value) for key, value in tags.items())
+    ]
+
+
 def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
     """``0.123 ± 0.004`` over the values (``n = k`` added when fewer than expected is the caller's business);
     ``—`` when there are none."""

@@ -21,7 +21,8 @@ from pyro_bnn.models import build_model
 from pyro_bnn.predict import Prediction, predict
 from pyro_bnn.reproduce import Status, Verdict, make_executor, reproduce, run_grid
 from pyro_bnn.reproduce.papers.implicit_bnn import CIFAR_CELLS, PROFILES, ImplicitBnn
-from pyro_bnn.reproduce.papers.implicit_bnn_analysis import METHOD_NAMES, _cifar, _cubic, _widths
+from pyro_bnn.reproduce.papers.implicit_bnn_analysis import METHOD_NAMES, _cifar, _widths
+from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_section
 from pyro_bnn.reproduce.shift_measures import CORRUPTIONS, cubic_ranges
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 
@@ -223,11 +224,20 @@ def _cubic_records(vi: tuple[float, float], nn: tuple[float, float]) -> list[Run
 
 def test_the_depth_verdict(tmp_path):
     profile = dataclasses.replace(PROFILES["quick"], settings={**PROFILES["quick"].settings, "depths": (1, 2)})
-    assert _cubic(_cubic_records(vi=(1.0, 3.0), nn=(1.0, 1.0)), profile, tmp_path)[1].verdict is Verdict.HOLDS
-    assert _cubic(_cubic_records(vi=(3.0, 1.0), nn=(1.0, 1.0)), profile, tmp_path)[1].verdict is Verdict.DOES_NOT_HOLD
-    assert _cubic(_cubic_records(vi=(1.0, 3.0), nn=(1.0, 5.0)), profile, tmp_path)[1].verdict is Verdict.DOES_NOT_HOLD
+    assert cubic_section(_cubic_records(vi=(1.0, 3.0), nn=(1.0, 1.0)), profile, tmp_path)[1].verdict is Verdict.HOLDS
+    assert (
+        cubic_section(_cubic_records(vi=(3.0, 1.0), nn=(1.0, 1.0)), profile, tmp_path)[1].verdict
+        is Verdict.DOES_NOT_HOLD
+    )
+    assert (
+        cubic_section(_cubic_records(vi=(1.0, 3.0), nn=(1.0, 5.0)), profile, tmp_path)[1].verdict
+        is Verdict.DOES_NOT_HOLD
+    )
     # node noise underfitting more with depth contradicts the claim, even while it stays below VI
-    assert _cubic(_cubic_records(vi=(1.0, 3.0), nn=(1.0, 2.0)), profile, tmp_path)[1].verdict is Verdict.DOES_NOT_HOLD
+    assert (
+        cubic_section(_cubic_records(vi=(1.0, 3.0), nn=(1.0, 2.0)), profile, tmp_path)[1].verdict
+        is Verdict.DOES_NOT_HOLD
+    )
     assert (tmp_path / "cubic.png").stat().st_size > 1_000
 
 

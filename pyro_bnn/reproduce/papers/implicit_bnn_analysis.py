@@ -2,11 +2,7 @@
 
 Verdict rules (each comparison is Welch's t-test over seeds at level 0.05, :func:`~pyro_bnn.reproduce.report.compare`):
 
-- **Weight-space VI underfits more as depth grows; node noise does not** (cubic, RMSE inside the data's range).
-  *Holds* when VI's RMSE at the greatest depth is above its RMSE at depth 1 (separated), node noise's is not
-  (no separated rise) and node noise is below VI at the greatest depth (separated); *does not hold* when VI's RMSE
-  does not rise (a separated gap <= 0), node noise's does (a separated rise), or node noise is above VI at the
-  greatest depth (separated); *inconclusive* otherwise.
+- **Weight-space VI underfits more as depth grows; node noise does not**: :mod:`.implicit_bnn_cubic`.
 - **Node noise beats weight-space VI in error and ECE at every width** (LeNet). Per width: *holds* when node noise's
   test error and ECE are both below VI's (separated), *does not hold* when either is above (separated),
   *inconclusive* otherwise; one verdict over the widths by :func:`~pyro_bnn.reproduce.report.overall_verdict`.
@@ -18,19 +14,26 @@ Verdict rules (each comparison is Welch's t-test over seeds at level 0.05, :func
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from pyro_bnn.data.synthetic import cubic_regression
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.papers.implicit_bnn import METHODS, OOD_DATA
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, overall_verdict, write_csv
+from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_section
+from pyro_bnn.reproduce.report import (
+    compare,
+    format_mean_sd,
+    markdown_table,
+    mean_sd,
+    overall_verdict,
+    select,
+    write_csv,
+)
 from pyro_bnn.reproduce.shift_measures import CORRUPTIONS
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
+from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
 
 METHOD_NAMES = {
     "node-noise": "node noise (K = 4)",
@@ -40,145 +43,12 @@ METHOD_NAMES = {
     "deterministic": "deterministic",
     "temperature": "deterministic + temperature",
 }
-CUBIC_METHODS = {"vi": "weight-space VI", "node-noise": "node noise (K = 8)"}
 CORRUPTION_NAMES = {"gaussian": "Gaussian blend (γ)", "salt-pepper": "salt and pepper (p)"}
-
-
-def _tag(record: RunRecord, key: str) -> str | None:
-    return record.spec.tag(key)
-
-
-def _done(records: list[RunRecord], **tags: object) -> list[RunRecord]:
-    """The finished records whose tags equal ``tags`` (values compared as strings)."""
-    return [
-        r for r in records if r.status is Status.DONE and all(_tag(r, key) == str(value) for key, value in tags.items())
-    ]
 
 
 def _seconds_per_epoch(record: RunRecord) -> float | None:
     times = [entry["time_s"] for entry in record.history if "time_s" in entry]
     return statistics.fmean(times) if times else None
-
-
-# ----------------------------------------------------------------------------------------------------------- cubic
-
-
-def _cubic(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, Headline]:
-    depths = profile["depths"]
-    rows, csv_rows = [], []
-    rmse: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for depth in depths:
-        for method, name in CUBIC_METHODS.items():
-            runs = _done(records, part="cubic", method=method, depth=depth)
-            parts = {side: [r.metrics["cubic"][side] for r in runs] for side in ("inside", "outside")}
-            rmse[method, depth] = [p["rmse"] for p in parts["inside"]]
-            rows.append(
-                [
-                    depth,
-                    name,
-                    len(runs),
-                    *(format_mean_sd([p[key] for p in parts[side]], 2) for key in ("rmse", "nll") for side in parts),
-                    *(format_mean_sd([p["coverage"] for p in parts[side]], 2) for side in parts),
-                ]
-            )
-            for r in runs:
-                csv_rows.append(
-                    {
-                        "depth": depth,
-                        "method": method,
-                        "seed": r.config.seed,
-                        **{
-                            f"{key}_{side}": r.metrics["cubic"][side][key]
-                            for side in parts
-                            for key in ("rmse", "nll", "coverage")
-                        },
-                        "train_time_s": r.metrics.get("train_time_s"),
-                    }
-                )
-    write_csv(out / "cubic.csv", csv_rows)
-    table = markdown_table(
-        [
-            "hidden layers", "method", "seeds", "RMSE inside", "RMSE outside", "NLL inside", "NLL outside",
-            "coverage inside", "coverage outside",
-        ],
-        rows,
-        "llrrrrrrr",
-    )  # fmt: skip
-    figure = "cubic.png"
-    save_figure(_cubic_figure(records, depths), out / figure)
-    deepest = max(depths)
-    vi_rises = compare(rmse["vi", deepest], rmse["vi", min(depths)])
-    nn_rises = compare(rmse["node-noise", deepest], rmse["node-noise", min(depths)])
-    nn_vs_vi = compare(rmse["node-noise", deepest], rmse["vi", deepest])
-    if (
-        vi_rises.separated
-        and vi_rises.gap > 0
-        and not (nn_rises.separated and nn_rises.gap > 0)
-        and (nn_vs_vi.separated and nn_vs_vi.gap < 0)
-    ):
-        verdict = Verdict.HOLDS
-    elif (
-        (vi_rises.separated and vi_rises.gap <= 0)
-        or (nn_rises.separated and nn_rises.gap > 0)
-        or (nn_vs_vi.separated and nn_vs_vi.gap > 0)
-    ):
-        verdict = Verdict.DOES_NOT_HOLD
-    else:
-        verdict = Verdict.INCONCLUSIVE
-    m = {key: mean_sd(values)[0] for key, values in rmse.items()}
-    reason = (
-        f"RMSE inside the data's range, {min(depths)} -> {deepest} hidden layers: weight-space VI "
-        f"{m['vi', min(depths)]:.2f} -> {m['vi', deepest]:.2f}, node noise {m['node-noise', min(depths)]:.2f} -> "
-        f"{m['node-noise', deepest]:.2f} (the noise sd is 2)."
-    )
-    text = (
-        "Predictive mean ± 2 sd (noise included) of the first seed over the test grid, with the training data and "
-        "x³ (the paper's Fig. 1). RMSE and NLL against the noiseless x³; coverage: the share of test points whose x³ "
-        "lies within mean ± 2 sd. *Inside*: the training inputs' range [-3, -1) ∪ [1, 3); *outside*: the gap "
-        "[-1, 1) and both ends out to ±4. Mean ± sd over seeds; per-seed values in `cubic.csv`."
-    )
-    section = Section("Cubic: depth against underfitting (Fig. 1)", text, [table], [figure], ["cubic.csv"])
-    return section, Headline(
-        "Weight-space VI underfits more as depth grows; node noise does not (1-D cubic).", verdict, reason
-    )
-
-
-def _cubic_figure(records: list[RunRecord], depths: tuple[int, ...]) -> Figure:
-    figure = Figure(figsize=(3.2 * len(depths), 5.6), layout="constrained")
-    axes = figure.subplots(len(CUBIC_METHODS), len(depths), squeeze=False, sharex=True, sharey=True)
-    data = None
-    for row, (method, name) in enumerate(CUBIC_METHODS.items()):
-        for column, depth in enumerate(depths):
-            ax = axes[row][column]
-            runs = sorted(_done(records, part="cubic", method=method, depth=depth), key=lambda r: r.config.seed)
-            if not runs:
-                ax.set_title(f"{name}, {depth} layers: no run")
-                continue
-            curve = runs[0].metrics["cubic"]
-            if data is None or data.seed != runs[0].config.seed:
-                data = _CubicData(runs[0].config.seed)
-            x, mean, sd = (np.asarray(curve[key]) for key in ("x", "mean", "sd"))
-            ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.25, lw=0)
-            ax.plot(x, mean, color="tab:blue", lw=1.2, label="predictive mean ± 2 sd")
-            ax.plot(x, x**3, color="black", lw=0.8, ls="--", label="x³")
-            ax.scatter(data.x, data.y, s=2, color="tab:red", label="data")
-            ax.set_ylim(-80, 80)
-            ax.set_title(f"{name}, {depth} layer{'s' if depth > 1 else ''}", fontsize=9)
-            if row == len(CUBIC_METHODS) - 1:
-                ax.set_xlabel("x")
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    return figure
-
-
-class _CubicData:
-    """The training points of the cubic for one seed (regenerated: the data set is a deterministic function of
-    the seed)."""
-
-    def __init__(self, seed: int) -> None:
-        data = cubic_regression(seed=seed)
-        self.seed = seed
-        self.x = data.x_train.reshape(-1).numpy()
-        self.y = data.y_train.reshape(-1).numpy()
 
 
 # ----------------------------------------------------------------------------------------------------------- LeNet
@@ -193,9 +63,9 @@ def _method_metrics(record: RunRecord, method: str) -> dict[str, float]:
 
 def _method_records(records: list[RunRecord], method: str, **tags: object) -> list[RunRecord]:
     stored = "deterministic" if method == "temperature" else method
-    found = _done(records, part="lenet", method=stored, **tags)
+    found = select(records, part="lenet", method=stored, **tags)
     if stored == "node-noise":
-        found = [r for r in found if _tag(r, "k") == "4"]
+        found = [r for r in found if r.spec.tag("k") == "4"]
     return found
 
 
@@ -203,8 +73,8 @@ def _ensemble_seconds(records: list[RunRecord], width: int, seed: str | None) ->
     """Seconds per epoch of training all members of one ensemble (the members train one after another)."""
     members = [
         r
-        for r in _done(records, part="lenet", width=width)
-        if _tag(r, "method") in ("deterministic", "member") and _tag(r, "seed") == seed
+        for r in select(records, part="lenet", width=width)
+        if r.spec.tag("method") in ("deterministic", "member") and r.spec.tag("seed") == seed
     ]
     times = [_seconds_per_epoch(r) for r in members]
     return sum(times) if times and None not in times else None
@@ -218,7 +88,7 @@ def _widths(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Sect
             runs = _method_records(records, method, width=width)
             metrics = [_method_metrics(r, method) for r in runs]
             if method == "ensemble":
-                seconds = [_ensemble_seconds(records, width, _tag(r, "seed")) for r in runs]
+                seconds = [_ensemble_seconds(records, width, r.spec.tag("seed")) for r in runs]
             elif method == "temperature":
                 seconds = [None] * len(runs)  # the deterministic run's; fitting T takes well under a second
             else:
@@ -244,7 +114,7 @@ def _widths(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Sect
             )
             for r, m, t in zip(runs, metrics, seconds, strict=True):
                 csv_rows.append(
-                    {"width": width, "method": method, "seed": _tag(r, "seed"), **m, "seconds_per_epoch": t}
+                    {"width": width, "method": method, "seed": r.spec.tag("seed"), **m, "seconds_per_epoch": t}
                 )
         error = compare(values["node-noise"]["error"], values["vi"]["error"])
         ece = compare(values["node-noise"]["ece"], values["vi"]["ece"])
@@ -285,7 +155,7 @@ def _components(records: list[RunRecord], profile: Profile, out: Path) -> Sectio
     width = profile["widths"][0]
     rows, csv_rows = [], []
     for k in profile["ks"]:
-        runs = [r for r in _done(records, part="lenet", method="node-noise", width=width) if _tag(r, "k") == str(k)]
+        runs = [r for r in select(records, part="lenet", method="node-noise", width=width) if r.spec.tag("k") == str(k)]
         error = [100 * (1 - r.metrics["accuracy"]) for r in runs]
         seconds = [_seconds_per_epoch(r) for r in runs]
         rows.append(
@@ -299,7 +169,7 @@ def _components(records: list[RunRecord], profile: Profile, out: Path) -> Sectio
             ]
         )
         csv_rows += [
-            {"k": k, "seed": _tag(r, "seed"), "accuracy": r.metrics["accuracy"], "ece": r.metrics["ece"],
+            {"k": k, "seed": r.spec.tag("seed"), "accuracy": r.metrics["accuracy"], "ece": r.metrics["ece"],
              "nll": r.metrics["nll"], "seconds_per_epoch": t}
             for r, t in zip(runs, seconds, strict=True)
         ]  # fmt: skip
@@ -328,7 +198,13 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
                 for corruption, levels in _shift_values(r, method)["corruptions"].items():
                     curves.setdefault((width, method, corruption), []).append(levels)
                     csv_rows += [
-                        {"width": width, "method": method, "seed": _tag(r, "seed"), "corruption": corruption, **level}
+                        {
+                            "width": width,
+                            "method": method,
+                            "seed": r.spec.tag("seed"),
+                            "corruption": corruption,
+                            **level,
+                        }
                         for level in levels
                     ]
     write_csv(out / "corruptions.csv", csv_rows)
@@ -407,7 +283,7 @@ def _ood(records: list[RunRecord], profile: Profile, out: Path) -> Section:
             rows.append([f"x{width}", METHOD_NAMES[method], len(runs), *cells])
             scores = ("entropy", "mutual_information", "max_probability")
             csv_rows += [
-                {"width": width, "method": method, "seed": _tag(r, "seed"), "score": score, **o[score]}
+                {"width": width, "method": method, "seed": r.spec.tag("seed"), "score": score, **o[score]}
                 for r, o in zip(runs, oods, strict=True)
                 for score in scores
             ]
@@ -433,7 +309,7 @@ def _cifar(records: list[RunRecord], profile: Profile, out: Path) -> Section:
     rows, csv_rows = [], []
     for dataset, model in profile["cifar"]:
         for method in ("node-noise", "deterministic"):
-            runs = _done(records, part="cifar", dataset=dataset, model=model, method=method)
+            runs = select(records, part="cifar", dataset=dataset, model=model, method=method)
             rows.append(
                 [
                     dataset,
@@ -446,7 +322,7 @@ def _cifar(records: list[RunRecord], profile: Profile, out: Path) -> Section:
                 ]
             )
             csv_rows += [
-                {"dataset": dataset, "model": model, "method": method, "seed": _tag(r, "seed"),
+                {"dataset": dataset, "model": model, "method": method, "seed": r.spec.tag("seed"),
                  **{key: r.metrics[key] for key in ("accuracy", "nll", "ece")}}
                 for r in runs
             ]  # fmt: skip
@@ -461,7 +337,7 @@ def _cifar(records: list[RunRecord], profile: Profile, out: Path) -> Section:
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
     """The report's sections and headlines (see the module docstring for the verdict rules)."""
-    cubic, cubic_headline = _cubic(records, profile, out)
+    cubic, cubic_headline = cubic_section(records, profile, out)
     widths, width_headline = _widths(records, profile, out)
     components = _components(records, profile, out)
     corruptions, corruption_headline = _corruptions(records, profile, out)
