@@ -146,7 +146,10 @@ def test_parse_ood_names_the_forms():
 # ------------------------------------------------------------------------------------------------ bad values
 
 BAD_OOD = [
-    (["--ood", "imagenet"], "--ood 'imagenet' is neither a data set (mnist, fashion-mnist, digits, moons, circles)"),
+    (
+        ["--ood", "imagenet"],
+        "--ood 'imagenet' is neither a data set (mnist, fashion-mnist, digits, moons, circles, cifar10, cifar100)",
+    ),
     (["--ood", ""], "--ood must name a data set"),
     (["--ood", "cubic"], "'cubic' is a regression set"),
     (["--ood", "gaussian:2"], "--ood 'gaussian:2'"),
