@@ -18,6 +18,9 @@ Temperature scaling (``temperature``): :func:`fit_temperature` fits one temperat
 minimising the NLL, :func:`apply_temperature` tempers a predictive with it (mode ``"mean"``: the sample-mean
 probabilities, ``"samples"``: each sample; :class:`TemperatureMode`).
 
+Referral curves (``referral``): :func:`referral_curve` scores the inputs kept after the most uncertain fraction is
+set aside (by total entropy or mutual information).
+
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
 means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
 """
@@ -33,6 +36,7 @@ from pyro_bnn.evaluation.calibration import (
 from pyro_bnn.evaluation.classification import accuracy, brier_score, nll
 from pyro_bnn.evaluation.label_frequencies import label_frequencies, label_frequencies_from_samples
 from pyro_bnn.evaluation.ood import DETECTION_KEYS, TPR_LEVEL, OodScore, ood_detection, ood_metrics, ood_scores
+from pyro_bnn.evaluation.referral import ReferralCurve, ReferralScore, referral_curve
 from pyro_bnn.evaluation.regression import (
     DEFAULT_NUM_SD,
     REGRESSION_KEYS,
@@ -54,6 +58,8 @@ __all__ = [
     "TPR_LEVEL",
     "CalibrationResult",
     "OodScore",
+    "ReferralCurve",
+    "ReferralScore",
     "TemperatureMode",
     "UncertaintySplit",
     "accuracy",
@@ -71,6 +77,7 @@ __all__ = [
     "ood_metrics",
     "ood_scores",
     "predictive_moments",
+    "referral_curve",
     "regression_metrics",
     "summarize",
 ]

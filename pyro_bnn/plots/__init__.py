@@ -3,6 +3,7 @@ of training, and of the posterior diagnostics (likelihood slices, weight statist
 NUTS), built with matplotlib's object API (no pyplot state)."""
 
 from pyro_bnn.plots.figures import save_figure
+from pyro_bnn.plots.maps import plot_predictive_map
 from pyro_bnn.plots.ood import plot_ood_histograms
 from pyro_bnn.plots.posterior_shape import plot_marginals, plot_vi_vs_nuts
 from pyro_bnn.plots.regression import plot_regression, training_gaps
@@ -15,6 +16,7 @@ __all__ = [
     "plot_likelihood_slice",
     "plot_marginals",
     "plot_ood_histograms",
+    "plot_predictive_map",
     "plot_plateau_fractions",
     "plot_pruning",
     "plot_regression",

@@ -1,0 +1,120 @@
+"""Referral curves: accuracy on the inputs a classifier keeps when it refers its most uncertain ones to a human.
+
+Sort the inputs by an uncertainty score (total predictive entropy or mutual information), set aside the most
+uncertain fraction ``f`` and score the rest. A predictive whose uncertainty means something has a rising curve: the
+inputs it refers are the ones it would have got wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+
+from pyro_bnn.evaluation._validation import check_labels, check_probs
+from pyro_bnn.evaluation.uncertainty import entropy_decomposition
+
+DEFAULT_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
+"""Referred fractions of a curve unless told otherwise."""
+
+
+class ReferralScore(str, Enum):
+    """The uncertainty that decides which inputs are referred first."""
+
+    ENTROPY = "entropy"
+    """Total predictive entropy ``H[pbar]``."""
+    MUTUAL_INFORMATION = "mutual_information"
+    """Mutual information between the label and the weights (the epistemic part of the entropy)."""
+
+
+@dataclass(frozen=True)
+class ReferralCurve:
+    """Accuracy on the retained inputs at each referred fraction.
+
+    Attributes:
+        score: What ordered the inputs.
+        fractions: ``(F,)`` referred fractions, as asked.
+        retained: ``(F,)`` inputs kept at each fraction, ``N - floor(f N)``.
+        accuracy: ``(F,)`` accuracy of the posterior-mean prediction on the kept inputs.
+    """
+
+    score: ReferralScore
+    fractions: tuple[float, ...]
+    retained: tuple[int, ...]
+    accuracy: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON values."""
+        return {
+            "score": self.score.value,
+            "fractions": list(self.fractions),
+            "retained": list(self.retained),
+            "accuracy": list(self.accuracy),
+        }
+
+
+def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
+    values = tuple(fractions)
+    if not values:
+        raise ValueError("fractions must hold at least one value in [0, 1), got none")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < 1.0:
+            raise ValueError(f"every referred fraction must be a number in [0, 1), got {value!r}")
+    return tuple(float(v) for v in values)
+
+
+def referral_curve(
+    probs: torch.Tensor,
+    labels: torch.Tensor,
+    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    *,
+    score: ReferralScore | str = ReferralScore.ENTROPY,
+) -> ReferralCurve:
+    """Accuracy on the inputs kept after referring the most uncertain fraction of them.
+
+    The inputs are ordered by ``score``, most uncertain first (ties keep their input order, a stable sort); at
+    fraction ``f`` the first ``floor(f N)`` are referred and the posterior-mean prediction ``argmax mean_s p_s`` is
+    scored on the rest.
+
+    Args:
+        probs: ``(S, N, C)`` posterior samples of class probabilities, or their mean ``(N, C)`` (then only
+            ``"entropy"`` orders anything: the mutual information of one distribution is 0).
+        labels: ``(N,)`` integer class labels.
+        fractions: Referred fractions, each in ``[0, 1)``.
+        score: ``"entropy"`` or ``"mutual_information"`` (:class:`ReferralScore`).
+
+    Returns:
+        The curve, one accuracy per fraction.
+
+    Raises:
+        ValueError: invalid ``probs`` or ``labels`` (see :mod:`pyro_bnn.evaluation`), a fraction outside
+            ``[0, 1)``, or an unknown score; one line naming the value.
+    """
+    checked = check_probs(probs)
+    samples = checked if checked.dim() == 3 else checked.unsqueeze(0)
+    labels = check_labels(labels, num_points=samples.shape[1], num_classes=samples.shape[2], device=samples.device)
+    try:
+        score = ReferralScore(score)
+    except ValueError:
+        known = ", ".join(repr(s.value) for s in ReferralScore)
+        raise ValueError(f"unknown referral score {score!r}; expected one of {known}") from None
+    values = _check_fractions(fractions)
+    split = entropy_decomposition(samples)
+    uncertainty = split.total if score is ReferralScore.ENTROPY else split.epistemic
+    order = torch.sort(uncertainty, descending=True, stable=True).indices  # most uncertain first
+    correct = (samples.mean(0).argmax(-1) == labels)[order].double()
+    n = correct.numel()
+    retained, accuracy = [], []
+    for fraction in values:
+        referred = math.floor(fraction * n)
+        kept = correct[referred:]
+        retained.append(int(kept.numel()))
+        accuracy.append(float(kept.mean()))
+    return ReferralCurve(score, values, tuple(retained), tuple(accuracy))
+
+
+__all__ = ["DEFAULT_FRACTIONS", "ReferralCurve", "ReferralScore", "referral_curve"]

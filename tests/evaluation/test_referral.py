@@ -1,0 +1,60 @@
+"""Referral curves on hand-made predictions whose uncertainty order is known."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pyro_bnn.evaluation import ReferralScore, referral_curve
+
+
+def _confident(label: int, p: float, classes: int = 3) -> torch.Tensor:
+    """A distribution with mass ``p`` on ``label`` and the rest spread evenly."""
+    row = torch.full((classes,), (1 - p) / (classes - 1), dtype=torch.float64)
+    row[label] = p
+    return row
+
+
+def test_referring_the_uncertain_mistakes_first_raises_accuracy_step_by_step():
+    # ten inputs; the four least confident are exactly the four mistakes
+    confidence = [0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.40, 0.39, 0.38, 0.37]
+    labels = torch.zeros(10, dtype=torch.long)
+    predicted = [0, 0, 0, 0, 0, 0, 1, 1, 2, 2]
+    probs = torch.stack([_confident(c, p) for c, p in zip(predicted, confidence, strict=True)])
+    curve = referral_curve(probs, labels, [0.0, 0.1, 0.2, 0.4, 0.5], score="entropy")
+    assert curve.retained == (10, 9, 8, 6, 5)
+    assert curve.accuracy == pytest.approx((0.6, 6 / 9, 6 / 8, 1.0, 1.0))
+    assert curve.to_dict()["score"] == "entropy"
+
+
+def test_mutual_information_orders_by_disagreement_not_by_entropy():
+    # input 0: every sample is flat (high entropy, no disagreement) and right by a hair;
+    # input 1: the samples disagree (moderate entropy, high mutual information) and the mean is wrong;
+    # input 2: confident and right
+    flat = torch.tensor([0.34, 0.33, 0.33], dtype=torch.float64)
+    samples = torch.stack(
+        [
+            torch.stack([flat, torch.tensor([0.05, 0.9, 0.05], dtype=torch.float64), _confident(2, 0.98)]),
+            torch.stack([flat, torch.tensor([0.45, 0.1, 0.45], dtype=torch.float64), _confident(2, 0.98)]),
+        ]
+    )  # (S=2, N=3, C=3)
+    labels = torch.tensor([0, 0, 2])
+    by_entropy = referral_curve(samples, labels, [0.0, 0.34], score="entropy")
+    by_mi = referral_curve(samples, labels, [0.0, 0.34], score=ReferralScore.MUTUAL_INFORMATION)
+    assert by_entropy.accuracy == pytest.approx((2 / 3, 0.5))  # refers the flat input, which was right
+    assert by_mi.accuracy == pytest.approx((2 / 3, 1.0))  # refers the disputed input, which was wrong
+
+
+@pytest.mark.parametrize(
+    ("fractions", "score", "message"),
+    [
+        ([1.0], "entropy", "in [0, 1), got 1.0"),
+        ([-0.1], "entropy", "got -0.1"),
+        ([], "entropy", "at least one value"),
+        ([0.1], "variance", "unknown referral score 'variance'"),
+    ],
+)
+def test_bad_arguments_fail_in_one_line(fractions, score, message):
+    probs = torch.full((4, 2), 0.5)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        referral_curve(probs, torch.zeros(4, dtype=torch.long), fractions, score=score)
