@@ -19,7 +19,8 @@ minimising the NLL, :func:`apply_temperature` tempers a predictive with it (mode
 probabilities, ``"samples"``: each sample; :class:`TemperatureMode`).
 
 Referral curves (``referral``): :func:`referral_curve` scores the inputs kept after the most uncertain fraction is
-set aside (by total entropy or mutual information).
+set aside (by total entropy or mutual information). Galleries (``galleries``): :func:`most_confident_mistakes` and
+:func:`least_confident` pick the inputs worth looking at.
 
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
 means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
@@ -34,6 +35,7 @@ from pyro_bnn.evaluation.calibration import (
     maximum_calibration_error,
 )
 from pyro_bnn.evaluation.classification import accuracy, brier_score, nll
+from pyro_bnn.evaluation.galleries import GalleryEntry, least_confident, most_confident_mistakes
 from pyro_bnn.evaluation.label_frequencies import label_frequencies, label_frequencies_from_samples
 from pyro_bnn.evaluation.ood import DETECTION_KEYS, TPR_LEVEL, OodScore, ood_detection, ood_metrics, ood_scores
 from pyro_bnn.evaluation.referral import ReferralCurve, ReferralScore, referral_curve
@@ -57,6 +59,7 @@ __all__ = [
     "TEMPERATURE_RANGE",
     "TPR_LEVEL",
     "CalibrationResult",
+    "GalleryEntry",
     "OodScore",
     "ReferralCurve",
     "ReferralScore",
@@ -71,7 +74,9 @@ __all__ = [
     "fit_temperature",
     "label_frequencies",
     "label_frequencies_from_samples",
+    "least_confident",
     "maximum_calibration_error",
+    "most_confident_mistakes",
     "nll",
     "ood_detection",
     "ood_metrics",

@@ -3,6 +3,7 @@ of training, and of the posterior diagnostics (likelihood slices, weight statist
 NUTS), built with matplotlib's object API (no pyplot state)."""
 
 from pyro_bnn.plots.figures import save_figure
+from pyro_bnn.plots.galleries import plot_gallery
 from pyro_bnn.plots.maps import plot_predictive_map
 from pyro_bnn.plots.ood import plot_ood_histograms
 from pyro_bnn.plots.posterior_shape import plot_marginals, plot_vi_vs_nuts
@@ -15,6 +16,7 @@ from pyro_bnn.plots.weight_stats import plot_pruning, plot_weight_statistics
 __all__ = [
     "plot_likelihood_slice",
     "plot_marginals",
+    "plot_gallery",
     "plot_ood_histograms",
     "plot_predictive_map",
     "plot_plateau_fractions",
