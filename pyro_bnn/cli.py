@@ -84,6 +84,8 @@ def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec("--kl-scale")
     add("--seed", type=int, default=d.seed)
     add("--data-seed", type=int, default=None, help="seed of the validation split and training subset (default --seed)")
+    add("--data-noise", type=float, default=None, help="moons, circles: the generator's noise sd (default 0.2)")
+    add("--data-samples", type=int, default=None, help="moons, circles: points generated, test part included (1000)")
     add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
     add("--train-subset", type=int, default=None, help="train on this many examples")
     add(

@@ -140,7 +140,7 @@ def test_data_dir_of_a_generated_data_set_is_warned_about(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (
         f"pyro-bnn train: warning: --data-dir {tmp_path / 'mnist'} is unused: dataset 'moons' is not read from files "
-        "(only mnist and fashion-mnist are)"
+        "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
     )
 
 

@@ -78,6 +78,8 @@ class RunConfig:
         data_seed: Seeds the validation split and the training subset instead of ``seed`` (None: ``seed``), so that
             runs differing only in ``seed`` see the same examples: the members of a deep ensemble, which differ in
             initialisation and minibatch order only.
+        data_noise: Moons and circles only: the generator's noise standard deviation (None: its default, 0.2).
+        data_samples: Moons and circles only: the size of the generated pool, test part included (None: 1000).
         device: ``cpu``, ``cuda``, ``cuda:1`` or ``auto``.
         train_subset: Train on this many examples (None: all).
         test_subset: Score on this many test examples (None: all): a fixed uniform subset, the same for every seed.
@@ -115,6 +117,8 @@ class RunConfig:
     kl_scale: str = "dataset"
     seed: int = 0
     data_seed: int | None = None
+    data_noise: float | None = None
+    data_samples: int | None = None
     device: str = "auto"
     train_subset: int | None = None
     test_subset: int | None = None
@@ -201,6 +205,7 @@ class RunConfig:
         check_seed(self.seed)
         if self.data_seed is not None:
             check_seed(self.data_seed, name="data_seed")
+        self._validate_generator_options(dataset)
         if self.train_subset is not None and (
             isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
         ):
@@ -222,6 +227,30 @@ class RunConfig:
         resolve_device(self.device)
         return self
 
+    def _validate_generator_options(self, dataset: DatasetName) -> None:
+        """``data_noise`` and ``data_samples``: the moons / circles generator's options, refused elsewhere."""
+        for name in ("data_noise", "data_samples"):
+            value = getattr(self, name)
+            if value is not None and dataset not in (DatasetName.MOONS, DatasetName.CIRCLES):
+                raise ValueError(f"{name}={value!r} applies to moons and circles only, not {dataset.value!r}")
+        noise = self.data_noise
+        if noise is not None and (
+            isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0)
+        ):
+            raise ValueError(f"data_noise must be a finite number >= 0, got {noise!r}")
+        count = self.data_samples
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ValueError(f"data_samples must be None or an int >= 1, got {count!r}")
+
+    def generator_options(self) -> dict[str, float | int]:
+        """The ``load_dataset`` keyword arguments of ``data_noise`` and ``data_samples`` that are set."""
+        options: dict[str, float | int] = {}
+        if self.data_noise is not None:
+            options["noise"] = float(self.data_noise)
+        if self.data_samples is not None:
+            options["n_samples"] = self.data_samples
+        return options
+
     def unused_options(self) -> list[str]:
         """One line per option that is set but cannot affect this run, for the CLI to warn about: an option
         ignored without a word looks as if it had been used.
@@ -233,7 +262,7 @@ class RunConfig:
         if self.data_dir is not None and not dataset.reads_data_dir:
             return [
                 f"--data-dir {self.data_dir} is unused: dataset {dataset.value!r} is not read from files "
-                "(only mnist and fashion-mnist are)"
+                "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
             ]
         return []
 

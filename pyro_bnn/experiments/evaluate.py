@@ -114,7 +114,7 @@ def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[s
         if not dataset.reads_data_dir:
             raise ValueError(
                 f"--data-dir {name}={path}: dataset {dataset.value!r} is not read from files "
-                "(only mnist and fashion-mnist are)"
+                "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
             )
         checked[dataset.value] = path
     return checked

@@ -75,6 +75,7 @@ def load_data(config: RunConfig) -> DatasetSplits:
         val_size=config.val_size,
         train_subset=config.train_subset,
         seed=config.seed if config.data_seed is None else config.data_seed,
+        **config.generator_options(),
     )
     if config.test_subset is None:
         return data

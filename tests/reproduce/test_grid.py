@@ -187,5 +187,9 @@ def test_run_ids_are_pinned():
     current = {k: v for k, v in json.loads(RunConfig().to_json()).items() if k not in ("device", "data_dir")}
     assert {k: current[k] for k in RUN_ID_BASE} == RUN_ID_BASE, "a RunConfig default changed: ids change too"
     # fields added since leave the ids of runs at their defaults as they were
-    assert {k: v for k, v in current.items() if k not in RUN_ID_BASE} == {"data_seed": None}
+    assert {k: v for k, v in current.items() if k not in RUN_ID_BASE} == {
+        "data_seed": None,
+        "data_noise": None,
+        "data_samples": None,
+    }
     assert RunSpec(dataclasses.replace(spec.config, data_seed=None), label="moons-s0").run_id == spec.run_id
