@@ -23,6 +23,11 @@
   (:func:`pyro_bnn.reproduce.shift_measures.shift`).
 - ``cubic``: RMSE, NLL and coverage of a 1-D regression run inside and outside the training inputs' range, and its
   predictive curve (:func:`pyro_bnn.reproduce.shift_measures.cubic_ranges`).
+- ``posterior``: the mean-field guide's location and scale of every latent site, so that a report can draw from
+  the posterior without the checkpoint (:func:`pyro_bnn.reproduce.priors_measures.posterior_parameters`).
+- ``uncertainty:GALLERY``: per-class error, expected error and predictive variance, entropy and mutual information
+  of right and wrong predictions, referral curves and galleries of ``GALLERY`` images
+  (:func:`pyro_bnn.reproduce.priors_measures.uncertainty`).
 """
 
 from __future__ import annotations
@@ -128,6 +133,22 @@ def _cubic(result: RunResult, folder: Path, config: RunConfig, data_dirs: Mappin
     return cubic_ranges(result, config)
 
 
+def _posterior(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]
+) -> dict[str, Any]:
+    from pyro_bnn.reproduce.priors_measures import posterior_parameters
+
+    return posterior_parameters(result)
+
+
+def _uncertainty(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], gallery: str
+) -> dict[str, Any]:
+    from pyro_bnn.reproduce.priors_measures import uncertainty
+
+    return uncertainty(result, config, int(gallery))
+
+
 MEASURES: dict[str, Callable[..., dict[str, Any]]] = {
     "sampled_label_ece": _sampled_label_ece,
     "plateaus": _plateaus,
@@ -136,6 +157,8 @@ MEASURES: dict[str, Callable[..., dict[str, Any]]] = {
     "ood": _ood,
     "shift": _shift,
     "cubic": _cubic,
+    "posterior": _posterior,
+    "uncertainty": _uncertainty,
 }
 """Measurement name -> ``fn(result, run_folder, config, data_dirs, *args) -> values`` (``data_dirs``: the folders
 of the other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.spec.RunSpec.other_data`)."""

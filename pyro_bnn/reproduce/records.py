@@ -8,10 +8,13 @@ exception of a run into a ``failed`` record with a one-line reason, so one bad r
 
 from __future__ import annotations
 
+import itertools
 import json
+import statistics
 import subprocess
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,34 @@ def code_version() -> str:
     except (OSError, subprocess.CalledProcessError):
         return f"{version} (not a git checkout)"
     return f"{version} at {commit}{'+dirty' if dirty else ''}"
+
+
+RECORD_HISTORY_ROWS = 100
+"""Most rows of the history a record keeps: a longer history (the full-batch runs of thousands of steps) is binned
+by :func:`binned_history`, so that ``result.json`` stays small enough to commit. The run's own ``history.json``
+keeps every epoch."""
+
+
+def binned_history(history: Sequence[dict[str, Any]], rows: int = RECORD_HISTORY_ROWS) -> list[dict[str, Any]]:
+    """``history`` as at most ``rows`` rows: consecutive epochs in equal-as-possible bins, each row holding the mean
+    of every number over the bin's epochs that have it (a loss curve smoothed over the bin), the last value of
+    anything else, ``epoch`` the bin's last epoch and ``epochs`` how many epochs it holds. A history of ``rows``
+    epochs or fewer is returned as it is."""
+    history = list(history)
+    if len(history) <= rows:
+        return history
+    binned = []
+    edges = [round(i * len(history) / rows) for i in range(rows + 1)]
+    for start, stop in itertools.pairwise(edges):
+        chunk = history[start:stop]
+        row: dict[str, Any] = {}
+        for key in dict.fromkeys(k for entry in chunk for k in entry):
+            values = [entry[key] for entry in chunk if key in entry]
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            row[key] = statistics.fmean(values) if numeric and key != "epoch" else values[-1]
+        row["epochs"] = len(chunk)
+        binned.append(row)
+    return binned
 
 
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
@@ -140,7 +171,7 @@ def execute_run(
         metrics = {k: v for k, v in result.metrics.items() if k != "history"}
         for measure in spec.measures:
             metrics.update(take_measure(measure, result, folder, spec.config, dict(spec.other_data)))
-        record = RunRecord(spec, Status.DONE, metrics, list(result.metrics.get("history", [])))
+        record = RunRecord(spec, Status.DONE, metrics, binned_history(result.metrics.get("history", [])))
     except Exception as err:
         return _record_failure(spec, folder, err, time.perf_counter() - start)
     record.seconds = time.perf_counter() - start
