@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import WRITES_PER_RUN, train_run
+from pyro_bnn.experiments.runs import WEIGHT_STATS_PER_RUN, WRITES_PER_RUN, train_run
 from pyro_bnn.infer import Trainer, callbacks
 
 
@@ -38,3 +38,13 @@ def test_a_short_run_writes_after_every_epoch(tmp_path, monkeypatch):
                        num_samples=1, device="cpu")  # fmt: skip
     train_run(config, tmp_path / "run", progress=False)
     assert histories == [1, 2, 3, 4, 5, 5]
+
+
+def test_a_long_run_records_about_twenty_weight_statistics_snapshots(tmp_path):
+    # Every snapshot is re-encoded on each write and carried by every checkpoint, so a run of many short epochs keeps
+    # WEIGHT_STATS_PER_RUN of them (the first epoch, every 5th of 100, and the last) rather than one per epoch.
+    config = RunConfig(dataset="cubic", model="mlp:4", epochs=5 * WEIGHT_STATS_PER_RUN, batch_size=400, val_size=0,
+                       num_samples=1, device="cpu")  # fmt: skip
+    train_run(config, tmp_path / "run", progress=False)
+    snapshots = json.loads((tmp_path / "run" / "weight_stats.json").read_text())
+    assert [entry["epoch"] for entry in snapshots] == [1, *range(5, 101, 5)]

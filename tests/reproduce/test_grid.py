@@ -20,6 +20,7 @@ from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import LocalExecutor, RayExecutor, Status, make_executor, run_grid
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.grid import GRID
+from pyro_bnn.reproduce.records import RECORD_HISTORY_ROWS, binned_history
 from pyro_bnn.reproduce.spec import RunSpec
 
 BASE = RunConfig(
@@ -193,3 +194,20 @@ def test_run_ids_are_pinned():
         "data_samples": None,
     }
     assert RunSpec(dataclasses.replace(spec.config, data_seed=None), label="moons-s0").run_id == spec.run_id
+
+
+def test_a_record_keeps_a_long_history_binned_to_a_hundred_rows():
+    # 250 epochs -> 100 bins of 2 or 3 epochs (the edges round(i * 250 / 100)): every number is its bin's mean over
+    # the epochs that have it, `epoch` the bin's last epoch, anything else its last value.
+    history = [
+        {"epoch": i + 1, "loss": float(i), "device": f"d{i}", **({"val_accuracy": float(i)} if i % 2 else {})}
+        for i in range(250)
+    ]
+    binned = binned_history(history)
+    assert len(binned) == RECORD_HISTORY_ROWS == 100
+    assert binned[0] == {"epoch": 2, "loss": 0.5, "device": "d1", "val_accuracy": 1.0, "epochs": 2}
+    assert binned[1] == {"epoch": 5, "loss": 3.0, "device": "d4", "val_accuracy": 3.0, "epochs": 3}
+    assert sum(row["epochs"] for row in binned) == 250 and binned[-1]["epoch"] == 250
+    assert sum(row["loss"] * row["epochs"] for row in binned) == pytest.approx(sum(range(250)))
+    short = history[:RECORD_HISTORY_ROWS]
+    assert binned_history(short) == short  # a history of 100 epochs or fewer is kept as it is
