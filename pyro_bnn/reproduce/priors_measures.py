@@ -67,6 +67,16 @@ def stored_posterior(metrics: dict[str, Any]) -> dict[str, tuple[torch.Tensor, t
     }
 
 
+def draw_stored_posterior(metrics: dict[str, Any], num_samples: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """``{site: (S, *shape)}`` draws from a record's stored mean-field posterior (every site, in its unconstrained
+    space), from a generator seeded by ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    return {
+        name: loc + scale * torch.randn((num_samples, *loc.shape), generator=generator)
+        for name, (loc, scale) in stored_posterior(metrics).items()
+    }
+
+
 def _pixels(image: torch.Tensor) -> str:
     """An image as hex bytes, scaled to its own range (as :func:`~pyro_bnn.plots.plot_gallery` shows it)."""
     low, high = image.min(), image.max()

@@ -12,10 +12,16 @@ import torch
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.experiments.runs import RunResult, load_data, train_run
 from pyro_bnn.guides.inspect import posterior_loc_scale
-from pyro_bnn.predict import Prediction
+from pyro_bnn.predict import PointEstimate, Prediction, predict
 from pyro_bnn.reproduce import Verdict, reproduce
 from pyro_bnn.reproduce.papers.priors import FIXED_SCALES, HYPERPRIORS, NOISE, PROFILES, Priors, prior_cells
-from pyro_bnn.reproduce.papers.priors_analysis import Cells, _hierarchical_headline, _noise_headline, gains
+from pyro_bnn.reproduce.papers.priors_analysis import (
+    Cells,
+    _hierarchical_headline,
+    _noise_headline,
+    add_validation_scores,
+    gains,
+)
 from pyro_bnn.reproduce.papers.priors_cnn import _headline as cnn_headline
 from pyro_bnn.reproduce.papers.priors_figures import near_zero_mass, sparsity_section
 from pyro_bnn.reproduce.priors_measures import decode_pixels, posterior_parameters, stored_posterior, uncertainty
@@ -91,6 +97,22 @@ def test_the_posterior_measurement_stores_the_guides_parameters(tmp_path):
         torch.testing.assert_close(stored[name][1], scale, rtol=1e-5, atol=1e-6)
 
 
+def test_validation_scores_predict_the_stored_posterior(tmp_path):
+    # With every stored scale set to 0 the posterior is the point network at the locations: its validation accuracy
+    # and NLL are that network's, computed here without the stored record.
+    config, result = _trained(tmp_path)
+    metrics = posterior_parameters(result)
+    for values in metrics["posterior"].values():
+        values["scale"] = [0.0] * len(values["scale"])
+    record = RunRecord(RunSpec(config, "x"), Status.DONE, metrics=metrics)
+    add_validation_scores(record)
+    data = load_data(config)
+    locs = {name: loc for name, (loc, _) in stored_posterior(metrics).items()}
+    expected = predict(result.bnn, PointEstimate(locs), (data.val.x, data.val.y)).metrics()
+    assert record.metrics["val_accuracy"] == pytest.approx(expected["accuracy"])
+    assert record.metrics["val_nll"] == pytest.approx(expected["nll"], rel=1e-5)
+
+
 def test_near_zero_mass_is_the_normal_mass_within_five_hundredths():
     posterior = {"out.weight": {"shape": [1, 3], "loc": [0.0, 0.05, 10.0], "scale": [0.05, 0.05, 1.0]}}
     record = RunRecord(RunSpec(RunConfig(dataset="moons"), "x"), Status.DONE, metrics={"posterior": posterior})
@@ -145,8 +167,9 @@ def _record(dataset, noise, family, scale, seed, accuracy, val_accuracy, loc=0.0
                    tags=tuple(sorted({"part": "synthetic", "dataset": dataset, "noise": noise, "family": family,
                                       "scale": scale, "kind": kind, "seed": str(seed)}.items())))  # fmt: skip
     posterior = {"out.weight": {"shape": [2, 5], "loc": [loc] * 10, "scale": [sd] * 10}}
-    return RunRecord(spec, Status.DONE, metrics={"accuracy": accuracy, "nll": 0.3, "ece": 0.02, "posterior": posterior},
-                     history=[{"epoch": 1, "loss": 1.0, "val_accuracy": val_accuracy, "val_nll": 0.3}])  # fmt: skip
+    metrics = {"accuracy": accuracy, "nll": 0.3, "ece": 0.02, "posterior": posterior, "val_accuracy": val_accuracy,
+               "val_nll": 0.3}  # fmt: skip
+    return RunRecord(spec, Status.DONE, metrics=metrics, history=[{"epoch": 1, "loss": 1.0}])
 
 
 def _profile():

@@ -23,7 +23,7 @@ from pyro_bnn.plots import plot_predictive_map, save_figure
 from pyro_bnn.predict import Samples
 from pyro_bnn.predict.maps import map_bounds, predictive_map
 from pyro_bnn.reproduce.papers.priors_analysis import Cells, cell_name
-from pyro_bnn.reproduce.priors_measures import stored_posterior
+from pyro_bnn.reproduce.priors_measures import draw_stored_posterior, stored_posterior
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
 from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
 
@@ -37,17 +37,6 @@ MAP_SAMPLES = 200
 MAP_RESOLUTION = 120
 STYLE = {"fixed": "-", "hyper": "--", "flat": ":"}
 COLOURS = {"normal": "tab:blue", "laplace": "tab:orange", "cauchy": "tab:green", "flat": "black"}
-
-
-def posterior_samples(record: RunRecord, num_samples: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """``{site: (S, *shape)}`` draws from a record's stored mean-field posterior (every site, in its unconstrained
-    space)."""
-    generator = torch.Generator().manual_seed(seed)
-    draws = {}
-    for name, (loc, scale) in stored_posterior(record.metrics).items():
-        noise = torch.randn((num_samples, *loc.shape), generator=generator)
-        draws[name] = loc + scale * noise
-    return draws
 
 
 # ----------------------------------------------------------------------------------------------------- loss curves
@@ -99,7 +88,7 @@ def _map_figure(record: RunRecord, title: str, path: Path) -> None:
     config = record.config
     data = load_data(config)
     bnn, _ = build_bnn(config, data)
-    samples = posterior_samples(record, MAP_SAMPLES, seed=config.seed)
+    samples = draw_stored_posterior(record.metrics, MAP_SAMPLES, seed=config.seed)
     pmap = predictive_map(
         bnn,
         Samples(samples),
@@ -157,7 +146,9 @@ def _histograms(cells: Cells, dataset: str, noise: str, path: Path) -> bool:
     axes = figure.subplots(1, 2, sharey=False)
     for ax, (family, scale) in zip(axes, chosen, strict=True):
         record = cells.runs[(dataset, noise, family, scale)][0]
-        draws = posterior_samples(record, 2000, seed=record.config.seed)[LAST_LAYER].flatten(1)  # (S, weights)
+        draws = draw_stored_posterior(record.metrics, 2000, seed=record.config.seed)[LAST_LAYER].flatten(
+            1
+        )  # (S, weights)
         limit = float(draws.abs().quantile(0.995))
         bins = np.linspace(-limit, limit, 80)
         for j in range(draws.shape[1]):
@@ -230,4 +221,4 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
     return section, headline
 
 
-__all__ = ["loss_section", "map_section", "near_zero_mass", "posterior_samples", "sparsity_section"]
+__all__ = ["loss_section", "map_section", "near_zero_mass", "sparsity_section"]
