@@ -53,7 +53,7 @@ def test_the_plans_change_sizes_only_and_the_cpu_grid_has_every_cell():
         config = spec.config
         assert config.model == "mlp:5,5" and config.activation == "tanh" and config.guide == "flat:0.05"
         assert config.batch_size == config.train_subset == 700 and config.val_size == 300  # full batch
-        assert config.lr == 0.05 and config.lr_variational_schedule == "decay:0.1"
+        assert config.lr == 0.05 and config.lr_variational_schedule == "decay:0.1" and config.elbo == "trace"
         assert config.data_noise == NOISE[spec.tag("dataset")][spec.tag("noise")]
         data_seed = config.seed if config.data_seed is None else config.data_seed
         assert data_seed == int(spec.tag("seed"))  # every prior of a seed sees the same points

@@ -171,7 +171,7 @@ def _noise_text(cells: Cells) -> Section:
         "The paper's 'large noise' is not given; the high noise is the one whose Bayes-optimal accuracy (the best "
         "any classifier can do, `pyro_bnn.data.bayes_optimal`, 20 000 points) is nearest the paper's best "
         "validation accuracy, and 0.2 is the lower noise. Network 2-5-5-2 tanh; mean-field Normal guide started "
-        f"with sigma 0.05; full-batch Adam at {cells.profile['lr']} (decayed to a tenth between 50 % and 90 % of "
+        "with sigma 0.05, trained by Pyro's Trace_ELBO (ADVI's estimator) under every prior; full-batch Adam at {cells.profile['lr']} (decayed to a tenth between 50 % and 90 % of "
         f"the steps) for {cells.profile['steps']} steps; "
         f"{cells.profile['samples']} posterior samples for the test metrics."
     )
