@@ -66,7 +66,8 @@ end): after every epoch for runs of up to 100 epochs, after every ``epochs // 10
 
 
 WEIGHT_STATS_PER_RUN = 20
-"""About how many weight-statistics snapshots a run records (every ``epochs // 20``-th epoch, and the last): each
+"""About how many weight-statistics snapshots a run records (the first epoch, every ``epochs // 20``-th and the
+last; every epoch for runs of up to 39 epochs): each
 write re-encodes every snapshot so far, and the checkpoint carries them all, so 100 snapshots of a 1 000-step
 full-batch run spent more time in JSON and pickling (34 s) than in training (12 s)."""
 

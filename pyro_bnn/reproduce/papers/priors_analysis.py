@@ -11,12 +11,17 @@ which is then the paired t-test, level 0.05; every seed's cells see the same poi
 
 - **A hierarchical prior beats the tuned fixed scale** (per data set, at the high noise): the gain is the test
   accuracy of the best hierarchical cell (by mean validation accuracy) minus that of the best tuned fixed cell.
-  *Holds* when the gain is positive and separated; *does not hold* when it is negative and separated, or when its
-  95 % interval lies below :data:`MIN_GAIN` (no gain worth the name); *inconclusive* otherwise. One verdict over the
-  data sets by :func:`~pyro_bnn.reproduce.report.overall_verdict`.
+  *Does not hold* when the gain is negative and separated, or when its 95 % interval lies below :data:`MIN_GAIN`
+  (no gain worth the name); else *holds* when it is positive and separated with a mean of at least
+  :data:`MIN_GAIN`; *inconclusive* otherwise. One verdict over the data sets by
+  :func:`~pyro_bnn.reproduce.report.overall_verdict`.
 - **The gain is larger at the higher noise** (per data set): the per-seed gains at the high and the low noise
-  compared by Welch's t-test. *Holds* when the high-noise gain is larger and separated, *does not hold* when it is
-  smaller and separated or both gains are no gain worth the name, *inconclusive* otherwise.
+  compared by Welch's t-test. *Does not hold* when the high-noise gain is no gain by the rule above or is smaller
+  than the low-noise one (separated); else *holds* when the high-noise gain holds by the rule above and is the
+  larger (separated); *inconclusive* otherwise.
+
+Cells are chosen (the tuned scale, the best cells) on the seeds every candidate of the panel has finished, so an
+interrupted grid does not favour the cells with more seeds.
 """
 
 from __future__ import annotations
@@ -37,8 +42,6 @@ from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Sect
 MIN_GAIN = 0.005
 """A test-accuracy gain below half a point is no gain worth the name."""
 
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-"""Two-sided 95 % quantiles of Student's t by degrees of freedom (1.96 beyond)."""
 
 SCALE_NAMES = {"halfnormal": "HalfNormal(1)", "halfcauchy": "HalfCauchy(1)", "inversegamma": "InverseGamma(1, 1)"}
 FAMILY_NAMES = {"normal": "Normal", "laplace": "Laplace", "cauchy": "Cauchy", "flat": "flat"}
@@ -91,21 +94,30 @@ class Cells:
         """``{seed: value}`` of one cell."""
         return {int(r.spec.tag("seed")): metric(r, key) for r in self.runs.get((dataset, noise, family, scale), [])}
 
-    def mean(self, dataset: str, noise: str, family: str, scale: str, key: str) -> float:
-        return mean_sd(list(self.values(dataset, noise, family, scale, key).values()))[0]
+    def common_seeds(self, dataset: str, noise: str) -> set[int]:
+        """The seeds every cell of a panel has finished: what choices between its cells are made on."""
+        seeds = [
+            {int(r.spec.tag("seed")) for r in runs} for key, runs in self.runs.items() if key[:2] == (dataset, noise)
+        ]
+        return set.intersection(*seeds) if seeds else set()
+
+    def _choice_key(self, dataset: str, noise: str, family: str, scale: str) -> tuple[float, float]:
+        """Mean validation accuracy and minus mean validation NLL over the panel's common seeds."""
+        seeds = self.common_seeds(dataset, noise)
+
+        def mean(key: str) -> float:
+            values = self.values(dataset, noise, family, scale, key)
+            return mean_sd([v for seed, v in values.items() if seed in seeds])[0]
+
+        accuracy, nll = mean("val_accuracy"), mean("val_nll")
+        return (accuracy if math.isfinite(accuracy) else -math.inf, -nll if math.isfinite(nll) else -math.inf)
 
     def tuned(self, dataset: str, noise: str, family: str) -> str | None:
         """The fixed scale of ``family`` with the best mean validation accuracy (ties: lower validation NLL)."""
         scales = [f"{v:g}" for v in self.profile["fixed_scales"] if self.runs.get((dataset, noise, family, f"{v:g}"))]
         if not scales:
             return None
-        return max(
-            scales,
-            key=lambda s: (
-                self.mean(dataset, noise, family, s, "val_accuracy"),
-                -self.mean(dataset, noise, family, s, "val_nll"),
-            ),
-        )
+        return max(scales, key=lambda s: self._choice_key(dataset, noise, family, s))
 
     def rows(self, dataset: str, noise: str) -> list[tuple[str, str, str]]:
         """``(family, scale, kind)`` of the cells a table shows: each family's tuned fixed scale and hyperpriors,
@@ -127,10 +139,7 @@ class Cells:
         candidates = [(f, s) for f, s, k in self.rows(dataset, noise) if kind is None or k == kind]
         if not candidates:
             return None
-        return max(
-            candidates,
-            key=lambda c: (self.mean(dataset, noise, *c, "val_accuracy"), -self.mean(dataset, noise, *c, "val_nll")),
-        )
+        return max(candidates, key=lambda c: self._choice_key(dataset, noise, *c))
 
 
 def cell_name(family: str, scale: str) -> str:
@@ -152,10 +161,13 @@ def gains(cells: Cells, dataset: str, noise: str) -> tuple[dict[int, float], tup
 
 
 def _interval(values: list[float]) -> tuple[float, float]:
+    """The 95 % t interval of the mean of ``values`` (NaN for fewer than 2)."""
+    from scipy.stats import t
+
     mean, sd, n = mean_sd(values)
     if n < 2:
         return math.nan, math.nan
-    half = T_975.get(n - 1, 1.96) * sd / math.sqrt(n)
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -171,7 +183,8 @@ def _noise_text(cells: Cells) -> Section:
         "The paper's 'large noise' is not given; the high noise is the one whose Bayes-optimal accuracy (the best "
         "any classifier can do, `pyro_bnn.data.bayes_optimal`, 20 000 points) is nearest the paper's best "
         "validation accuracy, and 0.2 is the lower noise. Network 2-5-5-2 tanh; mean-field Normal guide started "
-        "with sigma 0.05, trained by Pyro's Trace_ELBO (ADVI's estimator) under every prior; full-batch Adam at {cells.profile['lr']} (decayed to a tenth between 50 % and 90 % of "
+        f"with sigma 0.05, trained by Pyro's Trace_ELBO (ADVI's estimator) under every prior; full-batch Adam at "
+        f"{cells.profile['lr']} (decayed to a tenth between 50 % and 90 % of "
         f"the steps) for {cells.profile['steps']} steps; "
         f"{cells.profile['samples']} posterior samples for the test metrics."
     )
@@ -208,6 +221,9 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
          **{k: metric(r, k) for k in ("val_accuracy", "accuracy", "nll", "ece")}}
         for (d, n, f, s), runs in sorted(cells.runs.items()) for r in runs
     ]  # fmt: skip
+    seeds = {
+        (d, n): max(len(runs) for key, runs in cells.runs.items() if key[:2] == (d, n)) for d, n in panels
+    }  # the most seeds any cell of a panel has: fewer is said in the cell
     for key, title, digits in (
         ("val_accuracy", "Validation accuracy (the paper's number)", 3),
         ("accuracy", "Test accuracy", 3),
@@ -224,6 +240,8 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
                     order.append(label)
                 values = cells.values(dataset, noise, family, scale, key)
                 text = format_mean_sd(list(values.values()), digits)
+                if 1 < len(values) < seeds[(dataset, noise)]:
+                    text += f" (n = {len(values)})"
                 by_cell[label][i] = f"{text} (s = {scale})" if kind == "fixed" else text
         rows = [
             [cell_name(f, s) if s != "fixed" else f"{FAMILY_NAMES[f]}, tuned fixed scale", *by_cell[(f, s)]]
@@ -265,6 +283,17 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
     return markdown_table(header, rows), per_panel
 
 
+def _gain_verdict(values: list[float]):
+    """The verdict on per-seed gains ``values`` being a gain worth the name (the module docstring's rule), and the
+    paired test behind it."""
+    test = compare(values, [0.0] * len(values))
+    if (test.separated and test.gap < 0) or _interval(values)[1] < MIN_GAIN:
+        return Verdict.DOES_NOT_HOLD, test
+    if test.separated and test.gap >= MIN_GAIN:
+        return Verdict.HOLDS, test
+    return Verdict.INCONCLUSIVE, test
+
+
 def _hierarchical_headline(per_panel: dict[tuple[str, str], dict[int, float]], datasets) -> Headline:
     claim = "A hierarchical prior beats the tuned fixed scale on each data set (at the high noise)."
     verdicts, reasons = [], []
@@ -274,14 +303,8 @@ def _hierarchical_headline(per_panel: dict[tuple[str, str], dict[int, float]], d
             verdicts.append(Verdict.INCONCLUSIVE)
             reasons.append(f"{dataset}: fewer than 2 seeds")
             continue
-        test = compare(values, [0.0] * len(values))
+        verdict, test = _gain_verdict(values)
         low, high = _interval(values)
-        if test.separated and test.gap > 0:
-            verdict = Verdict.HOLDS
-        elif (test.separated and test.gap < 0) or high < MIN_GAIN:
-            verdict = Verdict.DOES_NOT_HOLD
-        else:
-            verdict = Verdict.INCONCLUSIVE
         verdicts.append(verdict)
         reasons.append(f"{dataset}: gain {test.gap:+.3f} (95 % interval [{low:+.3f}, {high:+.3f}]), {verdict.value}")
     return Headline(claim, overall_verdict(verdicts), "; ".join(reasons) + ".")
@@ -298,11 +321,11 @@ def _noise_headline(per_panel: dict[tuple[str, str], dict[int, float]], datasets
             reasons.append(f"{dataset}: fewer than 2 seeds at a noise")
             continue
         test = compare(high, low)
-        no_gain = _interval(high)[1] < MIN_GAIN and _interval(low)[1] < MIN_GAIN
-        if test.separated and test.gap > 0:
-            verdict = Verdict.HOLDS
-        elif (test.separated and test.gap < 0) or no_gain:
+        at_high = _gain_verdict(high)[0]
+        if at_high is Verdict.DOES_NOT_HOLD or (test.separated and test.gap < 0):
             verdict = Verdict.DOES_NOT_HOLD
+        elif at_high is Verdict.HOLDS and test.separated and test.gap > 0:
+            verdict = Verdict.HOLDS
         else:
             verdict = Verdict.INCONCLUSIVE
         verdicts.append(verdict)
