@@ -27,7 +27,7 @@ from pyro_bnn.reproduce.papers.priors_figures import near_zero_mass, sparsity_se
 from pyro_bnn.reproduce.priors_measures import decode_pixels, posterior_parameters, stored_posterior, uncertainty
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
-SIZE_KEYS = {"epochs", "train_subset", "val_size", "test_subset", "num_samples", "num_val_samples", "seed",
+SIZE_KEYS = {"epochs", "kl_anneal", "train_subset", "val_size", "test_subset", "num_samples", "num_val_samples", "seed",
              "data_dir"}  # fmt: skip
 
 
@@ -51,6 +51,7 @@ def test_the_plans_change_sizes_only_and_the_cpu_grid_has_every_cell():
         assert config.model == "mlp:5,5" and config.activation == "tanh" and config.guide == "flat:0.05"
         assert config.batch_size == config.train_subset == 700 and config.val_size == 300  # full batch
         assert config.lr == 0.05 and config.lr_variational_schedule == "decay:0.1" and config.elbo == "trace"
+        assert config.kl_anneal == "linear:300"  # the KL weight reaches 1 at 30 % of the 1 000 steps
         assert config.data_noise == NOISE[spec.tag("dataset")][spec.tag("noise")]
         data_seed = config.seed if config.data_seed is None else config.data_seed
         assert data_seed == int(spec.tag("seed"))  # every prior of a seed sees the same points

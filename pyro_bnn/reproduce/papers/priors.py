@@ -18,11 +18,15 @@ The method, at every profile:
   started at the network's initial weights with sigma 0.05 (:data:`GUIDE`), trained by Pyro's ``Trace_ELBO`` for
   every prior (one draw of every latent per step, the KL by Monte Carlo: ADVI's estimator; the library's default
   would score the fixed-scale priors with its lower-variance fused objective but cannot score the hyperpriors so,
-  and the comparison between them must not hinge on the estimator), full-batch Adam at 0.05 decayed
+  and the comparison between them must not hinge on the estimator), the KL weight rising linearly from 0 to 1
+  over the first 30 % of the steps (:data:`KL_WARMUP`), full-batch Adam at 0.05 decayed
   linearly to 0.005 between 50 % and 90 % of the steps (the report shows the loss curves flattening), 100
   posterior samples for the test metrics. Measured on seed 0 at the low noise (Normal(0, 1) prior, 2 000 steps):
   the library's default start (sigma = each tensor's std) with Adam at 0.01 left moons at a linear boundary (test
   accuracy 0.858 against 0.963 with sigma 0.05; Bayes-optimal 0.971), and at 800 steps most circles runs at chance.
+  Without the KL warm-up the HalfNormal and HalfCauchy hyperpriors collapsed on seed 0: the last layer's scale went
+  to about 0.1 and every prediction to 0.5 (circles at noise 0.2: test accuracy 0.495, and 0.535 after 3 000 steps;
+  with the warm-up 0.873), a local optimum with a worse ELBO (negative ELBO 497 against 304).
 - **The MNIST CNN** (``tanh-cnn``: conv 32 5x5 tanh, max-pool 2, conv 32 5x5 tanh, max-pool 2, dense 64 tanh,
   dense 10; 59 946 parameters), 50 000 / 10 000 training / validation split, N(0, 1) prior and the default guide,
   Adam 1e-3, batch 128, 100 posterior samples per test image: per-class expected error and predictive variance,
@@ -60,6 +64,9 @@ training part is a 700-point subset of the rest once the 300 validation points a
 
 GUIDE = "flat:0.05"
 """The mean-field guide of the moons and circles runs: initial sigma 0.05, locations at the network's weights."""
+
+KL_WARMUP = 0.3
+"""Share of the steps over which the KL weight rises linearly from 0 to 1 (the plain ELBO after it)."""
 
 LR_SCHEDULE = "decay:0.1"
 """Adam's rate is held until half of the steps, then decays linearly to a tenth by 90 %."""
@@ -147,6 +154,7 @@ def synthetic_specs(profile: Profile, seed: int) -> list[RunSpec]:
                     optimizer="adam",
                     lr=profile["lr"],
                     lr_variational_schedule=LR_SCHEDULE,
+                    kl_anneal=f"linear:{max(1, round(KL_WARMUP * profile['steps']))}",
                     num_samples=profile["samples"],
                     num_val_samples=profile["val_samples"],
                     seed=seed,
