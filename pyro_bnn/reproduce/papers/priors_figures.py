@@ -82,9 +82,19 @@ def loss_section(cells: Cells, out: Path) -> Section:
         if changes:
             name = max((n for n in changes if n != "flat"), key=lambda n: abs(changes[n]), default=None)
             flat = changes.get("flat")
+            sigma = {
+                flat_prior: [
+                    r.metrics["mean_posterior_sigma"]
+                    for f, sc, kind in cells.rows(dataset, noise)
+                    if (kind == "flat") == flat_prior
+                    for r in cells.runs[(dataset, noise, f, sc)]
+                ]
+                for flat_prior in (True, False)
+            }
             rows.append(
                 (dataset, noise, f"{100 * changes[name]:.1f} % ({name})" if name else "—",
-                 f"{100 * flat:.1f} %" if flat is not None else "—")
+                 f"{100 * flat:.1f} %" if flat is not None else "—",
+                 format_mean_sd(sigma[True], 0) if sigma[True] else "—", format_mean_sd(sigma[False], 2))
             )  # fmt: skip
         if proper:  # the flat prior's curve has no floor: the limits are the proper priors'
             low, high = float(np.min([c.min() for c in proper])), float(np.max([c.max() for c in proper]))
@@ -98,10 +108,11 @@ def loss_section(cells: Cells, out: Path) -> Section:
         "the grey band is the KL warm-up, during which the loss rises with the KL's weight. The table gives, per "
         "panel, the largest relative fall of a proper prior's curve over the last quarter of the steps (small "
         "means flat), and the flat prior's: its negative ELBO has no minimum (the guide's entropy grows without "
-        "bound as the scales of weights the likelihood no longer sees, behind saturated tanh units, grow), so its "
-        "curve keeps falling."
+        "bound as the scales of weights the likelihood no longer sees, behind saturated tanh units, grow: see the "
+        "mean posterior sigma of its weights at the end against the proper priors'), so its curve keeps falling."
     )
-    header = ["data set", "noise", "largest fall in the last quarter (proper priors)", "flat prior"]
+    header = ["data set", "noise", "largest fall in the last quarter (proper priors)", "flat prior",
+              "mean posterior sigma, flat prior", "mean posterior sigma, proper priors"]  # fmt: skip
     return Section("Training to convergence", text, [markdown_table(header, rows)], ["loss_curves.png"])
 
 
