@@ -104,6 +104,11 @@ class RunSpec:
         return bool(self.members)
 
 
+def run_tags(**values: object) -> tuple[tuple[str, str], ...]:
+    """``values`` as a spec's :attr:`RunSpec.tags`: sorted ``(key, str(value))`` pairs."""
+    return tuple(sorted((key, str(value)) for key, value in values.items()))
+
+
 class Status(str, Enum):
     """How a run of the grid ended."""
 

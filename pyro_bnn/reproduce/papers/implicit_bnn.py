@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec, run_tags
 
 OOD_DATA = "mnist"
 DROPOUT = 0.1
@@ -93,10 +93,6 @@ PROFILES = {
 }  # fmt: skip
 
 
-def _tags(**values: object) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((key, str(value)) for key, value in values.items()))
-
-
 def cubic_specs(profile: Profile, seed: int) -> list[RunSpec]:
     """Depth x {weight-space VI, node noise K = 8} on the cubic, one seed."""
     steps = profile["cubic_steps"]
@@ -126,7 +122,7 @@ def cubic_specs(profile: Profile, seed: int) -> list[RunSpec]:
                     config.validate(),
                     label=f"cubic-d{depth}-{method}-s{seed}",
                     measures=("cubic",),
-                    tags=_tags(part="cubic", method=method, depth=depth, seed=seed),
+                    tags=run_tags(part="cubic", method=method, depth=depth, seed=seed),
                 )
             )
     return specs
@@ -177,7 +173,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                     config,
                     label=f"lenet{width}-{method}-s{seed}",
                     measures=(f"shift:{config.num_samples},{images},{OOD_DATA}",),
-                    tags=_tags(**tags, method=method, **({"k": 4} if method == "node-noise" else {})),
+                    tags=run_tags(**tags, method=method, **({"k": 4} if method == "node-noise" else {})),
                     other_data=ood,
                 )
             )
@@ -193,7 +189,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                     config,
                     label=f"lenet{width}-member{index}-s{seed}",
                     measures=(f"shift:1,{images},{OOD_DATA},temperature",) if first else (),
-                    tags=_tags(**tags, method="deterministic" if first else "member", member=index),
+                    tags=run_tags(**tags, method="deterministic" if first else "member", member=index),
                     other_data=ood if first else (),
                 )
             )
@@ -204,7 +200,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                 ensemble,
                 label=f"lenet{width}-ensemble-s{seed}",
                 measures=(f"shift:{profile['members']},{images},{OOD_DATA}",),
-                tags=_tags(**tags, method="ensemble"),
+                tags=run_tags(**tags, method="ensemble"),
                 other_data=ood,
                 members=tuple(members),
             )
@@ -217,7 +213,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                     RunSpec(
                         node_noise(width, k),
                         label=f"lenet{width}-k{k}-s{seed}",
-                        tags=_tags(**tags, method="node-noise", k=k),
+                        tags=run_tags(**tags, method="node-noise", k=k),
                     )
                 )
     return specs
@@ -267,7 +263,7 @@ def cifar_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                 RunSpec(
                     config.validate(),
                     label=f"{dataset}-{model}-{method}-s{seed}",
-                    tags=_tags(part="cifar", dataset=dataset, model=model, method=method, seed=seed),
+                    tags=run_tags(part="cifar", dataset=dataset, model=model, method=method, seed=seed),
                 )
             )
     return specs

@@ -40,7 +40,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec, run_tags
 
 FAMILIES = ("normal", "laplace", "cauchy")
 """Prior families with a scale; ``flat`` is the fourth prior."""
@@ -114,10 +114,6 @@ PROFILES = {
 }  # fmt: skip
 
 
-def _tags(**values: object) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((key, str(value)) for key, value in values.items()))
-
-
 def prior_cells(profile: Profile) -> list[tuple[str, str, str, str]]:
     """``(family, scale, kind, prior string)`` of every prior of the grid: each family with each fixed scale
     (``scale`` the value, kind ``fixed``) and each hyperprior (``scale`` its name, kind ``hyper``), and
@@ -164,7 +160,7 @@ def synthetic_specs(profile: Profile, seed: int) -> list[RunSpec]:
                         config.validate(),
                         label=f"{dataset}-{level}-{family}-{scale}-s{seed}",
                         measures=("posterior",),
-                        tags=_tags(
+                        tags=run_tags(
                             part="synthetic",
                             dataset=dataset,
                             noise=level,
@@ -200,7 +196,7 @@ def cnn_spec(profile: Profile, seed: int, data_dirs: dict[str, str]) -> RunSpec:
         config.validate(),
         label=f"cnn-mnist-s{seed}",
         measures=(f"uncertainty:{CNN_GALLERY}",),
-        tags=_tags(part="cnn", seed=seed),
+        tags=run_tags(part="cnn", seed=seed),
     )
 
 
