@@ -45,7 +45,7 @@ from pyro_bnn.evaluation.regression import (
     predictive_moments,
     regression_metrics,
 )
-from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize
+from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize, summarize_runs
 from pyro_bnn.evaluation.temperature import TEMPERATURE_RANGE, TemperatureMode, apply_temperature, fit_temperature
 from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposition
 
@@ -85,4 +85,5 @@ __all__ = [
     "referral_curve",
     "regression_metrics",
     "summarize",
+    "summarize_runs",
 ]

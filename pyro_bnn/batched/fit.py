@@ -1,0 +1,338 @@
+"""Training R ordinary :class:`~pyro_bnn.infer.Trainer` s in lockstep, one batched step for all of them.
+
+Each trainer keeps everything a run owns: its model, guide and torch optimiser, its KL schedule and minibatch KL
+weighting, its learning-rate scheduler, its history, validation metrics and callbacks (checkpoints, early stopping,
+history files). :func:`fit_batched` sets every trainer up as ``Trainer.fit`` would (the same seeding, so a run starts
+from the guide a single run with its seed starts from), stacks their values into a :class:`~.stack.RunStack` and
+then, per step, draws each run's batch from its own loader, each run's noise from its own generator, and trains all
+of them with one :class:`~.step.BatchedStep`. At the end of every epoch each run's values and Adam state are copied
+back into its own guide and optimiser, its validation metrics are computed (batched) and its callbacks run, so a
+checkpoint written then is the checkpoint of an ordinary run.
+
+A run whose loss or parameters become NaN or infinite is frozen and reported as failed (its
+:class:`RunOutcome` holds the :class:`~pyro_bnn.infer.NonFiniteLossError` a single run would raise); a run that a
+callback stops (early stopping) is frozen and finished; the others go on, their results unchanged by either.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyro
+import torch
+from tqdm.auto import tqdm
+
+from pyro_bnn.batched.adam import BatchedAdam
+from pyro_bnn.batched.exchange import OptimizerBridge, check_adam
+from pyro_bnn.batched.kl import BatchedKL
+from pyro_bnn.batched.stack import RunStack
+from pyro_bnn.batched.step import BatchedForm, BatchedStep, RunNoise
+from pyro_bnn.batched.validation import gather, validation_metrics
+from pyro_bnn.infer.auto_objective import AutoELBO
+from pyro_bnn.infer.callbacks import last_checkpoint_text
+from pyro_bnn.infer.divergence import NonFiniteLossError
+from pyro_bnn.infer.fast import FastMeanFieldELBO
+from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
+from pyro_bnn.infer.objectives import MeanFieldELBO, TraceELBO
+from pyro_bnn.infer.trainer import SchedulerInterval, Trainer, _check_all_labels, _dataset_size
+
+
+@dataclass
+class RunOutcome:
+    """How one run of a batch ended.
+
+    Attributes:
+        history: Its trainer's history (one record per completed epoch).
+        error: The :class:`~pyro_bnn.infer.NonFiniteLossError` that stopped it, or None when it finished.
+    """
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    error: Exception | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def batched_form(objective: Any) -> BatchedForm:
+    """The :class:`~.step.BatchedForm` that computes what ``objective`` computes for one run (after the trainer's
+    set-up, which makes an ``AutoELBO`` choose).
+
+    Raises:
+        ValueError: An objective batched runs do not compute (several particles, local noise, a mixture, ...).
+    """
+    chosen = objective.chosen if isinstance(objective, AutoELBO) else objective
+    if isinstance(chosen, FastMeanFieldELBO):
+        if chosen.num_particles != 1 or chosen.local_reparameterization or chosen.flipout:
+            raise ValueError(f"batched runs compute one particle without local noise options, got {chosen!r}")
+        return BatchedForm(antithetic=chosen.antithetic, closed_form_kl=chosen.closed_form_kl)
+    if isinstance(chosen, TraceELBO) and chosen.num_particles == 1:
+        # Trace_ELBO draws every weight once and scores the KL by log q - log p; MeanFieldELBO uses the analytic KL.
+        return BatchedForm(antithetic=False, closed_form_kl=isinstance(chosen, MeanFieldELBO))
+    raise ValueError(f"batched runs compute the fast or Trace ELBO with one particle, not {chosen!r}")
+
+
+def _check_trainers(trainers: Sequence[Trainer], loaders: Sequence[Iterable], epochs: int) -> int:
+    if not trainers:
+        raise ValueError("fit_batched needs at least one trainer")
+    if len(loaders) != len(trainers):
+        raise ValueError(f"fit_batched needs one training loader per trainer, got {len(loaders)} for {len(trainers)}")
+    if len({id(t) for t in trainers}) != len(trainers):
+        raise ValueError("the same trainer appears twice in the batch")
+    if not (isinstance(epochs, int) and epochs >= 0):
+        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    devices = {str(t.device) for t in trainers}
+    if len(devices) != 1:
+        raise ValueError(f"the runs of a batch train on one device, got {sorted(devices)}")
+    steps = {len(loader) for loader in loaders}
+    if len(steps) != 1:
+        raise ValueError(f"the runs of a batch take the same number of steps per epoch, got {sorted(steps)}")
+    for run, (trainer, loader) in enumerate(zip(trainers, loaders, strict=True)):
+        size = _dataset_size(loader)
+        if size != trainer.bnn.likelihood.dataset_size:
+            raise ValueError(
+                f"run {run}: the training loader has {size} examples but the likelihood was built with "
+                f"dataset_size={trainer.bnn.likelihood.dataset_size}"
+            )
+        if trainer.guide_spec is not None and trainer.guide_spec.map_warm_start_epochs:
+            raise ValueError(f"run {run} starts its guide at a MAP warm start (loc=map): train it alone")
+    return steps.pop()
+
+
+def _set_up(trainer: Trainer, loader: Iterable, resume_from: str | os.PathLike | None) -> None:
+    """What ``Trainer.fit`` does before its first epoch, for one run."""
+    if resume_from is None and trainer.seed is not None and trainer.optimizer is None:
+        pyro.set_rng_seed(trainer.seed)  # the guide starts where a single run with this seed starts
+    x, y = next(iter(loader))
+    x, y = x.to(trainer.device), y.to(trainer.device)
+    trainer.setup(x, y)
+    _check_all_labels(loader, trainer.bnn, x)
+    if resume_from is not None:
+        trainer.load_checkpoint(resume_from)
+    if trainer._clip:
+        raise ValueError("batched runs do not clip gradients: train a run with gradient clipping alone")
+    trainer.stop_training = False
+
+
+class _Batch:
+    """The state of one lockstep fit: the trainers, their stack and step, and which runs still train."""
+
+    def __init__(self, trainers: Sequence[Trainer], val_loaders: Sequence[Iterable | None]) -> None:
+        self.trainers = list(trainers)
+        self.stack = RunStack([t.bnn for t in trainers], [t.guide for t in trainers])
+        forms = {batched_form(t.objective) for t in trainers}
+        if len(forms) != 1:
+            raise ValueError(f"the runs of a batch compute different objectives {sorted(map(str, forms))}")
+        self.form = forms.pop()
+        for run, trainer in enumerate(trainers):
+            held = {id(p) for params in self.stack.run_parameters(run) for p in params}
+            if held != {id(p) for p in trainer._params}:
+                raise ValueError(f"run {run} trains parameters the batch does not stack: train it alone")
+        betas, eps = check_adam([t.optimizer for t in trainers])
+        self.adam = BatchedAdam(self.stack.leaves, betas=betas, eps=eps)
+        self.bridge = OptimizerBridge(self.stack, self.adam, [t.optimizer for t in trainers])
+        for run in range(len(trainers)):
+            self.bridge.load(run)
+        loc = self.stack.loc
+        models = [t.bnn for t in trainers]
+        kl = BatchedKL(
+            models, self.stack.sites, closed_form_kl=self.form.closed_form_kl, device=loc.device, dtype=loc.dtype
+        )
+        self.step = BatchedStep(self.stack, kl, self.adam, self.form)
+        seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
+        self.noise = RunNoise(seeds, loc.device)
+        self.val = [None if loader is None else gather(loader) for loader in val_loaders]
+        self.active = torch.ones(len(trainers), dtype=torch.bool, device=loc.device)
+        self.outcomes = [RunOutcome(t.history) for t in trainers]
+
+    def fail(self, run: int, message: str) -> None:
+        self.active[run] = False
+        self.outcomes[run].error = NonFiniteLossError(message)
+
+    def running(self) -> list[int]:
+        return [r for r in range(len(self.trainers)) if bool(self.active[r])]
+
+
+def fit_batched(
+    trainers: Sequence[Trainer],
+    train_loaders: Sequence[Iterable],
+    epochs: int,
+    *,
+    val_loaders: Sequence[Iterable | None] | None = None,
+    resume_from: Sequence[str | os.PathLike | None] | None = None,
+    progress: bool = True,
+) -> list[RunOutcome]:
+    """Trains every trainer until ``epochs`` epochs are complete, a callback stops it, or it diverges.
+
+    Args:
+        trainers: R trainers of compatible runs (:class:`~.stack.RunStack` says which are): each set up by this
+            call, with its own seed, guide, optimiser, schedules and callbacks.
+        train_loaders: Each run's training batches (the same number per epoch for every run; the same batch size).
+        epochs: Total epochs of every run (counting those before a resume).
+        val_loaders: Each run's validation batches or None; adds the ``val_*`` metrics to its records.
+        resume_from: Each run's checkpoint to resume from, or None (the runs must resume at the same epoch).
+        progress: Show one progress bar over the batch's epochs.
+
+    Returns:
+        One :class:`RunOutcome` per trainer, in order. Each record of a history holds what a single run's holds;
+        its ``time_s`` is the batch's epoch time divided by the runs that trained in it, and ``batched_runs`` says
+        how many that was.
+
+    Raises:
+        ValueError: The runs cannot be batched (one line naming the run and the reason), before any step.
+    """
+    num_steps = _check_trainers(trainers, train_loaders, epochs)
+    count = len(trainers)
+    val_loaders = list(val_loaders) if val_loaders is not None else [None] * count
+    resume_from = list(resume_from) if resume_from is not None else [None] * count
+    if len(val_loaders) != count or len(resume_from) != count:
+        raise ValueError("val_loaders and resume_from need one entry per trainer")
+    for trainer, loader, checkpoint in zip(trainers, train_loaders, resume_from, strict=True):
+        _set_up(trainer, loader, checkpoint)
+    starts = {t.epoch for t in trainers}
+    if len(starts) != 1:
+        raise ValueError(f"the runs of a batch must resume at the same epoch, got epochs {sorted(starts)}")
+    batch = _Batch(trainers, val_loaders)
+    for trainer in trainers:
+        for callback in trainer.callbacks:
+            callback.on_train_start(trainer)
+    epoch = starts.pop()
+    for run, trainer in enumerate(trainers):
+        if trainer.stop_training or trainer.epoch >= epochs:  # a resumed run that had met its stopping rule
+            batch.active[run] = False
+    bar = tqdm(total=max(0, epochs - epoch), desc=f"{count} batched runs", disable=not progress, dynamic_ncols=True)
+    while batch.running():
+        _train_epoch(batch, train_loaders, epoch, num_steps, epochs)
+        _end_epoch(batch, epoch, epochs)
+        epoch += 1
+        bar.update(1)
+    bar.close()
+    for run, trainer in enumerate(trainers):
+        if not batch.outcomes[run].failed:
+            for callback in trainer.callbacks:
+                callback.on_train_end(trainer)
+    return batch.outcomes
+
+
+def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_steps: int, epochs: int) -> None:
+    trainers, stack = batch.trainers, batch.stack
+    device, dtype = stack.loc.device, stack.loc.dtype
+    for trainer in trainers:
+        trainer.bnn.train()
+    for loader in loaders:
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(epoch)
+    batch.noise.start_epoch(epoch)
+    iterators = [iter(loader) for loader in loaders]
+    count = len(trainers)
+    totals = torch.zeros(count, 2, dtype=torch.float64, device=device)
+    kl_totals = [0.0] * count
+    weight_decays = batch.bridge.weight_decays()
+    start = time.perf_counter()
+    for step in range(1, num_steps + 1):
+        pairs = [next(it) for it in iterators]
+        x = torch.stack([p[0] for p in pairs]).to(device, non_blocking=True)
+        y = torch.stack([p[1] for p in pairs]).to(device, non_blocking=True)
+        weights = []
+        for run, trainer in enumerate(trainers):
+            weight = trainer.kl_schedule(epoch + (step - 1) / num_steps)
+            weight *= minibatch_kl_weight(trainer.kl_weighting, step, num_steps)
+            weights.append(weight)
+            kl_totals[run] += weight
+        eps = batch.noise.draw((stack.loc.shape[1],), dtype=dtype, device=device)
+        active = batch.active.clone()
+        terms, updated = batch.step.step(
+            x,
+            y,
+            torch.tensor(weights, dtype=dtype, device=device),
+            eps,
+            batch.bridge.learning_rates(),
+            weight_decays,
+            active,
+        )
+        for run in torch.nonzero(active & ~updated).flatten().tolist():
+            trainer = trainers[run]
+            batch.fail(run, trainer._non_finite_message(float(terms.loss[run]), step, x[run]))
+        totals += torch.stack([terms.loss, terms.data_term], 1).double() * updated[:, None]
+        for run in batch.running():
+            trainer = trainers[run]
+            trainer.global_step += 1
+            if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.STEP:
+                trainer.scheduler.step()
+    batch.epoch_totals = (totals.tolist(), kl_totals, time.perf_counter() - start, num_steps)
+
+
+def _end_epoch(batch: _Batch, epoch: int, epochs: int) -> None:
+    trainers, stack = batch.trainers, batch.stack
+    totals, kl_totals, seconds, num_steps = batch.epoch_totals
+    finite = torch.isfinite(stack.loc).all(1) & torch.isfinite(stack.raw_scale).all(1)
+    for value in stack.deterministic.values():
+        finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(1)
+    for run in batch.running():
+        if not bool(finite[run]):
+            batch.fail(
+                run,
+                f"parameters became NaN or infinite during epoch {epoch + 1} (after its last checked loss); training "
+                f"stopped and {last_checkpoint_text(trainers[run].callbacks)}. Try a lower learning rate, a smaller "
+                "init scale or gradient clipping.",
+            )
+    running = batch.running()
+    for run in running:
+        stack.write_run(run)
+        batch.bridge.store(run)
+    records = {}
+    for run in running:
+        trainer = trainers[run]
+        (loss, data), optimizer = totals[run], trainer.optimizer
+        records[run] = {
+            "epoch": epoch + 1,
+            "loss": loss / num_steps,
+            "data_term": data / num_steps,
+            "kl_term": (loss - data) / num_steps,
+            "kl_weight": kl_totals[run] / num_steps,
+            "time_s": seconds / max(1, len(running)),
+            "batched_runs": len(running),
+            "lr": optimizer.param_groups[0]["lr"],
+            **{f"lr_{g['name']}": g["lr"] for g in optimizer.param_groups if "name" in g},
+        }
+    _validate(batch, running, records, epoch)
+    for run in batch.running():
+        trainer, record = trainers[run], records[run]
+        trainer.epoch += 1
+        trainer.history.append(record)
+        if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.EPOCH:
+            trainer.scheduler.step()
+        for callback in trainer.callbacks:
+            callback.on_epoch_end(trainer, record)
+        if trainer.stop_training or trainer.epoch >= epochs:
+            batch.active[run] = False
+
+
+def _validate(batch: _Batch, running: list[int], records: dict[int, dict], epoch: int) -> None:
+    """Adds every running run's validation metrics to its record (batched over the runs with validation data of
+    one size); a run whose predictions are not finite fails, as a single run's ``Validation`` makes it."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for run in running:
+        if batch.val[run] is not None:
+            validation = batch.trainers[run].validation
+            key = (batch.val[run][0].shape[0], validation.num_samples, validation.n_bins)
+            groups.setdefault(key, []).append(run)
+    device = batch.stack.loc.device
+    for (_, num_samples, n_bins), runs in groups.items():
+        data = [(batch.val[r][0].to(device), batch.val[r][1].to(device)) for r in runs]
+        metrics = validation_metrics(batch.stack, runs, data, num_samples, n_bins, batch.noise)
+        for run, values in zip(runs, metrics, strict=True):
+            if values is None:
+                batch.fail(
+                    run,
+                    f"the network's predictions on the validation data are NaN or infinite after epoch {epoch + 1}: "
+                    f"the parameters diverged; training stopped and "
+                    f"{last_checkpoint_text(batch.trainers[run].callbacks)}. Try a lower learning rate, a smaller "
+                    "init scale or gradient clipping.",
+                )
+                continue
+            records[run].update({f"val_{k}": v for k, v in values.items()})

@@ -1,0 +1,193 @@
+"""The KL term of R runs at once: each run's own prior hyper-parameters, one ``(R,)`` result.
+
+Each run's prior is read once, per weight site, from its model (``model.prior.distribution``) and stacked over the
+runs: a site's prior parameters become ``(R, 1)`` (one number per run) or ``(R, n)`` tensors, and consecutive sites
+with the same family and scalar parameters merge into one segment of the flat vectors. Normal priors get the
+closed-form ``KL(Normal(mu, sigma) || Normal(m, s))``; Laplace, Cauchy and flat priors (and Normal ones with
+``closed_form_kl=False``) get the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights, as
+:class:`~pyro_bnn.infer.FastMeanFieldELBO` does for one run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from pyro.distributions import ImproperUniform
+from torch.distributions import Cauchy, Distribution, Independent, Laplace, Normal
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.guides.flat import FlatSite
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_PI = math.log(math.pi)
+
+
+class Family(str, Enum):
+    """The prior families a batch of runs can be trained under."""
+
+    NORMAL = "normal"
+    LAPLACE = "laplace"
+    CAUCHY = "cauchy"
+    FLAT = "flat"
+
+
+_TYPES = ((Normal, Family.NORMAL), (Laplace, Family.LAPLACE), (Cauchy, Family.CAUCHY))
+
+
+def prior_family(prior: Distribution) -> tuple[Family, torch.Tensor | None, torch.Tensor | None]:
+    """``(family, loc, scale)`` of a weight prior (``Independent`` wrappers removed); loc and scale None for flat.
+
+    Raises:
+        ValueError: Another family (a scale mixture, a hierarchical prior's conditional), which batched runs do not
+            score.
+    """
+    base = prior
+    while isinstance(base, Independent):
+        base = base.base_dist
+    if isinstance(base, ImproperUniform):
+        return Family.FLAT, None, None
+    for kind, family in _TYPES:
+        if type(base) is kind or isinstance(base, kind):
+            return family, base.loc, base.scale
+    raise ValueError(
+        f"batched runs take Normal, Laplace, Cauchy or flat priors, got {type(base).__name__}; train this run alone"
+    )
+
+
+def _compact(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """``(1,)`` when ``value`` is one number over the site, else the site's values flat ``(n,)``."""
+    value = value.detach().expand(shape).reshape(-1)
+    if value.numel() and bool((value == value[0]).all()):
+        return value[:1].clone()
+    return value.clone()
+
+
+@dataclass
+class PriorSegment:
+    """A run ``[start, stop)`` of the flat vectors where each run has one prior family.
+
+    Attributes:
+        families: Each run's family on the segment.
+        loc, scale: ``(R, 1)`` (one number per run) or ``(R, stop - start)``; 0 and 1 for a flat prior.
+        closed: ``(R,)`` bool: the runs whose KL on this segment is analytic (Normal prior, closed form asked).
+    """
+
+    start: int
+    stop: int
+    families: tuple[Family, ...]
+    loc: torch.Tensor
+    scale: torch.Tensor
+    closed: torch.Tensor
+
+    @property
+    def any_closed(self) -> bool:
+        return bool(self.closed.any())
+
+    @property
+    def any_monte_carlo(self) -> bool:
+        return not bool(self.closed.all())
+
+    def log_prob(self, w: torch.Tensor) -> torch.Tensor:
+        """``sum log p(w)`` over the segment, each run under its own prior: ``w`` ``(R, stop - start)`` → ``(R,)``."""
+        total = w.new_zeros(w.shape[0])
+        z = (w - self.loc) / self.scale
+        for family in set(self.families):
+            if family is Family.FLAT:
+                continue
+            if family is Family.NORMAL:
+                per = -0.5 * z.square() - self.scale.log() - _HALF_LOG_2PI
+            elif family is Family.LAPLACE:
+                per = -z.abs() - (2 * self.scale).log()
+            else:
+                per = -torch.log1p(z.square()) - self.scale.log() - _LOG_PI
+            mine = torch.tensor([f is family for f in self.families], device=w.device)
+            total = torch.where(mine, per.sum(1), total)
+        return total
+
+
+class BatchedKL:
+    """The per-run KL term of R models that share their weight sites (each run with its own prior).
+
+    Args:
+        models: The R models (same weight sites and shapes; priors may differ in family and hyper-parameters).
+        sites: The flat layout of the weight sites.
+        closed_form_kl: Use the analytic KL where a run's prior is Normal.
+        device, dtype: Where the stacked prior parameters live.
+
+    Raises:
+        ValueError: A prior batched runs cannot score (one line naming it).
+    """
+
+    def __init__(
+        self,
+        models: Sequence[BNN],
+        sites: Sequence[FlatSite],
+        *,
+        closed_form_kl: bool,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> None:
+        segments: list[PriorSegment] = []
+        one = torch.ones(1)
+        for site, *model_sites in zip(sites, *(m.sites for m in models), strict=True):
+            read = [prior_family(m.prior.distribution(s, {})) for m, s in zip(models, model_sites, strict=True)]
+            families = tuple(family for family, _, _ in read)
+            locs = [one * 0 if loc is None else _compact(loc, site.shape) for _, loc, _ in read]
+            scales = [one if scale is None else _compact(scale, site.shape) for _, _, scale in read]
+            width = max(max(t.numel() for t in locs), max(t.numel() for t in scales))
+            loc = torch.stack([t.expand(width) for t in locs]).to(device, dtype)
+            scale = torch.stack([t.expand(width) for t in scales]).to(device, dtype)
+            closed = torch.tensor([closed_form_kl and f is Family.NORMAL for f in families], device=device)
+            last = segments[-1] if segments else None
+            if (
+                last is not None
+                and last.stop == site.start
+                and last.families == families
+                and last.loc.shape[1] == loc.shape[1] == 1
+                and torch.equal(last.loc, loc)
+                and torch.equal(last.scale, scale)
+            ):
+                last.stop = site.stop  # one segment over consecutive sites with the same scalar priors
+                continue
+            segments.append(PriorSegment(site.start, site.stop, families, loc, scale, closed))
+        self.segments = segments
+        self.closed_segments = [s for s in segments if s.any_closed]
+        self.monte_carlo_segments = [s for s in segments if s.any_monte_carlo]
+
+    def closed_form(self, loc: torch.Tensor, scale: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
+        """``sum KL(Normal(mu, sigma) || prior)`` over each run's closed-form segments: ``(R, D)`` each → ``(R,)``
+        (0 for the runs whose KL on a segment is a Monte Carlo one)."""
+        kl = loc.new_zeros(loc.shape[0])
+        for seg in self.closed_segments:
+            mu, sigma, ls = (t[:, seg.start : seg.stop] for t in (loc, scale, log_scale))
+            n = seg.stop - seg.start
+            if seg.scale.shape[1] == 1:  # one prior per run: sum first, then scale
+                s, m = seg.scale[:, 0], seg.loc[:, 0]
+                quad = sigma.square().sum(1) + (mu - m[:, None]).square().sum(1)
+                value = 0.5 * quad / s.square() - ls.sum(1) + n * (s.log() - 0.5)
+            else:
+                per = 0.5 * (sigma.square() + (mu - seg.loc).square()) / seg.scale.square() - ls + seg.scale.log() - 0.5
+                value = per.sum(1)
+            kl = kl + (value if bool(seg.closed.all()) else torch.where(seg.closed, value, torch.zeros_like(value)))
+        return kl
+
+    def monte_carlo(self, eps: torch.Tensor, log_scale: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``log q(w) - log p(w)`` over each run's Monte Carlo segments: ``(R,)`` (0 where its KL is analytic).
+
+        Args:
+            eps: The standard normal draws behind the weights, ``(R, D)``.
+            log_scale: ``(R, D)``, log sigma.
+            weights: ``loc + sigma * eps``, ``(R, D)``.
+        """
+        kl = weights.new_zeros(weights.shape[0])
+        for seg in self.monte_carlo_segments:
+            sl = slice(seg.start, seg.stop)
+            # log q(w) = -eps^2 / 2 - log sigma - log(2 pi) / 2 per weight, exactly.
+            log_q = -0.5 * eps[:, sl].square().sum(1) - log_scale[:, sl].sum(1) - (seg.stop - seg.start) * _HALF_LOG_2PI
+            value = log_q - seg.log_prob(weights[:, sl])
+            kl = kl + (value if not seg.any_closed else torch.where(seg.closed, torch.zeros_like(value), value))
+        return kl

@@ -1,0 +1,175 @@
+"""R runs of one architecture as stacked tensors, and the network run over all R in one vectorised pass.
+
+A :class:`RunStack` takes R ordinary (model, guide) pairs, checks that they can share one vectorised computation
+(the same network class and weight sites, the same likelihood, a mean-field guide of the same kind), and holds their
+trainable values stacked along a leading run dimension (:mod:`pyro_bnn.sites`: runs sit left of every other
+dimension):
+
+* ``loc`` and ``raw_scale``: ``(R, D)``, the guides' flat locations and raw scales (:mod:`.layout`);
+* ``deterministic``: ``{name: (R, *shape)}``, the network's parameters the prior leaves deterministic.
+
+:meth:`RunStack.outputs` runs the network of every run on its own inputs with ``torch.vmap`` over
+``torch.func.functional_call`` (batched matrix products for linear layers, grouped convolutions for conv layers).
+:meth:`RunStack.write_run` and :meth:`RunStack.read_optimizer` move one run's values between the stack and its own
+guide, model and torch optimiser, so that checkpoints, evaluation and diagnostics see an ordinary run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from pyro_bnn.batched.layout import GuideLayout, ScaleMap, guide_layout
+from pyro_bnn.bnn import BNN
+from pyro_bnn.guides.flat import split_sites
+
+_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def _structure(net: nn.Module) -> list[tuple[str, type]]:
+    return [(name, type(module)) for name, module in net.named_modules()]
+
+
+def _check_models(models: Sequence[BNN]) -> None:
+    """One-line ValueErrors for models that cannot share a vectorised computation."""
+    first = models[0]
+    for run, model in enumerate(models):
+        if not isinstance(model, BNN):
+            raise ValueError(f"run {run}: batched runs train pyro_bnn.BNN models, got {type(model).__name__}")
+        if type(model).forward is not BNN.forward:
+            raise ValueError(f"run {run}: a BNN that overrides forward cannot be batched")
+        if model.hyper_site_names:
+            raise ValueError(
+                f"run {run} has a hierarchical prior (sites {model.hyper_site_names[:2]}): batched runs take fixed "
+                "priors; train it alone"
+            )
+        if model.local_latents:
+            raise ValueError(f"run {run} has per-example latent sites {model.local_site_names[:2]}: train it alone")
+        if any(isinstance(m, _BATCH_NORMS) for m in model.net.modules()):
+            raise ValueError(f"run {run}'s network has batch normalisation, whose statistics batched runs do not keep")
+        trainable = [n for n, p in model.named_parameters() if p.requires_grad and not n.startswith("net.")]
+        if trainable:
+            raise ValueError(f"run {run} trains parameters outside the network {trainable[:3]}: train it alone")
+        if _structure(model.net) != _structure(first.net):
+            raise ValueError(f"run {run}'s network differs from run 0's ({type(model.net).__name__} layers)")
+        shapes = [(s.name, tuple(s.shape)) for s in model.sites]
+        if shapes != [(s.name, tuple(s.shape)) for s in first.sites]:
+            raise ValueError(f"run {run}'s weight sites differ from run 0's")
+        if type(model.likelihood) is not type(first.likelihood) or repr(model.likelihood) != repr(first.likelihood):
+            raise ValueError(
+                f"run {run}'s likelihood ({model.likelihood!r}) differs from run 0's ({first.likelihood!r})"
+            )
+        for (name, a), (_, b) in zip(_net_buffers(model), _net_buffers(first), strict=True):
+            if a.shape != b.shape or not torch.equal(a, b):
+                raise ValueError(f"run {run}'s network buffer {name!r} differs from run 0's; batch runs that share it")
+
+
+def _net_buffers(model: BNN) -> list[tuple[str, torch.Tensor]]:
+    """The network's buffers that are not weight sites (shared by the runs of a batch)."""
+    sites = set(model.site_names)
+    return [(name, b) for name, b in model.net.named_buffers() if name not in sites]
+
+
+class RunStack:
+    """R compatible runs' trainable values, stacked.
+
+    Args:
+        models: The R models (the same network class, weight sites and likelihood; priors may differ).
+        guides: Their set-up guides (all :class:`~pyro_bnn.guides.FlatMeanField` or all
+            :class:`~pyro_bnn.guides.BayesByBackprop`).
+
+    Attributes:
+        loc, raw_scale: ``(R, D)`` leaves: the flat locations and raw scales (sigma = ``scale_map(raw_scale)``).
+        deterministic: ``{name in the network: (R, *shape)}`` leaves.
+        layouts: Each run's :class:`~pyro_bnn.batched.layout.GuideLayout`.
+
+    Raises:
+        ValueError: The runs cannot share one computation (one line naming the run and the reason).
+    """
+
+    def __init__(self, models: Sequence[BNN], guides: Sequence[nn.Module]) -> None:
+        if not models or len(models) != len(guides):
+            raise ValueError(f"a run stack needs as many guides as models (>= 1), got {len(models)} and {len(guides)}")
+        _check_models(models)
+        self.models, self.guides = list(models), list(guides)
+        self.layouts: list[GuideLayout] = [guide_layout(g, m) for g, m in zip(guides, models, strict=True)]
+        kinds = {layout.scale_map for layout in self.layouts}
+        if len(kinds) != 1:
+            raise ValueError("the runs' guides differ in kind (FlatMeanField and BayesByBackprop): batch one kind")
+        self.scale_map: ScaleMap = kinds.pop()
+        self.sites = self.layouts[0].sites
+        self.net = models[0].net
+        with torch.no_grad():
+            locs, raws = zip(*(layout.read() for layout in self.layouts), strict=True)
+            self.loc = torch.stack(locs).requires_grad_()
+            self.raw_scale = torch.stack(raws).requires_grad_()
+            self.deterministic: dict[str, torch.Tensor] = {
+                name: torch.stack([m.net.get_parameter(name).detach() for m in models]).requires_grad_()
+                for name, p in models[0].net.named_parameters()
+                if p.requires_grad
+            }
+        self._buffers = dict(_net_buffers(models[0]))
+
+    @property
+    def num_runs(self) -> int:
+        """R."""
+        return self.loc.shape[0]
+
+    @property
+    def leaves(self) -> list[torch.Tensor]:
+        """Every stacked leaf the optimiser updates: ``loc``, ``raw_scale``, then the deterministic parameters."""
+        return [self.loc, self.raw_scale, *self.deterministic.values()]
+
+    def run_parameters(self, run: int) -> list[list[nn.Parameter]]:
+        """Per leaf of :attr:`leaves`, the parameters of run ``run``'s own guide or network it holds."""
+        layout = self.layouts[run]
+        own = [[s.loc for s in layout.segments], [s.raw_scale for s in layout.segments]]
+        return own + [[self.models[run].net.get_parameter(name)] for name in self.deterministic]
+
+    def split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-site views ``{site: (*lead, *site_shape)}`` of ``flat`` ``(*lead, D)``."""
+        return split_sites(self.sites, flat)
+
+    def outputs(
+        self,
+        x: torch.Tensor,
+        weights: Mapping[str, torch.Tensor],
+        deterministic: Mapping[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Every run's network on its own inputs.
+
+        Args:
+            x: ``(R', B, *input_shape)``: run r's inputs at ``x[r]``.
+            weights: ``{site: (R', *site_shape)}``.
+            deterministic: ``{name: (R', *shape)}``; default: :attr:`deterministic` (then R' = R).
+
+        Returns:
+            ``(R', B, out)``.
+        """
+        deterministic = self.deterministic if deterministic is None else deterministic
+        buffers = self._buffers
+
+        def one(values, det, inputs):
+            return functional_call(self.net, {**buffers, **values, **det}, (inputs,))
+
+        return torch.vmap(one)(dict(weights), dict(deterministic), x)
+
+    # ---------------------------------------------------------------------------------- exchange with the runs
+    @torch.no_grad()
+    def write_run(self, run: int) -> None:
+        """Copies run ``run``'s stacked values into its own guide and network."""
+        self.layouts[run].write(self.loc[run], self.raw_scale[run])
+        for name, value in self.deterministic.items():
+            self.models[run].net.get_parameter(name).copy_(value[run])
+
+    @torch.no_grad()
+    def read_run(self, run: int) -> None:
+        """Copies run ``run``'s guide and network values into the stack (after a checkpoint was loaded)."""
+        loc, raw = self.layouts[run].read()
+        self.loc[run] = loc
+        self.raw_scale[run] = raw
+        for name, value in self.deterministic.items():
+            value[run] = self.models[run].net.get_parameter(name)

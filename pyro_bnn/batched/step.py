@@ -1,0 +1,146 @@
+"""One training step of R runs: every run's negative ELBO from its own weight draw, one backward pass, one
+:class:`~pyro_bnn.batched.adam.BatchedAdam` update.
+
+Run r's loss is the objective a single run computes with :class:`~pyro_bnn.infer.FastMeanFieldELBO` (one particle)::
+
+    loss_r = -(N / B) * sum_b log p(y_rb | w_r) + kl_weight_r * KL_r,    w_r = loc_r + sigma_r * eps_r
+
+with the KL in closed form for Normal priors and ``log q(w) - log p(w)`` otherwise (:mod:`.kl`). With
+``antithetic`` the first half of each run's batch is scored at ``loc + sigma * eps`` and the second at
+``loc - sigma * eps`` (the fast objective's default); without it and with ``closed_form_kl=False`` the loss is
+Pyro's ``Trace_ELBO``, draw for draw in distribution.
+
+Each run draws its noise from its own ``torch.Generator`` (:class:`RunNoise`), so a run's draws do not depend on the
+other runs of its batch, and the backward pass of the summed loss gives each run the gradient of its own loss only
+(no operation mixes runs). A run whose loss is not finite is frozen before the update that would spread it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyro
+import torch
+
+from pyro_bnn.batched.adam import BatchedAdam
+from pyro_bnn.batched.kl import BatchedKL
+from pyro_bnn.batched.stack import RunStack
+
+
+@dataclass(frozen=True)
+class BatchedForm:
+    """Which single-run objective the batch computes: the antithetic pair or one draw, analytic KL or not."""
+
+    antithetic: bool = True
+    closed_form_kl: bool = True
+
+
+@dataclass
+class BatchedTerms:
+    """Per-run values of one step, each ``(R,)`` and detached: ``loss = data_term + kl_term``."""
+
+    loss: torch.Tensor
+    data_term: torch.Tensor
+    kl_term: torch.Tensor
+
+
+class RunNoise:
+    """A ``torch.Generator`` per run, seeded from the run's seed and the epoch (so a resumed run draws what an
+    uninterrupted one would have drawn from that epoch on, with nothing extra in its checkpoint)."""
+
+    def __init__(self, seeds: Sequence[int], device: torch.device) -> None:
+        self.seeds = [int(s) for s in seeds]
+        self.generators = [torch.Generator(device=device) for _ in self.seeds]
+
+    def start_epoch(self, epoch: int) -> None:
+        """Re-seeds every generator for ``epoch`` (0-based)."""
+        for seed, generator in zip(self.seeds, self.generators, strict=True):
+            generator.manual_seed((seed * 1_000_003 + epoch * 7_919 + 17) % (2**63 - 1))
+
+    def draw(self, shape: tuple[int, ...], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """``(R, *shape)`` standard normal values, run r's from its own generator."""
+        return torch.stack([torch.randn(shape, generator=g, dtype=dtype, device=device) for g in self.generators])
+
+
+class BatchedStep:
+    """Computes and applies one step of R runs.
+
+    Args:
+        stack: The runs' stacked values.
+        kl: Their KL terms (built from the same models and the stack's sites).
+        optimizer: Adam over ``stack.leaves``.
+        form: Which single-run objective each run's loss is.
+    """
+
+    def __init__(self, stack: RunStack, kl: BatchedKL, optimizer: BatchedAdam, form: BatchedForm) -> None:
+        self.stack, self.kl, self.optimizer, self.form = stack, kl, optimizer, form
+        self.likelihood = stack.models[0].likelihood
+
+    def terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor, eps: torch.Tensor):
+        """The differentiable per-run loss ``(R,)`` and the detached :class:`BatchedTerms`.
+
+        Args:
+            x: ``(R, B, *input_shape)``; y: ``(R, B)`` or ``(R, B, D_out)``.
+            kl_weight: ``(R,)``, each run's factor on its KL.
+            eps: ``(R, D)`` standard normal draws.
+        """
+        stack = self.stack
+        loc, raw = stack.loc, stack.raw_scale
+        scale, log_scale = stack.scale_map.scale_and_log(raw)
+        delta = scale * eps
+        plus = loc + delta
+        antithetic = self.form.antithetic and x.shape[1] > 1
+        if antithetic:
+            half = (x.shape[1] + 1) // 2
+            minus = loc - delta
+            output = torch.cat(
+                [stack.outputs(x[:, :half], stack.split(plus)), stack.outputs(x[:, half:], stack.split(minus))], dim=1
+            )
+        else:
+            output = stack.outputs(x, stack.split(plus))
+        # Without argument checks: one run's NaN outputs must freeze that run, not raise for the whole batch.
+        with pyro.validation_enabled(False):
+            log_likelihood = self.likelihood.log_likelihood(output, y)  # (R, B)
+        # The data plate's N / B (1 for kl_scale="paper"), read from the likelihood as a single run does.
+        plate = self.likelihood.plate(x.shape[1], x.device)
+        data = -log_likelihood.sum(1) * (plate.size / plate.subsample_size)
+        kl = self.kl.closed_form(loc, scale, log_scale)
+        if self.kl.monte_carlo_segments:
+            mc = self.kl.monte_carlo(eps, log_scale, plus)
+            if antithetic:
+                mc = 0.5 * (mc + self.kl.monte_carlo(-eps, log_scale, minus))
+            kl = kl + mc
+        loss = data + kl_weight.to(kl.dtype) * kl
+        data_value = data.detach()
+        return loss, BatchedTerms(loss.detach(), data_value, loss.detach() - data_value)
+
+    def step(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kl_weight: torch.Tensor,
+        eps: torch.Tensor,
+        lrs: Sequence[torch.Tensor],
+        weight_decays: Sequence[torch.Tensor | None] | None = None,
+        active: torch.Tensor | None = None,
+    ) -> tuple[BatchedTerms, torch.Tensor]:
+        """Evaluates every run's loss and updates the active runs whose loss is finite.
+
+        Args:
+            x, y, kl_weight, eps: As for :meth:`terms`.
+            lrs, weight_decays: Per leaf of ``stack.leaves``, the runs' learning rates and weight decays ``(R,)``.
+            active: ``(R,)`` bool, the runs still training (None: all).
+
+        Returns:
+            The terms, and ``(R,)`` bool: the runs that were active and had a finite loss (the ones updated).
+        """
+        loss, terms = self.terms(x, y, kl_weight, eps)
+        updated = torch.isfinite(terms.loss)
+        if active is not None:
+            updated = updated & active
+        for leaf in self.stack.leaves:
+            leaf.grad = None
+        torch.where(updated, loss, torch.zeros_like(loss)).sum().backward()
+        self.optimizer.step(lrs, weight_decays, updated)
+        return terms, updated

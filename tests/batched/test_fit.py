@@ -1,0 +1,156 @@
+"""fit_batched: per-run bookkeeping (histories, validation, checkpoints, divergence, early stopping) and batched runs
+against separate ones."""
+
+from __future__ import annotations
+
+import math
+
+import pyro
+import pytest
+import torch
+
+from pyro_bnn import BNN
+from pyro_bnn.batched import fit_batched
+from pyro_bnn.data import BatchLoader
+from pyro_bnn.infer import Checkpoint, EarlyStopping, NonFiniteLossError, Trainer
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.priors import parse_prior
+
+N, VAL = 120, 60
+
+
+def _data(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A noisy two-class problem: the label is the sign of x0 + x1, flipped for 10 % of points."""
+    gen = torch.Generator().manual_seed(100 + seed)
+    x = torch.randn(N + VAL, 2, generator=gen)
+    y = (x.sum(1) > 0).long()
+    flip = torch.rand(N + VAL, generator=gen) < 0.1
+    return x, torch.where(flip, 1 - y, y)
+
+
+def _trainer(seed: int, *, prior="normal:0,1", lr=0.05, guide="flat:0.05", objective="auto", callbacks=(), **kw):
+    x, y = _data(seed)
+    train = BatchLoader(x[:N], y[:N], batch_size=40, shuffle=True, seed=seed)
+    val = BatchLoader(x[N:], y[N:], batch_size=VAL)
+    pyro.set_rng_seed(seed)
+    net = build_model("mlp:8", input_shape=(2,), num_classes=2, activation="tanh")
+    bnn = BNN(net, parse_prior(prior), Categorical(N))
+    trainer = Trainer(
+        bnn,
+        guide,
+        optim=pyro.optim.Adam({"lr": lr}),
+        objective=objective,
+        seed=seed,
+        num_val_samples=4,
+        progress=False,
+        callbacks=list(callbacks),
+        **kw,
+    )
+    return trainer, train, val
+
+
+def _fit(specs, epochs, **kw):
+    built = [_trainer(**spec) for spec in specs]
+    trainers = [t for t, _, _ in built]
+    outcomes = fit_batched(
+        trainers, [tr for _, tr, _ in built], epochs, val_loaders=[v for _, _, v in built], progress=False, **kw
+    )
+    return trainers, outcomes
+
+
+def test_each_run_keeps_a_history_with_its_own_validation_metrics():
+    trainers, outcomes = _fit([{"seed": 0}, {"seed": 1, "prior": "normal:0,0.3", "lr": 0.01}], 3)
+    for trainer, outcome in zip(trainers, outcomes, strict=True):
+        assert not outcome.failed
+        assert [r["epoch"] for r in outcome.history] == [1, 2, 3] and trainer.epoch == 3
+        assert trainer.global_step == 9
+        record = outcome.history[-1]
+        assert {"loss", "data_term", "kl_term", "kl_weight", "val_accuracy", "val_nll", "val_ece"} <= set(record)
+        assert record["batched_runs"] == 2
+        assert math.isclose(record["loss"], record["data_term"] + record["kl_term"], rel_tol=1e-9)
+    assert outcomes[0].history[-1]["lr"] == 0.05 and outcomes[1].history[-1]["lr"] == 0.01
+    # Each run's validation metrics are those of its own guide after the epoch, copied back into it.
+    metrics = trainers[1].evaluate(_trainer(1)[2], num_samples=400)
+    assert abs(metrics["accuracy"] - outcomes[1].history[-1]["val_accuracy"]) < 0.15
+
+
+def test_a_batched_checkpoint_is_an_ordinary_one_and_resumes_exactly(tmp_path):
+    """Runs checkpointed after 2 of 4 epochs and resumed (batched) end where uninterrupted batched runs end; an
+    ordinary Trainer resumes the same checkpoint on its own."""
+    specs = [{"seed": s, "prior": p} for s, p in ((0, "normal:0,1"), (1, "laplace:0,1"))]
+    full, _ = _fit([{**s, "objective": "trace"} for s in specs], 4)
+
+    paths = [tmp_path / f"run{i}.pt" for i in range(2)]
+    first = [{**s, "objective": "trace", "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)]
+    _fit(first, 2)
+    resumed, outcomes = _fit(
+        [{**s, "objective": "trace", "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)],
+        4,
+        resume_from=paths,
+    )
+    for a, b, outcome in zip(full, resumed, outcomes, strict=True):
+        assert [r["epoch"] for r in outcome.history] == [1, 2, 3, 4]
+        torch.testing.assert_close(a.guide.loc, b.guide.loc, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a.guide.log_scale, b.guide.log_scale, rtol=1e-5, atol=1e-6)
+
+    single, train, val = _trainer(seed=0, objective="trace")
+    history = single.fit(train, 6, val_loader=val, resume_from=tmp_path / "run0.pt")
+    assert [r["epoch"] for r in history] == [1, 2, 3, 4, 5, 6]
+    state = single.optimizer.state[single.guide.loc]
+    assert float(state["step"]) == 6 * 3
+
+
+def test_a_diverging_run_fails_alone_and_the_others_are_unchanged():
+    specs = [{"seed": 0}, {"seed": 1}, {"seed": 2}]
+    sane, sane_outcomes = _fit(specs, 3)
+    broken_specs = [specs[0], {"seed": 1, "lr": 1e30}, specs[2]]
+    broken, outcomes = _fit(broken_specs, 3)
+    assert outcomes[1].failed and isinstance(outcomes[1].error, NonFiniteLossError)
+    assert "loss became nan at epoch 1" in str(outcomes[1].error)
+    assert torch.isfinite(broken[1].guide.loc).all()
+    for r in (0, 2):
+        assert not outcomes[r].failed
+        assert torch.equal(sane[r].guide.loc, broken[r].guide.loc)
+        assert [h["loss"] for h in sane_outcomes[r].history] == [h["loss"] for h in outcomes[r].history]
+
+
+def test_early_stopping_freezes_one_run_and_restores_its_best_epoch():
+    """The monitored KL weight is constant, so it never improves after epoch 1: run 0 stops after epoch 2 with the
+    guide of epoch 1 put back; run 1 trains on."""
+    stopper = EarlyStopping("kl_weight", patience=1, mode="max", restore_best=True)
+    trainers, outcomes = _fit([{"seed": 0, "callbacks": [stopper]}, {"seed": 1}], 5)
+    assert len(outcomes[0].history) == 2
+    torch.testing.assert_close(trainers[0].guide.state_dict()["loc"], stopper._best_state["guide"]["loc"])
+    assert stopper.best_epoch == 1
+    assert len(outcomes[1].history) == 5
+    assert trainers[0].stop_training
+
+
+def test_runs_that_cannot_share_a_batch_are_refused_before_training():
+    with pytest.raises(ValueError, match="hierarchical prior"):
+        _fit([{"seed": 0}, {"seed": 1, "prior": "hierarchical:normal,halfnormal,1", "objective": "trace"}], 1)
+    with pytest.raises(ValueError, match="ScaleMixture"):
+        _fit([{"seed": 0}, {"seed": 1, "prior": "mixture:0.5,1,0.01"}], 1)
+    with pytest.raises(ValueError, match="different objectives"):
+        _fit([{"seed": 0}, {"seed": 1, "objective": "trace"}], 1)
+
+
+@pytest.mark.parametrize("guide", ["flat:0.05", pytest.param("bbb", marks=pytest.mark.slow)])
+def test_batched_runs_match_separate_runs_over_seeds(guide):
+    """Over 8 seeds, batched runs reach the final ELBO and validation accuracy of runs trained one by one (the mean
+    differences within 3 standard errors of the difference), and both learn the problem."""
+    seeds = list(range(8))
+    specs = [{"seed": s, "guide": guide, "objective": "trace"} for s in seeds]
+    _, outcomes = _fit(specs, 30)
+    batched = torch.tensor([[o.history[-1]["loss"], o.history[-1]["val_accuracy"]] for o in outcomes])
+    separate = []
+    for spec in specs:
+        trainer, train, val = _trainer(**spec)
+        history = trainer.fit(train, 30, val_loader=val)
+        separate.append([history[-1]["loss"], history[-1]["val_accuracy"]])
+    separate = torch.tensor(separate)
+    assert (batched[:, 1].mean() > 0.75) and (separate[:, 1].mean() > 0.75)
+    diff = batched.mean(0) - separate.mean(0)
+    se = (batched.var(0) / len(seeds) + separate.var(0) / len(seeds)).sqrt()
+    assert (diff.abs() < 3 * se + 1e-3).all(), (diff, se)
