@@ -112,7 +112,12 @@ def guide_layout(guide: nn.Module, model: BNN) -> GuideLayout:
         ValueError: The guide is neither a FlatMeanField nor a BayesByBackprop, has not run yet, or covers other
             sites than the model's weights.
     """
-    if getattr(guide, "prototype_trace", None) is None:
+    if not isinstance(guide, (FlatMeanField, BayesByBackprop)):
+        raise ValueError(
+            "batched runs train a FlatMeanField ('flat:...') or BayesByBackprop ('bbb') guide, "
+            f"got {type(guide).__name__}"
+        )
+    if guide.prototype_trace is None:
         raise ValueError(f"the {type(guide).__name__} guide has no parameters yet: run it once first")
     sites = _real_sites(model)
     if isinstance(guide, FlatMeanField):
@@ -134,6 +139,3 @@ def guide_layout(guide: nn.Module, model: BNN) -> GuideLayout:
         if len(params) != 2 * len(sites):
             raise ValueError("the BayesByBackprop guide has sites the model's weights do not (a hierarchical prior?)")
         return GuideLayout(ScaleMap.SOFTPLUS, sites, tuple(segments))
-    raise ValueError(
-        f"batched runs train a FlatMeanField ('flat:...') or BayesByBackprop ('bbb') guide, got {type(guide).__name__}"
-    )

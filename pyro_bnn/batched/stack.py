@@ -16,6 +16,7 @@ guide, model and torch optimiser, so that checkpoints, evaluation and diagnostic
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -25,12 +26,30 @@ from torch.func import functional_call
 from pyro_bnn.batched.layout import GuideLayout, ScaleMap, guide_layout
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import split_sites
+from pyro_bnn.nn.leaky_relu import LeakyReLU
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
-def _structure(net: nn.Module) -> list[tuple[str, type]]:
-    return [(name, type(module)) for name, module in net.named_modules()]
+class RunSlopeLeakyReLU(nn.Module):
+    """A leaky ReLU whose slope is a buffer, so that vmapped runs each get their own (a Leaky slope sweep in one
+    batch). The same function and gradient as :class:`~pyro_bnn.nn.LeakyReLU` (slope times the input below 0, the
+    slope as the gradient at 0)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("slope", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x > 0, x, self.slope * x)
+
+
+def _structure(net: nn.Module) -> list[tuple[str, type, str]]:
+    """Each module's name, class and settings (``extra_repr``), a leaky ReLU's slope left out (it may differ)."""
+    return [
+        (name, type(module), "" if isinstance(module, LeakyReLU) else module.extra_repr())
+        for name, module in net.named_modules()
+    ]
 
 
 def _check_models(models: Sequence[BNN]) -> None:
@@ -54,7 +73,7 @@ def _check_models(models: Sequence[BNN]) -> None:
         if trainable:
             raise ValueError(f"run {run} trains parameters outside the network {trainable[:3]}: train it alone")
         if _structure(model.net) != _structure(first.net):
-            raise ValueError(f"run {run}'s network differs from run 0's ({type(model.net).__name__} layers)")
+            raise ValueError(f"run {run}'s network differs from run 0's (its layers or their settings)")
         shapes = [(s.name, tuple(s.shape)) for s in model.sites]
         if shapes != [(s.name, tuple(s.shape)) for s in first.sites]:
             raise ValueError(f"run {run}'s weight sites differ from run 0's")
@@ -101,7 +120,6 @@ class RunStack:
             raise ValueError("the runs' guides differ in kind (FlatMeanField and BayesByBackprop): batch one kind")
         self.scale_map: ScaleMap = kinds.pop()
         self.sites = self.layouts[0].sites
-        self.net = models[0].net
         with torch.no_grad():
             locs, raws = zip(*(layout.read() for layout in self.layouts), strict=True)
             self.loc = torch.stack(locs).requires_grad_()
@@ -112,6 +130,19 @@ class RunStack:
                 if p.requires_grad
             }
         self._buffers = dict(_net_buffers(models[0]))
+        # A copy of run 0's network runs every run's values; a leaky ReLU whose slope differs between the runs
+        # becomes one with a slope buffer, given per run like the weights.
+        self.net = copy.deepcopy(models[0].net)
+        self.per_run_buffers: dict[str, torch.Tensor] = {}
+        for name, module in models[0].net.named_modules():
+            if isinstance(module, LeakyReLU):
+                slopes = [m.net.get_submodule(name).slope for m in models]
+                if len(set(slopes)) > 1:
+                    self.net.set_submodule(name, RunSlopeLeakyReLU())
+                    prefix = f"{name}." if name else ""
+                    self.per_run_buffers[prefix + "slope"] = torch.tensor(
+                        slopes, dtype=self.loc.dtype, device=self.loc.device
+                    )
 
     @property
     def num_runs(self) -> int:
@@ -133,29 +164,31 @@ class RunStack:
         """Per-site views ``{site: (*lead, *site_shape)}`` of ``flat`` ``(*lead, D)``."""
         return split_sites(self.sites, flat)
 
+    def per_run_values(self) -> dict[str, torch.Tensor]:
+        """Everything besides the weights that the network takes per run: ``{name: (R, *shape)}`` (the
+        deterministic parameters, and the slopes of leaky ReLUs whose slope differs between the runs)."""
+        return {**self.deterministic, **self.per_run_buffers}
+
     def outputs(
-        self,
-        x: torch.Tensor,
-        weights: Mapping[str, torch.Tensor],
-        deterministic: Mapping[str, torch.Tensor] | None = None,
+        self, x: torch.Tensor, weights: Mapping[str, torch.Tensor], per_run: Mapping[str, torch.Tensor] | None = None
     ) -> torch.Tensor:
         """Every run's network on its own inputs.
 
         Args:
             x: ``(R', B, *input_shape)``: run r's inputs at ``x[r]``.
             weights: ``{site: (R', *site_shape)}``.
-            deterministic: ``{name: (R', *shape)}``; default: :attr:`deterministic` (then R' = R).
+            per_run: ``{name: (R', *shape)}``; default: :meth:`per_run_values` (then R' = R).
 
         Returns:
             ``(R', B, out)``.
         """
-        deterministic = self.deterministic if deterministic is None else deterministic
+        per_run = self.per_run_values() if per_run is None else per_run
         buffers = self._buffers
 
-        def one(values, det, inputs):
-            return functional_call(self.net, {**buffers, **values, **det}, (inputs,))
+        def one(values, others, inputs):
+            return functional_call(self.net, {**buffers, **values, **others}, (inputs,))
 
-        return torch.vmap(one)(dict(weights), dict(deterministic), x)
+        return torch.vmap(one)(dict(weights), dict(per_run), x)
 
     # ---------------------------------------------------------------------------------- exchange with the runs
     @torch.no_grad()

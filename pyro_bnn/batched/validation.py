@@ -53,7 +53,7 @@ def validation_outputs(
     )
     weights = (loc[:, None] + scale[:, None] * eps).reshape(len(runs) * num_samples, -1)
     values = stack.split(weights)
-    det = {k: v[index].repeat_interleave(num_samples, 0) for k, v in stack.deterministic.items()}
+    det = {k: v[index].repeat_interleave(num_samples, 0) for k, v in stack.per_run_values().items()}
     rows = max(1, MAX_ACTIVATIONS // (len(runs) * num_samples * _widest(stack)))
     pieces = []
     for start in range(0, x.shape[1], rows):

@@ -162,3 +162,36 @@ def test_a_diverging_run_leaves_the_others_bit_identical():
     for r in (0, 2):
         assert torch.equal(sane.loc[r], broken.loc[r])
         assert torch.equal(sane.raw_scale[r], broken.raw_scale[r])
+
+
+def test_runs_with_different_leaky_slopes_share_one_batch():
+    """A Leaky slope sweep is one batch: each run's output is its own network's output, slope included."""
+    runs = []
+    for seed, slope in enumerate((-0.5, 0.0, 0.3)):
+        pyro.set_rng_seed(seed)
+        net = build_model("mlp:6", input_shape=(2,), num_classes=3, activation=f"leaky:{slope}").double()
+        bnn = BNN(net, parse_prior("normal:0,1"), Categorical(N)).double()
+        guide = parse_guide("flat:0.1").build(bnn).double()
+        with torch.no_grad(), pyro.poutine.block():
+            guide(torch.randn(B, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+        runs.append((bnn, guide))
+    stack = RunStack(*zip(*runs, strict=True))
+    x = torch.randn(3, B, 2, dtype=torch.float64)
+    batched = stack.outputs(x, stack.split(stack.loc.detach()))
+    for r, (bnn, guide) in enumerate(runs):
+        expected = bnn.apply_parameters(x[r], guide.split(guide.loc.detach()))
+        torch.testing.assert_close(batched[r], expected, rtol=0, atol=1e-12)
+
+
+def test_networks_that_differ_are_refused():
+    a = _run("normal:0,1", "flat:0.1", 0)
+    pyro.set_rng_seed(1)
+    net = build_model("mlp:5,5", input_shape=(2,), num_classes=2, activation="relu").double()
+    bnn = BNN(net, parse_prior("normal:0,1"), Categorical(N)).double()
+    guide = parse_guide("flat:0.1").build(bnn).double()
+    with torch.no_grad(), pyro.poutine.block():
+        guide(torch.randn(B, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+    with pytest.raises(ValueError, match="run 1's network differs from run 0's"):
+        RunStack([a[0], bnn], [a[1], guide])
+    with pytest.raises(ValueError, match="FlatMeanField .* or BayesByBackprop"):
+        RunStack([a[0]], [pyro.infer.autoguide.AutoNormal(a[0])])
