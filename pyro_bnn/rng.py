@@ -53,7 +53,13 @@ def _fill(chunk: torch.Tensor, seed: int) -> None:
 
 
 def standard_normal(
-    shape: tuple[int, ...] | torch.Size, *, dtype: torch.dtype, device: torch.device, threads: int | None = None
+    shape: tuple[int, ...] | torch.Size,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    threads: int | None = None,
+    generator: torch.Generator | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A tensor of i.i.d. N(0, 1) values, ``torch.randn(shape)`` in distribution.
 
@@ -64,24 +70,37 @@ def standard_normal(
             :data:`CHUNKS` chunks filled in parallel.
         threads: Worker threads for those chunks (default ``torch.get_num_threads()``); the values do not depend on
             it.
+        generator: Draw from this generator instead of torch's default one (on ``device``): a run of a batch draws
+            from its own (:mod:`pyro_bnn.batched`).
+        out: A contiguous tensor of ``shape`` to fill (and return) instead of a new one.
 
     Returns:
-        ``(*shape)`` tensor. Consumes from torch's default CPU generator: the draw itself (``torch.randn``, for a
-        small draw or another device), or one seed per chunk.
+        ``(*shape)`` tensor. Consumes from ``generator`` (default: torch's default generator): the draw itself
+        (``torch.randn``, for a small draw or another device), or one seed per chunk.
     """
     with torch.profiler.record_function("pyro_bnn::standard_normal"):  # a named range in torch profiler traces
-        return _standard_normal(tuple(shape), dtype, torch.device(device), threads)
+        return _standard_normal(tuple(shape), dtype, torch.device(device), threads, generator, out)
 
 
-def _standard_normal(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, threads: int | None):
+def _standard_normal(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    threads: int | None,
+    generator: torch.Generator | None = None,
+    out: torch.Tensor | None = None,
+):
     threads = torch.get_num_threads() if threads is None else threads
     numel = 1
     for size in shape:
         numel *= size
     if device.type != "cpu" or numel < PARALLEL_MIN_NUMEL:
-        return torch.randn(shape, dtype=dtype, device=device)
-    out = torch.empty(shape, dtype=dtype, device=device)
-    seeds = torch.randint(0, 2**62, (CHUNKS,)).tolist()
+        if out is not None:
+            return out.normal_(generator=generator)
+        return torch.randn(shape, dtype=dtype, device=device, generator=generator)
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device=device)
+    seeds = torch.randint(0, 2**62, (CHUNKS,), generator=generator).tolist()
     chunks = out.view(-1).chunk(CHUNKS)
     if threads < 2:
         for chunk, seed in zip(chunks, seeds, strict=True):

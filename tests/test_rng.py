@@ -55,3 +55,22 @@ def test_the_old_infer_noise_module_re_exports_the_same_objects():
 
     assert noise.standard_normal is rng.standard_normal
     assert (noise.CHUNKS, noise.PARALLEL_MIN_NUMEL) == (rng.CHUNKS, rng.PARALLEL_MIN_NUMEL)
+
+
+@pytest.mark.parametrize("numel", [10, PARALLEL_MIN_NUMEL + 3])
+def test_a_generator_of_its_own_gives_the_draw_and_leaves_the_default_stream_alone(numel):
+    """With ``generator``, the values depend on that generator only (the same seed gives the same values whatever
+    the default generator's state), torch's default stream is untouched, and ``out`` receives them."""
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    first = standard_normal((numel,), dtype=torch.float32, device="cpu", generator=torch.Generator().manual_seed(7))
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(123)
+    out = torch.empty(numel)
+    second = standard_normal(
+        (numel,), dtype=torch.float32, device="cpu", generator=torch.Generator().manual_seed(7), out=out
+    )
+    assert second is out and torch.equal(first, second)
+    other = standard_normal((numel,), dtype=torch.float32, device="cpu", generator=torch.Generator().manual_seed(8))
+    assert not torch.equal(first, other)
+    assert abs(float(first.mean())) < 5 / numel**0.5 + 0.01

@@ -1,10 +1,12 @@
 """Adam over stacked parameters ``(R, ...)``: each run its own learning rate, weight decay and step count, and a
 mask that freezes runs (diverged or stopped) without touching the others.
 
-The update is torch's Adam (``torch.optim.Adam`` with ``amsgrad=False``, ``maximize=False``), element for element:
-``m = lerp(m, g, 1 - beta1)``, ``v = beta2 v + (1 - beta2) g^2``, ``p -= lr / (1 - beta1^t) * m / (sqrt(v) /
-sqrt(1 - beta2^t) + eps)``, with ``g = grad + weight_decay * p``. The moments are kept in the same layout as the
-parameters, so :meth:`BatchedAdam.state_of` hands one run's state to an ordinary torch optimiser.
+It is torch's own ``torch.optim.Adam`` (the fused kernel where torch has one for the device) over the rows of the
+stacked tensors: each row ``p[r]`` is a leaf that shares the stacked tensor's memory, so an update of the row is an
+update of the stack, and each row has its own state (``step``, ``exp_avg``, ``exp_avg_sq``), exactly what a run
+trained alone keeps for the same values. Rows are grouped by ``(lr, weight_decay)``, one parameter group each (so
+one kernel call updates every run with the same settings); a frozen run's rows get no gradient, which torch's Adam
+skips, leaving their values and state as they were.
 """
 
 from __future__ import annotations
@@ -13,23 +15,20 @@ from collections.abc import Sequence
 
 import torch
 
-
-def _per_run(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``(R,)`` → ``(R, 1, ..., 1)`` broadcasting against ``like`` ``(R, ...)``."""
-    return values.view(values.shape[0], *[1] * (like.dim() - 1))
+from pyro_bnn.infer.optim import fused_adam_args
 
 
 class BatchedAdam:
-    """Adam on a list of stacked parameters, each ``(R, *shape)`` with its ``.grad``.
+    """Adam on a list of stacked parameters, each ``(R, *shape)``.
 
     Args:
-        params: The stacked leaves.
+        params: The stacked leaves; :meth:`step` reads their ``.grad``.
         betas: Adam's betas, shared by the runs.
         eps: Adam's epsilon, shared by the runs.
 
     Attributes:
-        exp_avg, exp_avg_sq: The moments, one tensor per parameter, shaped like it.
-        steps: ``(R,)`` float64: the updates each run has taken.
+        rows: Per stacked parameter, its R row leaves (``rows[i][r]`` shares the memory of ``params[i][r]``).
+        optimizer: The torch Adam over every row.
     """
 
     def __init__(self, params: Sequence[torch.Tensor], *, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
@@ -39,15 +38,32 @@ class BatchedAdam:
         if len(runs) != 1:
             raise ValueError(f"every stacked parameter needs the same leading run dimension, got {sorted(runs)}")
         self.params = list(params)
-        self.betas = (float(betas[0]), float(betas[1]))
-        self.eps = float(eps)
-        self.exp_avg = [torch.zeros_like(p) for p in self.params]
-        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-        self.steps = torch.zeros(runs.pop(), dtype=torch.float64, device=self.params[0].device)
+        self.num_runs = runs.pop()
+        """R, the number of runs."""
+        # detach() shares memory with the stack; each row is a leaf of its own for the optimiser.
+        self.rows = [[p.detach()[r].requires_grad_() for r in range(self.num_runs)] for p in self.params]
+        flat = [row for rows in self.rows for row in rows]
+        self.optimizer = torch.optim.Adam(flat, **fused_adam_args({"lr": 1e-3, "betas": betas, "eps": eps}, flat))
+        self._groups_key: tuple | None = None
 
-    @property
-    def num_runs(self) -> int:
-        return self.steps.shape[0]
+    def _regroup(self, lrs: Sequence[torch.Tensor], weight_decays: Sequence[torch.Tensor | None]) -> None:
+        """One parameter group per distinct ``(lr, weight_decay)`` (the state, keyed by row, is kept)."""
+        settings = [
+            (lr.tolist(), [0.0] * self.num_runs if wd is None else wd.tolist())
+            for lr, wd in zip(lrs, weight_decays, strict=True)
+        ]
+        key = tuple((tuple(lr), tuple(wd)) for lr, wd in settings)
+        if key == self._groups_key:
+            return
+        defaults = {k: v for k, v in self.optimizer.param_groups[0].items() if k != "params"}
+        groups: dict[tuple[float, float], list[torch.Tensor]] = {}
+        for rows, (lr, wd) in zip(self.rows, settings, strict=True):
+            for r, row in enumerate(rows):
+                groups.setdefault((lr[r], wd[r]), []).append(row)
+        self.optimizer.param_groups = [
+            {**defaults, "lr": lr, "weight_decay": wd, "params": rows} for (lr, wd), rows in groups.items()
+        ]
+        self._groups_key = key
 
     @torch.no_grad()
     def step(
@@ -59,41 +75,25 @@ class BatchedAdam:
         """One update of every active run.
 
         Args:
-            lrs: Per parameter, the runs' learning rates ``(R,)``.
-            weight_decays: Per parameter, the runs' weight decays ``(R,)`` or None (no decay).
-            active: ``(R,)`` bool: runs to update; the others keep their parameters, moments and step count
-                exactly. None: all.
+            lrs: Per stacked parameter, the runs' learning rates ``(R,)``.
+            weight_decays: Per stacked parameter, the runs' weight decays ``(R,)`` or None (no decay).
+            active: ``(R,)`` bool: runs to update; the others keep their parameters and state exactly. None: all.
         """
-        beta1, beta2 = self.betas
-        all_active = active is None or bool(active.all())
-        if not all_active:
-            self.steps += active.to(self.steps.dtype)
-        else:
-            self.steps += 1
-        bc1 = 1 - beta1**self.steps
-        bc2_sqrt = (1 - beta2**self.steps).sqrt()
-        decays = weight_decays if weight_decays is not None else [None] * len(self.params)
-        for p, m, v, lr, wd in zip(self.params, self.exp_avg, self.exp_avg_sq, lrs, decays, strict=True):
+        weight_decays = weight_decays if weight_decays is not None else [None] * len(self.params)
+        self._regroup(lrs, weight_decays)
+        keep = [True] * self.num_runs if active is None else active.tolist()
+        for p, rows in zip(self.params, self.rows, strict=True):
             grad = p.grad
-            if grad is None:
-                continue
-            if wd is not None:
-                grad = grad + _per_run(wd.to(p.dtype), p) * p
-            step_size = _per_run((lr.to(torch.float64) / bc1).to(p.dtype), p)
-            denom_scale = _per_run(bc2_sqrt.to(p.dtype), p)
-            if all_active:
-                m.lerp_(grad, 1 - beta1)
-                v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                p.sub_(step_size * m / (v.sqrt() / denom_scale).add_(self.eps))
-                continue
-            keep = _per_run(active, p)
-            new_m = torch.lerp(m, grad, 1 - beta1)
-            new_v = (v * beta2).addcmul_(grad, grad, value=1 - beta2)
-            new_p = p - step_size * new_m / (new_v.sqrt() / denom_scale).add_(self.eps)
-            m.copy_(torch.where(keep, new_m, m))
-            v.copy_(torch.where(keep, new_v, v))
-            p.copy_(torch.where(keep, new_p, p))
+            for r, row in enumerate(rows):
+                row.grad = grad[r] if grad is not None and keep[r] else None
+        self.optimizer.step()
 
-    def state_of(self, run: int, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run ``run``'s moments ``(exp_avg, exp_avg_sq)`` of parameter ``index`` (views)."""
-        return self.exp_avg[index][run], self.exp_avg_sq[index][run]
+    def state_of(self, leaf: int, run: int) -> dict:
+        """The torch Adam state (``step``, ``exp_avg``, ``exp_avg_sq``; empty before the first update) of run
+        ``run``'s row of stacked parameter ``leaf``."""
+        return self.optimizer.state[self.rows[leaf][run]]
+
+    @property
+    def steps(self) -> list[float]:
+        """Each run's update count (of its first stacked parameter)."""
+        return [float(self.state_of(0, r).get("step", 0.0)) for r in range(self.num_runs)]

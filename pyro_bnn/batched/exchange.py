@@ -1,6 +1,12 @@
-"""Moving Adam's state between the batched optimiser and each run's own ``torch.optim.Adam``, so that a batched
-run's checkpoint holds exactly what a single run's would (``step``, ``exp_avg``, ``exp_avg_sq`` per parameter) and a
-run resumed alone, or in another batch, continues where it stopped."""
+"""Adam's state between the batched optimiser and each run's own ``torch.optim.Adam``, so that a batched run's
+checkpoint holds exactly what a single run's would (``step``, ``exp_avg``, ``exp_avg_sq`` per parameter) and a run
+resumed alone, or in another batch, continues where it stopped.
+
+Where a run's parameter is a whole row of a stacked tensor (the flat guide's ``loc`` and ``log_scale``, a
+deterministic parameter), the run's optimiser and the batched one share that row's state dict: nothing is copied,
+ever. Where a row holds several of the run's parameters (Bayes by Backprop's per-site ``mu`` and ``rho``), the row's
+moments are copied into the run's state at the end of each epoch, and back when a run resumes.
+"""
 
 from __future__ import annotations
 
@@ -43,7 +49,7 @@ def check_adam(optimizers: Sequence[torch.optim.Optimizer]) -> tuple[tuple[float
         for group in optimizer.param_groups:
             if group.get("amsgrad") or group.get("maximize") or group.get("differentiable"):
                 raise ValueError(
-                    f"run {run}'s Adam uses amsgrad, maximize or differentiable, which batched runs do not"
+                    f"run {run}'s Adam uses amsgrad, maximize or differentiable, which batched runs do not take"
                 )
             settings = (tuple(group["betas"]), group["eps"])
             if shared is None:
@@ -56,7 +62,7 @@ def check_adam(optimizers: Sequence[torch.optim.Optimizer]) -> tuple[tuple[float
 
 
 class OptimizerBridge:
-    """Reads the runs' learning rates and weight decays each step, and copies Adam's moments both ways.
+    """Reads the runs' learning rates and weight decays, and ties each run's Adam state to the batched one.
 
     Args:
         stack: The runs' stacked values.
@@ -70,68 +76,74 @@ class OptimizerBridge:
         self._groups = [
             [_group(opt, params[0]) for params in stack.run_parameters(run)] for run, opt in enumerate(self.optimizers)
         ]
-        device = stack.loc.device
-        self._device = device
+        self._device = stack.loc.device
+        self._cached: tuple | None = None
+        self._shared_params = [
+            [self._find_shared(run, leaf) for leaf in range(len(stack.leaves))] for run in range(len(self.optimizers))
+        ]
 
     def learning_rates(self) -> list[torch.Tensor]:
-        """Per leaf, the runs' current learning rates ``(R,)`` (float64)."""
-        leaves = len(self.stack.leaves)
-        values = [[groups[leaf]["lr"] for groups in self._groups] for leaf in range(leaves)]
-        return [torch.tensor(v, dtype=torch.float64, device=self._device) for v in values]
+        """Per leaf, the runs' current learning rates ``(R,)`` (float64; the same tensors while nothing changes)."""
+        values = tuple(tuple(groups[leaf]["lr"] for groups in self._groups) for leaf in range(len(self.stack.leaves)))
+        if self._cached is None or self._cached[0] != values:
+            self._cached = (values, [torch.tensor(v, dtype=torch.float64) for v in values])
+        return self._cached[1]
 
     def weight_decays(self) -> list[torch.Tensor | None]:
         """Per leaf, the runs' weight decays ``(R,)``, or None for a leaf no run decays."""
         out = []
         for leaf in range(len(self.stack.leaves)):
             values = [groups[leaf].get("weight_decay", 0.0) for groups in self._groups]
-            out.append(None if not any(values) else torch.tensor(values, device=self._device))
+            out.append(None if not any(values) else torch.tensor(values, dtype=torch.float64))
         return out
+
+    def _shared(self, run: int, leaf: int) -> nn.Parameter | None:
+        """The run's parameter that is the whole row ``leaf`` (so the two can share one state), or None."""
+        return self._shared_params[run][leaf]
+
+    def _find_shared(self, run: int, leaf: int) -> nn.Parameter | None:
+        pieces = _pieces(self.stack, run, leaf, self.adam.rows[leaf][run])
+        if len(pieces) == 1 and pieces[0][0].shape == self.adam.rows[leaf][run].shape:
+            return pieces[0][0]
+        return None
 
     @torch.no_grad()
     def load(self, run: int) -> None:
-        """Copies run ``run``'s torch Adam state (after a checkpoint was loaded) into the batched moments."""
-        optimizer = self.optimizers[run]
-        steps = set()
+        """Ties run ``run``'s Adam state (fresh, or loaded from a checkpoint) to the batched optimiser's."""
+        optimizer, state = self.optimizers[run], self.adam.optimizer.state
         for leaf in range(len(self.stack.leaves)):
-            m_row, v_row = self.adam.exp_avg[leaf][run], self.adam.exp_avg_sq[leaf][run]
-            for (param, m), (_, v) in zip(
-                _pieces(self.stack, run, leaf, m_row), _pieces(self.stack, run, leaf, v_row), strict=True
-            ):
-                state = optimizer.state.get(param, {})
-                if "exp_avg" not in state:
-                    m.zero_()
-                    v.zero_()
-                    steps.add(0.0)
-                    continue
-                m.copy_(state["exp_avg"])
-                v.copy_(state["exp_avg_sq"])
-                steps.add(float(state["step"]))
-        if len(steps) > 1:
-            raise ValueError(f"run {run}'s Adam state has different step counts {sorted(steps)} across its parameters")
-        self.adam.steps[run] = steps.pop() if steps else 0.0
+            row = self.adam.rows[leaf][run]
+            param = self._shared(run, leaf)
+            if param is not None:
+                state[row] = optimizer.state[param]  # one dict for both: updated in place by the batched step
+                continue
+            pieces = _pieces(self.stack, run, leaf, row)
+            saved = [optimizer.state.get(p, {}) for p, _ in pieces]
+            if not all("exp_avg" in s for s in saved):
+                state.pop(row, None)
+                continue
+            exp_avg = torch.cat([s["exp_avg"].reshape(-1) for s in saved])
+            exp_avg_sq = torch.cat([s["exp_avg_sq"].reshape(-1) for s in saved])
+            state[row] = {"step": saved[0]["step"].clone(), "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
     @torch.no_grad()
     def store(self, run: int) -> None:
-        """Writes the batched moments of run ``run`` into its own torch Adam's state (copies)."""
+        """Writes run ``run``'s batched moments into its own Adam's state where the two do not share it (copies)."""
         optimizer = self.optimizers[run]
-        step = float(self.adam.steps[run])
         for leaf in range(len(self.stack.leaves)):
-            m_row, v_row = self.adam.exp_avg[leaf][run], self.adam.exp_avg_sq[leaf][run]
+            row = self.adam.rows[leaf][run]
+            if self._shared(run, leaf) is not None:
+                continue
+            state = self.adam.optimizer.state.get(row)
+            if not state:
+                continue
             for (param, m), (_, v) in zip(
-                _pieces(self.stack, run, leaf, m_row), _pieces(self.stack, run, leaf, v_row), strict=True
+                _pieces(self.stack, run, leaf, state["exp_avg"]),
+                _pieces(self.stack, run, leaf, state["exp_avg_sq"]),
+                strict=True,
             ):
-                state = optimizer.state[param]
-                if "step" in state:
-                    old = state["step"]
-                    state["step"] = torch.tensor(step, dtype=old.dtype, device=old.device)
-                else:
-                    # torch keeps the count as a float32 tensor on the parameter's device for fused or capturable
-                    # Adam, else on the CPU (float64 under a float64 default dtype).
-                    group = _group(optimizer, param)
-                    on_device = group.get("fused") or group.get("capturable")
-                    dtype = (
-                        torch.float64 if torch.get_default_dtype() == torch.float64 and not on_device else torch.float32
-                    )
-                    state["step"] = torch.tensor(step, dtype=dtype, device=param.device if on_device else "cpu")
-                state["exp_avg"] = m.clone(memory_format=torch.contiguous_format)
-                state["exp_avg_sq"] = v.clone(memory_format=torch.contiguous_format)
+                optimizer.state[param] = {
+                    "step": state["step"].clone(),
+                    "exp_avg": m.clone(memory_format=torch.contiguous_format),
+                    "exp_avg_sq": v.clone(memory_format=torch.contiguous_format),
+                }

@@ -55,6 +55,7 @@ class RunOutcome:
 
     @property
     def failed(self) -> bool:
+        """Whether the run stopped on a non-finite loss, parameter or prediction."""
         return self.error is not None
 
 
@@ -146,7 +147,8 @@ class _Batch:
         seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
         self.noise = RunNoise(seeds, loc.device)
         self.val = [None if loader is None else gather(loader) for loader in val_loaders]
-        self.active = torch.ones(len(trainers), dtype=torch.bool, device=loc.device)
+        self.active = [True] * len(trainers)
+        """Which runs still train (a list: read on the host every step)."""
         self.outcomes = [RunOutcome(t.history) for t in trainers]
 
     def fail(self, run: int, message: str) -> None:
@@ -154,7 +156,7 @@ class _Batch:
         self.outcomes[run].error = NonFiniteLossError(message)
 
     def running(self) -> list[int]:
-        return [r for r in range(len(self.trainers)) if bool(self.active[r])]
+        return [r for r, active in enumerate(self.active) if active]
 
 
 def fit_batched(
@@ -222,7 +224,8 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
     trainers, stack = batch.trainers, batch.stack
     device, dtype = stack.loc.device, stack.loc.dtype
     for trainer in trainers:
-        trainer.bnn.train()
+        if not trainer.bnn.training:  # train() walks every module: only when something switched a run to eval
+            trainer.bnn.train()
     for loader in loaders:
         if hasattr(loader, "set_epoch"):
             loader.set_epoch(epoch)
@@ -244,7 +247,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weights.append(weight)
             kl_totals[run] += weight
         eps = batch.noise.draw((stack.loc.shape[1],), dtype=dtype, device=device)
-        active = batch.active.clone()
+        active = torch.tensor(batch.active, device=device)
         terms, updated = batch.step.step(
             x,
             y,
@@ -254,7 +257,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weight_decays,
             active,
         )
-        for run in torch.nonzero(active & ~updated).flatten().tolist():
+        for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:
             trainer = trainers[run]
             batch.fail(run, trainer._non_finite_message(float(terms.loss[run]), step, x[run]))
         totals += torch.stack([terms.loss, terms.data_term], 1).double() * updated[:, None]

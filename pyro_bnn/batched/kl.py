@@ -30,9 +30,13 @@ class Family(str, Enum):
     """The prior families a batch of runs can be trained under."""
 
     NORMAL = "normal"
+    """Normal(loc, scale): the closed-form KL where asked."""
     LAPLACE = "laplace"
+    """Laplace(loc, scale)."""
     CAUCHY = "cauchy"
+    """Cauchy(loc, scale)."""
     FLAT = "flat"
+    """The improper flat prior (log density 0)."""
 
 
 _TYPES = ((Normal, Family.NORMAL), (Laplace, Family.LAPLACE), (Cauchy, Family.CAUCHY))
@@ -85,10 +89,12 @@ class PriorSegment:
 
     @property
     def any_closed(self) -> bool:
+        """Whether some run's KL on this segment is analytic."""
         return bool(self.closed.any())
 
     @property
     def any_monte_carlo(self) -> bool:
+        """Whether some run's KL on this segment is a Monte Carlo estimate."""
         return not bool(self.closed.all())
 
     def log_prob(self, w: torch.Tensor) -> torch.Tensor:
@@ -157,6 +163,17 @@ class BatchedKL:
         self.segments = segments
         self.closed_segments = [s for s in segments if s.any_closed]
         self.monte_carlo_segments = [s for s in segments if s.any_monte_carlo]
+
+    def open_ranges(self, num_latents: int) -> list[tuple[int, int]]:
+        """The ``[start, stop)`` ranges of ``[0, num_latents)`` outside every closed-form segment."""
+        ranges, position = [], 0
+        for seg in sorted(self.closed_segments, key=lambda s: s.start):
+            if seg.start > position:
+                ranges.append((position, seg.start))
+            position = max(position, seg.stop)
+        if position < num_latents:
+            ranges.append((position, num_latents))
+        return ranges
 
     def closed_form(self, loc: torch.Tensor, scale: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
         """``sum KL(Normal(mu, sigma) || prior)`` over each run's closed-form segments: ``(R, D)`` each → ``(R,)``

@@ -30,6 +30,13 @@ from pyro_bnn.nn.leaky_relu import LeakyReLU
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
+LOOP_MIN_WEIGHTS = 1 << 16
+"""From this many weights per run, :meth:`RunStack.outputs` runs the R networks one after another rather than in
+one ``torch.vmap`` pass. vmap turns a linear layer into a batched product that copies every run's transposed
+weights, forward and backward: for the 3FC (2.8 M weights) four vmapped runs took longer than four separate passes on
+a 2-core CPU, while for the 57 weights of the moons net vmap's single pass saves most of the per-run overhead
+(``bench/BATCHED.md``)."""
+
 
 class RunSlopeLeakyReLU(nn.Module):
     """A leaky ReLU whose slope is a buffer, so that vmapped runs each get their own (a Leaky slope sweep in one
@@ -99,6 +106,8 @@ class RunStack:
         models: The R models (the same network class, weight sites and likelihood; priors may differ).
         guides: Their set-up guides (all :class:`~pyro_bnn.guides.FlatMeanField` or all
             :class:`~pyro_bnn.guides.BayesByBackprop`).
+        loop_runs: Run the networks one after another (True) or in one vmapped pass (False); default: by the
+            number of weights (:data:`LOOP_MIN_WEIGHTS`). The outputs are the same either way.
 
     Attributes:
         loc, raw_scale: ``(R, D)`` leaves: the flat locations and raw scales (sigma = ``scale_map(raw_scale)``).
@@ -109,7 +118,7 @@ class RunStack:
         ValueError: The runs cannot share one computation (one line naming the run and the reason).
     """
 
-    def __init__(self, models: Sequence[BNN], guides: Sequence[nn.Module]) -> None:
+    def __init__(self, models: Sequence[BNN], guides: Sequence[nn.Module], *, loop_runs: bool | None = None) -> None:
         if not models or len(models) != len(guides):
             raise ValueError(f"a run stack needs as many guides as models (>= 1), got {len(models)} and {len(guides)}")
         _check_models(models)
@@ -130,6 +139,8 @@ class RunStack:
                 if p.requires_grad
             }
         self._buffers = dict(_net_buffers(models[0]))
+        self.loop_runs = self.loc.shape[1] >= LOOP_MIN_WEIGHTS if loop_runs is None else bool(loop_runs)
+        """Run the networks one after another instead of in one vmapped pass (see :data:`LOOP_MIN_WEIGHTS`)."""
         # A copy of run 0's network runs every run's values; a leaky ReLU whose slope differs between the runs
         # becomes one with a slope buffer, given per run like the weights.
         self.net = copy.deepcopy(models[0].net)
@@ -184,6 +195,14 @@ class RunStack:
         """
         per_run = self.per_run_values() if per_run is None else per_run
         buffers = self._buffers
+        if self.loop_runs:
+            # One ordinary pass per run on views of its values (unbind: one backward node per tensor).
+            values = {name: value.unbind(0) for name, value in {**weights, **per_run}.items()}
+            outputs = [
+                functional_call(self.net, {**buffers, **{name: v[r] for name, v in values.items()}}, (x[r],))
+                for r in range(x.shape[0])
+            ]
+            return torch.stack(outputs)
 
         def one(values, others, inputs):
             return functional_call(self.net, {**buffers, **values, **others}, (inputs,))

@@ -24,8 +24,11 @@ import pyro
 import torch
 
 from pyro_bnn.batched.adam import BatchedAdam
+from pyro_bnn.batched.draw import draw_stacked
 from pyro_bnn.batched.kl import BatchedKL
+from pyro_bnn.batched.layout import ScaleMap
 from pyro_bnn.batched.stack import RunStack
+from pyro_bnn.rng import standard_normal
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,11 @@ class RunNoise:
 
     def draw(self, shape: tuple[int, ...], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """``(R, *shape)`` standard normal values, run r's from its own generator."""
-        return torch.stack([torch.randn(shape, generator=g, dtype=dtype, device=device) for g in self.generators])
+        out = torch.empty((len(self.generators), *shape), dtype=dtype, device=device)
+        for row, generator in zip(out, self.generators, strict=True):
+            # A large draw is filled in chunks on every core (pyro_bnn.rng), seeded from the run's generator.
+            standard_normal(shape, dtype=dtype, device=device, generator=generator, out=row)
+        return out
 
 
 class BatchedStep:
@@ -87,13 +94,17 @@ class BatchedStep:
         """
         stack = self.stack
         loc, raw = stack.loc, stack.raw_scale
-        scale, log_scale = stack.scale_map.scale_and_log(raw)
-        delta = scale * eps
-        plus = loc + delta
         antithetic = self.form.antithetic and x.shape[1] > 1
+        if stack.scale_map is ScaleMap.EXP:  # one fused node: the draw and the closed-form KL
+            log_scale = raw
+            plus, minus, kl = draw_stacked(loc, raw, eps, self.kl, antithetic)
+        else:
+            scale, log_scale = stack.scale_map.scale_and_log(raw)
+            delta = scale * eps
+            plus, minus = loc + delta, (loc - delta if antithetic else None)
+            kl = self.kl.closed_form(loc, scale, log_scale)
         if antithetic:
             half = (x.shape[1] + 1) // 2
-            minus = loc - delta
             output = torch.cat(
                 [stack.outputs(x[:, :half], stack.split(plus)), stack.outputs(x[:, half:], stack.split(minus))], dim=1
             )
@@ -105,7 +116,6 @@ class BatchedStep:
         # The data plate's N / B (1 for kl_scale="paper"), read from the likelihood as a single run does.
         plate = self.likelihood.plate(x.shape[1], x.device)
         data = -log_likelihood.sum(1) * (plate.size / plate.subsample_size)
-        kl = self.kl.closed_form(loc, scale, log_scale)
         if self.kl.monte_carlo_segments:
             mc = self.kl.monte_carlo(eps, log_scale, plus)
             if antithetic:

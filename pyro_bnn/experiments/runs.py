@@ -18,10 +18,10 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
 from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
-from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
 from pyro_bnn.experiments.config import RunConfig, resolve_device
 from pyro_bnn.experiments.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
+from pyro_bnn.experiments.scoring import save_prediction_figure, score
 from pyro_bnn.guides import Capability, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
@@ -35,9 +35,9 @@ from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, count_latents, is_node_noise
-from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
+from pyro_bnn.plots import save_figure
 from pyro_bnn.plots.weight_stats import plot_weight_statistics
-from pyro_bnn.predict import Prediction, predict
+from pyro_bnn.predict import Prediction
 from pyro_bnn.priors import nothing, parse_prior
 
 
@@ -139,64 +139,6 @@ def restore(
         first = str(err).strip().splitlines()[0]
         raise ValueError(f"{checkpoint} does not fit the model its config describes: {first}") from None
     return bnn, guide
-
-
-def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) -> tuple[dict[str, Any], Prediction]:
-    """Test metrics of the posterior predictive and of the posterior-mean network (where the source has one; a
-    deep ensemble has none, and gets the predictive's metrics alone).
-
-    Classification: ``accuracy, nll, brier, ece, mce, posterior_mean_accuracy, posterior_mean_ece``.
-    Regression: ``rmse, nll, coverage`` (of mean ± 2 sd; :func:`pyro_bnn.evaluation.regression_metrics`) and
-    ``posterior_mean_rmse``.
-    """
-    prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples, point=True)
-    mean_net = prediction.point
-    if not prediction.is_classification:
-        metrics = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
-        if mean_net is not None:
-            mean_rmse = regression_metrics(mean_net.means, mean_net.noise_scale, mean_net.targets)["rmse"]
-            metrics["posterior_mean_rmse"] = mean_rmse
-        return metrics, prediction
-    metrics = prediction.metrics(n_bins=config.n_bins)
-    if mean_net is not None:
-        mean_metrics = mean_net.metrics(n_bins=config.n_bins)
-        metrics["posterior_mean_accuracy"] = mean_metrics["accuracy"]
-        metrics["posterior_mean_ece"] = mean_metrics["ece"]
-    return metrics, prediction
-
-
-def save_prediction_figure(
-    prediction: Prediction,
-    config: RunConfig,
-    out: Path,
-    *,
-    suffix: str = "",
-    title: str,
-    train: TensorSplit | None = None,
-    test: TensorSplit | None = None,
-) -> Path:
-    """Writes the figure of a test prediction into ``out`` and returns its path.
-
-    Classification: the reliability diagram ``reliability{suffix}.png``. Regression: ``predictive{suffix}.png``,
-    the predictive mean ± 2 sd over the test inputs of ``test`` (its targets drawn as the true function) with the
-    ``train`` points as dots.
-    """
-    if prediction.is_classification:
-        result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
-        return save_figure(plot_reliability(result, title=title), out / f"reliability{suffix}.png")
-    if test is None:
-        raise ValueError("a regression figure needs the test split (its inputs are the x axis)")
-    mean, sd = predictive_moments(prediction.means, prediction.noise_scale)
-    figure = plot_regression(
-        test.x,
-        mean,
-        sd,
-        x_train=None if train is None else train.x,
-        y_train=None if train is None else train.y,
-        y_true=test.y,
-        title=title,
-    )
-    return save_figure(figure, out / f"predictive{suffix}.png")
 
 
 RESUME_MAY_CHANGE = ("epochs", "device", "num_samples", "test_subset", "data_dir")
@@ -301,11 +243,44 @@ def _train_in(
     cuda_graph: bool = True,
 ) -> RunResult:
     """Everything ``train_run`` does inside the (locked, possibly staging) run folder ``out``."""
+    run = prepare_trainer(config, out, data, device, resuming, progress, cuda_graph)
+    start = time.perf_counter()
+    history = run.trainer.fit(run.train, config.epochs, val_loader=run.val, resume_from=run.resume_from)
+    return finish_run(run, history, time.perf_counter() - start)
+
+
+@dataclass
+class PreparedRun:
+    """A run set up to train in its folder: what ``Trainer.fit`` (or a batch of runs) needs, and what
+    :func:`finish_run` scores and writes afterwards."""
+
+    config: RunConfig
+    out: Path
+    data: DatasetSplits
+    device: torch.device
+    trainer: Trainer
+    train: Any
+    val: Any
+    resume_from: Path | None
+    recorder: WeightStatsRecorder | None
+
+
+def prepare_trainer(
+    config: RunConfig,
+    out: Path,
+    data: DatasetSplits,
+    device: torch.device,
+    resuming: bool,
+    progress: bool,
+    cuda_graph: bool = True,
+) -> PreparedRun:
+    """Writes ``config.json`` into the run folder ``out`` and builds the run's model, loaders, callbacks and trainer
+    (nothing trains yet)."""
     write_json_atomically(out / "config.json", json.loads(config.to_json()))
     checkpoint = out / CHECKPOINT
     pyro.set_rng_seed(config.seed)
     bnn, _ = build_bnn(config, data)
-    train, val, test = data.loaders(config.batch_size, seed=config.seed, device=device)
+    train, val, _ = data.loaders(config.batch_size, seed=config.seed, device=device)
     # Files written during training grow with the epochs, so a run of thousands of short epochs (full-batch toy
     # problems) writes them about 100 times in all rather than after every epoch: once per epoch made a
     # 5 000-epoch cubic run spend most of its time re-encoding JSON. An interrupted run then loses at most 1 % of
@@ -322,7 +297,6 @@ def _train_in(
         # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
         monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
         callbacks.insert(0, EarlyStopping(monitor, patience=config.patience, mode=mode, restore_best=True))
-    resume_from = checkpoint if resuming else None
     trainer = Trainer(
         bnn,
         parse_guide(config.guide),  # a spec with loc=map starts the guide at a MAP warm start (not on a resume)
@@ -342,14 +316,15 @@ def _train_in(
         config=json.loads(config.to_json()),
         resume_may_change=RESUME_MAY_CHANGE + _options_added_since(checkpoint if resuming else None),
     )
-    start = time.perf_counter()
-    history = trainer.fit(
-        train,
-        config.epochs,
-        val_loader=val if len(data.val) else None,
-        resume_from=resume_from,
-    )
-    train_time = time.perf_counter() - start
+    val = val if len(data.val) else None
+    return PreparedRun(config, out, data, device, trainer, train, val, checkpoint if resuming else None, recorder)
+
+
+def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: float, **extra: Any) -> RunResult:
+    """Scores a trained run on its test set and writes ``metrics.json`` (with ``extra`` entries) and its figures
+    into its folder."""
+    config, out, data, device, trainer = run.config, run.out, run.data, run.device, run.trainer
+    bnn = trainer.bnn
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
     if bnn.sites:  # a mixture guide: the mean of its components' sigmas
         metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
@@ -365,11 +340,12 @@ def _train_in(
         epochs_run=len(history),
         device=str(device),
         num_train=len(data.train),
+        **extra,
         history=history,
     )
     write_json_atomically(out / "metrics.json", metrics)
-    if recorder is not None and recorder.history:
-        save_figure(plot_weight_statistics(recorder.history), out / "weight_stats.png")
+    if run.recorder is not None and run.recorder.history:
+        save_figure(plot_weight_statistics(run.recorder.history), out / "weight_stats.png")
     title = f"{config.model} {config.activation} on {config.dataset}"
     if data.task is Task.REGRESSION:
         title += f", noise scale {config.noise_scale:g}"

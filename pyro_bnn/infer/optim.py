@@ -46,6 +46,12 @@ def _fused_args(constructor: Callable, args: dict, params: Sequence[torch.nn.Par
     return {**args, "fused": True}
 
 
+def fused_adam_args(args: dict, params: Sequence[torch.Tensor]) -> dict:
+    """``torch.optim.Adam``'s keyword arguments ``args`` plus ``fused=True`` where the installed torch has the fused
+    kernel for every parameter's device (see :func:`_fused_args`)."""
+    return _fused_args(torch.optim.Adam, args, params)
+
+
 _POSITIVE_OPTIONS = ("lr", "eps")
 _NON_NEGATIVE_OPTIONS = ("weight_decay", "momentum", "dampening")
 

@@ -13,7 +13,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import load_dataset
 from pyro_bnn.experiments.config import resolve_device
 from pyro_bnn.experiments.run_folder import check_writable
-from pyro_bnn.reproduce.executors import Executor, make_executor
+from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.report import write_report
@@ -116,6 +116,7 @@ def check_request(
     device: str | None = None,
     gpus_per_run: float | None = None,
     data_dirs: dict[str, str] | None = None,
+    batch_runs: int | str | None = None,
 ) -> None:
     """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
     CLI calls it first, so that an error after it is a bug with its traceback, not an option problem).
@@ -123,11 +124,19 @@ def check_request(
     Unless ``report_only``, every data set of the grid is also found (and read) once here, so that a missing one
     is one error naming the places looked, not a failed record for every run that needs it.
     """
-    _checked_request(name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs)
+    _checked_request(
+        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs
+    )
+
+
+def batch_runs_of(experiment: Experiment, batch_runs: int | str | None) -> int | str:
+    """The batch size a grid's runs train with: ``batch_runs`` when given, else the experiment's own default
+    (``"auto"`` for the grids of many small compatible runs, 1 for the others)."""
+    return check_batch_runs(batch_runs if batch_runs is not None else getattr(experiment, "batch_runs", 1))
 
 
 def _checked_request(
-    name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs
+    name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs=None
 ) -> tuple[Experiment, Profile, dict | None]:
     """:func:`check_request`'s checks; returns the experiment, the chosen profile and ``out``'s state."""
     experiment = get_experiment(name)
@@ -139,7 +148,7 @@ def _checked_request(
     if report_only and state is None:
         raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")
     if not report_only and isinstance(executor, str):
-        make_executor(executor, workers, gpus_per_run)
+        make_executor(executor, workers, gpus_per_run, batch_runs_of(experiment, batch_runs))
     if not report_only:
         check_data(experiment, chosen, data_dirs or {})
     return experiment, chosen, state
@@ -175,6 +184,7 @@ def reproduce(
     retry_failed: bool = False,
     progress: bool = True,
     command: str | None = None,
+    batch_runs: int | str | None = None,
 ) -> Path:
     """Runs the experiment ``name`` at ``profile`` into ``out`` (resuming what is there) and writes its report.
 
@@ -193,6 +203,9 @@ def reproduce(
         retry_failed: Run failed runs again.
         progress: Progress bars (quiet when stderr is not a terminal).
         command: The command line to print in the report (default: this process's).
+        batch_runs: Compatible runs train together in batches of up to this many (:mod:`pyro_bnn.batched`);
+            ``"auto"``: as many as fit in memory; None: the experiment's default (``auto`` for ``priors`` and
+            ``leaky-calibration``, 1 for the others). The report says which runs were batched.
 
     Returns:
         The path of ``report.md``.
@@ -203,7 +216,7 @@ def reproduce(
         ImportError: ``executor="ray"`` without Ray installed (naming the extra).
     """
     experiment, chosen, state = _checked_request(
-        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs
+        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs
     )
     out = Path(out)
     command = command or _this_command()
@@ -215,7 +228,8 @@ def reproduce(
     if report_only:
         records = read_records(out, specs)
     else:
-        runner = make_executor(executor, workers, gpus_per_run) if isinstance(executor, str) else executor
+        batching = batch_runs_of(experiment, batch_runs)
+        runner = make_executor(executor, workers, gpus_per_run, batching) if isinstance(executor, str) else executor
         write_json_atomically(
             out / STATE, {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
         )

@@ -35,6 +35,13 @@ def add_reproduce_parser(commands) -> None:
     parser.add_argument(
         "--workers", type=int, default=None, help="runs at once (local: a process pool when > 1; ray: tasks in flight)"
     )
+    parser.add_argument(
+        "--batch-runs",
+        default=None,
+        metavar="R|auto",
+        help="train compatible runs together, up to R per batch (auto: as many as fit in memory; 1: one by one); "
+        "default: the experiment's (auto for priors and leaky-calibration)",
+    )
     parser.add_argument("--report-only", action="store_true", help="rebuild the report from OUT's run folders")
     parser.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     parser.add_argument(
@@ -71,6 +78,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         report_only=args.report_only,
         device=args.device,
         gpus_per_run=args.gpus_per_run,
+        batch_runs=args.batch_runs,
     )
     try:
         if not args.name:

@@ -22,6 +22,7 @@ import torch
 
 import pyro_bnn
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.experiments.batched_runs import train_runs_batched
 from pyro_bnn.experiments.run_folder import RunFolderBusyError
 from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
 from pyro_bnn.reproduce.measures import take_measure
@@ -167,17 +168,65 @@ def execute_run(
         return RunRecord(spec, Status.MISSING, reason="another process is running it")  # theirs to record
     except Exception as err:  # recorded below with the other failures
         return _record_failure(spec, folder, err, time.perf_counter() - start)
+    return _record_result(spec, folder, result, start)
+
+
+def _record_result(spec: RunSpec, folder: Path, result: RunResult, start: float, shared: float = 0.0) -> RunRecord:
+    """Takes ``spec``'s measures of a trained run and writes its ``done`` record (or its ``failed`` one when a
+    measure fails). ``start``: when the run's own work began; ``shared``: seconds of work it shared with others
+    (its part of a batch's training), added to its time."""
     try:
         metrics = {k: v for k, v in result.metrics.items() if k != "history"}
         for measure in spec.measures:
             metrics.update(take_measure(measure, result, folder, spec.config, dict(spec.other_data)))
         record = RunRecord(spec, Status.DONE, metrics, binned_history(result.metrics.get("history", [])))
     except Exception as err:
-        return _record_failure(spec, folder, err, time.perf_counter() - start)
-    record.seconds = time.perf_counter() - start
+        return _record_failure(spec, folder, err, shared + time.perf_counter() - start)
+    record.seconds = shared + time.perf_counter() - start
     record.code = code_version()
     write_record(folder, record)
     return record
+
+
+def execute_batch(
+    specs: list[RunSpec], runs_dir: str | Path, *, progress: bool = False, threads: int | None = None
+) -> list[RunRecord]:
+    """Trains compatible runs as one batch (:func:`~pyro_bnn.experiments.batched_runs.train_runs_batched`), then
+    measures and records each as :func:`execute_run` does; the records in the order of ``specs``.
+
+    Runs already done are returned as they are; when the batch is refused (its runs turn out incompatible once
+    built) every run trains alone instead. A run that diverges fails alone; one whose folder another process
+    holds comes back ``missing``.
+    """
+    if threads:
+        torch.set_num_threads(threads)
+    runs_dir = Path(runs_dir)
+    records = {spec.run_id: read_record(runs_dir, spec) for spec in specs}
+    todo = [spec for spec in specs if records[spec.run_id].status is not Status.DONE]
+    if len(todo) == 1:
+        records[todo[0].run_id] = execute_run(todo[0], runs_dir, progress=progress)
+    elif todo:
+        start = time.perf_counter()
+        try:
+            results = train_runs_batched(
+                [s.config for s in todo], [runs_dir / s.run_id for s in todo], progress=progress
+            )
+        except ValueError:  # not batchable after all: each run trains alone
+            results = None
+        if results is None:
+            for spec in todo:
+                records[spec.run_id] = execute_run(spec, runs_dir, progress=progress)
+        else:
+            shared = (time.perf_counter() - start) / len(todo)
+            for spec, result in zip(todo, results, strict=True):
+                folder = runs_dir / spec.run_id
+                if isinstance(result, RunFolderBusyError):
+                    records[spec.run_id] = RunRecord(spec, Status.MISSING, reason="another process is running it")
+                elif isinstance(result, BaseException):
+                    records[spec.run_id] = _record_failure(spec, folder, result, shared)
+                else:
+                    records[spec.run_id] = _record_result(spec, folder, result, time.perf_counter(), shared)
+    return [records[spec.run_id] for spec in specs]
 
 
 def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult | None:

@@ -139,6 +139,14 @@ def write_report(
     missing = [r for r in records if r.status is Status.MISSING]
     codes = sorted({r.code for r in done} - {""})
     hours = sum(r.seconds for r in done) / 3600
+    batched = [int(r.metrics["batched_runs"]) for r in done if r.metrics.get("batched_runs", 1) > 1]
+    batching = (
+        f"- Batched: {len(batched)} of the {len(done)} runs done trained in batches of 2 to {max(batched)} runs "
+        "(`pyro_bnn.batched`: one vectorised model per batch, each run with its own seed, noise and prior); "
+        "a run's time is its share of its batch's"
+        if batched
+        else f"- Batched: none of the {len(done)} runs done (each trained alone)"
+    )
     lines = [
         f"# {title}",
         "",
@@ -150,6 +158,7 @@ def write_report(
         f"({platform.python_version()}, torch {torch.__version__})",
         f"- Runs: {len(done)} done ({hours:.2f} h of run time), {len(failed)} failed, {len(missing)} missing "
         f"of {len(records)}",
+        batching,
         "",
         "## Verdicts",
         "",

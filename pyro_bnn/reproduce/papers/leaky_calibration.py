@@ -184,6 +184,9 @@ class LeakyCalibration:
     title = "One Simple Trick: Leaky ReLU against ReLU in mean-field BNNs (Tempczyk et al. 2022)"
     summary = "paper 000: ECE of ReLU vs Leaky ReLU BNNs (Table 1), the slope sweep, decalibration, flat plateaus"
     profiles = PROFILES
+    batch_runs = "auto"
+    """Compatible runs train together (:mod:`pyro_bnn.batched`): those of one model, data set and objective (seeds,
+    Leaky slopes), as many as fit in memory."""
 
     def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
         def table_1(models: list[str]) -> list[RunSpec]:

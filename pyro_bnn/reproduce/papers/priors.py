@@ -207,6 +207,9 @@ class Priors:
     title = "Priors and hyperpriors under ADVI, and the uncertainty of an MNIST CNN (Zharikov et al.)"
     summary = "paper 002: Normal/Laplace/Cauchy/flat priors x fixed scale or hyperprior on moons and circles; CNN"
     profiles = PROFILES
+    batch_runs = "auto"
+    """Compatible runs train together (:mod:`pyro_bnn.batched`): the fixed-scale and flat cells of one data set and
+    noise (seeds, families, scales) up to 32 to a batch, the CNN's seeds together; the hyperprior cells alone."""
 
     def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
         # Seed-major, so that an interrupted grid has every cell at its first seeds; each CNN seed after the

@@ -1,0 +1,208 @@
+"""Batched runs against separate runs, in one process: ``python bench/batched.py [--device cuda]``.
+
+A *run* here is what a grid trains: a fresh :class:`~pyro_bnn.infer.Trainer` (its own seed, guide, Adam and
+history) fitted for a fixed number of steps, with the objective ``--elbo auto`` picks for the default flat guide
+(the fused mean-field ELBO) and no per-epoch validation. Separate runs go one after another through
+``Trainer.fit``; a batch of R runs goes through :func:`pyro_bnn.batched.fit_batched`. Throughput is runs per hour;
+the ratio is batched over separate throughput at the same R. Workloads:
+
+- ``moons``: the 2-5-5-2 tanh net on 700 two-moons points, full batch, 300 steps (the ``priors`` grid's runs);
+- ``3fc``: the 3FC (784-1200-1200-10, ReLU) on Fashion-MNIST, batch 128, 20 steps;
+- ``lenet``: LeNet-5 on Fashion-MNIST, batch 128, 20 steps.
+
+Separate throughput is measured on ``min(R, 3)`` runs (runs of one workload take the same time); each batched R is
+timed once after one warm-up batch. Writes ``bench/BATCHED.md`` and ``bench/batched-<device>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import pyro
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import run as bench_run  # noqa: E402  (bench/run.py: machine, commit)
+
+from pyro_bnn import BNN  # noqa: E402
+from pyro_bnn.batched import fit_batched  # noqa: E402
+from pyro_bnn.data import BatchLoader, load_dataset  # noqa: E402
+from pyro_bnn.infer import Trainer  # noqa: E402
+from pyro_bnn.likelihoods import Categorical  # noqa: E402
+from pyro_bnn.models import build_model  # noqa: E402
+from pyro_bnn.priors import NormalPrior  # noqa: E402
+
+RUN_COUNTS = (1, 4, 8, 32)
+GOALS = {("cpu", "moons", 32): 10.0, ("cpu", "3fc", 4): 1.3, ("cuda", "3fc", 8): 4.0}
+"""The issue's throughput goals: (device, workload, R) -> batched / separate."""
+
+
+def _workloads(device: torch.device) -> dict[str, dict]:
+    moons = load_dataset("moons", val_size=0, train_subset=700, seed=0, noise=0.4, n_samples=5000)
+    try:
+        fashion = load_dataset("fashion-mnist", val_size=0, seed=0)
+        fx, fy, source = fashion.train.x[: 128 * 20], fashion.train.y[: 128 * 20], "Fashion-MNIST"
+    except (FileNotFoundError, OSError, ValueError):
+        generator = torch.Generator().manual_seed(0)
+        fx, fy = torch.rand(128 * 20, 1, 28, 28, generator=generator), torch.randint(0, 10, (128 * 20,))
+        source = "random images (Fashion-MNIST not installed)"
+    return {
+        "moons": {
+            "model": ("mlp:5,5", (2,), 2, "tanh"),
+            "data": (moons.train.x, moons.train.y),
+            "batch": 700,
+            "epochs": 300,
+            "lr": 0.05,
+            "what": "2-5-5-2 tanh, 700 two-moons points full batch, 300 steps",
+        },
+        "3fc": {
+            "model": ("3fc", (1, 28, 28), 10, "relu"),
+            "data": (fx, fy),
+            "batch": 128,
+            "epochs": 1,
+            "lr": 1e-3,
+            "what": f"3FC on {source}, batch 128, 20 steps",
+        },
+        "lenet": {
+            "model": ("lenet", (1, 28, 28), 10, "relu"),
+            "data": (fx, fy),
+            "batch": 128,
+            "epochs": 1,
+            "lr": 1e-3,
+            "what": f"LeNet-5 on {source}, batch 128, 20 steps",
+        },
+    }
+
+
+def _trainer(work: dict, seed: int, device: torch.device) -> tuple[Trainer, BatchLoader]:
+    name, shape, classes, activation = work["model"]
+    x, y = work["data"]
+    pyro.set_rng_seed(seed)
+    net = build_model(name, input_shape=shape, num_classes=classes, activation=activation)
+    bnn = BNN(net, NormalPrior(0.0, 1.0), Categorical(len(x)))
+    trainer = Trainer(
+        bnn, "flat:rel=1", optim=pyro.optim.Adam({"lr": work["lr"]}), seed=seed, device=device, progress=False
+    )
+    return trainer, BatchLoader(x, y, work["batch"], shuffle=True, seed=seed, device=device)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def separate_seconds(work: dict, count: int, device: torch.device) -> float:
+    """Mean seconds of one run trained alone (over ``count`` runs, after one warm-up run)."""
+    trainer, loader = _trainer(work, 100, device)
+    trainer.fit(loader, work["epochs"])
+    _sync(device)
+    start = time.perf_counter()
+    for seed in range(count):
+        trainer, loader = _trainer(work, seed, device)
+        trainer.fit(loader, work["epochs"])
+    _sync(device)
+    return (time.perf_counter() - start) / count
+
+
+def batched_seconds(work: dict, runs: int, device: torch.device) -> float:
+    """Seconds to train ``runs`` runs as one batch (after one warm-up batch)."""
+    for warm in (True, False):
+        built = [_trainer(work, (1000 if warm else 0) + seed, device) for seed in range(runs)]
+        _sync(device)
+        start = time.perf_counter()
+        outcomes = fit_batched([t for t, _ in built], [loader for _, loader in built], work["epochs"], progress=False)
+        _sync(device)
+        seconds = time.perf_counter() - start
+        if any(o.failed for o in outcomes):
+            raise RuntimeError(f"a batched benchmark run failed: {[o.error for o in outcomes if o.failed][0]}")
+    return seconds
+
+
+def measure(device: torch.device, names: list[str], counts: tuple[int, ...]) -> list[dict]:
+    rows = []
+    for name, work in _workloads(device).items():
+        if name not in names:
+            continue
+        alone = separate_seconds(work, min(max(counts), 3), device)
+        for runs in counts:
+            seconds = batched_seconds(work, runs, device)
+            separate_rate, batched_rate = 3600 / alone, 3600 * runs / seconds
+            goal = GOALS.get((device.type, name, runs))
+            rows.append(
+                {
+                    "workload": name,
+                    "what": work["what"],
+                    "runs": runs,
+                    "separate_s_per_run": alone,
+                    "batched_s": seconds,
+                    "separate_runs_per_hour": separate_rate,
+                    "batched_runs_per_hour": batched_rate,
+                    "ratio": batched_rate / separate_rate,
+                    "goal": goal,
+                }
+            )
+            print(
+                f"{name:6s} R={runs:2d}: separate {alone:.3f} s/run, batched {seconds:.3f} s for {runs} "
+                f"-> {batched_rate / separate_rate:.2f}x" + (f" (goal {goal}x)" if goal else ""),
+                flush=True,
+            )
+    return rows
+
+
+def render(device: torch.device, rows: list[dict]) -> str:
+    lines = [
+        f"### {bench_run.DEVICE_TITLES.get(device.type, device.type)}: {bench_run.machine()}",
+        "",
+        "| workload | R | separate: s per run | batched: s for R runs | runs / hour, separate | runs / hour, batched "
+        "| ratio | goal |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        goal = row["goal"]
+        verdict = "" if goal is None else f"{goal:g}x: {'met' if row['ratio'] >= goal else 'not met'}"
+        lines.append(
+            f"| {row['workload']} | {row['runs']} | {row['separate_s_per_run']:.3f} | {row['batched_s']:.3f} "
+            f"| {row['separate_runs_per_hour']:,.0f} | {row['batched_runs_per_hour']:,.0f} | {row['ratio']:.2f}x "
+            f"| {verdict} |"
+        )
+    lines += ["", "Workloads: " + "; ".join(sorted({f"`{r['workload']}`: {r['what']}" for r in rows})) + "."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--workloads", default="moons,3fc,lenet")
+    parser.add_argument("--runs", default=",".join(map(str, RUN_COUNTS)))
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    counts = tuple(int(r) for r in args.runs.split(","))
+    rows = measure(device, args.workloads.split(","), counts)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    result = {"device": device.type, "machine": bench_run.machine(), "commit": bench_run._git_commit(), "rows": rows}
+    (HERE / f"batched-{device.type}.json").write_text(json.dumps(result, indent=1))
+    sections = []
+    for kind in ("cpu", "cuda"):
+        path = HERE / f"batched-{kind}.json"
+        if path.exists():
+            saved = json.loads(path.read_text())
+            sections.append(render(torch.device(kind), saved["rows"]) + f"\n\nCommit {saved['commit']}.")
+    (HERE / "BATCHED.md").write_text(
+        "# Batched runs against separate runs\n\n"
+        f"Written by `python bench/batched.py` (last: {stamp}). A run: a fresh Trainer (seed, default flat guide, "
+        "Adam, fused ELBO, no validation) fitted for a fixed number of steps; separate runs go one after another "
+        "through `Trainer.fit`, batched ones through `pyro_bnn.batched.fit_batched`. The ratio is batched over "
+        "separate throughput; the goals are the issue's.\n\n" + "\n\n".join(sections) + "\n"
+    )
+    print(f"wrote {HERE / 'BATCHED.md'}")
+
+
+if __name__ == "__main__":
+    main()

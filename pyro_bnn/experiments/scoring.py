@@ -1,0 +1,74 @@
+"""Scoring a trained run on its test set, and the figure of that prediction (``pyro-bnn train`` and
+``pyro-bnn evaluate`` both use them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.data import TensorSplit
+from pyro_bnn.evaluation import calibration, predictive_moments, regression_metrics
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
+from pyro_bnn.predict import Prediction, predict
+
+
+def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) -> tuple[dict[str, Any], Prediction]:
+    """Test metrics of the posterior predictive and of the posterior-mean network (where the source has one; a
+    deep ensemble has none, and gets the predictive's metrics alone).
+
+    Classification: ``accuracy, nll, brier, ece, mce, posterior_mean_accuracy, posterior_mean_ece``.
+    Regression: ``rmse, nll, coverage`` (of mean ± 2 sd; :func:`pyro_bnn.evaluation.regression_metrics`) and
+    ``posterior_mean_rmse``.
+    """
+    prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples, point=True)
+    mean_net = prediction.point
+    if not prediction.is_classification:
+        metrics = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
+        if mean_net is not None:
+            mean_rmse = regression_metrics(mean_net.means, mean_net.noise_scale, mean_net.targets)["rmse"]
+            metrics["posterior_mean_rmse"] = mean_rmse
+        return metrics, prediction
+    metrics = prediction.metrics(n_bins=config.n_bins)
+    if mean_net is not None:
+        mean_metrics = mean_net.metrics(n_bins=config.n_bins)
+        metrics["posterior_mean_accuracy"] = mean_metrics["accuracy"]
+        metrics["posterior_mean_ece"] = mean_metrics["ece"]
+    return metrics, prediction
+
+
+def save_prediction_figure(
+    prediction: Prediction,
+    config: RunConfig,
+    out: Path,
+    *,
+    suffix: str = "",
+    title: str,
+    train: TensorSplit | None = None,
+    test: TensorSplit | None = None,
+) -> Path:
+    """Writes the figure of a test prediction into ``out`` and returns its path.
+
+    Classification: the reliability diagram ``reliability{suffix}.png``. Regression: ``predictive{suffix}.png``,
+    the predictive mean ± 2 sd over the test inputs of ``test`` (its targets drawn as the true function) with the
+    ``train`` points as dots.
+    """
+    if prediction.is_classification:
+        result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
+        return save_figure(plot_reliability(result, title=title), out / f"reliability{suffix}.png")
+    if test is None:
+        raise ValueError("a regression figure needs the test split (its inputs are the x axis)")
+    mean, sd = predictive_moments(prediction.means, prediction.noise_scale)
+    figure = plot_regression(
+        test.x,
+        mean,
+        sd,
+        x_train=None if train is None else train.x,
+        y_train=None if train is None else train.y,
+        y_true=test.y,
+        title=title,
+    )
+    return save_figure(figure, out / f"predictive{suffix}.png")

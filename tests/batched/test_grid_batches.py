@@ -1,0 +1,136 @@
+"""Batched runs in the grid: compatible specs are grouped, each run of a batch gets an ordinary run folder, and a
+run that cannot share a batch trains alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from pyro_bnn.experiments.batched_runs import auto_batch_runs, batch_key, run_memory_bytes, train_runs_batched
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.evaluate import evaluate_run
+from pyro_bnn.reproduce import LocalExecutor, Status, run_grid
+from pyro_bnn.reproduce.executors import check_batch_runs, group_specs
+from pyro_bnn.reproduce.spec import RunSpec
+
+BASE = RunConfig(
+    dataset="moons",
+    model="tanh-small",
+    activation="tanh",
+    guide="flat:0.05",
+    epochs=4,
+    batch_size=64,
+    num_samples=8,
+    num_val_samples=4,
+    device="cpu",
+    lr=0.02,
+)
+
+
+def _spec(**changes) -> RunSpec:
+    config = dataclasses.replace(BASE, **changes)
+    return RunSpec(config, label="-".join(f"{k}{v}" for k, v in changes.items()) or "base")
+
+
+def test_batch_keys_group_what_may_share_a_batch():
+    base = batch_key(BASE)
+    assert base is not None
+    for changes in (
+        {"seed": 3},
+        {"prior": "laplace:0,0.3"},
+        {"lr": 0.1},
+        {"kl_anneal": "linear:2"},
+        {"guide": "flat:0.1"},
+    ):
+        assert batch_key(dataclasses.replace(BASE, **changes)) == base, changes
+    assert batch_key(dataclasses.replace(BASE, activation="leaky:-0.5")) == batch_key(
+        dataclasses.replace(BASE, activation="leaky:0.2")
+    )
+    for changes in ({"batch_size": 32}, {"epochs": 5}, {"model": "mlp:4"}, {"activation": "relu"}, {"guide": "bbb"}):
+        assert batch_key(dataclasses.replace(BASE, **changes)) != base, changes
+    for alone in (
+        {"prior": "hierarchical:normal,halfcauchy,1"},
+        {"prior": "mixture:0.5,1,0.01"},
+        {"guide": "autonormal:0.01"},
+        {"guide": "flat:0.05,loc=map"},
+        {"num_particles": 2},
+        {"elbo": "fast-local"},
+        {"optimizer": "sgd"},
+        {"node_noise": True, "guide": "mixture:2"},
+    ):
+        assert batch_key(dataclasses.replace(BASE, **alone)) is None, alone
+
+
+def test_specs_are_grouped_in_chunks_of_compatible_runs():
+    specs = [_spec(seed=s) for s in range(5)] + [_spec(prior="hierarchical:normal,halfcauchy,1", elbo="trace")]
+    specs.insert(2, _spec(seed=9, batch_size=32))
+    groups = group_specs(specs, 2)
+    assert [[s.config.seed for s in g] for g in groups] == [[0, 1], [9], [2, 3], [4], [0]]
+    assert group_specs(specs, 1) == [[s] for s in specs]
+    assert check_batch_runs("auto") == "auto" and check_batch_runs("4") == 4
+    with pytest.raises(ValueError, match="batch_runs must be an int >= 1 or 'auto', got 0"):
+        check_batch_runs(0)
+
+
+def test_auto_batch_size_follows_the_memory_estimate(monkeypatch):
+    import pyro_bnn.experiments.batched_runs as module
+
+    per_run = run_memory_bytes(BASE)
+    monkeypatch.setattr(module, "free_memory_bytes", lambda device: int(per_run * 10 / module.AUTO_MEMORY_SHARE))
+    assert auto_batch_runs(BASE) == 10
+    monkeypatch.setattr(module, "free_memory_bytes", lambda device: 1)
+    assert auto_batch_runs(BASE) == 1
+    monkeypatch.setattr(module, "free_memory_bytes", lambda device: 10**15)
+    assert auto_batch_runs(BASE) == module.AUTO_MAX_RUNS
+    # On a CPU a network as large as the 3FC trains alone: batching does not pay there.
+    big = dataclasses.replace(BASE, dataset="fashion-mnist", model="3fc", activation="relu")
+    assert auto_batch_runs(big) == 1
+
+
+def test_a_batched_grid_writes_ordinary_run_folders(tmp_path):
+    """Four compatible runs train as one batch, a hierarchical one alone; every folder holds what a single run's
+    does, `evaluate` re-scores a batched run from its checkpoint, and a rerun trains nothing."""
+    specs = [_spec(seed=s, prior=p) for s, p in ((0, "normal:0,1"), (1, "laplace:0,1"), (2, "flat"), (3, "normal:0,3"))]
+    specs.append(_spec(prior="hierarchical:normal,halfcauchy,1", elbo="trace"))
+    out = tmp_path / "grid"
+    records = run_grid(specs, out, LocalExecutor(batch_runs=8), progress=False)
+    assert [r.status for r in records] == [Status.DONE] * 5, [r.reason for r in records]
+    assert [r.metrics.get("batched_runs", 1) for r in records] == [4, 4, 4, 4, 1]
+    for record in records:
+        folder = out / "runs" / record.spec.run_id
+        assert {"config.json", "checkpoint.pt", "history.json", "metrics.json", "result.json"} <= {
+            p.name for p in folder.iterdir()
+        }
+        assert len(record.history) == 4
+    batched = out / "runs" / records[1].spec.run_id
+    metrics = json.loads((batched / "metrics.json").read_text())
+    rescored = evaluate_run(batched, num_samples=8)
+    assert abs(rescored["accuracy"] - metrics["accuracy"]) < 0.2
+    first = records  # the rerun below trains nothing: the same records come back
+    again = run_grid(specs, out, LocalExecutor(batch_runs=8), progress=False)
+    assert [r.metrics for r in again] == [r.metrics for r in first]
+
+
+def test_train_runs_batched_refuses_runs_that_cannot_share_a_batch(tmp_path):
+    configs = [BASE, dataclasses.replace(BASE, batch_size=32)]
+    with pytest.raises(ValueError, match="cannot share a batch"):
+        train_runs_batched(configs, [tmp_path / "a", tmp_path / "b"])
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_batch_refused_once_built_falls_back_to_single_runs(tmp_path, monkeypatch):
+    """A refusal that only the built runs reveal (here: made up) makes every run train alone, with its record."""
+    import pyro_bnn.reproduce.records as records
+
+    def refuse(*args, **kwargs):
+        raise ValueError("refused after building")
+
+    monkeypatch.setattr(records, "train_runs_batched", refuse)
+    specs = [_spec(seed=s) for s in range(2)]
+    done = run_grid(specs, tmp_path / "grid", LocalExecutor(batch_runs=2), progress=False)
+    assert [r.status for r in done] == [Status.DONE] * 2
+    assert all("batched_runs" not in r.metrics for r in done)
+    assert torch.isfinite(torch.tensor([r.metrics["accuracy"] for r in done])).all()
