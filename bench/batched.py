@@ -194,6 +194,11 @@ def main() -> None:
         if path.exists():
             saved = json.loads(path.read_text())
             sections.append(render(torch.device(kind), saved["rows"]) + f"\n\nCommit {saved['commit']}.")
+        else:
+            sections.append(
+                f"### {bench_run.DEVICE_TITLES[kind]}: not measured yet (no such device where this ran); "
+                f"`python bench/batched.py --device {kind}` adds it."
+            )
     (HERE / "BATCHED.md").write_text(
         "# Batched runs against separate runs\n\n"
         f"Written by `python bench/batched.py` (last: {stamp}). A run: a fresh Trainer (seed, default flat guide, "

@@ -14,38 +14,13 @@ import torch
 from pyro_bnn.batched.kl import BatchedKL
 
 
-def _square_norm(a: torch.Tensor) -> torch.Tensor:
-    """Row-wise sums of squares of an ``(R, n)`` tensor, ``(R,)``, in one pass without an ``(R, n)`` temporary
-    (a batched product ``a @ a`` and ``torch.linalg.vecdot`` were both several times slower on a CPU)."""
-    return torch.linalg.vector_norm(a, dim=1).square()
-
-
-def closed_form_kl(kl: BatchedKL, loc: torch.Tensor, scale: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
-    """Each run's closed-form KL (:meth:`BatchedKL.closed_form`) with row-wise dot products: ``(R, D)`` → ``(R,)``."""
-    total = loc.new_zeros(loc.shape[0])
-    for seg in kl.closed_segments:
-        sl = slice(seg.start, seg.stop)
-        mu, sigma, ls = loc[:, sl], scale[:, sl], log_scale[:, sl]
-        n = seg.stop - seg.start
-        if seg.scale.shape[1] == 1:
-            s, m = seg.scale[:, 0], seg.loc[:, 0]
-            diff = mu if bool((m == 0).all()) else mu - m[:, None]
-            quad = _square_norm(sigma) + _square_norm(diff)
-            value = 0.5 * quad / s.square() - ls.sum(1) + n * (s.log() - 0.5)
-        else:
-            per = 0.5 * (sigma.square() + (mu - seg.loc).square()) / seg.scale.square() - ls + seg.scale.log() - 0.5
-            value = per.sum(1)
-        total = total + (value if bool(seg.closed.all()) else torch.where(seg.closed, value, torch.zeros_like(value)))
-    return total
-
-
 class _DrawStacked(torch.autograd.Function):
     @staticmethod
     def forward(ctx, loc, log_scale, eps, kl, pair):
         scale = log_scale.exp()
         plus = torch.addcmul(loc, scale, eps)
         minus = torch.addcmul(loc, scale, eps, value=-1.0) if pair else None
-        value = closed_form_kl(kl, loc, scale, log_scale)
+        value = kl.closed_form(loc, scale, log_scale)
         ctx.save_for_backward(loc, scale, eps)
         ctx.kl, ctx.pair = kl, pair
         ctx.set_materialize_grads(False)

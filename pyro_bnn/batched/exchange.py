@@ -47,9 +47,10 @@ def check_adam(optimizers: Sequence[torch.optim.Optimizer]) -> tuple[tuple[float
         if type(optimizer) is not torch.optim.Adam:
             raise ValueError(f"batched runs train with Adam; run {run} uses {type(optimizer).__name__}")
         for group in optimizer.param_groups:
-            if group.get("amsgrad") or group.get("maximize") or group.get("differentiable"):
+            if any(group.get(k) for k in ("amsgrad", "maximize", "differentiable", "decoupled_weight_decay")):
                 raise ValueError(
-                    f"run {run}'s Adam uses amsgrad, maximize or differentiable, which batched runs do not take"
+                    f"run {run}'s Adam uses amsgrad, maximize, differentiable or decoupled weight decay, which batched "
+                    "runs do not take"
                 )
             settings = (tuple(group["betas"]), group["eps"])
             if shared is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,19 +105,21 @@ def _check_trainers(trainers: Sequence[Trainer], loaders: Sequence[Iterable], ep
     return steps.pop()
 
 
-def _set_up(trainer: Trainer, loader: Iterable, resume_from: str | os.PathLike | None) -> None:
-    """What ``Trainer.fit`` does before its first epoch, for one run."""
+def _set_up(trainer: Trainer, loader: Iterable, resume_from: str | os.PathLike | None) -> tuple[tuple, tuple]:
+    """What ``Trainer.fit`` does before its first epoch, for one run; returns the shapes of its first batch."""
     if resume_from is None and trainer.seed is not None and trainer.optimizer is None:
         pyro.set_rng_seed(trainer.seed)  # the guide starts where a single run with this seed starts
     x, y = next(iter(loader))
     x, y = x.to(trainer.device), y.to(trainer.device)
     trainer.setup(x, y)
+
     _check_all_labels(loader, trainer.bnn, x)
     if resume_from is not None:
         trainer.load_checkpoint(resume_from)
     if trainer._clip:
         raise ValueError("batched runs do not clip gradients: train a run with gradient clipping alone")
     trainer.stop_training = False
+    return tuple(x.shape), tuple(y.shape)
 
 
 class _Batch:
@@ -193,8 +196,16 @@ def fit_batched(
     resume_from = list(resume_from) if resume_from is not None else [None] * count
     if len(val_loaders) != count or len(resume_from) != count:
         raise ValueError("val_loaders and resume_from need one entry per trainer")
-    for trainer, loader, checkpoint in zip(trainers, train_loaders, resume_from, strict=True):
+    shapes = [
         _set_up(trainer, loader, checkpoint)
+        for trainer, loader, checkpoint in zip(trainers, train_loaders, resume_from, strict=True)
+    ]
+    for run, shape in enumerate(shapes):
+        if shape != shapes[0]:
+            raise ValueError(
+                f"run {run}'s first batch has shapes {shape[0]} and {shape[1]}, run 0's {shapes[0][0]} and "
+                f"{shapes[0][1]}: the runs of a batch need the same batch size and data shapes"
+            )
     starts = {t.epoch for t in trainers}
     if len(starts) != 1:
         raise ValueError(f"the runs of a batch must resume at the same epoch, got epochs {sorted(starts)}")
@@ -218,6 +229,15 @@ def fit_batched(
             for callback in trainer.callbacks:
                 callback.on_train_end(trainer)
     return batch.outcomes
+
+
+def _step_scheduler(scheduler) -> None:
+    """Steps a run's learning-rate scheduler. Its optimiser never steps itself (the batched Adam updates the run), so
+    torch would warn that the scheduler steps first; the rates are read before each batched update and the
+    scheduler stepped after it, the order of a single run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+        scheduler.step()
 
 
 def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_steps: int, epochs: int) -> None:
@@ -265,7 +285,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             trainer = trainers[run]
             trainer.global_step += 1
             if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.STEP:
-                trainer.scheduler.step()
+                _step_scheduler(trainer.scheduler)
     batch.epoch_totals = (totals.tolist(), kl_totals, time.perf_counter() - start, num_steps)
 
 
@@ -308,7 +328,7 @@ def _end_epoch(batch: _Batch, epoch: int, epochs: int) -> None:
         trainer.epoch += 1
         trainer.history.append(record)
         if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.EPOCH:
-            trainer.scheduler.step()
+            _step_scheduler(trainer.scheduler)
         for callback in trainer.callbacks:
             callback.on_epoch_end(trainer, record)
         if trainer.stop_training or trainer.epoch >= epochs:

@@ -29,6 +29,7 @@ from pyro_bnn.guides.flat import split_sites
 from pyro_bnn.nn.leaky_relu import LeakyReLU
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+_DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 LOOP_MIN_WEIGHTS = 1 << 16
 """From this many weights per run, :meth:`RunStack.outputs` runs the R networks one after another rather than in
@@ -84,13 +85,29 @@ def _check_models(models: Sequence[BNN]) -> None:
         shapes = [(s.name, tuple(s.shape)) for s in model.sites]
         if shapes != [(s.name, tuple(s.shape)) for s in first.sites]:
             raise ValueError(f"run {run}'s weight sites differ from run 0's")
-        if type(model.likelihood) is not type(first.likelihood) or repr(model.likelihood) != repr(first.likelihood):
+        if not _same_likelihood(model.likelihood, first.likelihood):
             raise ValueError(
-                f"run {run}'s likelihood ({model.likelihood!r}) differs from run 0's ({first.likelihood!r})"
+                f"run {run}'s likelihood ({model.likelihood!r}) differs from run 0's ({first.likelihood!r}) in its "
+                "class, data set size, KL scaling or parameters (a Gaussian's noise scale): batch runs that share it"
+            )
+        dropout = [name for name, m in model.net.named_modules() if isinstance(m, _DROPOUTS) and m.p > 0]
+        if dropout:
+            raise ValueError(
+                f"run {run}'s network has dropout ({dropout[0]}), which batched runs do not draw: train it alone"
             )
         for (name, a), (_, b) in zip(_net_buffers(model), _net_buffers(first), strict=True):
             if a.shape != b.shape or not torch.equal(a, b):
                 raise ValueError(f"run {run}'s network buffer {name!r} differs from run 0's; batch runs that share it")
+
+
+def _same_likelihood(a: nn.Module, b: nn.Module) -> bool:
+    """The same likelihood class, settings (data set size, KL scaling) and parameters and buffers."""
+    if type(a) is not type(b) or repr(a) != repr(b):
+        return False
+    if (a.dataset_size, a.kl_scale) != (b.dataset_size, b.kl_scale):
+        return False
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(sa[k].shape == sb[k].shape and torch.equal(sa[k], sb[k]) for k in sa)
 
 
 def _net_buffers(model: BNN) -> list[tuple[str, torch.Tensor]]:

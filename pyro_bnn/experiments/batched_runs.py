@@ -147,7 +147,11 @@ def train_runs_batched(
         raise
     for index, folder, _ in folders:
         error = results[index] if isinstance(results[index], BaseException) else None
-        folder.__exit__(type(error) if error else None, error, None)
+        try:  # every folder is released, whatever happens to another
+            folder.__exit__(type(error) if error else None, error, None)
+        except Exception as err:
+            results[index] = err
+            continue
         if not error:
             result = results[index]
             final = Path(out_dirs[index])

@@ -211,8 +211,8 @@ def execute_batch(
             results = train_runs_batched(
                 [s.config for s in todo], [runs_dir / s.run_id for s in todo], progress=progress
             )
-        except ValueError:  # not batchable after all: each run trains alone
-            results = None
+        except Exception:  # refused (not batchable after all) or failed as a batch (out of memory): each run alone,
+            results = None  # resuming any checkpoint the batch wrote, and recording its own failure if it fails
         if results is None:
             for spec in todo:
                 records[spec.run_id] = execute_run(spec, runs_dir, progress=progress)

@@ -141,7 +141,8 @@ def write_report(
     hours = sum(r.seconds for r in done) / 3600
     batched = [int(r.metrics["batched_runs"]) for r in done if r.metrics.get("batched_runs", 1) > 1]
     batching = (
-        f"- Batched: {len(batched)} of the {len(done)} runs done trained in batches of 2 to {max(batched)} runs "
+        f"- Batched: {len(batched)} of the {len(done)} runs done trained in batches of {min(batched)} to "
+        f"{max(batched)} runs "
         "(`pyro_bnn.batched`: one vectorised model per batch, each run with its own seed, noise and prior); "
         "a run's time is its share of its batch's"
         if batched

@@ -108,7 +108,10 @@ def test_a_diverging_run_fails_alone_and_the_others_are_unchanged():
     broken, outcomes = _fit(broken_specs, 3)
     assert outcomes[1].failed and isinstance(outcomes[1].error, NonFiniteLossError)
     assert "loss became nan at epoch 1" in str(outcomes[1].error)
-    assert torch.isfinite(broken[1].guide.loc).all()
+    # Frozen at its last good values: it failed in epoch 1, so those are the values it started from.
+    fresh, train, _ = _trainer(seed=1, lr=1e30)
+    fresh.fit(train, 0)
+    assert torch.equal(broken[1].guide.loc, fresh.guide.loc)
     for r in (0, 2):
         assert not outcomes[r].failed
         assert torch.equal(sane[r].guide.loc, broken[r].guide.loc)
@@ -154,3 +157,46 @@ def test_batched_runs_match_separate_runs_over_seeds(guide):
     diff = batched.mean(0) - separate.mean(0)
     se = (batched.var(0) / len(seeds) + separate.var(0) / len(seeds)).sqrt()
     assert (diff.abs() < 3 * se + 1e-3).all(), (diff, se)
+
+
+def test_learning_rate_schedules_step_as_in_a_single_run(recwarn):
+    """A per-step schedule gives the batched run the learning rates of the same run trained alone, epoch by epoch,
+    without torch's warning about the scheduler stepping before its optimiser."""
+
+    def schedule(optimizer):
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5**step)
+
+    kw = {"lr_scheduler": schedule, "lr_scheduler_interval": "step"}
+    _, outcomes = _fit([{"seed": 0, **kw}, {"seed": 1}], 3)
+    single, train, val = _trainer(seed=0, **kw)
+    history = single.fit(train, 3, val_loader=val)
+    assert [r["lr"] for r in outcomes[0].history] == [r["lr"] for r in history]
+    assert outcomes[0].history[-1]["lr"] == 0.05 * 0.5**9
+    assert not [w for w in recwarn if "lr_scheduler.step()" in str(w.message)]
+
+
+def test_a_bayes_by_backprop_batch_resumes_exactly(tmp_path):
+    """Bayes by Backprop's per-site mu and rho are copied to and from the batched Adam's rows: a batch resumed from
+    its checkpoints ends where an uninterrupted one ends."""
+    specs = [{"seed": s, "guide": "bbb", "objective": "trace"} for s in (0, 1)]
+    full, _ = _fit(specs, 4)
+    paths = [tmp_path / f"run{i}.pt" for i in range(2)]
+    _fit([{**s, "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)], 2)
+    resumed, _ = _fit(
+        [{**s, "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)], 4, resume_from=paths
+    )
+    for a, b in zip(full, resumed, strict=True):
+        for (name, x), (_, y) in zip(a.guide.named_parameters(), b.guide.named_parameters(), strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_runs_with_other_batch_sizes_are_refused():
+    built = [_trainer(seed=0), _trainer(seed=1)]
+    x, y = _data(1)
+    other = BatchLoader(x[:N], y[:N], batch_size=30, shuffle=True, seed=1)  # 4 steps against 3
+    with pytest.raises(ValueError, match="same number of steps per epoch"):
+        fit_batched([t for t, _, _ in built], [built[0][1], other], 1, progress=False)
+    odd = BatchLoader(x[:N], y[:N], batch_size=34, shuffle=True, seed=1)  # also 4 steps: 34, 34, 34, 18
+    odd_first = BatchLoader(x[:N], y[:N], batch_size=30, shuffle=True, seed=0)
+    with pytest.raises(ValueError, match="same batch size"):
+        fit_batched([_trainer(seed=0)[0], _trainer(seed=1)[0]], [odd_first, odd], 1, progress=False)

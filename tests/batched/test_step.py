@@ -124,10 +124,12 @@ def test_batched_bayes_by_backprop_step_equals_the_hand_written_objective():
         expected = data + weight * kl_value
         torch.testing.assert_close(loss[r], expected, rtol=1e-9, atol=1e-9)
         expected.backward()
-        site = bnn.site_names[0]
-        mu_param = dict(guide.named_parameters())[f"locs.{site}_unconstrained"]
-        start, stop = stack.sites[0].start, stack.sites[0].stop
-        torch.testing.assert_close(stack.loc.grad[r, start:stop], mu_param.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+        params = dict(guide.named_parameters())
+        for site in stack.sites:  # every site's mu and rho (softplus) gradient
+            mu, rho = params[f"locs.{site.name}_unconstrained"], params[f"rhos.{site.name}_unconstrained"]
+            sl = slice(site.start, site.stop)
+            torch.testing.assert_close(stack.loc.grad[r, sl], mu.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+            torch.testing.assert_close(stack.raw_scale.grad[r, sl], rho.grad.reshape(-1), rtol=1e-9, atol=1e-9)
 
 
 def test_a_diverging_run_leaves_the_others_bit_identical():
@@ -195,3 +197,32 @@ def test_networks_that_differ_are_refused():
         RunStack([a[0], bnn], [a[1], guide])
     with pytest.raises(ValueError, match="FlatMeanField .* or BayesByBackprop"):
         RunStack([a[0]], [pyro.infer.autoguide.AutoNormal(a[0])])
+
+
+def test_looped_and_vmapped_networks_give_the_same_outputs():
+    runs = [_run("normal:0,1", "flat:0.1", seed) for seed in range(3)]
+    models, guides = zip(*runs, strict=True)
+    x = torch.randn(3, B, 2, dtype=torch.float64)
+    looped, mapped = RunStack(models, guides, loop_runs=True), RunStack(models, guides, loop_runs=False)
+    weights = looped.split(looped.loc.detach())
+    torch.testing.assert_close(looped.outputs(x, weights), mapped.outputs(x, weights), rtol=0, atol=1e-12)
+
+
+def test_likelihoods_or_dropout_that_differ_are_refused():
+    from pyro_bnn.likelihoods import Gaussian
+
+    def regression(scale, dropout=0.0):
+        pyro.set_rng_seed(0)
+        net = build_model("mlp:4", input_shape=(2,), num_classes=1, activation="tanh", dropout=dropout).double()
+        bnn = BNN(net, parse_prior("normal:0,1"), Gaussian(N, scale=scale)).double()
+        guide = parse_guide("flat:0.1").build(bnn).double()
+        with torch.no_grad(), pyro.poutine.block():
+            guide(torch.randn(B, 2, dtype=torch.float64), torch.randn(B, 1, dtype=torch.float64))
+        return bnn, guide
+
+    (a, ga), (b, gb) = regression(0.1), regression(1.0)
+    with pytest.raises(ValueError, match="run 1's likelihood .* differs from run 0's"):
+        RunStack([a, b], [ga, gb])
+    (c, gc) = regression(0.1, dropout=0.2)
+    with pytest.raises(ValueError, match="run 0's network has dropout"):
+        RunStack([c], [gc])

@@ -153,10 +153,38 @@ def test_ray_trains_the_same_ensemble_members_as_local(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     members = _member_specs(2)
     local = run_grid(_ensemble_grid(members), tmp_path / "local", progress=False)
+    # Two runs that share one batch (a Ray task per batch): the same results as the batch trained locally.
+    batch = [
+        RunSpec(
+            RunConfig(
+                dataset="moons",
+                model="mlp:8",
+                guide="flat:0.05",
+                epochs=2,
+                batch_size=50,
+                seed=s,
+                train_subset=100,
+                val_size=50,
+                num_samples=4,
+                num_val_samples=2,
+                device="cpu",
+            ),
+            label=f"b{s}",
+        )
+        for s in (0, 1)
+    ]
+    local_batch = run_grid(batch, tmp_path / "local-batch", make_executor("local", batch_runs=2), progress=False)
     try:
         remote = run_grid(_ensemble_grid(members), tmp_path / "ray", make_executor("ray", workers=2), progress=False)
+        remote_batch = run_grid(
+            batch, tmp_path / "ray-batch", make_executor("ray", workers=2, batch_runs=2), progress=False
+        )
     finally:
         ray.shutdown()
+    assert [r.metrics.get("batched_runs") for r in remote_batch] == [2, 2]
+    for ours, theirs in zip(local_batch, remote_batch, strict=True):
+        assert theirs.metrics["accuracy"] == pytest.approx(ours.metrics["accuracy"], rel=1e-6)
+        assert theirs.metrics["nll"] == pytest.approx(ours.metrics["nll"], rel=1e-6)
     assert [r.status for r in remote] == [Status.DONE] * 3
     for ours, theirs in zip(local, remote, strict=True):  # the same metrics for the members and their mixture
         for key in ("accuracy", "nll", "ece"):
