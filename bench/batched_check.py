@@ -86,7 +86,7 @@ def main() -> None:
         "",
     ]
     (HERE / "BATCHED_CHECK.md").write_text("\n".join(text))
-    print("\n".join(text[:7]))
+    print("\n".join(text[4:7]))
 
 
 if __name__ == "__main__":

@@ -141,8 +141,9 @@ def write_report(
     hours = sum(r.seconds for r in done) / 3600
     batched = [int(r.metrics["batched_runs"]) for r in done if r.metrics.get("batched_runs", 1) > 1]
     batching = (
-        f"- Batched: {len(batched)} of the {len(done)} runs done trained in batches of {min(batched)} to "
-        f"{max(batched)} runs "
+        f"- Batched: {len(batched)} of the {len(done)} runs done trained in batches of "
+        + (f"{max(batched)}" if min(batched) == max(batched) else f"{min(batched)} to {max(batched)}")
+        + " runs "
         "(`pyro_bnn.batched`: one vectorised model per batch, each run with its own seed, noise and prior); "
         "a run's time is its share of its batch's"
         if batched

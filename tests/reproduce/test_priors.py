@@ -262,6 +262,10 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
                        command="pyro-bnn reproduce priors --profile quick")  # fmt: skip
     text = report.read_text()
     assert "Runs: 19 done" in text and "0 failed, 0 missing" in text
+    # Batched by default: the fixed-scale and flat cells of each data set share a batch, the hyperpriors and the CNN
+    # train alone.
+    batched = [line for line in text.splitlines() if line.startswith("- Batched:")]
+    assert batched and batched[0].startswith("- Batched: 10 of the 19 runs done trained in batches of 5 runs"), batched
     verdicts = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(verdicts) == 4
     assert all(Verdict.INCONCLUSIVE.value in line for line in verdicts[:3])  # one seed
