@@ -10,8 +10,9 @@ the ratio is batched over separate throughput at the same R. Workloads:
 - ``3fc``: the 3FC (784-1200-1200-10, ReLU) on Fashion-MNIST, batch 128, 20 steps;
 - ``lenet``: LeNet-5 on Fashion-MNIST, batch 128, 20 steps.
 
-Separate throughput is measured on ``min(R, 3)`` runs (runs of one workload take the same time); each batched R is
-timed once after one warm-up batch. Writes ``bench/BATCHED.md`` and ``bench/batched-<device>.json``.
+Each R is timed in 3 rounds after a warm-up round; a round trains 2 runs alone, then R runs as one batch, so that a
+drift of the machine's speed hits both; the medians are kept. Writes ``bench/BATCHED.md`` and
+``bench/batched-<device>.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -98,31 +100,48 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def separate_seconds(work: dict, count: int, device: torch.device) -> float:
-    """Mean seconds of one run trained alone (over ``count`` runs, after one warm-up run)."""
-    trainer, loader = _trainer(work, 100, device)
-    trainer.fit(loader, work["epochs"])
+ROUNDS = 3
+"""Timed rounds per measurement, each timing separate runs and then the batch, so that a drift of this shared
+machine's speed hits both alike; the medians are kept."""
+
+SEPARATE_PER_ROUND = 2
+"""Runs trained alone per round (runs of one workload take the same time)."""
+
+
+def _separate(work: dict, seeds: range, device: torch.device) -> float:
+    """Mean seconds of one run trained alone, over ``seeds``."""
     _sync(device)
     start = time.perf_counter()
-    for seed in range(count):
+    for seed in seeds:
         trainer, loader = _trainer(work, seed, device)
         trainer.fit(loader, work["epochs"])
     _sync(device)
-    return (time.perf_counter() - start) / count
+    return (time.perf_counter() - start) / len(seeds)
 
 
-def batched_seconds(work: dict, runs: int, device: torch.device) -> float:
-    """Seconds to train ``runs`` runs as one batch (after one warm-up batch)."""
-    for warm in (True, False):
-        built = [_trainer(work, (1000 if warm else 0) + seed, device) for seed in range(runs)]
-        _sync(device)
-        start = time.perf_counter()
-        outcomes = fit_batched([t for t, _ in built], [loader for _, loader in built], work["epochs"], progress=False)
-        _sync(device)
-        seconds = time.perf_counter() - start
-        if any(o.failed for o in outcomes):
-            raise RuntimeError(f"a batched benchmark run failed: {[o.error for o in outcomes if o.failed][0]}")
-    return seconds
+def _batched(work: dict, seeds: range, device: torch.device) -> float:
+    """Seconds to train one run per seed as one batch."""
+    built = [_trainer(work, seed, device) for seed in seeds]
+    _sync(device)
+    start = time.perf_counter()
+    outcomes = fit_batched([t for t, _ in built], [loader for _, loader in built], work["epochs"], progress=False)
+    _sync(device)
+    if any(o.failed for o in outcomes):
+        raise RuntimeError(f"a batched benchmark run failed: {[o.error for o in outcomes if o.failed][0]}")
+    return time.perf_counter() - start
+
+
+def timings(work: dict, runs: int, device: torch.device) -> tuple[float, float]:
+    """Median seconds of one run alone and of ``runs`` runs batched, over :data:`ROUNDS` rounds after a warm-up
+    round."""
+    alone, batched = [], []
+    for round_ in range(ROUNDS + 1):
+        a = _separate(work, range(1000 * round_, 1000 * round_ + SEPARATE_PER_ROUND), device)
+        b = _batched(work, range(1000 * round_ + 100, 1000 * round_ + 100 + runs), device)
+        if round_:  # round 0 warms up
+            alone.append(a)
+            batched.append(b)
+    return statistics.median(alone), statistics.median(batched)
 
 
 def measure(device: torch.device, names: list[str], counts: tuple[int, ...]) -> list[dict]:
@@ -130,9 +149,8 @@ def measure(device: torch.device, names: list[str], counts: tuple[int, ...]) -> 
     for name, work in _workloads(device).items():
         if name not in names:
             continue
-        alone = separate_seconds(work, min(max(counts), 3), device)
         for runs in counts:
-            seconds = batched_seconds(work, runs, device)
+            alone, seconds = timings(work, runs, device)
             separate_rate, batched_rate = 3600 / alone, 3600 * runs / seconds
             goal = GOALS.get((device.type, name, runs))
             rows.append(
@@ -202,7 +220,8 @@ def main() -> None:
     (HERE / "BATCHED.md").write_text(
         "# Batched runs against separate runs\n\n"
         f"Written by `python bench/batched.py` (last: {stamp}). A run: a fresh Trainer (seed, default flat guide, "
-        "Adam, fused ELBO, no validation) fitted for a fixed number of steps; separate runs go one after another "
+        "Adam, fused ELBO, no validation) fitted for a fixed number of steps (medians over rounds); separate runs go "
+        "one after another "
         "through `Trainer.fit`, batched ones through `pyro_bnn.batched.fit_batched`. The ratio is batched over "
         "separate throughput; the goals are the issue's.\n\n" + "\n\n".join(sections) + "\n"
     )

@@ -155,7 +155,7 @@ class RunStack:
                 for name, p in models[0].net.named_parameters()
                 if p.requires_grad
             }
-        self._buffers = dict(_net_buffers(models[0]))
+        self._shared_buffers = dict(_net_buffers(models[0]))
         self.loop_runs = self.loc.shape[1] >= LOOP_MIN_WEIGHTS if loop_runs is None else bool(loop_runs)
         """Run the networks one after another instead of in one vmapped pass (see :data:`LOOP_MIN_WEIGHTS`)."""
         # A copy of run 0's network runs every run's values; a leaky ReLU whose slope differs between the runs
@@ -211,7 +211,7 @@ class RunStack:
             ``(R', B, out)``.
         """
         per_run = self.per_run_values() if per_run is None else per_run
-        buffers = self._buffers
+        buffers = self._shared_buffers
         if self.loop_runs:
             # One ordinary pass per run on views of its values (unbind: one backward node per tensor).
             values = {name: value.unbind(0) for name, value in {**weights, **per_run}.items()}

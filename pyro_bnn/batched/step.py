@@ -17,6 +17,7 @@ other runs of its batch, and the backward pass of the summed loss gives each run
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from pyro_bnn.batched.draw import draw_stacked
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.layout import ScaleMap
 from pyro_bnn.batched.stack import RunStack
-from pyro_bnn.rng import standard_normal
+from pyro_bnn.rng import PARALLEL_MIN_NUMEL, standard_normal
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,12 @@ class RunNoise:
     def draw(self, shape: tuple[int, ...], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """``(R, *shape)`` standard normal values, run r's from its own generator."""
         out = torch.empty((len(self.generators), *shape), dtype=dtype, device=device)
+        small = math.prod(shape) < PARALLEL_MIN_NUMEL
         for row, generator in zip(out, self.generators, strict=True):
-            # A large draw is filled in chunks on every core (pyro_bnn.rng), seeded from the run's generator.
-            standard_normal(shape, dtype=dtype, device=device, generator=generator, out=row)
+            if small:  # what standard_normal does for a small draw, without its per-call profiler range
+                row.normal_(generator=generator)
+            else:  # filled in chunks on every core (pyro_bnn.rng), seeded from the run's generator
+                standard_normal(shape, dtype=dtype, device=device, generator=generator, out=row)
         return out
 
 
@@ -103,7 +107,13 @@ class BatchedStep:
             delta = scale * eps
             plus, minus = loc + delta, (loc - delta if antithetic else None)
             kl = self.kl.closed_form(loc, scale, log_scale)
-        if antithetic:
+        if antithetic and x.shape[1] % 2 == 0 and not stack.loop_runs:
+            # Both halves in one vmapped pass over 2R networks (the per-call overhead dominates small nets).
+            half = x.shape[1] // 2
+            per_run = {k: torch.cat([v, v]) for k, v in stack.per_run_values().items()}
+            both = stack.outputs(torch.cat([x[:, :half], x[:, half:]]), stack.split(torch.cat([plus, minus])), per_run)
+            output = torch.cat([both[: x.shape[0]], both[x.shape[0] :]], dim=1)
+        elif antithetic:
             half = (x.shape[1] + 1) // 2
             output = torch.cat(
                 [stack.outputs(x[:, :half], stack.split(plus)), stack.outputs(x[:, half:], stack.split(minus))], dim=1
