@@ -8,6 +8,7 @@ exception of a run into a ``failed`` record with a one-line reason, so one bad r
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import statistics
@@ -38,9 +39,13 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+@functools.cache
 def code_version() -> str:
     """``pyro_bnn <version>`` and, in a git checkout, the commit (``+dirty`` when ``pyro_bnn/`` has uncommitted
-    changes), so a report names the code that produced each run."""
+    changes), so a report names the code that produced each run.
+
+    Read once per process, at its first record: a grid runs the code it loaded, so a commit made, or a file edited,
+    while it runs must not change what its later records name."""
     root = Path(pyro_bnn.__file__).resolve().parent.parent
     version = f"pyro_bnn {pyro_bnn.__version__}"
     try:

@@ -211,3 +211,17 @@ def test_a_record_keeps_a_long_history_binned_to_a_hundred_rows():
     assert sum(row["loss"] * row["epochs"] for row in binned) == pytest.approx(sum(range(250)))
     short = history[:RECORD_HISTORY_ROWS]
     assert binned_history(short) == short  # a history of 100 epochs or fewer is kept as it is
+
+
+def test_the_code_version_is_read_once_per_process(monkeypatch):
+    """A commit or an edit while a grid runs must not change what its later records name: the version is read at
+    the first record and kept."""
+    records_module.code_version.cache_clear()
+    first = records_module.code_version()
+    assert first.startswith("pyro_bnn ")
+
+    def no_git(*args, **kwargs):
+        raise AssertionError("git was asked again")
+
+    monkeypatch.setattr(records_module.subprocess, "run", no_git)
+    assert records_module.code_version() == first
