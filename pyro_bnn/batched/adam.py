@@ -87,13 +87,3 @@ class BatchedAdam:
             for r, row in enumerate(rows):
                 row.grad = grad[r] if grad is not None and keep[r] else None
         self.optimizer.step()
-
-    def state_of(self, leaf: int, run: int) -> dict:
-        """The torch Adam state (``step``, ``exp_avg``, ``exp_avg_sq``; empty before the first update) of run
-        ``run``'s row of stacked parameter ``leaf``."""
-        return self.optimizer.state[self.rows[leaf][run]]
-
-    @property
-    def steps(self) -> list[float]:
-        """Each run's update count (of its first stacked parameter)."""
-        return [float(self.state_of(0, r).get("step", 0.0)) for r in range(self.num_runs)]

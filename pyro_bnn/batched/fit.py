@@ -219,8 +219,8 @@ def fit_batched(
             batch.active[run] = False
     bar = tqdm(total=max(0, epochs - epoch), desc=f"{count} batched runs", disable=not progress, dynamic_ncols=True)
     while batch.running():
-        _train_epoch(batch, train_loaders, epoch, num_steps, epochs)
-        _end_epoch(batch, epoch, epochs)
+        totals = _train_epoch(batch, train_loaders, epoch, num_steps)
+        _end_epoch(batch, epoch, epochs, totals)
         epoch += 1
         bar.update(1)
     bar.close()
@@ -240,7 +240,9 @@ def _step_scheduler(scheduler) -> None:
         scheduler.step()
 
 
-def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_steps: int, epochs: int) -> None:
+def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_steps: int) -> tuple:
+    """One epoch's steps of every run; returns ``(per-run [loss, data term] sums, per-run KL weight sums, seconds,
+    steps)`` for :func:`_end_epoch`."""
     trainers, stack = batch.trainers, batch.stack
     device, dtype = stack.loc.device, stack.loc.dtype
     for trainer in trainers:
@@ -286,12 +288,12 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             trainer.global_step += 1
             if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.STEP:
                 _step_scheduler(trainer.scheduler)
-    batch.epoch_totals = (totals.tolist(), kl_totals, time.perf_counter() - start, num_steps)
+    return totals.tolist(), kl_totals, time.perf_counter() - start, num_steps
 
 
-def _end_epoch(batch: _Batch, epoch: int, epochs: int) -> None:
+def _end_epoch(batch: _Batch, epoch: int, epochs: int, epoch_totals: tuple) -> None:
     trainers, stack = batch.trainers, batch.stack
-    totals, kl_totals, seconds, num_steps = batch.epoch_totals
+    totals, kl_totals, seconds, num_steps = epoch_totals
     finite = torch.isfinite(stack.loc).all(1) & torch.isfinite(stack.raw_scale).all(1)
     for value in stack.deterministic.values():
         finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(1)

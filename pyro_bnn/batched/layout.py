@@ -63,16 +63,6 @@ class GuideLayout:
     sites: tuple[FlatSite, ...]
     segments: tuple[Segment, ...]
 
-    @property
-    def num_latents(self) -> int:
-        """D, the number of scalar weights."""
-        return self.sites[-1].stop if self.sites else 0
-
-    @property
-    def parameters(self) -> list[nn.Parameter]:
-        """Every guide parameter the layout covers: the locations, then the raw scales."""
-        return [s.loc for s in self.segments] + [s.raw_scale for s in self.segments]
-
     def read(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Copies of the flat ``(loc, raw_scale)``, both ``(D,)``."""
         with torch.no_grad():
@@ -86,12 +76,6 @@ class GuideLayout:
         for s in self.segments:
             s.loc.copy_(loc[s.start : s.stop].view_as(s.loc))
             s.raw_scale.copy_(raw_scale[s.start : s.stop].view_as(s.raw_scale))
-
-    def pieces(self, loc_like: torch.Tensor, raw_like: torch.Tensor) -> list[tuple[nn.Parameter, torch.Tensor]]:
-        """``[(parameter, its part of the flat tensor)]`` for flat ``(D,)`` tensors laid out like the locations and
-        the raw scales (e.g. Adam's moments), each part shaped like its parameter."""
-        out = [(s.loc, loc_like[s.start : s.stop].view_as(s.loc)) for s in self.segments]
-        return out + [(s.raw_scale, raw_like[s.start : s.stop].view_as(s.raw_scale)) for s in self.segments]
 
 
 def _real_sites(model: BNN) -> tuple[FlatSite, ...]:

@@ -233,12 +233,3 @@ class RunStack:
         self.layouts[run].write(self.loc[run], self.raw_scale[run])
         for name, value in self.deterministic.items():
             self.models[run].net.get_parameter(name).copy_(value[run])
-
-    @torch.no_grad()
-    def read_run(self, run: int) -> None:
-        """Copies run ``run``'s guide and network values into the stack (after a checkpoint was loaded)."""
-        loc, raw = self.layouts[run].read()
-        self.loc[run] = loc
-        self.raw_scale[run] = raw
-        for name, value in self.deterministic.items():
-            value[run] = self.models[run].net.get_parameter(name)

@@ -9,6 +9,7 @@ reports do not know a run was batched, except by the ``batched_runs`` entry of i
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -173,10 +174,11 @@ batched 3FC runs (2.8 M weights) took 1.4x as long as four separate ones, LeNet-
 moons nets (57 weights) trained 7x faster (``bench/BATCHED.md``)."""
 
 
-def _net_size(config: RunConfig) -> tuple[int, int]:
-    """``(weights, activations per example)`` of the run's network."""
-    shape = dataset_shape(config.dataset)
-    net = build_model(config.model, input_shape=shape.input_shape, num_classes=shape.num_classes or 1)
+@functools.cache
+def _net_size(dataset: str, model: str) -> tuple[int, int]:
+    """``(weights, activations per example)`` of ``model`` built for ``dataset`` (built once per pair)."""
+    shape = dataset_shape(dataset)
+    net = build_model(model, input_shape=shape.input_shape, num_classes=shape.num_classes or 1)
     weights = sum(p.numel() for p in net.parameters())
     activations = 0
 
@@ -199,7 +201,7 @@ def run_memory_bytes(config: RunConfig) -> int:
     """About how many bytes one run of ``config`` occupies in a batch: 12 numbers per weight (location, raw scale,
     their gradients, Adam's moments, the noise, the drawn weight and slack) and, per training example, 4 numbers per
     activation of the network (the forward values, their gradients and the pre-activations)."""
-    weights, activations = _net_size(config)
+    weights, activations = _net_size(config.dataset, config.model)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
     return 4 * (12 * weights + 4 * config.batch_size * activations + inputs * config.batch_size)
 
@@ -217,7 +219,7 @@ def auto_batch_runs(config: RunConfig) -> int:
     """How many runs like ``config`` ``--batch-runs auto`` puts in one batch: as many as fit in
     :data:`AUTO_MEMORY_SHARE` of the free memory by :func:`run_memory_bytes`, at most :data:`AUTO_MAX_RUNS`, at
     least 1; on a CPU, 1 for networks of :data:`CPU_MAX_WEIGHTS` weights or more (batching does not pay there)."""
-    if resolve_device(config.device).type == "cpu" and _net_size(config)[0] >= CPU_MAX_WEIGHTS:
+    if resolve_device(config.device).type == "cpu" and _net_size(config.dataset, config.model)[0] >= CPU_MAX_WEIGHTS:
         return 1
     budget = AUTO_MEMORY_SHARE * free_memory_bytes(config.device)
     return max(1, min(AUTO_MAX_RUNS, int(budget // max(1, run_memory_bytes(config)))))
