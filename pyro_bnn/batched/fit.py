@@ -154,6 +154,21 @@ class _Batch:
         """Which runs still train (a list: read on the host every step)."""
         self.outcomes = [RunOutcome(t.history) for t in trainers]
 
+    @torch.no_grad()
+    def write_back(self, runs: list[int]) -> None:
+        """Copies the stacked values and Adam moments of ``runs`` into their own guides, networks and optimisers."""
+        for run in runs:
+            self.stack.write_run(run)
+            self.bridge.store(run)
+
+    def finite(self) -> torch.Tensor:
+        """``(R,)`` bool: the runs whose stacked values are all finite."""
+        stack = self.stack
+        finite = torch.isfinite(stack.loc).all(1) & torch.isfinite(stack.raw_scale).all(1)
+        for value in stack.deterministic.values():
+            finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(1)
+        return finite
+
     def fail(self, run: int, message: str) -> None:
         self.active[run] = False
         self.outcomes[run].error = NonFiniteLossError(message)
@@ -292,11 +307,9 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
 
 
 def _end_epoch(batch: _Batch, epoch: int, epochs: int, epoch_totals: tuple) -> None:
-    trainers, stack = batch.trainers, batch.stack
+    trainers = batch.trainers
     totals, kl_totals, seconds, num_steps = epoch_totals
-    finite = torch.isfinite(stack.loc).all(1) & torch.isfinite(stack.raw_scale).all(1)
-    for value in stack.deterministic.values():
-        finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(1)
+    finite = batch.finite()
     for run in batch.running():
         if not bool(finite[run]):
             batch.fail(
@@ -306,9 +319,7 @@ def _end_epoch(batch: _Batch, epoch: int, epochs: int, epoch_totals: tuple) -> N
                 "init scale or gradient clipping.",
             )
     running = batch.running()
-    for run in running:
-        stack.write_run(run)
-        batch.bridge.store(run)
+    batch.write_back(running)
     records = {}
     for run in running:
         trainer = trainers[run]

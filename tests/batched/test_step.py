@@ -10,11 +10,13 @@ from torch.distributions import Normal, kl_divergence
 import pyro_bnn.infer.fast as fast_module
 from pyro_bnn import BNN
 from pyro_bnn.batched import BatchedAdam, BatchedForm, BatchedKL, BatchedStep, RunStack
+from pyro_bnn.batched.stack import linear_chain
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import FastMeanFieldELBO
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import parse_prior
+from pyro_bnn.priors.selection import weights_only
 
 N, B, STEPS = 40, 16, 4
 
@@ -199,13 +201,69 @@ def test_networks_that_differ_are_refused():
         RunStack([a[0]], [pyro.infer.autoguide.AutoNormal(a[0])])
 
 
-def test_looped_and_vmapped_networks_give_the_same_outputs():
-    runs = [_run("normal:0,1", "flat:0.1", seed) for seed in range(3)]
-    models, guides = zip(*runs, strict=True)
-    x = torch.randn(3, B, 2, dtype=torch.float64)
-    looped, mapped = RunStack(models, guides, loop_runs=True), RunStack(models, guides, loop_runs=False)
-    weights = looped.split(looped.loc.detach())
-    torch.testing.assert_close(looped.outputs(x, weights), mapped.outputs(x, weights), rtol=0, atol=1e-12)
+def _leaky_runs(slopes, select=None):
+    runs = []
+    for seed, slope in enumerate(slopes):
+        pyro.set_rng_seed(seed)
+        net = build_model("mlp:6,4", input_shape=(1, 2, 2), num_classes=3, activation=f"leaky:{slope}").double()
+        bnn = BNN(net, parse_prior("normal:0,1", select=select), Categorical(N)).double()
+        guide = parse_guide("flat:0.1").build(bnn).double()
+        with torch.no_grad(), pyro.poutine.block():
+            guide(torch.randn(B, 1, 2, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+        runs.append((bnn, guide))
+    return runs
+
+
+@pytest.mark.parametrize("select", [None, weights_only], ids=["every parameter", "deterministic biases"])
+def test_the_chain_vmap_and_loop_give_the_same_outputs_and_gradients(select):
+    """The three ways of running R networks agree, forward and backward: per-run slopes (RunSlopeLeakyReLU),
+    deterministic biases and a flattened image input included."""
+    models, guides = zip(*_leaky_runs((-0.5, 0.0, 0.3), select), strict=True)
+    x = torch.randn(3, B, 1, 2, 2, dtype=torch.float64)
+    stacks = {
+        "chain": RunStack(models, guides, chain=True),
+        "vmap": RunStack(models, guides, chain=False, loop_runs=False),
+        "loop": RunStack(models, guides, chain=False, loop_runs=True),
+    }
+    assert stacks["chain"].chain is not None and stacks["vmap"].chain is None
+    assert bool(stacks["chain"].per_run_buffers) and (select is None) == (not stacks["chain"].deterministic)
+    results = {}
+    for name, stack in stacks.items():
+        out = stack.outputs(x, stack.split(stack.loc))
+        # a loss that weighs every output differently, so that a transposed or mixed-up gradient shows
+        weights = torch.linspace(-1, 2, out.numel(), dtype=out.dtype).reshape(out.shape)
+        (out * weights).sum().backward()
+        results[name] = (out.detach(), stack.loc.grad, *(v.grad for v in stack.deterministic.values()))
+    for name in ("vmap", "loop"):
+        for got, want in zip(results["chain"], results[name], strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    for r, (bnn, guide) in enumerate(zip(models, guides, strict=True)):
+        expected = bnn.apply_parameters(x[r], guide.split(guide.loc.detach()))
+        torch.testing.assert_close(results["chain"][0][r], expected, rtol=0, atol=1e-12)
+
+
+def test_only_chains_of_linear_layers_and_elementwise_activations_take_the_chain():
+    mlp = build_model("mlp:5,5", input_shape=(2,), num_classes=2, activation="tanh")
+    assert [name for name, _ in linear_chain(mlp)] == ["fc1", "act1", "fc2", "act2", "out"]
+    assert linear_chain(build_model("lenet", input_shape=(1, 28, 28), num_classes=10)) is None
+    assert linear_chain(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.LayerNorm(3))) is None
+    assert linear_chain(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Flatten())) is None  # not leading
+    assert linear_chain(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Dropout(0.0))) is not None
+
+    class Residual(torch.nn.Sequential):
+        def forward(self, x):
+            return x + super().forward(x)
+
+    assert linear_chain(Residual(torch.nn.Linear(3, 3))) is None
+    pyro.set_rng_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.LayerNorm(3), torch.nn.Linear(3, 2)).double()
+    bnn = BNN(net, parse_prior("normal:0,1"), Categorical(N)).double()
+    guide = parse_guide("flat:0.1").build(bnn).double()
+    with torch.no_grad(), pyro.poutine.block():
+        guide(torch.randn(B, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+    assert RunStack([bnn], [guide]).chain is None
+    with pytest.raises(ValueError, match="Sequential is not a chain of linear layers"):
+        RunStack([bnn], [guide], chain=True)
 
 
 def test_likelihoods_or_dropout_that_differ_are_refused():
