@@ -14,7 +14,7 @@ from torch import nn
 from pyro_bnn.bnn import BNN
 from pyro_bnn.laplace.options import LaplaceOptions, Subset
 from pyro_bnn.laplace.posterior import LaplacePosterior
-from pyro_bnn.likelihoods import Categorical, Gaussian, Likelihood
+from pyro_bnn.likelihoods import Categorical, Gaussian, KLScale, Likelihood
 from pyro_bnn.predict import ParameterSource, as_source
 from pyro_bnn.priors import NormalPrior
 
@@ -115,9 +115,9 @@ def fit_laplace(
 
     Raises:
         ImportError: laplace-torch is not installed (naming the ``laplace`` extra).
-        ValueError: an unknown option, a likelihood or prior it cannot map, per-example latents, a point without
-            values for every weight site, a loader without ``.dataset`` or of another size, or a network that the
-            chosen subset does not fit (one line each).
+        ValueError: an unknown option, a likelihood or prior it cannot map, per-example latents, hyperpriors, the
+            ``"paper"`` KL scale, a point without values for every weight site, a loader without ``.dataset`` or of
+            another size, or a network that the chosen subset does not fit (one line each).
     """
     if options is not None and option_values:
         raise ValueError(f"pass options or option values, not both; got options and {sorted(option_values)}")
@@ -128,6 +128,11 @@ def fit_laplace(
     kind = laplace_likelihood(bnn.likelihood)
     if bnn.local_latents:
         raise ValueError(f"Laplace covers weight sites only; the model has per-example latents {bnn.local_site_names}")
+    if bnn.likelihood.kl_scale is not KLScale.DATASET:
+        raise ValueError(
+            f"Laplace needs the full-data objective (kl_scale='dataset'); the likelihood has "
+            f"kl_scale={bnn.likelihood.kl_scale.value!r}"
+        )
     if bnn.hyper_site_names:
         raise ValueError(f"Laplace needs a fixed prior; the model has hyperprior sites {bnn.hyper_site_names[:3]}")
     precision, prior_mean = prior_start(bnn, options)

@@ -74,6 +74,12 @@ def test_a_likelihood_it_cannot_map_is_refused():
         fit_laplace(bnn, point, loader)
 
 
+def test_the_papers_kl_scale_is_refused():
+    bnn, point, loader = _regression(likelihood=Gaussian(N, kl_scale="paper"))
+    with pytest.raises(ValueError, match=r"needs the full-data objective \(kl_scale='dataset'\); .* kl_scale='paper'"):
+        fit_laplace(bnn, point, loader)
+
+
 def test_a_prior_precision_is_read_from_a_normal_prior_only():
     bnn, point, loader = _regression(prior=LaplacePrior(0.0, 1.0))
     with pytest.raises(ValueError, match=r"read from a NormalPrior, got LaplacePrior; pass prior_precision=") as err:

@@ -13,7 +13,7 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
-from pyro_bnn.laplace import fit_laplace, import_laplace
+from pyro_bnn.laplace import fit_laplace, import_laplace, predict_laplace
 from pyro_bnn.likelihoods import Gaussian
 from pyro_bnn.priors import NormalPrior
 
@@ -141,3 +141,30 @@ def test_marginal_likelihood_tuning_finds_the_evidence_maximising_precision():
     # visibly, and the untuned precision (10) is far from alpha_star
     assert abs(math.log(tuned / alpha_star)) < 0.05, (tuned, alpha_star)
     assert abs(math.log(10.0 / alpha_star)) > 2, alpha_star
+
+
+def test_the_glm_and_weight_space_predictives_are_the_exact_predictive():
+    """For a linear model the GLM is the model: both predictives draw f(x) ~ N(phi^T m, phi^T Sigma phi) exactly.
+    20000 draws estimate a variance to ~1 % (sd sqrt(2 / S)); 5 % fails a covariance off by the noise scale or the
+    prior. The Prediction adds the noise: predictive_std^2 = var f + SIGMA^2."""
+    x, y = _data()
+    mean, precision = _exact(x, y, 2.0)
+    bnn = _bnn(2.0)
+    posterior = fit_laplace(
+        bnn, _map(bnn, mean), BatchLoader(x, y, 16), subset="all", structure="full", tune_prior=False
+    )
+    x_test = torch.tensor([[0.0, 0.0], [3.0, -1.0], [-4.0, 4.0]])
+    features = _features(x_test)
+    f_mean = features @ mean
+    f_var = (features @ torch.linalg.inv(precision) * features).sum(-1)
+    torch.manual_seed(0)
+    for predictive in ("glm", "mc"):
+        prediction = predict_laplace(posterior, x_test, predictive=predictive, num_samples=20000)
+        assert prediction.means.shape == (20000, 3, 1)
+        torch.testing.assert_close(prediction.noise_scale, torch.tensor(SIGMA))
+        draws = prediction.means.squeeze(-1).double()
+        assert ((draws.mean(0) - f_mean).abs() < 0.05 * f_var.sqrt()).all(), predictive
+        torch.testing.assert_close(draws.var(0), f_var, rtol=0.05, atol=0)
+        torch.testing.assert_close(
+            prediction.predictive_std().squeeze(-1).double(), (f_var + SIGMA**2).sqrt(), rtol=0.03, atol=0
+        )
