@@ -96,7 +96,7 @@ def fit_laplace(
 
     The BNN's network is copied with its weight sites set to the point's values, laplace-torch's Hessian (the GGN,
     in the chosen structure) is summed over ``train_loader``, and the prior precision is tuned by the marginal
-    likelihood. The posterior is ``N(point, (H / T + prior precision)^-1)`` over the chosen weights; for the
+    likelihood. The posterior is ``N(point, (H + prior precision)^-1)`` over the chosen weights; for the
     approximation to mean what it says the point should be a MAP of the same prior and data.
 
     Args:
