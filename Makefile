@@ -17,7 +17,7 @@ install: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install --quiet -e '.[dev,ray,docs]'
+	$(PY) -m pip install --quiet -e '.[dev,ray,docs,laplace]'
 	touch $(STAMP)
 
 # Fashion-MNIST comes from Debian's dataset-fashion-mnist package. Installed when missing and we are root;

@@ -1,0 +1,209 @@
+"""Fitting laplace-torch around a BNN's MAP weights: the plain network at the MAP, the likelihood and prior it maps
+to, the Hessian over the training data and the prior precision tuned by the marginal likelihood."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from pyro_bnn.bnn import BNN
+from pyro_bnn.laplace.options import LaplaceOptions, Subset
+from pyro_bnn.laplace.posterior import LaplacePosterior
+from pyro_bnn.likelihoods import Categorical, Gaussian, KLScale, Likelihood
+from pyro_bnn.predict import ParameterSource, as_source
+from pyro_bnn.priors import NormalPrior
+
+INSTALL_HINT = "pip install 'pyro-bnn[laplace]'"
+"""How to install laplace-torch with pyro_bnn (the ``laplace`` extra of setup.cfg)."""
+
+
+def import_laplace() -> Any:
+    """laplace-torch's ``laplace`` module, or a one-line ImportError naming the extra that installs it."""
+    try:
+        with warnings.catch_warnings():
+            # a dependency of laplace-torch calls torch.jit.script at import, which torch 2.10+ deprecates
+            warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*", category=FutureWarning)
+            import laplace
+    except ImportError:
+        raise ImportError(
+            f"Laplace approximations need laplace-torch, which is not installed: {INSTALL_HINT}"
+        ) from None
+    return laplace
+
+
+def laplace_likelihood(likelihood: Likelihood) -> str:
+    """laplace-torch's name for a pyro_bnn likelihood: ``"classification"`` for
+    :class:`~pyro_bnn.likelihoods.Categorical`, ``"regression"`` for :class:`~pyro_bnn.likelihoods.Gaussian`.
+
+    Raises:
+        ValueError: any other likelihood.
+    """
+    if isinstance(likelihood, Categorical):
+        return "classification"
+    if isinstance(likelihood, Gaussian):
+        return "regression"
+    raise ValueError(f"Laplace covers the Categorical and Gaussian likelihoods only, got {type(likelihood).__name__}")
+
+
+def prior_start(bnn: BNN, options: LaplaceOptions) -> tuple[float, float]:
+    """The prior precision and mean the approximation starts from: the options' precision around 0, or the BNN's
+    Normal prior as ``(1 / scale^2, loc)``.
+
+    Raises:
+        ValueError: no precision given and the prior is not a :class:`~pyro_bnn.priors.NormalPrior`.
+    """
+    if options.prior_precision is not None:
+        return options.prior_precision, 0.0
+    if not isinstance(bnn.prior, NormalPrior):
+        raise ValueError(
+            f"the Laplace prior precision is read from a NormalPrior, got {type(bnn.prior).__name__}; "
+            "pass prior_precision="
+        )
+    return float(bnn.prior.scale) ** -2, float(bnn.prior.loc)
+
+
+def map_network(bnn: BNN, values: Mapping[str, torch.Tensor]) -> nn.Module:
+    """A plain copy of ``bnn.net`` whose weight sites are ordinary ``nn.Parameter`` s at ``values``.
+
+    Args:
+        bnn: The model (not changed).
+        values: ``{site name: param_shape}``, e.g. MAP weights.
+
+    Returns:
+        The network, in eval mode; its other parameters and buffers are copies of the BNN's.
+    """
+    net = copy.deepcopy(bnn.net)
+    for site in bnn.sites:
+        layer = net.get_submodule(site.layer)
+        delattr(layer, site.attr)  # the BNN's stand-in buffer
+        layer.register_parameter(site.attr, nn.Parameter(values[site.name].detach().clone()))
+    return net.eval()
+
+
+def fit_laplace(
+    bnn: BNN,
+    point: Mapping[str, torch.Tensor] | ParameterSource | Callable,
+    train_loader: Iterable,
+    options: LaplaceOptions | None = None,
+    **option_values: Any,
+) -> LaplacePosterior:
+    """Fits a Laplace approximation with laplace-torch around the point estimate of a BNN's weights.
+
+    The BNN's network is copied with its weight sites set to the point's values, laplace-torch's Hessian (the GGN,
+    in the chosen structure) is summed over ``train_loader``, and the prior precision is tuned by the marginal
+    likelihood. The posterior is ``N(point, (H + prior precision)^-1)`` over the chosen weights; for the
+    approximation to mean what it says the point should be a MAP of the same prior and data.
+
+    Args:
+        bnn: A weight-space BNN with a Categorical or Gaussian likelihood and no per-example latents.
+        point: The MAP weights ``{site: param_shape}``, or any parameter source with a point network (a MAP guide,
+            ``AutoDelta``, whose median is its point; a :class:`~pyro_bnn.predict.PointEstimate`).
+        train_loader: The training ``(x, y)`` batches the MAP was fitted to, with ``.dataset`` (a torch
+            ``DataLoader`` or :class:`~pyro_bnn.data.BatchLoader`); its size must be the likelihood's
+            ``dataset_size``.
+        options: The approximation's choices (:class:`~pyro_bnn.laplace.LaplaceOptions`); default as built from
+            ``option_values``.
+        **option_values: Fields of ``LaplaceOptions`` (``subset="all", structure="full"``) when ``options`` is None.
+
+    Returns:
+        The fitted :class:`~pyro_bnn.laplace.LaplacePosterior`.
+
+    Raises:
+        ImportError: laplace-torch is not installed (naming the ``laplace`` extra).
+        ValueError: an unknown option, a likelihood or prior it cannot map, per-example latents, hyperpriors, the
+            ``"paper"`` KL scale, a point without values for every weight site, a loader without ``.dataset`` or of
+            another size, or a network that the chosen subset does not fit (one line each).
+    """
+    if options is not None and option_values:
+        raise ValueError(f"pass options or option values, not both; got options and {sorted(option_values)}")
+    options = options if options is not None else LaplaceOptions(**option_values)
+    laplace = import_laplace()
+    if not isinstance(bnn, BNN):
+        raise ValueError(f"fit_laplace needs a pyro_bnn BNN, got {type(bnn).__name__}")
+    kind = laplace_likelihood(bnn.likelihood)
+    if bnn.local_latents:
+        raise ValueError(f"Laplace covers weight sites only; the model has per-example latents {bnn.local_site_names}")
+    if bnn.likelihood.kl_scale is not KLScale.DATASET:
+        raise ValueError(
+            f"Laplace needs the full-data objective (kl_scale='dataset'); the likelihood has "
+            f"kl_scale={bnn.likelihood.kl_scale.value!r}"
+        )
+    if bnn.hyper_site_names:
+        raise ValueError(f"Laplace needs a fixed prior; the model has hyperprior sites {bnn.hyper_site_names[:3]}")
+    precision, prior_mean = prior_start(bnn, options)
+    dataset = getattr(train_loader, "dataset", None)
+    if dataset is None:
+        raise ValueError("the training loader must expose .dataset (a torch DataLoader or pyro_bnn BatchLoader)")
+    if len(dataset) != bnn.likelihood.dataset_size:
+        raise ValueError(
+            f"the loader holds {len(dataset)} examples but the likelihood's dataset_size is "
+            f"{bnn.likelihood.dataset_size}; fit the Laplace approximation on the MAP's training data"
+        )
+    x_first = next(iter(train_loader))[0]
+    values = as_source(bnn, point).point(bnn, x_first)
+    if values is None:
+        raise ValueError(f"Laplace needs a point estimate (a MAP); the {type(point).__name__} has no point network")
+    missing = [name for name in bnn.site_names if name not in values]
+    if missing:
+        raise ValueError(f"the point estimate has no values for the weight sites {missing[:5]}")
+    values = {name: values[name].detach() for name in bnn.site_names}
+    net = map_network(bnn, values)
+    if options.subset is Subset.ALL:
+        others = [name for name, _ in net.named_parameters() if name not in values]
+        if others:
+            raise ValueError(f"subset='all' needs every network parameter to be a weight site; not sites: {others[:5]}")
+    sigma_noise = float(bnn.likelihood.scale) if kind == "regression" else 1.0
+    la = laplace.Laplace(
+        net,
+        kind,
+        subset_of_weights=options.subset.value,
+        hessian_structure=options.structure.value,
+        sigma_noise=sigma_noise,
+        prior_precision=precision,
+        prior_mean=prior_mean,
+    )
+    try:
+        la.fit(train_loader)
+    except ValueError as err:
+        if options.subset is Subset.LAST_LAYER and "last layer" in str(err):  # laplace-torch's last-layer search
+            raise ValueError(
+                f"last-layer Laplace needs a network that ends in an nn.Linear; laplace-torch: {err}"
+            ) from None
+        raise
+    if options.tune_prior:
+        with warnings.catch_warnings():
+            # laplace-torch's reminder that the probit link is its default; the marginal likelihood has no link
+            warnings.filterwarnings("ignore", message=".*link_approx.*")
+            la.optimize_prior_precision(
+                pred_type="glm",
+                method="marglik",
+                n_steps=options.marglik_steps,
+                lr=options.marglik_lr,
+                init_prior_prec=precision,
+                prior_structure=options.prior_structure.value,
+            )
+    return LaplacePosterior(bnn, la, values, _sampled_sites(bnn, la, options))
+
+
+def _sampled_sites(bnn: BNN, la: Any, options: LaplaceOptions) -> list[str]:
+    """The weight sites in the order of laplace-torch's parameter vector."""
+    if options.subset is Subset.ALL:
+        return [name for name, param in la.model.named_parameters() if param.requires_grad]
+    extractor = la.model  # laplace-torch's FeatureExtractor around its own copy of the network
+    layer_name = next(name for name, module in extractor.model.named_modules() if module is extractor.last_layer)
+    names = [f"{layer_name}.{attr}" if layer_name else attr for attr, _ in extractor.last_layer.named_parameters()]
+    not_sites = [name for name in names if name not in bnn.site_names]
+    if not names or not_sites:
+        raise ValueError(
+            f"laplace-torch took {layer_name!r} ({type(extractor.last_layer).__name__}) as the last layer, whose "
+            f"parameters must be weight sites of the BNN; not sites: {not_sites or 'it has no parameters'}"
+        )
+    return names
+
+
+__all__ = ["INSTALL_HINT", "fit_laplace", "import_laplace", "laplace_likelihood", "map_network", "prior_start"]

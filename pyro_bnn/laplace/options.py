@@ -1,0 +1,114 @@
+"""The choices of a Laplace approximation: which weights, which Hessian structure, how the prior is tuned, and which
+predictive."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from pyro_bnn.spec.values import enum_member
+
+
+class Subset(str, Enum):
+    """Which weights the Laplace approximation makes random."""
+
+    LAST_LAYER = "last_layer"
+    """The last layer only (laplace-torch finds it: the last leaf module that runs, which must be an
+    ``nn.Linear``); every other weight stays at its MAP value."""
+    ALL = "all"
+    """Every weight of the network (each network parameter must be a weight site of the BNN)."""
+
+
+class Structure(str, Enum):
+    """The structure of the log-likelihood Hessian (its generalised Gauss-Newton approximation)."""
+
+    DIAG = "diag"
+    """The diagonal of the GGN: independent weights."""
+    KRON = "kron"
+    """Kronecker-factored (KFAC): one ``B (x) A`` block per layer parameter, no covariance between parameters or
+    layers."""
+    FULL = "full"
+    """The dense GGN over the chosen weights (memory grows with the square of their number)."""
+
+
+class PriorStructure(str, Enum):
+    """How many prior precisions the marginal likelihood tunes."""
+
+    SCALAR = "scalar"
+    """One precision for every weight."""
+    LAYERWISE = "layerwise"
+    """One precision per parameter tensor (``weight`` and ``bias`` of each layer apart)."""
+
+
+class Predictive(str, Enum):
+    """How the Laplace posterior predicts."""
+
+    GLM = "glm"
+    """The linearised network (a generalised linear model in the weights): the outputs are Gaussian with mean
+    ``f(x; w_MAP)`` and covariance ``J Sigma J^T``, pushed through the link by ``link``."""
+    MC = "mc"
+    """Monte Carlo over the network itself: weight draws from the Laplace posterior, each run through the network
+    (:func:`pyro_bnn.predict.predict` with :meth:`LaplacePosterior.source`)."""
+
+
+class Link(str, Enum):
+    """How the GLM predictive turns Gaussian logits into class probabilities."""
+
+    PROBIT = "probit"
+    """The probit approximation ``softmax(mu / sqrt(1 + pi/8 var))``: one deterministic set of probabilities."""
+    MC = "mc"
+    """Monte Carlo: logit draws from the Gaussian, each through the softmax; one set of probabilities per draw."""
+
+
+@dataclass(frozen=True)
+class LaplaceOptions:
+    """How :func:`~pyro_bnn.laplace.fit_laplace` builds the approximation. Strings are turned into the enums.
+
+    Attributes:
+        subset: ``"last_layer"`` or ``"all"`` (:class:`Subset`).
+        structure: ``"diag"``, ``"kron"`` or ``"full"`` (:class:`Structure`).
+        prior_precision: The prior precision to start from (the fixed one when ``tune_prior`` is off). None reads
+            it from the BNN's prior, which must then be a :class:`~pyro_bnn.priors.NormalPrior`: ``1 / scale^2``,
+            around its ``loc``.
+        tune_prior: Tune the prior precision by maximising laplace-torch's Laplace estimate of the log marginal
+            likelihood (Adam on the log precision).
+        prior_structure: ``"scalar"`` or ``"layerwise"`` (:class:`PriorStructure`): what the tuning may vary.
+        marglik_steps: Adam steps of the tuning.
+        marglik_lr: Adam's learning rate on the log precision.
+
+    Raises:
+        ValueError: an unknown choice, or a number out of range (one line each).
+    """
+
+    subset: Subset | str = Subset.LAST_LAYER
+    structure: Structure | str = Structure.KRON
+    prior_precision: float | None = None
+    tune_prior: bool = True
+    prior_structure: PriorStructure | str = PriorStructure.SCALAR
+    marglik_steps: int = 100
+    marglik_lr: float = 0.1
+
+    def __post_init__(self) -> None:
+        # frozen: the normalised values are set through object.__setattr__, the dataclass's own route
+        object.__setattr__(self, "subset", enum_member(Subset, self.subset, "Laplace subset"))
+        object.__setattr__(self, "structure", enum_member(Structure, self.structure, "Hessian structure"))
+        object.__setattr__(
+            self, "prior_structure", enum_member(PriorStructure, self.prior_structure, "prior structure")
+        )
+        if self.prior_precision is not None:
+            value = self.prior_precision
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+                raise ValueError(f"prior_precision must be a finite number > 0 or None, got {value!r}")
+            object.__setattr__(self, "prior_precision", float(value))
+        if not isinstance(self.tune_prior, bool):
+            raise ValueError(f"tune_prior must be True or False, got {self.tune_prior!r}")
+        steps = self.marglik_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"marglik_steps must be an int >= 1, got {steps!r}")
+        lr = self.marglik_lr
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (0 < lr < math.inf):
+            raise ValueError(f"marglik_lr must be a finite number > 0, got {lr!r}")
+
+
+__all__ = ["LaplaceOptions", "Link", "Predictive", "PriorStructure", "Structure", "Subset"]

@@ -1,0 +1,112 @@
+"""The Laplace posterior's predictive as a :class:`~pyro_bnn.predict.Prediction`: the linearised (GLM) predictive,
+or Monte Carlo over weight draws through :func:`~pyro_bnn.predict.predict`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import torch
+
+from pyro_bnn.laplace.options import Link, Predictive
+from pyro_bnn.laplace.posterior import LaplacePosterior
+from pyro_bnn.predict import PointEstimate, Prediction, predict, predict_posterior_mean
+from pyro_bnn.spec.values import enum_member
+
+Data = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | Iterable
+
+
+def predict_laplace(
+    posterior: LaplacePosterior,
+    data: Data,
+    *,
+    predictive: Predictive | str = Predictive.GLM,
+    link: Link | str = Link.PROBIT,
+    num_samples: int = 100,
+    batch_size: int = 1000,
+    point: bool = False,
+) -> Prediction:
+    """The posterior predictive of a Laplace approximation on every input of ``data``.
+
+    ``predictive="mc"`` is :func:`~pyro_bnn.predict.predict` with :meth:`LaplacePosterior.source`: S weight draws,
+    each a network. ``predictive="glm"`` linearises the network at the MAP, so that its outputs are Gaussian,
+    ``f ~ N(f(x; w_MAP), J Sigma J^T)`` per input (laplace-torch's GLM predictive), and then
+
+    * classification, ``link="probit"``: ``probs (1, N, C)``, the probit approximation of ``E[softmax(f)]``;
+    * classification, ``link="mc"``: ``probs (S, N, C)``, ``softmax`` of S draws of ``f``;
+    * regression: ``means (S, N, D)``, S draws of ``f`` (the Prediction holds samples, not a variance), with the
+      Gaussian likelihood's ``noise_scale``.
+
+    The GLM's draws are drawn per input from its marginal ``N(mu_n, var_n)``, independently between inputs, so
+    GLM sample s is not one network: per-sample accuracies mean nothing there, the sample means and the metrics
+    (accuracy, NLL, ECE of the mean probabilities) do. ``log_likelihood (S, N)`` is the likelihood's, of each
+    sample's output, as :func:`~pyro_bnn.predict.predict` gives it.
+
+    Args:
+        posterior: The fitted approximation.
+        data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
+        predictive: ``"glm"`` or ``"mc"`` (:class:`~pyro_bnn.laplace.Predictive`).
+        link: ``"probit"`` or ``"mc"`` (:class:`~pyro_bnn.laplace.Link`), for the GLM predictive of a classifier.
+        num_samples: S, draws of the weights (``mc``) or of the outputs (``glm`` with sampling).
+        batch_size: Batch size used when ``data`` is a tensor or a pair.
+        point: Also score the MAP network and keep it as :attr:`Prediction.point` (``probs (1, N, C)`` or
+            ``means (1, N, D)``).
+
+    Returns:
+        The :class:`~pyro_bnn.predict.Prediction`.
+
+    Raises:
+        ValueError: an unknown predictive or link, or bad data (one line each).
+    """
+    predictive = enum_member(Predictive, predictive, "Laplace predictive")
+    link = enum_member(Link, link, "GLM link")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    bnn = posterior.bnn
+    if predictive is Predictive.MC:
+        return predict(bnn, posterior.source(), data, num_samples=num_samples, batch_size=batch_size, point=point)
+    regression = posterior.laplace.likelihood == "regression"
+    batches = _batches(data, batch_size)
+    device = next(iter(posterior.map_values.values())).device
+    bnn.validate_batch(batches[0][0][:1].to(device))
+    outputs = []
+    for x, _ in batches:
+        outputs.append(_glm_outputs(posterior, x.to(device), regression, link, num_samples))
+    output = torch.cat(outputs, dim=1)  # (S, N, out)
+    targets = None if any(y is None for _, y in batches) else torch.cat([y.to(device) for _, y in batches])
+    fields = bnn.likelihood.prediction_fields(output)
+    log_likelihood = None if targets is None else bnn.likelihood.log_likelihood(output, targets)
+    prediction = Prediction(**fields, targets=targets, log_likelihood=log_likelihood)
+    if point:
+        pairs = [(x, y) if y is not None else x for x, y in batches]
+        prediction.point = predict_posterior_mean(bnn, PointEstimate(posterior.mean()), pairs, batch_size=batch_size)
+    return prediction
+
+
+def _glm_outputs(posterior: LaplacePosterior, x: torch.Tensor, regression: bool, link: Link, num: int) -> torch.Tensor:
+    """What the likelihood reads as network outputs, ``(S, B, out)``: GLM draws of ``f``, or for the probit link
+    the log of its probabilities ``(1, B, C)`` (a softmax of log-probabilities gives them back)."""
+    la = posterior.laplace
+    if regression or link is Link.MC:
+        return la.functional_samples(x, pred_type="glm", n_samples=num).detach()
+    probs = la(x, pred_type="glm", link_approx="probit").detach()
+    return probs.clamp_min(torch.finfo(probs.dtype).tiny).log().unsqueeze(0)
+
+
+def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """The ``(x, y_or_None)`` batches of a tensor, an ``(x, y)`` pair or one pass over a loader."""
+    if isinstance(data, torch.Tensor):
+        batches = [(x, None) for x in data.split(batch_size)]
+    elif isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
+        if len(data[0]) != len(data[1]):
+            raise ValueError(f"x has {len(data[0])} examples but y has {len(data[1])}")
+        batches = list(zip(data[0].split(batch_size), data[1].split(batch_size), strict=True))
+    elif isinstance(data, Iterator):
+        raise ValueError("predict_laplace needs data it can iterate more than once (a tensor, a pair or a loader)")
+    else:
+        batches = [tuple(batch) if isinstance(batch, (tuple, list)) else (batch, None) for batch in data]
+    if not batches:
+        raise ValueError("predict_laplace got no data (an empty tensor or loader)")
+    return batches
+
+
+__all__ = ["predict_laplace"]
