@@ -185,6 +185,9 @@ def test_the_flow_estimates_its_median_and_quantiles_from_draws():
     # init scale 0.05 times at most 1 (the stable flow) plus a shift of at most 0.05 * 0.12 * |MADE output|:
     # the median stays within 0.05 of the network's weights.
     torch.testing.assert_close(median["weight"], bnn.initial_values()["weight"], atol=0.05, rtol=0)
+    loc, scale = posterior_loc_scale(guide)["weight"]  # moments from draws: centred there, spread ~0.9 * 0.05
+    torch.testing.assert_close(loc, bnn.initial_values()["weight"], atol=0.05, rtol=0)
+    assert ((scale > 0.02) & (scale < 0.07)).all()
 
 
 # ------------------------------------------------------------------------------------------ option strings
@@ -252,17 +255,19 @@ def test_networks_too_large_are_refused_in_one_line_before_any_parameter_exists(
 
 
 # --------------------------------------------------------------------------------------------------- CLI
-def test_the_lowrank_guide_runs_through_the_cli(tmp_path, capsys):
+@pytest.mark.parametrize("spec", ["lowrank:0.05,rank=3", "iaf:0.05,flows=1"])
+def test_the_new_guides_run_through_the_cli(spec, tmp_path, capsys):
     out = tmp_path / "run"
     train = ["train", "--dataset", "moons", "--model", "tanh-small", "--activation", "tanh"]
     options = ["--epochs", "2", "--batch-size", "64", "--num-samples", "4", "--num-val-samples", "2", "--quiet"]
-    assert main([*train, "--guide", "lowrank:0.05,rank=3", *options, "--out", str(out)]) == 0
+    assert main([*train, "--guide", spec, *options, "--out", str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
-    assert config["guide"] == "lowrank:0.05,rank=3" and math.isfinite(metrics["nll"])
-    assert math.isfinite(metrics["posterior_mean_accuracy"])
-    assert metrics["mean_posterior_sigma"] > 0 and (out / "weight_stats.json").is_file()
+    assert config["guide"] == spec and math.isfinite(metrics["nll"])
+    assert math.isfinite(metrics["posterior_mean_accuracy"]) and metrics["mean_posterior_sigma"] > 0
+    # weight statistics need a Normal scale per weight: lowrank has exact marginals, a flow does not
+    assert (out / "weight_stats.json").is_file() == parse_guide(spec).offers(Capability.NORMAL_SCALES)
     assert main(["evaluate", str(out)]) == 0
     capsys.readouterr()
-    assert main([*train, "--guide", "mvn", "--elbo", "fast", "--out", str(tmp_path / "refused")]) == 2
+    assert main([*train, "--guide", spec, "--elbo", "fast", "--out", str(tmp_path / "refused")]) == 2
     assert "elbo 'fast' needs the flat guide" in capsys.readouterr().err
