@@ -131,9 +131,9 @@ class IAFNormal(AutoContinuous):
         init_loc_fn: Callable | None = None,
         init_scale: float = 0.1,
     ) -> None:
-        for name, value in (("num_flows", num_flows), ("hidden", hidden)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name, value in (("num_flows", num_flows), ("hidden", 1 if hidden is None else hidden)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")  # hidden=None: Pyro's 3 D + 1
         self.num_flows = num_flows
         self.hidden = hidden
         self.init_scale = check_init_scale(init_scale)

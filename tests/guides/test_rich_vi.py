@@ -271,3 +271,17 @@ def test_the_new_guides_run_through_the_cli(spec, tmp_path, capsys):
     capsys.readouterr()
     assert main([*train, "--guide", spec, "--elbo", "fast", "--out", str(tmp_path / "refused")]) == 2
     assert "elbo 'fast' needs the flat guide" in capsys.readouterr().err
+
+
+def test_the_guide_classes_check_their_arguments_in_one_line():
+    bnn = BNN(nn.Linear(3, 2), NormalPrior(0, 1), Gaussian(10, SIGMA))
+    for build, message in [
+        (lambda: LowRankNormal(bnn, rank=0), "rank must be an int >= 1, got 0"),
+        (lambda: LowRankNormal(bnn, init_scale=float("nan")), "init_scale must be a finite number > 0, got nan"),
+        (lambda: FullCovarianceNormal(bnn, init_scale=-1.0), "init_scale must be a finite number > 0, got -1.0"),
+        (lambda: IAFNormal(bnn, num_flows=None), "num_flows must be an int >= 1, got None"),
+        (lambda: IAFNormal(bnn, hidden=0), "hidden must be an int >= 1, got 0"),
+        (lambda: LowRankNormal(lambda: None), "init_loc_fn is required for a model that is not a pyro_bnn.BNN"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            build()
