@@ -4,9 +4,11 @@ from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.capabilities import Capability, DrawsPosterior, FlatNormalPosterior, NormalMixturePosterior
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.guides.flow import MAX_FLOW_WEIGHTS, IAFNormal
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
 from pyro_bnn.guides.mixture import EqualMixtureNormal, NodeNoiseMixture
+from pyro_bnn.guides.multivariate import MAX_FULL_COVARIANCE_WEIGHTS, FullCovarianceNormal, LowRankNormal
 from pyro_bnn.guides.point import MCDropout
 from pyro_bnn.guides.registry import (
     GuideFamily,
@@ -40,6 +42,11 @@ __all__ = [
     "MCDropout",
     "EqualMixtureNormal",
     "NodeNoiseMixture",
+    "LowRankNormal",
+    "FullCovarianceNormal",
+    "IAFNormal",
+    "MAX_FULL_COVARIANCE_WEIGHTS",
+    "MAX_FLOW_WEIGHTS",
     "init_to_network",
     "mean_posterior_scale",
     "parse_guide",

@@ -14,8 +14,10 @@ from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatMeanField
+from pyro_bnn.guides.flow import IAF_FAMILY
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.mixture import NodeNoiseMixture
+from pyro_bnn.guides.multivariate import LOWRANK_FAMILY, MVN_FAMILY
 from pyro_bnn.guides.point import MCDropout
 from pyro_bnn.guides.registry import GuideFamily, guide_families, guide_family, register_guide
 from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
@@ -307,6 +309,9 @@ for _family in (
         format=lambda spec: f"mixture:{spec.num_components},loc_std={spec.init_loc_std:g}",
         samples_multiple=lambda spec: spec.num_components,
     ),
+    LOWRANK_FAMILY,
+    MVN_FAMILY,
+    IAF_FAMILY,
 ):
     register_guide(_family)
 
