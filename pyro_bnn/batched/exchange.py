@@ -3,9 +3,10 @@ checkpoint holds exactly what a single run's would (``step``, ``exp_avg``, ``exp
 resumed alone, or in another batch, continues where it stopped.
 
 Where a run's parameter is a whole row of a stacked tensor (the flat guide's ``loc`` and ``log_scale``, a
-deterministic parameter), the run's optimiser and the batched one share that row's state dict: nothing is copied,
-ever. Where a row holds several of the run's parameters (Bayes by Backprop's per-site ``mu`` and ``rho``), the row's
-moments are copied into the run's state at the end of each epoch, and back when a run resumes.
+deterministic parameter), the run's optimiser and the batched one share that row's state
+(:meth:`~pyro_bnn.batched.adam.BatchedAdam.share`): nothing is copied after the start. Where a row holds several of
+the run's parameters (Bayes by Backprop's per-site ``mu`` and ``rho``), the row's moments are copied into the run's
+state at the end of each epoch, and back when a run resumes.
 """
 
 from __future__ import annotations
@@ -103,39 +104,38 @@ class OptimizerBridge:
         return self._shared_params[run][leaf]
 
     def _find_shared(self, run: int, leaf: int) -> nn.Parameter | None:
-        pieces = _pieces(self.stack, run, leaf, self.adam.rows[leaf][run])
-        if len(pieces) == 1 and pieces[0][0].shape == self.adam.rows[leaf][run].shape:
+        row = self.stack.leaves[leaf].detach()[run]
+        pieces = _pieces(self.stack, run, leaf, row)
+        if len(pieces) == 1 and pieces[0][0].shape == row.shape:
             return pieces[0][0]
         return None
 
     @torch.no_grad()
     def load(self, run: int) -> None:
         """Ties run ``run``'s Adam state (fresh, or loaded from a checkpoint) to the batched optimiser's."""
-        optimizer, state = self.optimizers[run], self.adam.optimizer.state
+        optimizer = self.optimizers[run]
         for leaf in range(len(self.stack.leaves)):
-            row = self.adam.rows[leaf][run]
             param = self._shared(run, leaf)
-            if param is not None:
-                state[row] = optimizer.state[param]  # one dict for both: updated in place by the batched step
+            if param is not None:  # one state for both, updated in place by the batched step
+                optimizer.state[param] = self.adam.share(leaf, run, optimizer.state[param])
                 continue
-            pieces = _pieces(self.stack, run, leaf, row)
+            pieces = _pieces(self.stack, run, leaf, self.stack.leaves[leaf].detach()[run])
             saved = [optimizer.state.get(p, {}) for p, _ in pieces]
             if not all("exp_avg" in s for s in saved):
-                state.pop(row, None)
+                self.adam.load_row(leaf, run, None)
                 continue
             exp_avg = torch.cat([s["exp_avg"].reshape(-1) for s in saved])
             exp_avg_sq = torch.cat([s["exp_avg_sq"].reshape(-1) for s in saved])
-            state[row] = {"step": saved[0]["step"].clone(), "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+            self.adam.load_row(leaf, run, {"step": saved[0]["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq})
 
     @torch.no_grad()
     def store(self, run: int) -> None:
         """Writes run ``run``'s batched moments into its own Adam's state where the two do not share it (copies)."""
         optimizer = self.optimizers[run]
         for leaf in range(len(self.stack.leaves)):
-            row = self.adam.rows[leaf][run]
             if self._shared(run, leaf) is not None:
                 continue
-            state = self.adam.optimizer.state.get(row)
+            state = self.adam.row_state(leaf, run)
             if not state:
                 continue
             for (param, m), (_, v) in zip(

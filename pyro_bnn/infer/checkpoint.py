@@ -20,14 +20,28 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
 
     A crash or interruption while writing leaves the previous checkpoint at ``path`` intact. ``state`` may hold
     only tensors, numbers, strings, booleans, None, lists and dicts, the types that
-    ``torch.load(weights_only=True)`` accepts.
+    ``torch.load(weights_only=True)`` accepts. A tensor that is a view into a larger one (a batched run's Adam state
+    is a row of the batch's) is written as a copy of its own values: ``torch.save`` would write the whole storage.
 
     Returns:
         The checkpoint's path.
     """
     with atomic_path(path) as temporary:
-        torch.save({"format": FORMAT, **state}, temporary)
+        torch.save({"format": FORMAT, **_compact(state)}, temporary)
     return Path(path)
+
+
+def _compact(value: Any) -> Any:
+    """``value`` with every tensor that uses only part of its storage replaced by a copy (containers rebuilt)."""
+    if isinstance(value, torch.Tensor):
+        if value.untyped_storage().nbytes() > value.numel() * value.element_size():
+            return value.clone(memory_format=torch.contiguous_format)
+        return value
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_compact(v) for v in value)
+    return value
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict[str, Any]:

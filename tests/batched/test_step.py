@@ -284,3 +284,43 @@ def test_likelihoods_or_dropout_that_differ_are_refused():
     (c, gc) = regression(0.1, dropout=0.2)
     with pytest.raises(ValueError, match="run 0's network has dropout"):
         RunStack([c], [gc])
+
+
+def test_stacked_and_row_adam_match_torch_adam_per_run():
+    """Both BatchedAdam updates equal torch's Adam run by run: per-run learning rates and weight decays, a run
+    frozen for some steps (its values and state untouched, its step count behind the others) and a grad of None."""
+    gen = torch.Generator().manual_seed(0)
+    runs, shape = 3, (4, 5)
+    start = [torch.randn(runs, *shape, generator=gen, dtype=torch.float64) for _ in range(2)]
+    grads = [[torch.randn(runs, *shape, generator=gen, dtype=torch.float64) for _ in range(2)] for _ in range(6)]
+    lrs = [torch.tensor([0.1, 0.01, 0.05], dtype=torch.float64)] * 2
+    decays = [torch.tensor([0.0, 0.1, 0.5], dtype=torch.float64), None]
+    frozen = {1: [False, True, True], 2: [False, True, True], 4: [True, False, True]}
+    results = {}
+    for stacked in (True, False):
+        params = [p.clone().requires_grad_() for p in start]
+        adam = BatchedAdam(params, betas=(0.8, 0.99), eps=1e-6, stacked=stacked)
+        assert adam.stacked is stacked
+        for t, (g0, g1) in enumerate(grads):
+            params[0].grad, params[1].grad = g0, (None if t == 3 else g1)
+            active = torch.tensor(frozen.get(t, [True] * runs))
+            adam.step(lrs, decays, active)
+        results[stacked] = [p.detach() for p in params], [[adam.row_state(i, r) for r in range(runs)] for i in (0, 1)]
+    for r in range(runs):  # each run alone through torch's Adam
+        own = [p[r].clone().requires_grad_() for p in start]
+        groups = [{"params": [own[0]], "weight_decay": float(decays[0][r])}, {"params": [own[1]]}]
+        reference = torch.optim.Adam(groups, lr=float(lrs[0][r]), betas=(0.8, 0.99), eps=1e-6)
+        for t, (g0, g1) in enumerate(grads):
+            if not frozen.get(t, [True] * runs)[r]:
+                continue
+            own[0].grad, own[1].grad = g0[r], (None if t == 3 else g1[r])
+            reference.step()
+        for stacked in (True, False):
+            values, states = results[stacked]
+            for i in (0, 1):
+                torch.testing.assert_close(values[i][r], own[i].detach(), rtol=0, atol=1e-12)
+                want = reference.state[own[i]]
+                got = states[i][r]
+                assert float(got["step"]) == float(want["step"])
+                torch.testing.assert_close(got["exp_avg"], want["exp_avg"], rtol=0, atol=1e-12)
+                torch.testing.assert_close(got["exp_avg_sq"], want["exp_avg_sq"], rtol=0, atol=1e-12)

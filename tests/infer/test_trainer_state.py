@@ -113,3 +113,18 @@ def test_trainer_state_round_trip_through_the_module_functions(tmp_path):
         restore_trainer_state(different, saved, "saved")
     with pytest.raises(RuntimeError, match="nothing to save before training has started"):
         _trainer().state_dict()
+
+
+def test_a_view_is_saved_as_its_own_values_not_its_whole_storage(tmp_path):
+    """A batched run's Adam state is a row of the batch's tensors: its checkpoint holds that row, not the batch."""
+    batch = torch.arange(100_000, dtype=torch.float64).reshape(100, 1000)
+    state = {"optimizer": {"state": {0: {"exp_avg": batch[3], "step": batch[5, 0]}}, "rows": [batch[7, :10], (1, 2)]}}
+    save_checkpoint(state, tmp_path / "view.pt")
+    save_checkpoint({"whole": batch[3].clone()}, tmp_path / "copy.pt")
+    assert (tmp_path / "view.pt").stat().st_size < 1.2 * (tmp_path / "copy.pt").stat().st_size
+    loaded = load_checkpoint(tmp_path / "view.pt")
+    assert torch.equal(loaded["optimizer"]["state"][0]["exp_avg"], batch[3])
+    assert float(loaded["optimizer"]["state"][0]["step"]) == float(batch[5, 0])
+    rows = loaded["optimizer"]["rows"]
+    assert torch.equal(rows[0], batch[7, :10]) and tuple(rows[1]) == (1, 2)
+    assert batch.untyped_storage().nbytes() == 800_000  # the state handed in is not changed
