@@ -53,6 +53,7 @@ class SGMCMCResult:
 
     @property
     def num_chains(self) -> int:
+        """Chains run."""
         return next(iter(self.samples.values())).shape[0]
 
     @property

@@ -35,10 +35,12 @@ def _batches(loader: Iterable) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _start(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chains: int) -> torch.Tensor:
-    """The chains' flat starting weights ``(num_chains, D)`` (prior draws under the seed the caller has set)."""
+    """The chains' flat starting weights ``(num_chains, D)`` on the model's device (prior draws under the seed the
+    caller has set)."""
     bnn = log_joint.bnn
+    reference = next(iter(bnn.initial_values().values()))
     if init == "network":
-        return log_joint.flatten(bnn.initial_values()).detach().expand(num_chains, -1).clone()
+        return log_joint.flatten(bnn.initial_values()).detach().expand(num_chains, -1).clone().to(reference.device)
     if init == "prior":
         try:
             with torch.no_grad(), poutine.block():
@@ -47,12 +49,14 @@ def _start(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chai
             raise ValueError(
                 "the prior cannot be sampled (an improper prior?): pass init='network' or init={site: value}"
             ) from None
-        return torch.stack(draws).detach()
+        return torch.stack(draws).detach().to(reference.device)
     values = {}
     for site in bnn.sites:
         if site.name not in init:
             raise ValueError(f"init lacks weight site {site.name!r}; it needs every site {bnn.site_names[:5]}")
         value = init[site.name]
+        if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point:
+            raise ValueError(f"init[{site.name!r}] must be a floating-point tensor, got {type(value).__name__}")
         if tuple(value.shape) == tuple(site.shape):
             value = value.expand(num_chains, *site.shape)
         elif tuple(value.shape) != (num_chains, *site.shape):
@@ -61,7 +65,7 @@ def _start(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chai
                 f"({num_chains}, *{tuple(site.shape)}) for {num_chains} chains"
             )
         values[site.name] = value
-    return log_joint.flatten(values).detach().clone()
+    return log_joint.flatten(values).detach().to(device=reference.device, dtype=reference.dtype).clone()
 
 
 def _check_options(num_chains: int, friction: float, init: object, seed: int) -> None:

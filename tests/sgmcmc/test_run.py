@@ -172,3 +172,8 @@ def test_bad_options_raise_one_line_value_errors(options, match, run):
     with pytest.raises(ValueError, match=match) as error:
         run(**options)
     assert "\n" not in str(error.value)
+
+
+def test_an_init_that_is_not_a_float_tensor_is_refused(run):
+    with pytest.raises(ValueError, match=r"init\['weight'\] must be a floating-point tensor"):
+        run(init={"weight": [[0.0, 0.0]], "bias": torch.zeros(1)})
