@@ -11,7 +11,7 @@ from pyro import poutine
 from tqdm.auto import tqdm
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.sgmcmc.log_joint import LogJoint, check_supported
+from pyro_bnn.sgmcmc.log_joint import LogJoint
 from pyro_bnn.sgmcmc.result import SGMCMCDivergenceError, SGMCMCResult, divergence_message
 from pyro_bnn.sgmcmc.samplers import Method, StepPlan, as_method, sghmc_step, sgld_step
 
@@ -107,7 +107,7 @@ def sample_sgmcmc(
     in eval mode (dropout off); parameters the prior does not select stay at their values.
 
     Args:
-        bnn: A weight-space model (:func:`~pyro_bnn.sgmcmc.log_joint.check_supported`): real-valued weight sites, no
+        bnn: A weight-space model (:func:`~pyro_bnn.sgmcmc.check_supported`): real-valued weight sites, no
             hyperparameter sites, no per-example latents, the likelihood's ``dataset_size`` = N.
         loader: Re-iterable ``(x, y)`` minibatches of the N training examples, ``x`` ``(B, *input_shape)``.
         method: ``"sgld"``, ``"sghmc"``, ``"csgld"`` or ``"csghmc"`` (:class:`~pyro_bnn.sgmcmc.Method`).
@@ -116,14 +116,14 @@ def sample_sgmcmc(
         num_draws: Draws kept per chain (cyclical: a multiple of ``num_cycles``, the same from every cycle).
         burn_in: Steps discarded before the first kept one; for the cyclical methods, whole cycles.
         thin: Keep every ``thin``-th step.
-        num_chains: Independent chains.
+        num_chains: Chains, run side by side.
         friction: SGHMC's ``alpha`` in (0, 1] (the momentum decays by ``1 - alpha`` per step).
         num_cycles: Kept cycles (cyclical methods).
         exploration: Share of each cycle spent in the noise-free exploration stage, in [0, 1) (cyclical methods).
         init: ``"prior"`` (a prior draw per chain), ``"network"`` (the network's initial weights) or
             ``{site: site_shape}`` / ``{site: (num_chains, *site_shape)}``.
-        seed: Base seed of the chains.
-        progress: Show a tqdm progress bar per chain.
+        seed: Seeds Pyro and torch once, before the starts are drawn.
+        progress: Show a tqdm progress bar over the steps.
 
     Returns:
         :class:`~pyro_bnn.sgmcmc.SGMCMCResult` with ``samples`` ``{site: (num_chains, num_draws, *site_shape)}``.
@@ -133,7 +133,7 @@ def sample_sgmcmc(
         SGMCMCDivergenceError: a chain's log joint or weights became NaN or infinite.
     """
     method = as_method(method)
-    check_supported(bnn)
+    log_joint = LogJoint(bnn)  # refuses models it cannot sample
     _check_options(num_chains, friction, init, seed)
     plan = StepPlan(
         step_size=step_size,
@@ -143,7 +143,6 @@ def sample_sgmcmc(
         num_cycles=num_cycles if method.cyclical else None,
         exploration=exploration,
     )
-    log_joint = LogJoint(bnn)
     pyro.set_rng_seed(seed)
     theta = _start(log_joint, init, num_chains)
     modes = [(module, module.training) for module in bnn.modules()]
@@ -155,7 +154,7 @@ def sample_sgmcmc(
         for module, training in modes:
             module.training = training
     return SGMCMCResult(
-        samples={name: value.detach() for name, value in log_joint.unflatten(draws).items()},
+        samples={name: value.detach().contiguous() for name, value in log_joint.unflatten(draws).items()},
         log_joint=trace,
         method=method,
         step_size=float(step_size),
