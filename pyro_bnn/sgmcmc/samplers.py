@@ -4,7 +4,7 @@ Every rule moves flat weights ``theta`` ``(D,)`` along ``g = grad log p~(theta)`
 joint (:mod:`pyro_bnn.sgmcmc.log_joint`), with step size ``eps``:
 
 * SGLD (Welling & Teh 2011): ``theta += eps / 2 * g + N(0, eps I)``.
-* SGHMC (Chen, Fox & Guestrin 2014, eq. 15, the "SGD with momentum" form with the gradient-noise estimate
+* SGHMC (Chen, Fox & Guestrin 2014, in their "connection to SGD with momentum" form with the gradient-noise estimate
   ``beta_hat = 0``): ``v = (1 - alpha) v + eps * g + N(0, 2 alpha eps I)``, then ``theta += v``; ``eps`` is the
   learning rate (``eta``, the square of the Hamiltonian step with unit mass) and ``alpha`` the friction. The momentum
   starts at 0 and is never resampled.

@@ -9,11 +9,23 @@ import numpy as np
 import pytest
 import torch
 
+from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.diagnostics import arviz_compat
 from pyro_bnn.diagnostics.arviz_export import to_inference_data
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
 from pyro_bnn.predict import Samples, predict
-from pyro_bnn.sgmcmc import Method, SGMCMCDivergenceError, StepPlan, sample_sgmcmc, sghmc_step, sgld_step
+from pyro_bnn.priors import NormalPrior
+from pyro_bnn.sgmcmc import (
+    LogJoint,
+    Method,
+    SGMCMCDivergenceError,
+    StepPlan,
+    sample_sgmcmc,
+    sghmc_step,
+    sgld_step,
+)
 
 STEP = 0.1 / 41  # a tenth of the conjugate posterior's variance: stable for every method
 
@@ -177,3 +189,30 @@ def test_bad_options_raise_one_line_value_errors(options, match, run):
 def test_an_init_that_is_not_a_float_tensor_is_refused(run):
     with pytest.raises(ValueError, match=r"init\['weight'\] must be a floating-point tensor"):
         run(init={"weight": [[0.0, 0.0]], "bias": torch.zeros(1)})
+
+
+def test_the_log_joint_trace_holds_each_steps_minibatch_log_joint(conjugate):
+    x, y = conjugate.x, conjugate.y
+    batches = [(x[:20], y[:20]), (x[20:], y[20:])]
+    result = sample_sgmcmc(
+        conjugate.bnn, batches, step_size=STEP, num_draws=3, num_chains=2, init="network", progress=False
+    )
+    log_joint = LogJoint(conjugate.bnn)
+    start = log_joint.flatten(conjugate.bnn.initial_values())
+    torch.testing.assert_close(result.log_joint[:, 0], log_joint(start, *batches[0]).expand(2))
+    draws = torch.cat([result.samples["weight"].flatten(2), result.samples["bias"].flatten(2)], -1)
+    torch.testing.assert_close(result.log_joint[:, 1], log_joint(draws[:, 0], *batches[1]))  # step 2 starts at draw 1
+
+
+@pytest.mark.parametrize("method", ["csgld", "sghmc"])
+def test_a_classifier_network_samples_and_predicts(method):
+    torch.manual_seed(0)
+    x, y = torch.randn(30, 2), torch.randint(0, 2, (30,))
+    bnn = BNN(build_model("tanh-small", input_shape=(2,), num_classes=2), NormalPrior(0.0, 1.0), Categorical(30))
+    loader = BatchLoader(x, y, batch_size=10, shuffle=True, seed=0)
+    result = sample_sgmcmc(
+        bnn, loader, method=method, step_size=1e-3, num_draws=4, num_cycles=2, burn_in=1, num_chains=3, progress=False
+    )
+    assert result.samples["fc1.weight"].shape == (3, 4, 5, 2)
+    prediction = predict(bnn, result.source(), (x, y))
+    assert prediction.probs.shape == (12, 30, 2) and torch.isfinite(prediction.log_likelihood).all()
