@@ -157,8 +157,8 @@ class _Batch:
     @torch.no_grad()
     def write_back(self, runs: list[int]) -> None:
         """Copies the stacked values and Adam moments of ``runs`` into their own guides, networks and optimisers."""
+        self.stack.write_runs(runs)
         for run in runs:
-            self.stack.write_run(run)
             self.bridge.store(run)
 
     def finite(self) -> torch.Tensor:

@@ -73,6 +73,10 @@ class GuideLayout:
     @torch.no_grad()
     def write(self, loc: torch.Tensor, raw_scale: torch.Tensor) -> None:
         """Copies flat ``(D,)`` values into the guide's parameters."""
+        self.copy_in(loc, raw_scale)
+
+    def copy_in(self, loc: torch.Tensor, raw_scale: torch.Tensor) -> None:
+        """:meth:`write` for a caller already under ``torch.no_grad()`` (one context for many runs)."""
         for s in self.segments:
             s.loc.copy_(loc[s.start : s.stop].view_as(s.loc))
             s.raw_scale.copy_(raw_scale[s.start : s.stop].view_as(s.raw_scale))

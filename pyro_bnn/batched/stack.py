@@ -12,8 +12,8 @@ dimension):
 activations (an MLP, the 3FC) as batched matrix products with the features before the batch (:func:`linear_chain`),
 any other network with ``torch.vmap`` over ``torch.func.functional_call`` (grouped convolutions for conv layers), or
 one run after another for large ones.
-:meth:`RunStack.write_run` and :meth:`RunStack.read_optimizer` move one run's values between the stack and its own
-guide, model and torch optimiser, so that checkpoints, evaluation and diagnostics see an ordinary run.
+:meth:`RunStack.write_runs` copies runs' values back into their own guides and networks (:mod:`.exchange` does the
+same for their Adam states), so that checkpoints, evaluation and diagnostics see an ordinary run.
 """
 
 from __future__ import annotations
@@ -297,8 +297,10 @@ class RunStack:
 
     # ---------------------------------------------------------------------------------- exchange with the runs
     @torch.no_grad()
-    def write_run(self, run: int) -> None:
-        """Copies run ``run``'s stacked values into its own guide and network."""
-        self.layouts[run].write(self.loc[run], self.raw_scale[run])
-        for name, value in self.deterministic.items():
-            self.models[run].net.get_parameter(name).copy_(value[run])
+    def write_runs(self, runs: Sequence[int]) -> None:
+        """Copies the stacked values of ``runs`` into their own guides and networks."""
+        loc, raw = self.loc.detach(), self.raw_scale.detach()
+        for run in runs:
+            self.layouts[run].copy_in(loc[run], raw[run])
+            for name, value in self.deterministic.items():
+                self.models[run].net.get_parameter(name).copy_(value[run])

@@ -34,6 +34,8 @@ def check_seed(seed: int, *, name: str = "seed") -> int:
     Raises:
         ValueError: If ``seed`` is not a non-negative integer (``SeedSequence`` takes only those).
     """
+    if type(seed) is int and seed >= 0:  # the common case, without the slower ABC check below
+        return seed
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {seed!r}")
     return int(seed)
