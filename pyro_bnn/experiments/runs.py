@@ -326,7 +326,9 @@ def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: floa
     config, out, data, device, trainer = run.config, run.out, run.data, run.device, run.trainer
     bnn = trainer.bnn
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
-    if bnn.sites:  # a mixture guide: the mean of its components' sigmas
+    spec = parse_guide(config.guide)
+    if bnn.sites and (spec.offers(Capability.NORMAL_SCALES) or spec.offers(Capability.NORMAL_MIXTURE)):
+        # A Normal scale per weight (a mixture: the mean of its components' sigmas); other families declare none.
         metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
     if config.node_noise:
         counts = count_latents(bnn.net)
