@@ -29,7 +29,7 @@ from pyro_bnn.guides import Capability, parse_guide
 from pyro_bnn.laplace import LaplaceOptions, Link, Predictive, fit_laplace, import_laplace, predict_laplace
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import Prediction
-from pyro_bnn.priors import NormalPrior, parse_prior
+from pyro_bnn.priors import NormalPrior
 from pyro_bnn.spec.values import enum_member
 
 
@@ -92,8 +92,10 @@ def check_laplace_run(
         raise ValueError(f"{run} is a node-noise run; Laplace covers weight-space models only")
     if config.kl_scale != KLScale.DATASET.value:
         raise ValueError(f"{run} was trained with kl_scale {config.kl_scale!r}; Laplace needs the full-data objective")
-    prior = parse_prior(config.prior)
-    if options.prior_precision is None and not isinstance(prior, NormalPrior):
+    bnn = runs.meta_bnn(config)
+    if bnn.hyper_site_names:
+        raise ValueError(f"{run} has the hierarchical prior {config.prior!r}; Laplace needs a fixed prior")
+    if options.prior_precision is None and not isinstance(bnn.prior, NormalPrior):
         raise ValueError(
             f"{run} has the prior {config.prior!r}: the prior precision is read from a Normal prior; pass "
             "--prior-precision"
@@ -178,7 +180,8 @@ def format_laplace_summary(record: dict[str, Any], out_file: str | os.PathLike) 
     """A one-screen summary: the options, the Laplace and MAP test metrics side by side, the prior and evidence."""
     options = record["options"]
     head = f"Laplace ({options['subset']}, {options['structure']}, {options['predictive']}"
-    head += f", {options['link']} link)" if options["predictive"] == Predictive.GLM.value else ")"
+    classifier = "accuracy" in record["metrics"]
+    head += f", {options['link']} link)" if classifier and options["predictive"] == Predictive.GLM.value else ")"
     lines = [f"{head} around the MAP of {record['run']}"]
     metrics, map_metrics = record["metrics"], record["map_metrics"]
     names = [k for k in ("accuracy", "nll", "ece", "brier", "rmse", "coverage") if k in metrics]

@@ -15,7 +15,7 @@ from pyro import poutine
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
-from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
+from pyro_bnn.data import DatasetName, DatasetSplits, Task, TensorSplit, dataset_shape, load_dataset
 from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
 from pyro_bnn.experiments.config import RunConfig, resolve_device
@@ -119,6 +119,31 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
 DRAWS = "draws"
 """The checkpoint key of a sampled run's posterior draws, ``{site: (chain, draw, *site_shape)}`` (``pyro-bnn
 sample``); such a checkpoint holds no guide."""
+
+
+def meta_bnn(config: RunConfig) -> BNN:
+    """The run's weight-space BNN with its network on the meta device: its sites, prior and likelihood as a run
+    would build them (:func:`build_bnn`), with no data read and no memory taken, for checks before any work.
+
+    Raises:
+        ValueError: a config ``validate`` refuses.
+    """
+    guide_spec = parse_guide(config.guide)
+    shape = dataset_shape(config.dataset)
+    with torch.device("meta"):
+        net = build_model(
+            config.model,
+            input_shape=shape.input_shape,
+            num_classes=shape.output_dim,
+            activation=config.activation,
+            dropout=guide_spec.dropout,
+        )
+    prior = parse_prior(config.prior, select=None if guide_spec.random_weights else nothing)
+    if DatasetName(config.dataset).task is Task.REGRESSION:
+        likelihood = Gaussian(1, scale=config.noise_scale, kl_scale=config.kl_scale)
+    else:
+        likelihood = Categorical(1, kl_scale=config.kl_scale)
+    return BNN(net, prior, likelihood)
 
 
 def restore(

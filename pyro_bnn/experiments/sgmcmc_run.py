@@ -24,16 +24,12 @@ import pyro
 import torch
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.bnn import BNN
-from pyro_bnn.data import DatasetName, DatasetSplits, Task, dataset_shape
+from pyro_bnn.data import DatasetSplits
 from pyro_bnn.experiments import runs
 from pyro_bnn.experiments.config import RunConfig, resolve_device
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder
 from pyro_bnn.experiments.scoring import save_prediction_figure, score
 from pyro_bnn.infer.checkpoint import save_checkpoint
-from pyro_bnn.likelihoods import Categorical, Gaussian
-from pyro_bnn.models import build_model
-from pyro_bnn.priors import parse_prior
 from pyro_bnn.sgmcmc import Method, StepPlan, check_supported, sample_sgmcmc
 from pyro_bnn.sgmcmc.run import INITS
 from pyro_bnn.sgmcmc.samplers import as_method
@@ -143,22 +139,8 @@ def sample_config(config: RunConfig, options: SamplerOptions) -> tuple[RunConfig
     config.num_samples = options.num_chains * options.num_draws
     if config.node_noise:
         raise ValueError("SG-MCMC samples weight-space models only; --node-noise makes the weights deterministic")
-    check_supported(_meta_bnn(config))
+    check_supported(runs.meta_bnn(config))
     return config, warnings
-
-
-def _meta_bnn(config: RunConfig) -> BNN:
-    """The run's BNN with its network on the meta device (shapes only, no data read), for the sampler's checks."""
-    shape = dataset_shape(config.dataset)
-    with torch.device("meta"):
-        net = build_model(
-            config.model, input_shape=shape.input_shape, num_classes=shape.output_dim, activation=config.activation
-        )
-    if DatasetName(config.dataset).task is Task.REGRESSION:
-        likelihood = Gaussian(1, scale=config.noise_scale, kl_scale=config.kl_scale)
-    else:
-        likelihood = Categorical(1, kl_scale=config.kl_scale)
-    return BNN(net, parse_prior(config.prior), likelihood)
 
 
 def sample_run(
