@@ -95,3 +95,16 @@ def test_a_sampled_run_is_a_run_folder_that_evaluate_rescores(tmp_path, capsys):
     assert "num_samples=40 but" in capsys.readouterr().err
     assert main(["laplace", str(out)]) == 2
     assert "holds SG-MCMC draws" in capsys.readouterr().err
+    for part in ("--pruning", "--nuts"):  # they need a Normal scale per weight, which draws do not have
+        assert main(["diagnose", str(out), part]) == 2
+        assert "the run holds SG-MCMC draws" in capsys.readouterr().err
+
+
+def test_a_step_size_that_blows_up_the_chains_is_one_line_not_a_traceback(tmp_path, capsys):
+    """Logits that overflow make the log joint NaN: the sampler reports the divergence (the distribution's own
+    argument check must not raise first)."""
+    args = ["--dataset", "moons", "--model", "tanh-small", "--device", "cpu", "--method", "sgld", "--step-size", "1e3"]
+    code = main(["sample", *args, "--draws", "20", "--chains", "2", "--out", str(tmp_path / "blown"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1
+    assert "diverged at step" in err and "smaller step_size" in err
