@@ -1,5 +1,5 @@
-"""The ``pyro-bnn`` command: ``train``, ``evaluate``, ``demo``, ``diagnose``, ``reproduce``, ``ensemble`` and
-``list``."""
+"""The ``pyro-bnn`` command: ``train``, ``evaluate``, ``demo``, ``diagnose``, ``reproduce``, ``ensemble``,
+``laplace``, ``sample`` and ``list``."""
 
 from __future__ import annotations
 
@@ -298,7 +298,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``pyro-bnn`` argument parser with every verb (``train``, ``evaluate``, ``diagnose``, ``demo``, ``list``,
-    ``reproduce``, ``ensemble``); the docs' CLI page is generated from it."""
+    ``reproduce``, ``ensemble``, ``laplace``, ``sample``); the docs' CLI page is generated from it."""
     parser = argparse.ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
     parser.add_argument("--version", action="version", version=f"pyro-bnn {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -391,10 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list the option strings (models, priors, ...) and their grammar")
     listing.set_defaults(func=_cmd_list)
 
+    from pyro_bnn.experiments.posteriors import add_laplace_parser, add_sample_parser
     from pyro_bnn.reproduce.cli import add_ensemble_parser, add_reproduce_parser
 
     add_reproduce_parser(commands)
     add_ensemble_parser(commands, _add_train_arguments, _config_from)
+    add_laplace_parser(commands)
+    add_sample_parser(commands, _add_train_arguments, _config_from)
     return parser
 
 

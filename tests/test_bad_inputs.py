@@ -75,6 +75,10 @@ TRAIN_CASES = [
     (["--guide", "mvn:0"], "init scale must be a finite number > 0, got '0'"),
     (["--guide", "iaf:flows=0"], "flows must be an int >= 1, got '0'"),
     (["--elbo", "fast", "--guide", "lowrank"], "elbo 'fast' needs the flat guide"),
+    (["--model", "mlp:100,100", "--guide", "mvn"], "D=10,602 random weights, above its limit of 4,096"),
+    (["--dataset", "fashion-mnist", "--model", "3fc", "--guide", "mvn"], "D=2,797,010 random weights"),
+    (["--model", "mlp:64,64", "--guide", "iaf"], "D=4,482 random weights, above its limit of 1,024"),
+    (["--guide", "iaf:hidden=4"], "needs hidden >= D (a MADE network cannot be narrower than its input)"),
     (["--prior", "mixture:0.5,1,1e-300"], "1e-300"),
     (["--prior", "gaussian"], "'gaussian'"),
     (["--activation", "leaky:abc"], "abc"),
@@ -124,6 +128,53 @@ def test_train_options_fail_before_any_data_is_loaded(tmp_path, capsys, no_data,
     assert not (tmp_path / "out").exists()
 
 
+SAMPLE = ["sample", "--dataset", "moons", "--model", "tanh-small", "--quiet"]
+
+SAMPLE_CASES = [
+    (["--method", "hmc", "--step-size", "1e-3"], "unknown SG-MCMC method 'hmc'; expected one of 'sgld', 'sghmc'"),
+    (["--step-size", "0"], "step_size must be a finite number > 0, got 0.0"),
+    (["--step-size=-1e-3"], "step_size must be a finite number > 0, got -0.001"),
+    (["--step-size", "nan"], "step_size must be a finite number > 0, got nan"),
+    (["--step-size", "1e-3", "--thin", "0"], "thin must be an int >= 1, got 0"),
+    (["--step-size", "1e-3", "--draws", "0"], "num_draws must be an int >= 1, got 0"),
+    (["--step-size", "1e-3", "--burn-in", "-1"], "burn_in must be an int >= 0, got -1"),
+    (["--step-size", "1e-3", "--chains", "0"], "num_chains must be an int >= 1, got 0"),
+    (["--step-size", "1e-3", "--method", "csgld", "--draws", "5", "--cycles", "2"], "a multiple of num_cycles=2"),
+    (["--step-size", "1e-3", "--method", "sghmc", "--friction", "0"], "friction must be a number in (0, 1]"),
+    (["--step-size", "1e-3", "--init", "zeros"], "unknown init 'zeros'"),
+    (["--step-size", "1e-3", "--node-noise"], "SG-MCMC samples weight-space models only"),
+    (["--step-size", "1e-3", "--prior", "hierarchical:normal,halfcauchy,1"], "hyperparameter sites"),
+    (["--step-size", "1e-3", "--kl-scale", "paper"], "kl_scale='dataset'"),
+    (["--step-size", "1e-3", "--model", "lenet"], "model 'lenet' cannot take dataset 'moons'"),
+]
+
+
+@pytest.mark.parametrize("extra, message", SAMPLE_CASES, ids=[" ".join(c[0]) for c in SAMPLE_CASES])
+def test_sample_options_fail_before_any_data_is_loaded(tmp_path, capsys, no_data, extra, message):
+    err = _one_line_error(capsys, [*SAMPLE, *extra, "--out", tmp_path / "out"])
+    assert err.startswith("pyro-bnn sample: error:") and message in err
+    assert not (tmp_path / "out").exists()
+
+
+LAPLACE_CASES = [
+    (["--subset", "first"], "unknown Laplace subset 'first'"),
+    (["--structure", "lowrank"], "unknown Hessian structure 'lowrank'"),
+    (["--predictive", "nn"], "unknown Laplace predictive 'nn'"),
+    (["--link", "logit"], "unknown GLM link 'logit'"),
+    (["--prior-precision", "0"], "prior_precision must be a finite number > 0 or None, got 0.0"),
+    (["--num-samples", "0"], "num_samples must be an int >= 1, got 0"),
+    ([], "was trained with guide 'autonormal:0.05': a Laplace approximation is fitted around a point estimate"),
+]
+
+
+@pytest.mark.parametrize("extra, message", LAPLACE_CASES, ids=[" ".join(c[0]) or "guide" for c in LAPLACE_CASES])
+def test_laplace_options_and_runs_fail_before_any_data_is_loaded(trained_run, capsys, no_data, extra, message):
+    before = sorted(p.name for p in trained_run.iterdir())
+    err = _one_line_error(capsys, ["laplace", trained_run, *extra])
+    assert err.startswith("pyro-bnn laplace: error:") and message in err
+    assert sorted(p.name for p in trained_run.iterdir()) == before
+
+
 def test_model_checks_use_the_shapes_the_data_sets_load_with():
     from pyro_bnn.data import dataset_shape, load_dataset
 
@@ -166,7 +217,10 @@ VERBS = {
     "demo": ["demo", "--quiet", "--device", "cpu", "--out", "PATH"],
     "evaluate": ["evaluate", "PATH"],
     "diagnose": ["diagnose", "PATH", "--pruning"],
+    "laplace": ["laplace", "PATH"],
+    "sample": [*SAMPLE, "--step-size", "1e-3", "--device", "cpu", "--out", "PATH"],
 }
+RUN_FOLDER_VERBS = ("evaluate", "diagnose", "laplace")  # they write into a run folder given as their argument
 
 RUN_FOLDER_MESSAGES = {"": "the run folder is empty", "a" * 300: "run folder aaa"}  # else: "has no config.json"
 
@@ -177,7 +231,7 @@ def test_every_verb_refuses_an_unusable_path(tmp_path, monkeypatch, capsys, no_d
     monkeypatch.chdir(tmp_path)
     (tmp_path / "file").write_text("x")
     err = _one_line_error(capsys, [path if a == "PATH" else a for a in VERBS[verb]])
-    if verb in ("evaluate", "diagnose"):
+    if verb in RUN_FOLDER_VERBS:
         message = RUN_FOLDER_MESSAGES.get(path, f"{path} has no config.json")
     assert err.startswith(f"pyro-bnn {verb}: error:") and message in err
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
@@ -195,7 +249,7 @@ def _refuse_writes(monkeypatch, code=errno.EROFS):
 @pytest.mark.parametrize("verb", VERBS)
 def test_every_verb_refuses_a_folder_it_cannot_write(trained_run, tmp_path, monkeypatch, capsys, no_data, verb):
     (tmp_path / "mine").mkdir()
-    path = trained_run if verb in ("evaluate", "diagnose") else tmp_path / "mine"
+    path = trained_run if verb in RUN_FOLDER_VERBS else tmp_path / "mine"
     before = sorted(p.name for p in path.iterdir())
     _refuse_writes(monkeypatch)
     err = _one_line_error(capsys, [path if a == "PATH" else a for a in VERBS[verb]])

@@ -24,7 +24,7 @@ from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import build_model, parse_model_spec
 from pyro_bnn.nn import parse_activation
-from pyro_bnn.priors import parse_prior
+from pyro_bnn.priors import nothing, parse_prior
 
 
 @dataclass
@@ -166,7 +166,12 @@ class RunConfig:
             )
         parse_activation(self.activation)
         parse_prior(self.prior)
-        check_model_fits(self.model, dataset, activation=self.activation, dropout=parse_guide(self.guide).dropout)
+        guide = parse_guide(self.guide)
+        net = check_model_fits(self.model, dataset, activation=self.activation, dropout=guide.dropout)
+        if net is not None and not self.node_noise:
+            # The guide family's size limit (a full covariance, a flow), from the weights the prior will select.
+            sites = parse_prior(self.prior, select=None if guide.random_weights else nothing).parameter_sites(net)
+            guide.family.check_network(guide, sum(math.prod(site.shape) for site in sites))
         parse_kl_schedule(self.kl_anneal)
         weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
         if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
@@ -324,10 +329,14 @@ class RunConfig:
 
 def check_model_fits(
     model: str, dataset: str | DatasetName, *, activation: str | None = None, dropout: float = 0.0
-) -> None:
+) -> torch.nn.Module | None:
     """Builds ``model`` for the data set's input shape and outputs (:func:`~pyro_bnn.data.dataset_shape`) on the
     meta device, which allocates nothing and reads no data, so that a model that cannot take the data (a LeNet on
     2-D points or on 8x8 digits) fails before anything is loaded, with the model's own message.
+
+    Returns:
+        The network on the meta device (its parameters' shapes are the real ones), or None for a user's model
+        that cannot be built there.
 
     Raises:
         ValueError: The model refuses the data set's shape (or an option), naming both.
@@ -335,7 +344,7 @@ def check_model_fits(
     shape = dataset_shape(dataset)
     try:
         with torch.device("meta"):
-            build_model(
+            return build_model(
                 model,
                 input_shape=shape.input_shape,
                 num_classes=shape.output_dim,
@@ -345,7 +354,7 @@ def check_model_fits(
     except (ValueError, TypeError) as err:
         raise ValueError(f"model {model!r} cannot take dataset {DatasetName(dataset).value!r}: {err}") from None
     except (RuntimeError, NotImplementedError):
-        pass  # a user's model that cannot be built on the meta device: its real build will speak for it
+        return None  # a user's model that cannot be built on the meta device: its real build will speak for it
 
 
 def resolve_device(device: str) -> torch.device:

@@ -29,8 +29,9 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.experiments import runs
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.evaluate import Evaluation, check_run_folder, load_evaluation
+from pyro_bnn.experiments.evaluate import Evaluation, load_evaluation, read_run
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.plots import save_figure
 
@@ -80,8 +81,14 @@ class DiagnoseOptions:
         return self
 
 
-def _check_guide(config: RunConfig, options: DiagnoseOptions) -> None:
-    """Refuses parts the run's guide cannot give, from its config alone (before any data is loaded)."""
+def _check_guide(config: RunConfig, options: DiagnoseOptions, *, sampled: bool) -> None:
+    """Refuses parts the run's guide cannot give, from its config and checkpoint (before any data is loaded);
+    ``sampled``: the run holds SG-MCMC draws (``pyro-bnn sample``), not a guide."""
+    if sampled and (options.pruning or options.nuts):
+        raise ValueError(
+            "--pruning and --nuts need a guide with a Normal scale per weight, but the run holds SG-MCMC draws "
+            "(pyro-bnn sample)"
+        )
     guide = parse_guide(config.guide)
     if (options.pruning or options.nuts) and not guide.offers(Capability.NORMAL_SCALES):
         names = ", ".join(families_with(Capability.NORMAL_SCALES))
@@ -116,7 +123,9 @@ def diagnose_run(
             network), with one line, before the expensive work.
     """
     options.check()
-    _check_guide(RunConfig.load(check_run_folder(run_dir) / "config.json"), options)
+    _, config, state = read_run(run_dir, num_samples=options.num_samples, device=device)
+    _check_guide(config, options, sampled=runs.DRAWS in state)
+    del state
     evaluation = load_evaluation(run_dir, num_samples=options.num_samples, device=device)
     _check_size(evaluation, options)
     out = evaluation.run_dir

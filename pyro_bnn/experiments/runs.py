@@ -15,7 +15,7 @@ from pyro import poutine
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
-from pyro_bnn.data import DatasetSplits, Task, TensorSplit, load_dataset
+from pyro_bnn.data import DatasetName, DatasetSplits, Task, TensorSplit, dataset_shape, load_dataset
 from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
 from pyro_bnn.experiments.config import RunConfig, resolve_device
@@ -37,7 +37,7 @@ from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, count_latents, is_node_noise
 from pyro_bnn.plots import save_figure
 from pyro_bnn.plots.weight_stats import plot_weight_statistics
-from pyro_bnn.predict import Prediction
+from pyro_bnn.predict import Prediction, Samples
 from pyro_bnn.priors import nothing, parse_prior
 
 
@@ -116,6 +116,36 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
     return BNN(net, prior, likelihood), guide_spec.build
 
 
+DRAWS = "draws"
+"""The checkpoint key of a sampled run's posterior draws, ``{site: (chain, draw, *site_shape)}`` (``pyro-bnn
+sample``); such a checkpoint holds no guide."""
+
+
+def meta_bnn(config: RunConfig) -> BNN:
+    """The run's weight-space BNN with its network on the meta device: its sites, prior and likelihood as a run
+    would build them (:func:`build_bnn`), with no data read and no memory taken, for checks before any work.
+
+    Raises:
+        ValueError: a config ``validate`` refuses.
+    """
+    guide_spec = parse_guide(config.guide)
+    shape = dataset_shape(config.dataset)
+    with torch.device("meta"):
+        net = build_model(
+            config.model,
+            input_shape=shape.input_shape,
+            num_classes=shape.output_dim,
+            activation=config.activation,
+            dropout=guide_spec.dropout,
+        )
+    prior = parse_prior(config.prior, select=None if guide_spec.random_weights else nothing)
+    if DatasetName(config.dataset).task is Task.REGRESSION:
+        likelihood = Gaussian(1, scale=config.noise_scale, kl_scale=config.kl_scale)
+    else:
+        likelihood = Categorical(1, kl_scale=config.kl_scale)
+    return BNN(net, prior, likelihood)
+
+
 def restore(
     config: RunConfig,
     data: DatasetSplits,
@@ -123,21 +153,38 @@ def restore(
     device: torch.device,
     state: dict[str, Any] | None = None,
 ):
-    """Rebuilds a trained run's model and guide from its checkpoint (``state``: the checkpoint, if already read)."""
+    """Rebuilds a saved run's model and parameter source from its checkpoint (``state``: the checkpoint, if already
+    read): the trained guide, or for a sampled run (:data:`DRAWS`) its draws as a
+    :class:`~pyro_bnn.predict.Samples` source ``{site: (chain * draw, *site_shape)}``.
+
+    Raises:
+        ValueError: the checkpoint does not fit the model, or a sampled run holds fewer draws than
+            ``config.num_samples``.
+    """
     pyro.set_rng_seed(config.seed)
     bnn, guide_builder = build_bnn(config, data)
     bnn.to(device)
-    guide = guide_builder(bnn).to(device)
-    x, y = data.train.x[: config.batch_size].to(device), data.train.y[: config.batch_size].to(device)
-    with torch.no_grad(), poutine.block():
-        guide(x, y)  # creates the guide's parameters so the saved values can be loaded into them
     state = state if state is not None else load_checkpoint(checkpoint, map_location=device)
+    sampled = DRAWS in state
+    if not sampled:
+        guide = guide_builder(bnn).to(device)
+        x, y = data.train.x[: config.batch_size].to(device), data.train.y[: config.batch_size].to(device)
+        with torch.no_grad(), poutine.block():
+            guide(x, y)  # creates the guide's parameters so the saved values can be loaded into them
     try:
         bnn.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
-        guide.load_state_dict({k: v.to(device) for k, v in state["guide"].items()})
+        if sampled:
+            guide = Samples({k: v.reshape(-1, *v.shape[2:]).to(device) for k, v in state[DRAWS].items()})
+        else:
+            guide.load_state_dict({k: v.to(device) for k, v in state["guide"].items()})
     except (RuntimeError, KeyError) as err:
         first = str(err).strip().splitlines()[0]
         raise ValueError(f"{checkpoint} does not fit the model its config describes: {first}") from None
+    if sampled and config.num_samples > guide.count:
+        raise ValueError(
+            f"num_samples={config.num_samples} but {checkpoint} holds {guide.count} posterior draws; ask for at most "
+            f"{guide.count}"
+        )
     return bnn, guide
 
 
@@ -326,7 +373,9 @@ def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: floa
     config, out, data, device, trainer = run.config, run.out, run.data, run.device, run.trainer
     bnn = trainer.bnn
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
-    if bnn.sites:  # a mixture guide: the mean of its components' sigmas
+    spec = parse_guide(config.guide)
+    if bnn.sites and (spec.offers(Capability.NORMAL_SCALES) or spec.offers(Capability.NORMAL_MIXTURE)):
+        # A Normal scale per weight (a mixture: the mean of its components' sigmas); other families declare none.
         metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
     if config.node_noise:
         counts = count_latents(bnn.net)

@@ -243,5 +243,6 @@ MVN_FAMILY = GuideFamily(
     ),
     build=_build_mvn,
     capabilities={Capability.RANDOM, Capability.NORMAL_SCALES},
+    check=lambda spec, num_weights: check_full_covariance_size(num_weights),
 )
 """``--guide mvn[:INIT_SCALE]`` (registered in :mod:`pyro_bnn.guides.spec`)."""

@@ -46,6 +46,9 @@ class GuideFamily:
             the name and every option that differs from its default.
         samples_multiple: ``samples_multiple(spec) -> int``: prediction draws must be a multiple of it (a
             K-component mixture takes the same number from every component); default 1.
+        check: ``check(spec, num_weights) -> None``: refuses a network the family cannot take, given only its
+            number of random weights D, with a one-line ValueError (a full covariance refuses a D too large for
+            D x D); run validation calls it before any data is loaded (:meth:`check_network`). Default: any D.
     """
 
     form: Form
@@ -54,6 +57,7 @@ class GuideFamily:
     parse: Callable[[ParsedSpec], GuideSpec] | None = None
     format: Callable[[GuideSpec], str] | None = None
     samples_multiple: Callable[[GuideSpec], int] | None = None
+    check: Callable[[GuideSpec, int], None] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capabilities", frozenset(Capability(c) for c in self.capabilities))
@@ -68,6 +72,16 @@ class GuideFamily:
     def offers(self, *capabilities: Capability) -> bool:
         """Whether the family declares every one of ``capabilities``."""
         return set(capabilities) <= self.capabilities
+
+    def check_network(self, spec: GuideSpec, num_weights: int) -> None:
+        """Refuses, before the guide or any data exists, a network of ``num_weights`` random weights that this
+        family cannot take with options ``spec`` (the family's :attr:`check`; nothing without one).
+
+        Raises:
+            ValueError: One line naming D and the limit.
+        """
+        if self.check is not None:
+            self.check(spec, num_weights)
 
 
 _FAMILIES: dict[str, GuideFamily] = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import pyro
 import torch
 from pyro import poutine
 from torch.distributions import constraints
@@ -99,7 +100,8 @@ class LogJoint:
         self.shapes = [site.shape for site in bnn.sites]
         self.sizes = [math.prod(shape) for shape in self.shapes]
         self.dim = sum(self.sizes)
-        self.priors = [bnn.prior.distribution(site, {}) for site in bnn.sites]
+        with pyro.validation_enabled(False):  # a blown-up value must score -inf or NaN (a divergence), not raise
+            self.priors = [bnn.prior.distribution(site, {}) for site in bnn.sites]
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{site: (*lead, *site_shape)}`` views of flat weights ``(*lead, D)``."""
@@ -167,4 +169,7 @@ class LogJoint:
         Returns:
             ``()``, or ``(C,)``: each row's own log joint (so the gradient of the sum is every row's gradient).
         """
-        return self.log_prior(flat) + self.scale(x.shape[0]) * self.log_likelihood(flat, x, y)
+        # Without argument checks: weights that blew up must give a non-finite log joint, which the sampler reports
+        # as a divergence, not a distribution's complaint about its parameters.
+        with pyro.validation_enabled(False):
+            return self.log_prior(flat) + self.scale(x.shape[0]) * self.log_likelihood(flat, x, y)

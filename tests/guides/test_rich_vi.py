@@ -9,27 +9,35 @@ import math
 import pyro
 import pytest
 import torch
+from pyro.infer.autoguide import AutoMultivariateNormal
 from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.cli import main
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.diagnostics import draw_samples, to_inference_data
+from pyro_bnn.experiments import RunConfig, train_run
 from pyro_bnn.guides import (
     MAX_FLOW_WEIGHTS,
     MAX_FULL_COVARIANCE_WEIGHTS,
     Capability,
     FullCovarianceNormal,
+    GuideFamily,
     IAFNormal,
     LowRankNormal,
+    init_to_network,
+    mean_posterior_scale,
     parse_guide,
     posterior_loc_scale,
+    register_guide,
+    unregister_guide,
 )
 from pyro_bnn.infer import AutoELBO, MeanFieldELBO, TraceELBO, Trainer
 from pyro_bnn.infer.objective_registry import check_objective
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior, parse_prior
+from pyro_bnn.spec import Form
 
 NEW_FAMILIES = ("lowrank:rank=2", "mvn", "iaf:flows=1,hidden=64")
 
@@ -264,13 +272,52 @@ def test_the_new_guides_run_through_the_cli(spec, tmp_path, capsys):
     config = json.loads((out / "config.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
     assert config["guide"] == spec and math.isfinite(metrics["nll"])
-    assert math.isfinite(metrics["posterior_mean_accuracy"]) and metrics["mean_posterior_sigma"] > 0
-    # weight statistics need a Normal scale per weight: lowrank has exact marginals, a flow does not
-    assert (out / "weight_stats.json").is_file() == parse_guide(spec).offers(Capability.NORMAL_SCALES)
+    assert math.isfinite(metrics["posterior_mean_accuracy"])
+    # weight statistics and the mean sigma need a Normal scale per weight: lowrank has exact marginals, a flow not
+    normal_scales = parse_guide(spec).offers(Capability.NORMAL_SCALES)
+    assert (out / "weight_stats.json").is_file() == normal_scales
+    assert metrics.get("mean_posterior_sigma", 0.0) > 0 if normal_scales else "mean_posterior_sigma" not in metrics
     assert main(["evaluate", str(out)]) == 0
     capsys.readouterr()
     assert main([*train, "--guide", spec, "--elbo", "fast", "--out", str(tmp_path / "refused")]) == 2
     assert "elbo 'fast' needs the flat guide" in capsys.readouterr().err
+
+
+def test_a_random_family_without_normal_scales_finishes_a_run(tmp_path):
+    # Pyro's own full-covariance guide has no loc_scale(): a family declaring only RANDOM must not be asked for a
+    # sigma per weight when its run is scored
+    family = GuideFamily(
+        Form("plain-mvn"),
+        build=lambda spec, bnn: AutoMultivariateNormal(bnn, init_loc_fn=init_to_network(bnn), init_scale=0.05),
+        capabilities={Capability.RANDOM},
+    )
+    register_guide(family)
+    try:
+        config = RunConfig(
+            dataset="moons", model="tanh-small", activation="tanh", guide="plain-mvn", epochs=1, batch_size=64,
+            num_samples=4, num_val_samples=2, device="cpu",
+        )  # fmt: skip
+        result = train_run(config, tmp_path / "run", progress=False)
+    finally:
+        unregister_guide(family.name)
+    assert math.isfinite(result.metrics["nll"]) and "mean_posterior_sigma" not in result.metrics
+    assert (tmp_path / "run" / "metrics.json").is_file()
+    with pytest.raises(ValueError, match="does not know the guide type AutoMultivariateNormal"):
+        mean_posterior_scale(result.guide, result.bnn)  # what finish_run asked every guide before
+
+
+def test_run_validation_refuses_a_network_too_large_for_the_family_without_data():
+    # RunConfig.validate reads no data: it counts the weights on a network built on the meta device
+    base = dict(dataset="moons", activation="tanh", device="cpu")
+    for model, guide, message in [
+        ("mlp:100,100", "mvn", "D=10,602 random weights, above its limit of 4,096"),
+        ("mlp:64,64", "iaf", "D=4,482 random weights, above its limit of 1,024"),
+        ("tanh-small", "iaf:hidden=4", "got hidden=4 for D="),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            RunConfig(model=model, guide=guide, **base).validate()
+    RunConfig(model="mlp:100,100", guide="lowrank", **base).validate()  # what the message points to is taken
+    RunConfig(model="tanh-small", guide="iaf", **base).validate()
 
 
 def test_the_guide_classes_check_their_arguments_in_one_line():

@@ -216,3 +216,13 @@ def test_a_classifier_network_samples_and_predicts(method):
     assert result.samples["fc1.weight"].shape == (3, 4, 5, 2)
     prediction = predict(bnn, result.source(), (x, y))
     assert prediction.probs.shape == (12, 30, 2) and torch.isfinite(prediction.log_likelihood).all()
+
+
+def test_a_classifier_that_blows_up_is_reported_as_a_divergence():
+    """Logits that overflow score a NaN log joint: the sampler's divergence error, not a distribution's complaint."""
+    torch.manual_seed(0)
+    x, y = torch.randn(30, 2), torch.randint(0, 2, (30,))
+    bnn = BNN(build_model("tanh-small", input_shape=(2,), num_classes=2), NormalPrior(0.0, 1.0), Categorical(30))
+    loader = BatchLoader(x, y, batch_size=10, shuffle=True, seed=0)
+    with pytest.raises(SGMCMCDivergenceError, match=r"sgld chain \d diverged at step \d+"):
+        sample_sgmcmc(bnn, loader, method="sgld", step_size=1e30, num_draws=50, num_chains=2, progress=False)

@@ -1,0 +1,163 @@
+"""``pyro-bnn laplace`` and ``pyro-bnn sample``: the posterior families that are not guides, from the command line.
+
+Each verb is registered on the CLI's subparsers by one call (:func:`add_laplace_parser`,
+:func:`add_sample_parser`); the work is in :mod:`pyro_bnn.experiments.laplace_run` and
+:mod:`pyro_bnn.experiments.sgmcmc_run`. Both keep the CLI's rule: every option and path is checked before any data
+is read, and a problem there is one line (:class:`~pyro_bnn.errors.UserError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from pyro_bnn.errors import UserError
+from pyro_bnn.laplace import Link, Predictive, Structure, Subset
+from pyro_bnn.sgmcmc import Method, SGMCMCDivergenceError
+
+_CHECK_ERRORS = (ValueError, TypeError, OSError, ImportError)
+"""What a verb's checks raise for a bad option, path or missing extra: turned into one line."""
+
+
+def add_laplace_parser(commands) -> None:
+    """Adds the ``laplace`` verb to the CLI's subparsers."""
+    parser = commands.add_parser(
+        "laplace",
+        help="fit a Laplace approximation around a saved MAP run and score its test split",
+        description="Fits a Laplace approximation (laplace-torch: the GGN in the chosen structure, the prior "
+        "precision tuned by the marginal likelihood) around the weights of a run trained with --guide map, scores "
+        "the run's test split with the metrics of 'pyro-bnn evaluate' and writes RUN/laplace-SUBSET-STRUCTURE.json "
+        "(metrics, the MAP's metrics, the prior precision, the log marginal likelihood, wall times, options).",
+    )
+    parser.add_argument("run_dir", help="a folder written by 'pyro-bnn train ... --guide map'")
+    parser.add_argument("--subset", default=Subset.LAST_LAYER.value, help=_choices(Subset, "the weights made random"))
+    parser.add_argument(
+        "--structure", default=Structure.KRON.value, help=_choices(Structure, "the Hessian's structure")
+    )
+    parser.add_argument(
+        "--predictive",
+        default=Predictive.GLM.value,
+        help=_choices(Predictive, "glm: the linearised network; mc: weight draws through the network"),
+    )
+    parser.add_argument(
+        "--link", default=Link.PROBIT.value, help=_choices(Link, "the GLM predictive's link for a classifier")
+    )
+    parser.add_argument(
+        "--prior-precision",
+        type=float,
+        default=None,
+        help="the prior precision to start the tuning from (with --no-tune: the one used); default 1 / scale^2 of "
+        "the run's Normal prior",
+    )
+    parser.add_argument("--no-tune", action="store_true", help="keep the prior precision instead of tuning it")
+    parser.add_argument(
+        "--num-samples", type=int, default=None, help="draws of the predictive (default: the run's --num-samples)"
+    )
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the run's)")
+    parser.set_defaults(func=_cmd_laplace)
+
+
+def _choices(enum, text: str) -> str:
+    return f"{text}: {', '.join(member.value for member in enum)} (default %(default)s)"
+
+
+def _cmd_laplace(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.laplace_run import check_laplace_run, format_laplace_summary, laplace_run
+    from pyro_bnn.laplace import LaplaceOptions
+
+    try:
+        options = LaplaceOptions(
+            subset=args.subset,
+            structure=args.structure,
+            prior_precision=args.prior_precision,
+            tune_prior=not args.no_tune,
+        )
+        run = check_laplace_run(
+            args.run_dir,
+            options,
+            predictive=args.predictive,
+            link=args.link,
+            num_samples=args.num_samples,
+            device=args.device,
+        )
+        data = _load_data(run.config)
+    except _CHECK_ERRORS as err:
+        raise UserError(str(err)) from err
+    record = laplace_run(run, data=data)
+    print(format_laplace_summary(record, run.out_file))
+    return 0
+
+
+def _load_data(config):
+    """The run's data, read inside the checks so that missing files are one line (as ``train`` does)."""
+    from pyro_bnn.experiments.runs import load_data
+
+    return load_data(config)
+
+
+def add_sample_parser(
+    commands, add_train_arguments: Callable[[argparse.ArgumentParser], None], config_from: Callable
+) -> None:
+    """Adds the ``sample`` verb: ``train``'s model and data options (``add_train_arguments``, read back by
+    ``config_from``) plus the sampler's."""
+    parser = commands.add_parser(
+        "sample",
+        help="sample a BNN's posterior with SG-MCMC (SGLD, SGHMC, cyclical) and write a run folder",
+        description="Builds the model and training data a 'train' run of the same options would, runs SG-MCMC "
+        "chains on the model's minibatch log joint and writes OUT/config.json, OUT/checkpoint.pt (the draws), "
+        "OUT/metrics.json (test metrics over every draw, r-hat and ESS) and the test figure; 'pyro-bnn evaluate "
+        "OUT' re-scores it. train's training-only options (guide, optimiser, epochs, ...) are unused.",
+    )
+    add_train_arguments(parser)
+    add = parser.add_argument
+    add("--method", default=Method.SGLD.value, help=_choices(Method, "the sampler"))
+    add("--step-size", type=float, required=True, help="the step size (cyclical methods: its peak), > 0")
+    add("--draws", type=int, default=100, help="draws kept per chain (default %(default)s)")
+    add("--burn-in", type=int, default=0, help="steps (cyclical: cycles) discarded first (default %(default)s)")
+    add("--thin", type=int, default=1, help="keep every THIN-th step (default %(default)s)")
+    add("--chains", type=int, default=4, help="chains, run side by side (default %(default)s)")
+    add("--cycles", type=int, default=4, help="csgld, csghmc: kept cycles (default %(default)s)")
+    add("--friction", type=float, default=0.1, help="sghmc, csghmc: the friction in (0, 1] (default %(default)s)")
+    add("--exploration", type=float, default=0.5, help="cyclical: noise-free share of a cycle (default %(default)s)")
+    add("--init", default="prior", help="chain starts: prior (a draw each) or network (default %(default)s)")
+    add("--out", required=True, help="the run folder")
+    add("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    add("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=lambda args: _cmd_sample(args, config_from))
+
+
+def _cmd_sample(args: argparse.Namespace, config_from: Callable) -> int:
+    from pyro_bnn.experiments.runs import prepare_run_dir
+    from pyro_bnn.experiments.sgmcmc_run import SamplerOptions, format_sample_summary, sample_config, sample_run
+
+    try:
+        options = SamplerOptions(
+            method=args.method,
+            step_size=args.step_size,
+            num_draws=args.draws,
+            burn_in=args.burn_in,
+            thin=args.thin,
+            num_chains=args.chains,
+            num_cycles=args.cycles,
+            friction=args.friction,
+            exploration=args.exploration,
+            init=args.init,
+        ).check()
+        config, warnings = sample_config(config_from(args), options)
+        prepare_run_dir(config, args.out, resume=False, overwrite=args.overwrite)
+        for warning in warnings + config.unused_options():
+            print(f"pyro-bnn sample: warning: {warning}", file=sys.stderr)
+        data = _load_data(config)
+    except _CHECK_ERRORS as err:
+        raise UserError(str(err)) from err
+    try:
+        metrics = sample_run(config, options, args.out, data=data, overwrite=args.overwrite, progress=not args.quiet)
+    except SGMCMCDivergenceError as err:  # a step size too large: nothing was written
+        print(f"pyro-bnn sample: sampling stopped: {err}", file=sys.stderr)
+        return 1
+    print(format_sample_summary(metrics, args.out))
+    return 0
+
+
+__all__ = ["add_laplace_parser", "add_sample_parser"]
