@@ -8,7 +8,7 @@ Two ways of computing the same update (torch's ``Adam`` formula, L2 weight decay
   update of the row is an update of the stack, and each row has its own state (``step``, ``exp_avg``,
   ``exp_avg_sq``), exactly what a run trained alone keeps. Rows are grouped by ``(lr, weight_decay)``, one parameter
   group each; a frozen run's rows get no gradient, which torch's Adam skips.
-* **stacked** (small stacks, below :data:`STACKED_MAX_ELEMENTS`): the moments are ``(R, ...)`` tensors and the step
+* **stacked** (at most :data:`STACKED_MAX_ELEMENTS` values): the moments are ``(R, ...)`` tensors and the step
   counts an ``(R,)`` tensor, and one update is a dozen vectorised operations over all runs, learning rates, weight
   decays and step counts as per-run factors. For the moons net's 32 runs torch's Adam spends most of its time in a
   Python loop over the 64 row tensors; the stacked update takes a tenth of that. Each run's state is a dict of

@@ -65,6 +65,7 @@ def linear_chain(net: nn.Module) -> tuple[tuple[str, nn.Module], ...] | None:
     an ``nn.Sequential`` (or the zoo's :class:`~pyro_bnn.models.base.SequentialNet`, whose forward is the same) of an
     optional leading ``Flatten``, ``Linear`` layers, element-wise activations (:data:`_ELEMENTWISE`, a
     :class:`RunSlopeLeakyReLU`) and dropout with ``p = 0``; None for any other network (it goes through vmap).
+    The chain calls no module hooks (vmap's ``functional_call`` would).
     """
     if not isinstance(net, nn.Sequential) or type(net).forward not in (nn.Sequential.forward, SequentialNet.forward):
         return None
@@ -72,7 +73,8 @@ def linear_chain(net: nn.Module) -> tuple[tuple[str, nn.Module], ...] | None:
     for index, (name, module) in enumerate(net.named_children()):
         kind = type(module)
         if kind is nn.Flatten and index == 0 and (module.start_dim, module.end_dim) == (1, -1):
-            continue  # the chain flattens its inputs itself
+            layers.append((name, module))  # the chain flattens its inputs itself
+            continue
         if kind in _DROPOUTS and module.p == 0:
             continue
         if kind is not nn.Linear and kind is not RunSlopeLeakyReLU and kind not in _ELEMENTWISE:
@@ -255,7 +257,7 @@ class RunStack:
             ``(R', B, out)``.
         """
         per_run = self.per_run_values() if per_run is None else per_run
-        if self.chain is not None:
+        if self.chain is not None and (x.dim() == 3 or type(self.chain[0][1]) is nn.Flatten):
             return self._chain_outputs(x, {**weights, **per_run})
         buffers = self._shared_buffers
         if self.loop_runs:
@@ -278,8 +280,10 @@ class RunStack:
         the ``(R', B, in) @ (R', in, out)`` products that vmap makes of ``F.linear`` (no transposed copies of W, and
         the long dimension B last)."""
         runs = x.shape[0]
-        h = x.reshape(runs, x.shape[1], -1).transpose(1, 2)  # (R', in, B)
+        h = x.reshape(runs, x.shape[1], -1).transpose(1, 2)  # (R', in, B): flattened by a leading Flatten, or 2-D
         for name, module in self.chain:
+            if type(module) is nn.Flatten:
+                continue
             if type(module) is nn.Linear:
                 weight = values.get(f"{name}.weight")
                 weight = module.weight.expand(runs, -1, -1) if weight is None else weight

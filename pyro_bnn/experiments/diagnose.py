@@ -84,10 +84,10 @@ class DiagnoseOptions:
 def _check_guide(config: RunConfig, options: DiagnoseOptions, *, sampled: bool) -> None:
     """Refuses parts the run's guide cannot give, from its config and checkpoint (before any data is loaded);
     ``sampled``: the run holds SG-MCMC draws (``pyro-bnn sample``), not a guide."""
-    if sampled and (options.pruning or options.nuts):
+    if sampled and (options.pruning or options.nuts or options.slices):
         raise ValueError(
-            "--pruning and --nuts need a guide with a Normal scale per weight, but the run holds SG-MCMC draws "
-            "(pyro-bnn sample)"
+            "--pruning and --nuts need a guide with a Normal scale per weight and --slices a point network (a "
+            "posterior median), but the run holds SG-MCMC draws (pyro-bnn sample); --shape takes them"
         )
     guide = parse_guide(config.guide)
     if (options.pruning or options.nuts) and not guide.offers(Capability.NORMAL_SCALES):

@@ -25,7 +25,7 @@ from pyro_bnn.experiments import runs
 from pyro_bnn.experiments.config import RunConfig, resolve_device
 from pyro_bnn.experiments.evaluate import read_run
 from pyro_bnn.experiments.run_folder import CHECKPOINT
-from pyro_bnn.guides import Capability, parse_guide
+from pyro_bnn.guides import GuideKind, parse_guide
 from pyro_bnn.laplace import LaplaceOptions, Link, Predictive, fit_laplace, import_laplace, predict_laplace
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import Prediction
@@ -83,7 +83,7 @@ def check_laplace_run(
     guide = parse_guide(config.guide)
     if runs.DRAWS in state:
         raise ValueError(f"{run} holds SG-MCMC draws ('pyro-bnn sample'); Laplace is fitted around a MAP run")
-    if guide.offers(Capability.RANDOM) or guide.offers(Capability.DETERMINISTIC):
+    if guide.kind is not GuideKind.MAP:  # the curvature is the log joint's, at its mode
         raise ValueError(
             f"{run} was trained with guide {config.guide!r}: a Laplace approximation is fitted around a point "
             "estimate of the weights; train the run with --guide map"

@@ -155,7 +155,7 @@ def restore(
 ):
     """Rebuilds a saved run's model and parameter source from its checkpoint (``state``: the checkpoint, if already
     read): the trained guide, or for a sampled run (:data:`DRAWS`) its draws as a
-    :class:`~pyro_bnn.predict.Samples` source ``{site: (chain * draw, *site_shape)}``.
+    :class:`~pyro_bnn.predict.Samples` source ``{site: (draw * chain, *site_shape)}``, the chains interleaved.
 
     Raises:
         ValueError: the checkpoint does not fit the model, or a sampled run holds fewer draws than
@@ -174,7 +174,9 @@ def restore(
     try:
         bnn.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
         if sampled:
-            guide = Samples({k: v.reshape(-1, *v.shape[2:]).to(device) for k, v in state[DRAWS].items()})
+            # draw-major (chain 0 draw 0, chain 1 draw 0, ...): the first S of them, what predict takes for
+            # num_samples=S, come from every chain
+            guide = Samples({k: v.transpose(0, 1).flatten(0, 1).to(device) for k, v in state[DRAWS].items()})
         else:
             guide.load_state_dict({k: v.to(device) for k, v in state["guide"].items()})
     except (RuntimeError, KeyError) as err:

@@ -178,7 +178,7 @@ class IAFNormal(AutoContinuous):
     @torch.no_grad()
     def loc_scale(self, num_samples: int = MEDIAN_DRAWS) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """Each latent site's marginal mean and standard deviation in its unconstrained space, estimated from
-        ``num_samples`` draws (what :func:`~pyro_bnn.guides.mean_posterior_scale` reports for this guide).
+        ``num_samples`` draws (for weight statistics; a run records no ``mean_posterior_sigma`` for a flow).
 
         A flow's marginals are not Normal, so these are moments, not the parameters of a Normal: the family does
         not declare ``normal-scales``, and pruning by signal-to-noise and the NUTS comparison refuse it.

@@ -51,14 +51,15 @@ def laplace_likelihood(likelihood: Likelihood) -> str:
 
 
 def prior_start(bnn: BNN, options: LaplaceOptions) -> tuple[float, float]:
-    """The prior precision and mean the approximation starts from: the options' precision around 0, or the BNN's
-    Normal prior as ``(1 / scale^2, loc)``.
+    """The prior precision and mean the approximation starts from: the BNN's Normal prior as ``(1 / scale^2, loc)``,
+    its precision replaced by the options' where given; the options' precision around 0 for another prior.
 
     Raises:
         ValueError: no precision given and the prior is not a :class:`~pyro_bnn.priors.NormalPrior`.
     """
     if options.prior_precision is not None:
-        return options.prior_precision, 0.0
+        mean = float(bnn.prior.loc) if isinstance(bnn.prior, NormalPrior) else 0.0
+        return options.prior_precision, mean
     if not isinstance(bnn.prior, NormalPrior):
         raise ValueError(
             f"the Laplace prior precision is read from a NormalPrior, got {type(bnn.prior).__name__}; "
@@ -139,6 +140,8 @@ def fit_laplace(
     dataset = getattr(train_loader, "dataset", None)
     if dataset is None:
         raise ValueError("the training loader must expose .dataset (a torch DataLoader or pyro_bnn BatchLoader)")
+    if getattr(train_loader, "drop_last", False):
+        raise ValueError("the training loader drops its last batch (drop_last=True); the curvature sums every example")
     if len(dataset) != bnn.likelihood.dataset_size:
         raise ValueError(
             f"the loader holds {len(dataset)} examples but the likelihood's dataset_size is "

@@ -244,7 +244,7 @@ def test_the_chain_vmap_and_loop_give_the_same_outputs_and_gradients(select):
 
 def test_only_chains_of_linear_layers_and_elementwise_activations_take_the_chain():
     mlp = build_model("mlp:5,5", input_shape=(2,), num_classes=2, activation="tanh")
-    assert [name for name, _ in linear_chain(mlp)] == ["fc1", "act1", "fc2", "act2", "out"]
+    assert [name for name, _ in linear_chain(mlp)] == ["flatten", "fc1", "act1", "fc2", "act2", "out"]
     assert linear_chain(build_model("lenet", input_shape=(1, 28, 28), num_classes=10)) is None
     assert linear_chain(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.LayerNorm(3))) is None
     assert linear_chain(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Flatten())) is None  # not leading
@@ -264,6 +264,24 @@ def test_only_chains_of_linear_layers_and_elementwise_activations_take_the_chain
     assert RunStack([bnn], [guide]).chain is None
     with pytest.raises(ValueError, match="Sequential is not a chain of linear layers"):
         RunStack([bnn], [guide], chain=True)
+
+
+def test_a_chain_without_flatten_acts_on_the_last_dimension_as_the_network_does():
+    """Without a leading Flatten a Linear acts on the last input dimension: inputs with more dimensions than
+    (R, B, in) go through vmap, which gives the network's own outputs."""
+    pyro.set_rng_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2)).double()
+    bnn = BNN(net, parse_prior("normal:0,1"), Categorical(N)).double()
+    guide = parse_guide("flat:0.1").build(bnn).double()
+    with torch.no_grad(), pyro.poutine.block():
+        guide(torch.randn(B, 3, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+    stack, mapped = RunStack([bnn], [guide]), RunStack([bnn], [guide], chain=False)
+    assert stack.chain is not None
+    weights = stack.split(stack.loc.detach())
+    for x in (torch.randn(1, B, 3, dtype=torch.float64), torch.randn(1, B, 4, 3, dtype=torch.float64)):
+        expected = bnn.apply_parameters(x[0], guide.split(guide.loc.detach()))
+        torch.testing.assert_close(stack.outputs(x, weights)[0], expected, rtol=0, atol=1e-12)
+        torch.testing.assert_close(mapped.outputs(x, weights)[0], expected, rtol=0, atol=1e-12)
 
 
 def test_likelihoods_or_dropout_that_differ_are_refused():

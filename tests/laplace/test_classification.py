@@ -137,3 +137,19 @@ def test_every_subset_and_structure_predicts(trained, subset, structure):
         predict_laplace(posterior, (x, y), predictive="glm", link="probit"),
     ):
         assert torch.isfinite(prediction.probs).all() and prediction.metrics()["accuracy"] > 0.9
+
+
+@pytest.mark.parametrize(("subset", "structure"), [("all", "kron"), ("all", "diag"), ("last_layer", "full")])
+def test_draws_land_on_their_own_sites(trained, subset, structure):
+    """With a prior precision of 1e8 the approximation's spread is ~1e-4, so every draw is its site's MAP value: a
+    draw vector split into the wrong sites (or in the wrong order) would put one site's values in another's place."""
+    bnn, guide, loader = trained
+    posterior = fit_laplace(
+        bnn, guide, loader, subset=subset, structure=structure, prior_precision=1e8, tune_prior=False
+    )
+    draws = posterior.sample(3, torch.Generator().manual_seed(0))
+    assert list(draws) == bnn.site_names
+    for name in bnn.site_names:
+        want = posterior.map_values[name].expand(3, *posterior.map_values[name].shape)
+        torch.testing.assert_close(draws[name], want, rtol=0, atol=1e-2)
+        assert not torch.equal(draws[name], want) or name not in posterior.sampled_sites  # drawn, not copied
