@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -96,23 +97,28 @@ def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
     Classification data gets a Categorical likelihood, regression data (``data.task``) a Gaussian one with the
     fixed scale ``config.noise_scale``.
     """
+    return _build(config, data.input_shape, data.output_dim, data.task, len(data.train))
+
+
+def _build(config: RunConfig, input_shape, output_dim: int, task: Task, num_train: int, *, meta: bool = False):
     guide_spec = parse_guide(config.guide)
-    net = build_model(
-        config.model,
-        input_shape=data.input_shape,
-        num_classes=data.output_dim,
-        activation=config.activation,
-        dropout=guide_spec.dropout,
-    )
-    select = None
-    if config.node_noise:
-        add_node_noise(net, bias_noise=config.bias_noise)
-        select = is_node_noise  # the prior is on the noise; weights and biases stay deterministic
+    with torch.device("meta") if meta else contextlib.nullcontext():
+        net = build_model(
+            config.model,
+            input_shape=input_shape,
+            num_classes=output_dim,
+            activation=config.activation,
+            dropout=guide_spec.dropout,
+        )
+        select = None
+        if config.node_noise:
+            add_node_noise(net, bias_noise=config.bias_noise)
+            select = is_node_noise  # the prior is on the noise; weights and biases stay deterministic
     prior = parse_prior(config.prior, select=select if guide_spec.random_weights else nothing)
-    if data.task is Task.REGRESSION:
-        likelihood = Gaussian(len(data.train), scale=config.noise_scale, kl_scale=config.kl_scale)
+    if task is Task.REGRESSION:
+        likelihood = Gaussian(num_train, scale=config.noise_scale, kl_scale=config.kl_scale)
     else:
-        likelihood = Categorical(len(data.train), kl_scale=config.kl_scale)
+        likelihood = Categorical(num_train, kl_scale=config.kl_scale)
     return BNN(net, prior, likelihood), guide_spec.build
 
 
@@ -122,28 +128,15 @@ sample``); such a checkpoint holds no guide."""
 
 
 def meta_bnn(config: RunConfig) -> BNN:
-    """The run's weight-space BNN with its network on the meta device: its sites, prior and likelihood as a run
-    would build them (:func:`build_bnn`), with no data read and no memory taken, for checks before any work.
+    """The run's BNN as :func:`build_bnn` builds it, its network on the meta device (a data set size of 1): its sites,
+    prior and likelihood with no data read and no memory taken, for checks before any work.
 
     Raises:
         ValueError: a config ``validate`` refuses.
     """
-    guide_spec = parse_guide(config.guide)
     shape = dataset_shape(config.dataset)
-    with torch.device("meta"):
-        net = build_model(
-            config.model,
-            input_shape=shape.input_shape,
-            num_classes=shape.output_dim,
-            activation=config.activation,
-            dropout=guide_spec.dropout,
-        )
-    prior = parse_prior(config.prior, select=None if guide_spec.random_weights else nothing)
-    if DatasetName(config.dataset).task is Task.REGRESSION:
-        likelihood = Gaussian(1, scale=config.noise_scale, kl_scale=config.kl_scale)
-    else:
-        likelihood = Categorical(1, kl_scale=config.kl_scale)
-    return BNN(net, prior, likelihood)
+    task = DatasetName(config.dataset).task
+    return _build(config, shape.input_shape, shape.output_dim, task, 1, meta=True)[0]
 
 
 def restore(
