@@ -3,7 +3,9 @@
 
 ``execute_run`` is what every executor calls, in this process, a pool worker or a Ray task. It resumes a run that
 was interrupted (from its last epoch checkpoint), returns a finished run's record without training, and turns any
-exception of a run into a ``failed`` record with a one-line reason, so one bad run never stops a grid.
+exception of a run into a ``failed`` record with a one-line reason, so one bad run never stops a grid. A spec is
+one of three kinds, dispatched here and nowhere else: a training run of its config, a deep ensemble of its members,
+or a runner (``spec.runner``, :func:`resolve_runner`) that produces the run its own way once its members are done.
 """
 
 from __future__ import annotations

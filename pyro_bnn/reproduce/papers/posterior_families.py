@@ -63,7 +63,7 @@ PROFILES = {
         "minutes on 2 CPU cores (--workers 2)",
         seeds=3,
         settings={
-            "moons_epochs": 500, "moons_samples": 400, "particles": 8,
+            "moons_epochs": 300, "moons_samples": 400, "particles": 8,
             "nuts": {"chains": 4, "warmup": 200, "samples": 200, "tree_depth": 8},
             "moons_sgmcmc": {"draws": 100, "burn_in": 2000, "thin": 20, "chains": 4},
             "fashion_model": "mlp:400,400,400", "train_images": 5_000, "val_images": 1_000, "test_subset": 2_000,
@@ -108,7 +108,7 @@ def family_specs(
     key = "moons" if dataset == "moons" else "fashion"
     samples = profile[f"{key}_samples"]
     ref = (reference,) if reference is not None else ()
-    member_base = replace(base, guide="map", num_samples=1, data_seed=seed)
+    member_base = replace(base, guide="map", num_samples=1, num_particles=1, data_seed=seed)
     members = [
         _spec(replace(member_base, seed=seed * profile["members"] + i), dataset, f"map{i}", seed)
         for i in range(profile["members"])
@@ -171,8 +171,19 @@ def moons_specs(profile: Profile, seed: int) -> list[RunSpec]:
         seed=seed,
         device="cpu",
     )
+    # NUTS's config names only what it reads (data, network, prior), so its id, and a finished NUTS run, stay as they
+    # are when the trained families' settings change.
+    nuts_config = RunConfig(
+        dataset="moons",
+        model="tanh-small",
+        activation="tanh",
+        prior="normal:0,1",
+        num_samples=profile["nuts"]["chains"] * profile["nuts"]["samples"],
+        seed=seed,
+        device="cpu",
+    )
     nuts = _spec(
-        replace(base, num_samples=profile["nuts"]["chains"] * profile["nuts"]["samples"]),
+        nuts_config,
         "moons",
         "nuts",
         seed,
