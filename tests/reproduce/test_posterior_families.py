@@ -16,7 +16,7 @@ from pyro_bnn.experiments.runs import RunResult, build_bnn, load_data
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce import Verdict, reproduce, run_grid
 from pyro_bnn.reproduce.papers.posterior_families import FAMILIES, PROFILES, PosteriorFamilies
-from pyro_bnn.reproduce.papers.posterior_families_analysis import best_families, dataset_table, headlines
+from pyro_bnn.reproduce.papers.posterior_families_analysis import best_families, best_value, dataset_table, headlines
 from pyro_bnn.reproduce.papers.posterior_families_scoring import (
     aligned_sd,
     entropy_auroc,
@@ -237,3 +237,11 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
     assert len([line for line in text.splitlines() if line.startswith("- **")]) >= 4
     rebuilt = reproduce("posterior-families", profile="quick", out=out, report_only=True)
     assert rebuilt.read_text().split("## Verdicts")[1] == text.split("## Verdicts")[1]
+
+
+def test_best_value_is_the_cheapest_family_the_seeds_cannot_separate_from_the_best_nll():
+    # sgld (0.16 ± 0.01) and cyclical SGLD (0.16) tie on NLL; sgld's fit is cheaper (12 s against 14 s).
+    found = best_value(_grid(), "moons")
+    assert found["best"] == "sgld" and found["family"] == "sgld" and found["seconds"] == 12
+    records = [r for r in _grid() if not (r.spec.tag("family") == "sgld")]
+    assert best_value(records, "moons")["family"] == "cyclical-sgld"
