@@ -72,6 +72,21 @@ PROFILES = {
             "members": 5, "rank": 10,
         },
     ),
+    "paper": Profile(
+        "paper",
+        "the One Simple Trick paper's 3FC (1 000 units) on every Fashion-MNIST training image for 50 epochs, NUTS "
+        "with 1 000 kept iterations per chain, 5 seeds; for a GPU (its NUTS stays on the CPU)",
+        seeds=5,
+        settings={
+            "moons_epochs": 300, "moons_samples": 1000, "particles": 8,
+            "nuts": {"chains": 4, "warmup": 1000, "samples": 1000, "tree_depth": 10},
+            "moons_sgmcmc": {"draws": 200, "burn_in": 5000, "thin": 20, "chains": 4},
+            "fashion_model": "3fc", "train_images": None, "val_images": 10_000, "test_subset": None,
+            "fashion_epochs": 50, "fashion_samples": 100,
+            "fashion_sgmcmc": {"draws": 100, "burn_in": 5000, "thin": 50, "chains": 4},
+            "members": 5, "rank": 20,
+        },
+    ),
 }  # fmt: skip
 
 SGMCMC_STEP = {"moons": {"sgld": 3e-4, "cyclical-sgld": 1e-3}, "fashion-mnist": {"sgld": 3e-5, "cyclical-sgld": 5e-5}}
