@@ -166,7 +166,7 @@ def summary_lines(records: list[RunRecord]) -> list[str]:
             ties = ", ".join(NAMES[f] for f in found["ties"])
             tied = f"; the seeds do not separate it from {ties}" if ties else "; separated from every other family"
             lines.append(
-                f"- **{question.capitalize()}** on {dataset}: {NAMES[found['best']]} "
+                f"- **{question[0].upper() + question[1:]}** on {dataset}: {NAMES[found['best']]} "
                 f"({COLUMNS[key][0]} {found['mean']:.{digits}f}){tied}."
             )
     for dataset in DATASETS:
@@ -248,7 +248,10 @@ CAVEATS = """- **Label switching.** A tanh network's function is unchanged by pe
   saturate there, so the predictive entropy is often *lower* out of domain than near the decision boundary and
   AUROCs below 0.5 are a finding about the score, not a bug. On Fashion-MNIST they are MNIST's test digits.
 - **Wall times** are of a shared 2-core machine, one torch thread per run; a Laplace fit's and an ensemble's time
-  includes the MAP networks they are built from; scoring is excluded.
+  includes the MAP networks they are built from; scoring is excluded. The machine also paused the grid's processes
+  for minutes at a time while other work ran, and a pause counts in the wall time of the runs in flight: a large sd
+  in the time column (NUTS, SGLD and node noise on Fashion-MNIST) is such a pause, not the method; the per-seed
+  CSV shows which seed.
 - **SG-MCMC** runs without a Metropolis correction at step sizes picked on one seed; its draws are biased by the
   step size, more so for the larger cyclical peak.
 - **Scale.** The `cpu` profile's Fashion-MNIST network is a 3FC of 400 units per layer on 5 000 images, not the
