@@ -16,11 +16,12 @@ Each (data set, family, seed) is one run of the grid. The families that are not 
 :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` specs (:mod:`.posterior_families_runs`); on moons every family
 reads the same seed's NUTS run (its members), so the grid runs NUTS and the MAP members first.
 
-Cost of the ``cpu`` profile, timed one run of each family on this 2-core machine (one torch thread per run): moons
-NUTS about 330 s a seed (4 chains of 200 + 200 iterations, tree depth 8), every other moons family 5-25 s;
-Fashion-MNIST (3FC of 400 units, 5 000 training images, 10 epochs) about 40 s per MAP member or mean-field run,
-60 s low-rank, 50 s node noise, 40 s per SG-MCMC run, a few seconds per Laplace fit. In all about 25 minutes a seed
-on one core, about 40 minutes for three seeds with ``--workers 2``.
+Cost of the ``cpu`` profile, from its records on this shared 2-core machine (one torch thread per run): moons NUTS
+about 700 s a seed (4 chains of 200 + 200 iterations, tree depth 8), the moons MAP members about 35 s each and
+every other moons family 1-45 s; on Fashion-MNIST (a 3FC of 400 units, 5 000 training images, 10 epochs) about 20 s
+per MAP member, 30 s mean-field or node noise, 170 s low-rank, 30-50 s per SG-MCMC run, 20 s last-layer Laplace,
+and the KFAC Laplace runs longest (the GLM predictive over all 478 000 weights in batches of about 14 inputs: over
+10 minutes each). About 1.5 hours of run time in all, under an hour with ``--workers 2``.
 """
 
 from __future__ import annotations
