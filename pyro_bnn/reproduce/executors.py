@@ -48,15 +48,15 @@ AUTO = "auto"
 def group_specs(specs: list[RunSpec], batch_runs: int | str) -> list[list[RunSpec]]:
     """``specs`` in groups that train as one batch: compatible runs (equal
     :func:`~pyro_bnn.experiments.batched_runs.batch_key`) in chunks of at most ``batch_runs`` (``"auto"``: a size
-    per kind of run from its memory estimate), in the order their first run appears; ensembles and runs that train
-    alone in groups of one."""
+    per kind of run from its memory estimate), in the order their first run appears; ensembles, runners and runs
+    that train alone in groups of one."""
     if batch_runs == 1:
         return [[spec] for spec in specs]
     groups: dict[object, list[list[RunSpec]]] = {}
     sizes: dict[object, int] = {}
     order: list[list[RunSpec]] = []
     for spec in specs:
-        key = None if spec.is_ensemble else batch_key(spec.config)
+        key = batch_key(spec.config) if spec.trains else None
         if key is None:
             order.append([spec])
             continue

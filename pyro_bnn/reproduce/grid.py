@@ -66,7 +66,10 @@ def run_grid(
     for spec in specs:
         missing = [member.run_id for member in spec.members if member.run_id not in listed]
         if missing:
-            raise ValueError(f"ensemble {spec.run_id} has members that are not runs of the grid: {missing[0]}")
+            raise ValueError(f"run {spec.run_id} has members that are not runs of the grid: {missing[0]}")
+        nested = [member.run_id for member in spec.members if member.reads_runs]
+        if nested:
+            raise ValueError(f"run {spec.run_id} reads {nested[0]}, which reads other runs itself; one level only")
     executor = executor or LocalExecutor()
     runs_dir = out / RUNS
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -89,8 +92,8 @@ def run_grid(
     )
     failed = sum(r.status is Status.FAILED for r in records.values() if not retry_failed)
     with bar:
-        # Training runs first, then the ensembles that combine them (each needs its members' checkpoints).
-        for phase in ([s for s in todo if not s.is_ensemble], [s for s in todo if s.is_ensemble]):
+        # Runs that read no other run first, then the ensembles and runners that read them (their members).
+        for phase in ([s for s in todo if not s.reads_runs], [s for s in todo if s.reads_runs]):
             for record in executor.run(phase, runs_dir, progress=progress and terminal):
                 records[record.spec.run_id] = record
                 failed += record.status is Status.FAILED

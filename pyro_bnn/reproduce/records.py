@@ -3,19 +3,22 @@
 
 ``execute_run`` is what every executor calls, in this process, a pool worker or a Ray task. It resumes a run that
 was interrupted (from its last epoch checkpoint), returns a finished run's record without training, and turns any
-exception of a run into a ``failed`` record with a one-line reason, so one bad run never stops a grid.
+exception of a run into a ``failed`` record with a one-line reason, so one bad run never stops a grid. A spec is
+one of three kinds, dispatched here and nowhere else: a training run of its config, a deep ensemble of its members,
+or a runner (``spec.runner``, :func:`resolve_runner`) that produces the run its own way once its members are done.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import json
 import statistics
 import subprocess
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +101,11 @@ def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
         "tags": dict(spec.tags),
         "config": json.loads(spec.config.to_json()),
     }
-    if spec.is_ensemble:
+    if spec.members:
         values["members"] = [member.run_id for member in spec.members]
+    if spec.runner:
+        values["runner"] = spec.runner
+        values["options"] = dict(spec.options)
     return values
 
 
@@ -163,10 +169,12 @@ def execute_run(
         return existing
     start = time.perf_counter()
     try:
-        if spec.is_ensemble:
+        if spec.reads_runs and not _members_done(spec, Path(runs_dir)):
+            return RunRecord(spec, Status.MISSING, reason="its members have not all finished")
+        if spec.runner:
+            result = _call_runner(spec, Path(runs_dir), folder)
+        elif spec.is_ensemble:
             result = _combine_members(spec, Path(runs_dir), folder)
-            if result is None:
-                return RunRecord(spec, Status.MISSING, reason="its members have not all finished")
         else:
             result = train_run(spec.config, folder, resume=True, progress=progress)
     except RunFolderBusyError:
@@ -234,20 +242,53 @@ def execute_batch(
     return [records[spec.run_id] for spec in specs]
 
 
-def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult | None:
-    """The deep ensemble of ``spec``'s members, scored on its test set; None when a member is not done yet.
+def _members_done(spec: RunSpec, runs_dir: Path) -> bool:
+    """Whether every member of ``spec`` is done (False while one is missing).
 
     Raises:
-        RuntimeError: a member failed (the ensemble fails with it, naming the member).
+        RuntimeError: a member failed (the run fails with it, naming the member).
     """
-    from pyro_bnn.experiments.ensemble import load_ensemble
-
     for member in spec.members:
         record = read_record(runs_dir, member)
         if record.status is Status.FAILED:
             raise RuntimeError(f"member {member.run_id} failed: {record.reason}")
         if record.status is Status.MISSING:
-            return None
+            return False
+    return True
+
+
+def resolve_runner(runner: str) -> Callable[[RunSpec, Path, Path], RunResult]:
+    """The function a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` names (``"package.module:function"``).
+
+    Raises:
+        ValueError: not of that form, or naming nothing importable (one line).
+    """
+    module_name, _, function_name = runner.partition(":")
+    if not module_name or not function_name.isidentifier():
+        raise ValueError(f"a runner must be 'package.module:function', got {runner!r}")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"runner {runner!r} names no importable function") from None
+    if not callable(function):
+        raise ValueError(f"runner {runner!r} is not callable")
+    return function
+
+
+def _call_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
+    """What ``spec``'s runner returns for it, its folder created and its ``metrics.json`` written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    result = resolve_runner(spec.runner)(spec, runs_dir, folder)
+    if not isinstance(result, RunResult):
+        raise TypeError(f"runner {spec.runner} returned {type(result).__name__}, not a RunResult")
+    write_json_atomically(folder / "metrics.json", {k: v for k, v in result.metrics.items() if k != "history"})
+    return result
+
+
+def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
+    """The deep ensemble of ``spec``'s members (all done), scored on its test set."""
+    from pyro_bnn.experiments.ensemble import load_ensemble
+
     config = spec.config
     bnn, ensemble = load_ensemble(
         [runs_dir / member.run_id for member in spec.members],

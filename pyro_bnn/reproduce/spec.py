@@ -62,7 +62,13 @@ class RunSpec:
             (on any executor), then this spec predicts with their equally weighted mixture
             (:func:`pyro_bnn.experiments.load_ensemble`), scores it on ``config``'s test set with
             ``config.num_samples`` samples (sample i is member i mod M) and takes ``measures`` on it. ``config``
-            is the members' (its seed seeds the measurements).
+            is the members' (its seed seeds the measurements). With a :attr:`runner`, the runs it reads instead:
+            it runs after them, and is told of them.
+        runner: Makes this a run that is not a Trainer run (a sampler, a Laplace fit around a member's MAP, a
+            posterior compared with a reference run): ``"package.module:function"``, called as
+            ``function(spec, runs_dir, folder) -> RunResult`` once every member is done; ``measures`` are taken on
+            what it returns. ``config`` is the data and network it works on.
+        options: The runner's settings, as sorted ``(key, value)`` pairs (part of the run's id, unlike ``tags``).
     """
 
     config: RunConfig
@@ -71,6 +77,8 @@ class RunSpec:
     tags: tuple[tuple[str, str], ...] = ()
     other_data: tuple[tuple[str, str | None], ...] = ()
     members: tuple[RunSpec, ...] = ()
+    runner: str = ""
+    options: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # A copy with the mode's defaults filled in: training fills them in place (RunConfig.validate), which
@@ -92,16 +100,32 @@ class RunSpec:
         content: dict[str, Any] = {"config": differing, "measures": list(self.measures)}
         if self.members:  # absent otherwise, so that the ids of training runs are as they were
             content["members"] = [member.run_id for member in self.members]
+        if self.runner:  # likewise
+            content["runner"] = self.runner
+            content["options"] = dict(self.options)
         blob = json.dumps(content, sort_keys=True)
         return f"{self.label}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
     def tag(self, key: str, default: str | None = None) -> str | None:
         return dict(self.tags).get(key, default)
 
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
     @property
     def is_ensemble(self) -> bool:
         """Whether this spec combines trained runs (:attr:`members`) rather than training one."""
+        return bool(self.members) and not self.runner
+
+    @property
+    def reads_runs(self) -> bool:
+        """Whether this spec runs after other runs of the grid (an ensemble, or a runner with members)."""
         return bool(self.members)
+
+    @property
+    def trains(self) -> bool:
+        """Whether this spec is a training run of its config (neither an ensemble nor a runner)."""
+        return not self.members and not self.runner
 
 
 def run_tags(**values: object) -> tuple[tuple[str, str], ...]:

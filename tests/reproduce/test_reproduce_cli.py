@@ -26,6 +26,7 @@ def test_list_names_every_experiment_on_one_line(capsys):
         "bbb-fashion",
         "implicit-bnn",
         "leaky-calibration",
+        "posterior-families",
         "priors",
     ]
     assert all("quick, cpu, paper" in line for line in lines)
