@@ -304,7 +304,12 @@ def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
 
 
 def record_failure(spec: RunSpec, runs_dir: str | Path, err: BaseException, seconds: float = 0.0) -> RunRecord:
-    """Writes and returns the ``failed`` record of ``spec`` (also for a worker that died running it)."""
+    """Writes and returns the ``failed`` record of ``spec``, for a worker that died running it or a pool that broke
+    before it ran; a run whose folder already holds a ``done`` record (finished before the pool broke, or by another
+    process on the same folder) keeps it and gets it back."""
+    existing = read_record(Path(runs_dir), spec)
+    if existing.status is Status.DONE:
+        return existing
     return _record_failure(spec, Path(runs_dir) / spec.run_id, err, seconds)
 
 

@@ -225,3 +225,19 @@ def test_the_code_version_is_read_once_per_process(monkeypatch):
 
     monkeypatch.setattr(records_module.subprocess, "run", no_git)
     assert records_module.code_version() == first
+
+
+def test_a_broken_pool_does_not_overwrite_a_run_that_finished(tmp_path):
+    """A pool whose worker died fails every run it still held; one whose folder already holds a done record (its
+    worker finished it first, or another process on the same folder did) keeps that record."""
+    from pyro_bnn.reproduce.records import RunRecord, read_record, record_failure, write_record
+
+    done, pending = (RunSpec(dataclasses.replace(BASE, seed=seed), label=f"moons-s{seed}") for seed in (0, 1))
+    write_record(tmp_path / done.run_id, RunRecord(done, Status.DONE, {"accuracy": 0.9}))
+    died = RuntimeError("A process in the process pool was terminated abruptly")
+    kept = record_failure(done, tmp_path, died)
+    assert kept.status is Status.DONE and kept.metrics == {"accuracy": 0.9}
+    assert read_record(tmp_path, done).status is Status.DONE
+    failed = record_failure(pending, tmp_path, died)
+    assert failed.status is Status.FAILED and "terminated abruptly" in failed.reason
+    assert read_record(tmp_path, pending).status is Status.FAILED
