@@ -38,7 +38,11 @@ counts as part of the KL term and is annealed with it.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import pyro
+import torch
 
 DATA_DIM = -1
 """Batch dimension of the data plate (the minibatch rows)."""
@@ -64,3 +68,11 @@ def is_likelihood_site(site: dict) -> bool:
 def sample_plate(num_samples: int) -> pyro.plate:
     """The plate that draws ``num_samples`` independent copies of every latent site along :data:`SAMPLE_DIM`."""
     return pyro.plate(SAMPLE_PLATE, num_samples, dim=SAMPLE_DIM)
+
+
+def unflatten(names: Sequence[str], shapes: Sequence[tuple[int, ...]], flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Views ``{name: (*lead, *shape)}`` of flat values ``(*lead, D)`` laid out site after site (row-major each), the
+    layout of a sampler's or potential's flat weight vector."""
+    lead = flat.shape[:-1]
+    pieces = flat.split([math.prod(shape) for shape in shapes], dim=-1)
+    return {name: piece.reshape(*lead, *shape) for name, piece, shape in zip(names, pieces, shapes, strict=True)}

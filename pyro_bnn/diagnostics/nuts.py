@@ -34,6 +34,7 @@ from pyro_bnn.diagnostics.alignment import (
     predictive_distance,
     wasserstein_1d,
 )
+from pyro_bnn.sites import unflatten
 
 FLAT_SITE = "_weights"
 """The one site of the flat potential: every weight of the network, concatenated in site order."""
@@ -86,12 +87,7 @@ class BNNPotential:
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{site: (*lead, *site_shape)}`` views of ``(*lead, D)`` flat weights."""
-        lead = flat.shape[:-1]
-        pieces = flat.split(self.sizes, dim=-1)
-        return {
-            name: piece.reshape(*lead, *shape)
-            for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)
-        }
+        return unflatten(self.names, self.shapes, flat)
 
     def flatten(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The flat ``(D,)`` vector of one set of site values."""

@@ -31,7 +31,7 @@ from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder
 from pyro_bnn.experiments.scoring import save_prediction_figure, score
 from pyro_bnn.infer.checkpoint import save_checkpoint
 from pyro_bnn.sgmcmc import Method, StepPlan, check_supported, sample_sgmcmc
-from pyro_bnn.sgmcmc.run import INITS
+from pyro_bnn.sgmcmc.run import check_options
 from pyro_bnn.sgmcmc.samplers import as_method
 
 TRAINING_ONLY = (
@@ -96,14 +96,7 @@ class SamplerOptions:
             num_cycles=self.num_cycles if method.cyclical else None,
             exploration=self.exploration,
         )  # validates the step size, draws, burn-in, thinning and cycles
-        chains = self.num_chains
-        if isinstance(chains, bool) or not isinstance(chains, int) or chains < 1:
-            raise ValueError(f"num_chains must be an int >= 1, got {chains!r}")
-        friction = self.friction
-        if isinstance(friction, bool) or not isinstance(friction, (int, float)) or not 0 < friction <= 1:
-            raise ValueError(f"friction must be a number in (0, 1], got {friction!r}")
-        if self.init not in INITS:
-            raise ValueError(f"unknown init {self.init!r}; expected one of {', '.join(INITS)}")
+        check_options(self.num_chains, self.friction, self.init)
         return dataclasses.replace(self, method=method)
 
     def to_dict(self) -> dict[str, Any]:

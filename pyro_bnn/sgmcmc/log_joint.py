@@ -23,6 +23,7 @@ from torch.distributions import constraints
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.likelihoods.base import KLScale
+from pyro_bnn.sites import unflatten
 
 
 def _real_support(support: constraints.Constraint) -> bool:
@@ -105,12 +106,7 @@ class LogJoint:
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{site: (*lead, *site_shape)}`` views of flat weights ``(*lead, D)``."""
-        lead = flat.shape[:-1]
-        pieces = flat.split(self.sizes, dim=-1)
-        return {
-            name: piece.reshape(*lead, *shape)
-            for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)
-        }
+        return unflatten(self.names, self.shapes, flat)
 
     def flatten(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Flat weights ``(*lead, D)`` from ``{site: (*lead, *site_shape)}`` (every weight site, same lead)."""

@@ -68,7 +68,8 @@ def _start(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chai
     return log_joint.flatten(values).detach().to(device=reference.device, dtype=reference.dtype).clone()
 
 
-def _check_options(num_chains: int, friction: float, init: object, seed: int) -> None:
+def check_options(num_chains: int, friction: float, init: object, seed: int = 0) -> None:
+    """One-line ValueErrors for the chains' options that :class:`StepPlan` does not check (reads no data)."""
     if isinstance(num_chains, bool) or not isinstance(num_chains, int) or num_chains < 1:
         raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
     if isinstance(friction, bool) or not isinstance(friction, (int, float)) or not (0 < friction <= 1):
@@ -134,7 +135,7 @@ def sample_sgmcmc(
     """
     method = as_method(method)
     log_joint = LogJoint(bnn)  # refuses models it cannot sample
-    _check_options(num_chains, friction, init, seed)
+    check_options(num_chains, friction, init, seed)
     plan = StepPlan(
         step_size=step_size,
         num_draws=num_draws,
