@@ -3,7 +3,9 @@
 ``OUT/grid.json`` lists every run of the grid (its id, label, tags and config); ``OUT/runs/<run id>/`` holds each
 run. A run whose ``result.json`` says ``done`` is never trained again, so a killed sweep resumes where it stopped
 (an interrupted run continues from its last epoch checkpoint). Failed runs are kept as failed unless
-``retry_failed`` is set (a diverged run usually diverges again).
+``retry_failed`` is set (a diverged run usually diverges again). Run folders are committed without their
+checkpoints, so a done training run whose checkpoint is gone is trained again (from its seed) when a run still to
+do reads it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.experiments.run_folder import check_writable
+from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
 from pyro_bnn.reproduce.executors import Executor, LocalExecutor
-from pyro_bnn.reproduce.records import RUNS, read_record, spec_to_dict
+from pyro_bnn.reproduce.records import RESULT, RUNS, read_record, spec_to_dict
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
 GRID = "grid.json"
@@ -34,6 +36,18 @@ def read_records(out: str | Path, specs: list[RunSpec]) -> list[RunRecord]:
     """The records of ``specs`` as ``out`` holds them now (missing where a run has not finished)."""
     runs_dir = Path(out) / RUNS
     return [read_record(runs_dir, spec) for spec in unique(specs)]
+
+
+def _members_to_retrain(todo: list[RunSpec], records: dict[str, RunRecord], runs_dir: Path) -> list[RunSpec]:
+    """The done training runs (no runner, not ensembles) that a run of ``todo`` reads but whose checkpoint is gone."""
+    stale = {}
+    for spec in todo:
+        for member in spec.members:
+            trained = not member.runner and not member.members
+            done = records[member.run_id].status is Status.DONE
+            if trained and done and not (runs_dir / member.run_id / CHECKPOINT).exists():
+                stale[member.run_id] = member
+    return list(stale.values())
 
 
 def run_grid(
@@ -81,6 +95,11 @@ def run_grid(
         if records[spec.run_id].status is Status.MISSING
         or (retry_failed and records[spec.run_id].status is Status.FAILED)
     ]
+    for member in _members_to_retrain(todo, records, runs_dir):
+        print(f"training {member.run_id} again: a run still to do reads its checkpoint, which is gone", file=sys.stderr)
+        (runs_dir / member.run_id / RESULT).unlink()
+        records[member.run_id] = read_record(runs_dir, member)
+        todo.insert(0, member)
     terminal = sys.stderr.isatty()
     bar = tqdm(
         total=len(specs),

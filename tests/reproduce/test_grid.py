@@ -241,3 +241,24 @@ def test_a_broken_pool_does_not_overwrite_a_run_that_finished(tmp_path):
     failed = record_failure(pending, tmp_path, died)
     assert failed.status is Status.FAILED and "terminated abruptly" in failed.reason
     assert read_record(tmp_path, pending).status is Status.FAILED
+
+
+def test_a_member_whose_checkpoint_is_gone_is_trained_again_for_a_run_that_reads_it(tmp_path, capsys):
+    # Committed run folders have no checkpoints: resuming an ensemble on a fresh clone must retrain its members
+    # rather than fail with "no checkpoint", and must leave members with checkpoints alone.
+    members = [
+        dataclasses.replace(spec, config=dataclasses.replace(spec.config, guide="map")) for spec in tiny_specs(2)
+    ]
+    ensemble = RunSpec(members[0].config, label="ensemble", members=tuple(members))
+    out = tmp_path / "grid"
+    run_grid(members, out, progress=False)
+    first = {r.spec.run_id: r.metrics["nll"] for r in run_grid(members, out, progress=False)}
+    kept = out / "runs" / members[1].run_id / "checkpoint.pt"
+    kept_time = kept.stat().st_mtime_ns
+    (out / "runs" / members[0].run_id / "checkpoint.pt").unlink()
+    records = run_grid([ensemble, *members], out, progress=False)
+    assert [r.status for r in records] == [Status.DONE] * 3
+    assert (out / "runs" / members[0].run_id / "checkpoint.pt").exists()
+    assert kept.stat().st_mtime_ns == kept_time
+    assert records[1].metrics["nll"] == pytest.approx(first[members[0].run_id], rel=1e-6)
+    assert f"training {members[0].run_id} again" in capsys.readouterr().err
