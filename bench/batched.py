@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 import run as bench_run  # noqa: E402  (bench/run.py: machine, commit)
 
 from pyro_bnn import BNN  # noqa: E402
+from pyro_bnn.batched import adam as batched_adam  # noqa: E402
 from pyro_bnn.batched import fit_batched  # noqa: E402
 from pyro_bnn.data import BatchLoader, load_dataset  # noqa: E402
 from pyro_bnn.infer import Trainer  # noqa: E402
@@ -199,10 +200,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--workloads", default="moons,3fc,lenet")
     parser.add_argument("--runs", default=",".join(map(str, RUN_COUNTS)))
+    parser.add_argument(
+        "--adam",
+        choices=("auto", "stacked", "rows"),
+        default="auto",
+        help="force the batched Adam update (default: by the stack's size); with another than auto, print only",
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     counts = tuple(int(r) for r in args.runs.split(","))
+    if args.adam != "auto":
+        batched_adam.STACKED_MAX_ELEMENTS = 1 << 62 if args.adam == "stacked" else 0
     rows = measure(device, args.workloads.split(","), counts)
+    if args.adam != "auto":
+        return
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     result = {"device": device.type, "machine": bench_run.machine(), "commit": bench_run._git_commit(), "rows": rows}
     (HERE / f"batched-{device.type}.json").write_text(json.dumps(result, indent=1))

@@ -107,6 +107,8 @@ def machine() -> str:
 
 
 def _git_commit() -> str:
+    if os.environ.get("BENCH_COMMIT"):  # a copy of the tree without its .git (a GPU machine) is told its commit
+        return os.environ["BENCH_COMMIT"]
     try:
         return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=HERE

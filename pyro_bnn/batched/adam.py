@@ -20,7 +20,8 @@ Either way :meth:`BatchedAdam.row_state` is run ``r``'s state for one stacked pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -148,25 +149,49 @@ class BatchedAdam:
         lrs: Sequence[torch.Tensor],
         weight_decays: Sequence[torch.Tensor | None] | None = None,
         active: torch.Tensor | None = None,
+        *,
+        host_active: Sequence[bool] | None = None,
     ) -> None:
         """One update of every active run.
 
         Args:
-            lrs: Per stacked parameter, the runs' learning rates ``(R,)``.
+            lrs: Per stacked parameter, the runs' learning rates ``(R,)`` (on the host for the rows update).
             weight_decays: Per stacked parameter, the runs' weight decays ``(R,)`` or None (no decay).
             active: ``(R,)`` bool: runs to update; the others keep their parameters and state exactly. None: all.
+            host_active: For the rows update, the runs to update as known on the host, read instead of ``active``
+                (which it would read back from the device: a CUDA graph cannot capture that).
         """
         weight_decays = weight_decays if weight_decays is not None else [None] * len(self.params)
         if self.stacked:
             self._stacked_step(lrs, weight_decays, active)
             return
         self._regroup(lrs, weight_decays)
-        keep = [True] * self.num_runs if active is None else active.tolist()
+        if host_active is not None:
+            keep = list(host_active)
+        else:
+            keep = [True] * self.num_runs if active is None else active.tolist()
         for p, rows in zip(self.params, self._rows, strict=True):
             grad = p.grad
             for r, row in enumerate(rows):
                 row.grad = grad[r] if grad is not None and keep[r] else None
         self._optimizer.step()
+
+    @contextlib.contextmanager
+    def capturable(self) -> Iterator[None]:
+        """Lets torch's Adam of the rows update be captured in a CUDA graph (its ``capturable`` flag, on only while
+        capturing, as :class:`~pyro_bnn.infer.cuda_graph.GraphedStep` does for one run)."""
+        if self.stacked:
+            yield
+            return
+        groups = self._optimizer.param_groups
+        before = [group.get("capturable", False) for group in groups]
+        for group in groups:
+            group["capturable"] = True
+        try:
+            yield
+        finally:
+            for group, value in zip(groups, before, strict=True):
+                group["capturable"] = value
 
     def _stacked_step(
         self,

@@ -43,7 +43,7 @@ class _DrawStacked(torch.autograd.Function):
                 # d KL / d mu = (mu - m) / s^2; d KL / d log sigma = sigma^2 / s^2 - 1 (0 where the KL is not analytic)
                 weight = (grad_kl * seg.closed.to(grad_kl.dtype))[:, None]
                 factor = weight / seg.scale.square()
-                diff = loc[:, sl] if bool((seg.loc == 0).all()) else loc[:, sl] - seg.loc
+                diff = loc[:, sl] if seg.zero_loc else loc[:, sl] - seg.loc
                 grad_loc[:, sl].addcmul_(diff, factor)
                 # sigma * (eps g + sigma * factor) - weight: the data and KL parts in three passes
                 grad_log_scale[:, sl].addcmul_(scale[:, sl], factor)

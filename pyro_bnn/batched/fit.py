@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from pyro_bnn.batched.adam import BatchedAdam
 from pyro_bnn.batched.exchange import OptimizerBridge, check_adam
+from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.stack import RunStack
 from pyro_bnn.batched.step import BatchedForm, BatchedStep, RunNoise
@@ -125,9 +126,10 @@ def _set_up(trainer: Trainer, loader: Iterable, resume_from: str | os.PathLike |
 class _Batch:
     """The state of one lockstep fit: the trainers, their stack and step, and which runs still train."""
 
-    def __init__(self, trainers: Sequence[Trainer], val_loaders: Sequence[Iterable | None]) -> None:
+    def __init__(self, trainers: Sequence[Trainer], val_loaders: Sequence[Iterable | None], cuda_graph: bool) -> None:
         self.trainers = list(trainers)
         self.stack = RunStack([t.bnn for t in trainers], [t.guide for t in trainers])
+        graphed = cuda_graph and self.stack.loc.device.type == "cuda"
         forms = {batched_form(t.objective) for t in trainers}
         if len(forms) != 1:
             raise ValueError(f"the runs of a batch compute different objectives {sorted(map(str, forms))}")
@@ -147,6 +149,8 @@ class _Batch:
             models, self.stack.sites, closed_form_kl=self.form.closed_form_kl, device=loc.device, dtype=loc.dtype
         )
         self.step = BatchedStep(self.stack, kl, self.adam, self.form)
+        self.graph = GraphedBatchedStep(self.step) if graphed else None
+        """The step replayed from a CUDA graph, on a CUDA device unless ``cuda_graph=False``; None otherwise."""
         seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
         self.noise = RunNoise(seeds, loc.device)
         self.val = [None if loader is None else gather(loader) for loader in val_loaders]
@@ -176,6 +180,14 @@ class _Batch:
     def running(self) -> list[int]:
         return [r for r, active in enumerate(self.active) if active]
 
+    def run_step(self, x, y, kl_weight, eps, lrs, weight_decays) -> tuple:
+        """One step of every run still training (:meth:`BatchedStep.step <.step.BatchedStep.step>`), replayed from
+        the graph where there is one."""
+        active = torch.tensor(self.active)  # on the host: the step moves it where it is needed
+        if self.graph is not None:
+            return self.graph(x, y, kl_weight, eps, lrs, weight_decays, active)
+        return self.step.step(x, y, kl_weight, eps, lrs, weight_decays, active, host_active=self.active)
+
 
 def fit_batched(
     trainers: Sequence[Trainer],
@@ -185,6 +197,7 @@ def fit_batched(
     val_loaders: Sequence[Iterable | None] | None = None,
     resume_from: Sequence[str | os.PathLike | None] | None = None,
     progress: bool = True,
+    cuda_graph: bool = True,
 ) -> list[RunOutcome]:
     """Trains every trainer until ``epochs`` epochs are complete, a callback stops it, or it diverges.
 
@@ -196,6 +209,8 @@ def fit_batched(
         val_loaders: Each run's validation batches or None; adds the ``val_*`` metrics to its records.
         resume_from: Each run's checkpoint to resume from, or None (the runs must resume at the same epoch).
         progress: Show one progress bar over the batch's epochs.
+        cuda_graph: On a CUDA device, replay the batched step from a captured CUDA graph
+            (:class:`~.graph.GraphedBatchedStep`; same results, fewer launches). False runs it op by op.
 
     Returns:
         One :class:`RunOutcome` per trainer, in order. Each record of a history holds what a single run's holds;
@@ -224,7 +239,7 @@ def fit_batched(
     starts = {t.epoch for t in trainers}
     if len(starts) != 1:
         raise ValueError(f"the runs of a batch must resume at the same epoch, got epochs {sorted(starts)}")
-    batch = _Batch(trainers, val_loaders)
+    batch = _Batch(trainers, val_loaders, cuda_graph)
     for trainer in trainers:
         for callback in trainer.callbacks:
             callback.on_train_start(trainer)
@@ -284,15 +299,8 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weights.append(weight)
             kl_totals[run] += weight
         eps = batch.noise.draw((stack.loc.shape[1],), dtype=dtype, device=device)
-        active = torch.tensor(batch.active, device=device)
-        terms, updated = batch.step.step(
-            x,
-            y,
-            torch.tensor(weights, dtype=dtype, device=device),
-            eps,
-            batch.bridge.learning_rates(),
-            weight_decays,
-            active,
+        terms, updated = batch.run_step(
+            x, y, torch.tensor(weights, dtype=dtype, device=device), eps, batch.bridge.learning_rates(), weight_decays
         )
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:
             trainer = trainers[run]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import torch
@@ -84,6 +84,9 @@ class PriorSegment:
         families: Each run's family on the segment.
         loc, scale: ``(R, 1)`` (one number per run) or ``(R, stop - start)``; 0 and 1 for a flat prior.
         closed: ``(R,)`` bool: the runs whose KL on this segment is analytic (Normal prior, closed form asked).
+
+    The host-side facts below are read once here, so that a step reads nothing back from the device (a CUDA graph
+    cannot capture a step that does).
     """
 
     start: int
@@ -92,16 +95,28 @@ class PriorSegment:
     loc: torch.Tensor
     scale: torch.Tensor
     closed: torch.Tensor
+    any_closed: bool = field(init=False)
+    """Whether some run's KL on this segment is analytic."""
+    all_closed: bool = field(init=False)
+    """Whether every run's KL on this segment is analytic."""
+    zero_loc: bool = field(init=False)
+    """Whether every prior mean on this segment is 0."""
+    family_masks: dict[Family, torch.Tensor] = field(init=False)
+    """``{family: (R,) bool}``, the runs with that prior family here."""
 
-    @property
-    def any_closed(self) -> bool:
-        """Whether some run's KL on this segment is analytic."""
-        return bool(self.closed.any())
+    def __post_init__(self) -> None:
+        self.any_closed = bool(self.closed.any())
+        self.all_closed = bool(self.closed.all())
+        self.zero_loc = bool((self.loc == 0).all())
+        self.family_masks = {
+            family: torch.tensor([f is family for f in self.families], device=self.loc.device)
+            for family in set(self.families)
+        }
 
     @property
     def any_monte_carlo(self) -> bool:
         """Whether some run's KL on this segment is a Monte Carlo estimate."""
-        return not bool(self.closed.all())
+        return not self.all_closed
 
     def log_prob(self, w: torch.Tensor) -> torch.Tensor:
         """``sum log p(w)`` over the segment, each run under its own prior: ``w`` ``(R, stop - start)`` → ``(R,)``."""
@@ -116,8 +131,7 @@ class PriorSegment:
                 per = -z.abs() - (2 * self.scale).log()
             else:
                 per = -torch.log1p(z.square()) - self.scale.log() - _LOG_PI
-            mine = torch.tensor([f is family for f in self.families], device=w.device)
-            total = torch.where(mine, per.sum(1), total)
+            total = torch.where(self.family_masks[family], per.sum(1), total)
         return total
 
 
@@ -190,13 +204,13 @@ class BatchedKL:
             n = seg.stop - seg.start
             if seg.scale.shape[1] == 1:  # one prior per run: sum first, then scale
                 s, m = seg.scale[:, 0], seg.loc[:, 0]
-                diff = mu if bool((m == 0).all()) else mu - m[:, None]
+                diff = mu if seg.zero_loc else mu - m[:, None]
                 quad = _square_norm(sigma) + _square_norm(diff)
                 value = 0.5 * quad / s.square() - ls.sum(1) + n * (s.log() - 0.5)
             else:
                 per = 0.5 * (sigma.square() + (mu - seg.loc).square()) / seg.scale.square() - ls + seg.scale.log() - 0.5
                 value = per.sum(1)
-            kl = kl + (value if bool(seg.closed.all()) else torch.where(seg.closed, value, torch.zeros_like(value)))
+            kl = kl + (value if seg.all_closed else torch.where(seg.closed, value, torch.zeros_like(value)))
         return kl
 
     def monte_carlo(self, eps: torch.Tensor, log_scale: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

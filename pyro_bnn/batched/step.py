@@ -144,13 +144,19 @@ class BatchedStep:
         lrs: Sequence[torch.Tensor],
         weight_decays: Sequence[torch.Tensor | None] | None = None,
         active: torch.Tensor | None = None,
+        *,
+        host_active: Sequence[bool] | None = None,
     ) -> tuple[BatchedTerms, torch.Tensor]:
         """Evaluates every run's loss and updates the active runs whose loss is finite.
 
         Args:
             x, y, kl_weight, eps: As for :meth:`terms`.
             lrs, weight_decays: Per leaf of ``stack.leaves``, the runs' learning rates and weight decays ``(R,)``.
-            active: ``(R,)`` bool, the runs still training (None: all).
+            active: ``(R,)`` bool, the runs still training (None: all), on any device.
+            host_active: ``active`` as a list, given when the step is captured in a CUDA graph with the rows Adam
+                update (:meth:`BatchedAdam.step <pyro_bnn.batched.adam.BatchedAdam.step>`): that update then skips
+                only the inactive runs, and applies the step of a run whose loss is not finite (its gradient is
+                not); the caller fails that run after the step.
 
         Returns:
             The terms, and ``(R,)`` bool: the runs that were active and had a finite loss (the ones updated).
@@ -158,9 +164,9 @@ class BatchedStep:
         loss, terms = self.terms(x, y, kl_weight, eps)
         updated = torch.isfinite(terms.loss)
         if active is not None:
-            updated = updated & active
+            updated = updated & active.to(updated.device, non_blocking=True)
         for leaf in self.stack.leaves:
             leaf.grad = None
         torch.where(updated, loss, torch.zeros_like(loss)).sum().backward()
-        self.optimizer.step(lrs, weight_decays, updated)
+        self.optimizer.step(lrs, weight_decays, updated, host_active=host_active)
         return terms, updated

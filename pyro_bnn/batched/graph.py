@@ -1,0 +1,197 @@
+"""The step of R runs captured once in a CUDA graph and replayed, as :mod:`pyro_bnn.infer.cuda_graph` does for one
+run.
+
+On a GPU a batched step of small networks is a few hundred small kernels launched one by one from Python; replayed
+from a captured graph they run back to back. :class:`GraphedBatchedStep` wraps a :class:`~.step.BatchedStep` and
+keeps its semantics exactly:
+
+* every input of a step (the runs' batches ``x``, ``y``, KL weights, noise ``eps``, learning rates, weight decays
+  and the mask of runs still training) is copied into the graph's static tensors before each replay, so schedules,
+  divergence and early stopping change them freely; the noise is drawn eagerly from each run's own generator, as
+  without the graph, so a run's draws are the same either way;
+* a run whose loss is not finite is frozen inside the graph by the same mask as eagerly (no value is read back to
+  the host during a step), so one diverging run leaves the others' results unchanged;
+* the first ``warmup`` steps run eagerly (optimiser state, cuBLAS workspaces), then one step is captured; a batch of
+  another shape (the last, smaller one of an epoch), or a change of which parameters have weight decay, runs
+  eagerly, and the latter is captured again;
+* with the stacked Adam update (:class:`~.adam.BatchedAdam`, small stacks) the learning rates, weight decays and
+  the mask of active runs are inputs of the graph; with torch's fused Adam over rows (large stacks) they are baked
+  in, and the step is captured again when one changes (a per-epoch learning-rate schedule, a run that fails or
+  stops). The rows update skips the inactive runs, but applies the step of a run whose loss turned non-finite during
+  that very step (the host learns of it after the replay, as a single run's graphed step does); that run is failed
+  after the step, and its values are never written back to it, so the last good checkpoint stays its result.
+
+A network whose forward reads values back to the host cannot be captured: the capture fails with a message saying to
+train with ``cuda_graph=False``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import pyro
+import torch
+
+from pyro_bnn.batched.step import BatchedStep, BatchedTerms
+
+
+class GraphedBatchedStep:
+    """Replays :meth:`BatchedStep.step <pyro_bnn.batched.step.BatchedStep.step>` from a CUDA graph.
+
+    Args:
+        step: The eager step (its optimiser must use the stacked update).
+        warmup: Eager steps before the first capture.
+
+    Call it as the eager step is called; it returns what the eager step returns. The returned tensors of a replay
+    are the graph's own and are overwritten by the next replay: read or copy them first (queued device work, such as
+    adding them to a running total, is ordered before the next replay).
+
+    Shapes:
+        As :meth:`BatchedStep.step`: ``x (R, B, *input_shape)``, ``y (R, B[, D_out])``, ``kl_weight (R,)``,
+        ``eps (R, D)``, ``lrs`` and ``weight_decays`` one ``(R,)`` per stacked leaf, ``active (R,)`` bool.
+    """
+
+    def __init__(self, step: BatchedStep, *, warmup: int = 2) -> None:
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+            raise ValueError(f"warmup must be an int >= 1, got {warmup!r}")
+        self.eager = step
+        self.eager_left = warmup
+        self.captures = 0
+        """How many times the step was captured."""
+        self.replays = 0
+        """How many steps were replayed from a graph."""
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._static: dict[str, torch.Tensor | list[torch.Tensor | None]] = {}
+        self._key: tuple | None = None
+        self._outputs: tuple[BatchedTerms, torch.Tensor] | None = None
+        self._stream: torch.cuda.Stream | None = None
+
+    def _key_of(self, x, y, kl_weight, eps, lrs, weight_decays, active) -> tuple:
+        """What a capture bakes in: the shapes, dtypes and device of the inputs, which leaves decay, and for the
+        rows update the learning rates, weight decays and active runs themselves."""
+        tensors = (x, y, kl_weight, eps)
+        key = (
+            tuple((t.shape, t.dtype, t.device) for t in tensors),
+            len(lrs),
+            tuple(wd is None for wd in weight_decays),
+        )
+        if self.eager.optimizer.stacked:
+            return key
+        settings = tuple(tuple(t.tolist()) for t in [*lrs, *(wd for wd in weight_decays if wd is not None)])
+        return (*key, settings, tuple(active.tolist()))
+
+    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
+        # Held as long as this object: eager steps allocate on it (the optimiser state), and autograd creates a
+        # leaf's gradient accumulator on the stream of the first backward pass that needs it; one made on the
+        # default stream breaks a later capture on another (see pyro_bnn.infer.cuda_graph).
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=device)
+        return self._stream
+
+    @contextlib.contextmanager
+    def _on_side_stream(self, device: torch.device) -> Iterator[None]:
+        stream = self._side_stream(device)
+        current = torch.cuda.current_stream(device)
+        stream.wait_stream(current)
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            yield
+        current.wait_stream(stream)
+
+    def __call__(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        kl_weight: torch.Tensor,
+        eps: torch.Tensor,
+        lrs: Sequence[torch.Tensor],
+        weight_decays: Sequence[torch.Tensor | None] | None = None,
+        active: torch.Tensor | None = None,
+    ) -> tuple[BatchedTerms, torch.Tensor]:
+        """One step of every run (see :meth:`BatchedStep.step`): replayed, or eager while warming up and for a
+        batch of another shape. ``lrs``, ``weight_decays`` and ``active`` are read on the host (CPU tensors are
+        best: no read back from the device).
+
+        Raises:
+            RuntimeError: The capture failed (the network's forward reads values back to the host, say); the message
+                says how to train without the graph.
+        """
+        weight_decays = list(weight_decays) if weight_decays is not None else [None] * len(lrs)
+        active = torch.ones(x.shape[0], dtype=torch.bool) if active is None else active.cpu()
+        host_active = active.tolist()
+        key = self._key_of(x, y, kl_weight, eps, lrs, weight_decays, active)
+        if self._key is None:
+            self._key = key  # the first batch's shapes are the ones captured (the last batch may be smaller)
+        same_shapes = key[0] == self._key[0]
+        if same_shapes and key != self._key:  # a setting the graph bakes in changed: one eager step, then capture
+            self._graph, self._outputs, self._key = None, None, key
+            self.eager_left = max(self.eager_left, 1)
+        if not same_shapes or self.eager_left > 0:
+            if same_shapes:
+                self.eager_left -= 1
+            with self._on_side_stream(x.device):
+                return self.eager.step(x, y, kl_weight, eps, lrs, weight_decays, active, host_active=host_active)
+        with torch.cuda.device(x.device):
+            if self._graph is None:
+                self._capture(x, y, kl_weight, eps, lrs, weight_decays, active)
+            static = self._static
+            for name, value in (("x", x), ("y", y), ("kl_weight", kl_weight), ("eps", eps), ("active", active)):
+                static[name].copy_(value, non_blocking=True)
+            if self.eager.optimizer.stacked:
+                for target, value in zip(static["lrs"], lrs, strict=True):
+                    target.copy_(value)
+                for target, value in zip(static["weight_decays"], weight_decays, strict=True):
+                    if target is not None:
+                        target.copy_(value)
+            self._graph.replay()
+        self.replays += 1
+        return self._outputs
+
+    def _capture(self, x, y, kl_weight, eps, lrs, weight_decays, active) -> None:
+        # Drop the previous capture and its outputs, so that its memory pool can be freed.
+        self._graph, self._outputs = None, None
+        device = x.device
+        stacked = self.eager.optimizer.stacked
+        static = {
+            "x": x.detach().clone(),
+            "y": y.detach().clone(),
+            "kl_weight": kl_weight.detach().clone(),
+            "eps": eps.detach().clone(),
+            "active": active.to(device, copy=True),
+            # The stacked update reads them on the device (a copy from the host cannot be captured); the rows update
+            # reads them on the host while capturing, and they are baked in.
+            "lrs": [lr.to(device, copy=True) for lr in lrs] if stacked else list(lrs),
+            "weight_decays": [None if wd is None else wd.to(device, copy=True) for wd in weight_decays]
+            if stacked
+            else list(weight_decays),
+        }
+        for leaf in self.eager.stack.leaves:
+            leaf.grad = None  # allocated by the captured backward pass from the graph's memory, rewritten each replay
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with (
+                pyro.validation_enabled(False),
+                self.eager.optimizer.capturable(),
+                torch.cuda.graph(graph, stream=self._side_stream(device), capture_error_mode="thread_local"),
+            ):
+                outputs = self.eager.step(
+                    static["x"],
+                    static["y"],
+                    static["kl_weight"],
+                    static["eps"],
+                    static["lrs"],
+                    static["weight_decays"],
+                    static["active"],
+                    host_active=active.tolist(),
+                )
+        except RuntimeError as err:
+            raise RuntimeError(
+                f"capturing the batched training step in a CUDA graph failed ({str(err).splitlines()[0]}); the "
+                "network's forward may read values back to the host. Train with cuda_graph=False to run the step op "
+                "by op"
+            ) from err
+        self._graph, self._static, self._outputs = graph, static, outputs
+        self.captures += 1
+
+
+__all__ = ["GraphedBatchedStep"]

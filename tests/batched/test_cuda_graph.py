@@ -1,0 +1,90 @@
+"""The batched step replayed from a CUDA graph trains exactly as the eager batched step does, with the stacked and the
+rows Adam update, and a diverging run still fails alone (CUDA only: skipped without a GPU)."""
+
+from __future__ import annotations
+
+import pyro
+import pytest
+import torch
+
+from pyro_bnn import BNN
+from pyro_bnn.batched import adam as adam_module
+from pyro_bnn.batched import fit as fit_module
+from pyro_bnn.batched import fit_batched
+from pyro_bnn.batched.graph import GraphedBatchedStep
+from pyro_bnn.data import BatchLoader
+from pyro_bnn.infer import NonFiniteLossError, Trainer
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.models import build_model
+from pyro_bnn.priors import parse_prior
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+CUDA = torch.device("cuda")
+N = 160
+
+
+def _trainer(seed: int, *, lr: float = 0.05, prior: str = "normal:0,1"):
+    gen = torch.Generator().manual_seed(100 + seed)
+    x = torch.randn(N, 2, generator=gen)
+    y = (x.sum(1) > 0).long()
+    pyro.set_rng_seed(seed)
+    net = build_model("mlp:8,8", input_shape=(2,), num_classes=2, activation="tanh")
+    bnn = BNN(net, parse_prior(prior), Categorical(N))
+    trainer = Trainer(bnn, "flat:0.05", optim=pyro.optim.Adam({"lr": lr}), seed=seed, device=CUDA, progress=False)
+    # 32 a batch: 5 steps an epoch, all of one shape (the graph replays from the third step of the first epoch).
+    return trainer, BatchLoader(x, y, batch_size=32, shuffle=True, seed=seed, device=CUDA)
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    """The GraphedBatchedStep of each fit, to count its captures and replays."""
+    made = []
+
+    class Recorded(GraphedBatchedStep):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(fit_module, "GraphedBatchedStep", Recorded)
+    return made
+
+
+def _fit(specs, epochs: int, cuda_graph: bool):
+    built = [_trainer(**spec) for spec in specs]
+    outcomes = fit_batched([t for t, _ in built], [loader for _, loader in built], epochs, progress=False,
+                           cuda_graph=cuda_graph)  # fmt: skip
+    return [t for t, _ in built], outcomes
+
+
+@pytest.mark.parametrize("update", ["stacked", "rows"])
+def test_graphed_batched_runs_train_as_eager_ones(update, graphs, monkeypatch):
+    if update == "rows":  # torch's fused Adam over rows, as for stacks above the size limit
+        monkeypatch.setattr(adam_module, "STACKED_MAX_ELEMENTS", 0)
+    specs = [{"seed": 0}, {"seed": 1, "lr": 0.02}, {"seed": 2, "prior": "laplace:0,1"}]
+    eager, _ = _fit(specs, 3, cuda_graph=False)
+    assert not graphs
+    graphed, outcomes = _fit(specs, 3, cuda_graph=True)
+    (graph,) = graphs
+    assert graph.eager.optimizer.stacked is (update == "stacked")
+    assert graph.captures == 1 and graph.replays == 3 * 5 - 2
+    for a, b, outcome in zip(eager, graphed, outcomes, strict=True):
+        assert not outcome.failed
+        # The same kernels on the same values: equal to float32 rounding (cuBLAS may pick other algorithms).
+        torch.testing.assert_close(a.guide.loc, b.guide.loc, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a.guide.scale, b.guide.scale, rtol=1e-5, atol=1e-6)
+        assert [h["loss"] for h in a.history] == pytest.approx([h["loss"] for h in b.history], rel=1e-5)
+
+
+@pytest.mark.parametrize("update", ["stacked", "rows"])
+def test_a_diverging_run_fails_alone_in_a_graphed_batch(update, graphs, monkeypatch):
+    if update == "rows":
+        monkeypatch.setattr(adam_module, "STACKED_MAX_ELEMENTS", 0)
+    specs = [{"seed": 0}, {"seed": 1}, {"seed": 2}]
+    sane, sane_outcomes = _fit(specs, 3, cuda_graph=True)
+    broken, outcomes = _fit([specs[0], {"seed": 1, "lr": 1e30}, specs[2]], 3, cuda_graph=True)
+    assert outcomes[1].failed and isinstance(outcomes[1].error, NonFiniteLossError)
+    for r in (0, 2):
+        assert not outcomes[r].failed
+        assert torch.equal(sane[r].guide.loc, broken[r].guide.loc)
+        assert [h["loss"] for h in sane_outcomes[r].history] == [h["loss"] for h in outcomes[r].history]
+    assert graphs[1].replays > 0
