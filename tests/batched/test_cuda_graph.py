@@ -71,7 +71,7 @@ def test_graphed_batched_runs_train_as_eager_ones(update, graphs, monkeypatch):
         assert not outcome.failed
         # The same kernels on the same values: equal to float32 rounding (cuBLAS may pick other algorithms).
         torch.testing.assert_close(a.guide.loc, b.guide.loc, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(a.guide.scale, b.guide.scale, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(a.guide.log_scale, b.guide.log_scale, rtol=1e-5, atol=1e-6)
         assert [h["loss"] for h in a.history] == pytest.approx([h["loss"] for h in b.history], rel=1e-5)
 
 
