@@ -12,10 +12,10 @@ python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro._
 timeout "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -n 8 -k cuda -rfEs --continue-on-collection-errors \
     tests >"$OUT/tests.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | cut -c1-400
-timeout 90 python3 bench/profile_batched.py --device cuda --runs 8 >"$OUT/profile.txt" 2>&1
-head -3 "$OUT/profile.txt"
+[ "${PROFILE:-1}" = 1 ] && timeout 90 python3 bench/profile_batched.py --device cuda --runs 8 >"$OUT/profile.txt" 2>&1
+[ "${PROFILE:-1}" = 1 ] && head -3 "$OUT/profile.txt"
 # The Adam update of a 3FC batch, each way, then the whole benchmark (which rewrites bench/BATCHED.md).
-for adam in stacked rows; do
+[ "${ADAM:-1}" = 1 ] && for adam in stacked rows; do
     timeout 120 python3 bench/batched.py --device cuda --workloads 3fc --runs 8 --adam $adam 2>&1 | tee -a "$OUT/adam.log"
 done
 timeout "${BENCH_S:-300}" python3 bench/batched.py --device cuda --long-steps 200 2>&1 | tee "$OUT/bench.log"

@@ -9,12 +9,29 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from collections.abc import Iterator
 
 import torch
 from torch.utils.data import TensorDataset
 
 from pyro_bnn.data.seeding import STREAM_SHUFFLE, check_seed, seeded_generator
+
+DEVICE_COPY_MAX_BYTES = 1 << 30
+"""A loader whose tensors live on the CPU and whose batches go to another device (a GPU) moves the whole data set
+there once, on its first epoch, if it takes at most this many bytes; larger ones go batch by batch. A copy from
+pageable host memory waits for the work queued before it, so one per batch and run stalls every training step."""
+
+_device_copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""``{host tensor: {device: its copy there}}``, so that the loaders of a batch of runs (one per run, the same data)
+share one copy, which lives as long as the host tensor."""
+
+
+def _on_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    copies = _device_copies.setdefault(tensor, {})
+    if device not in copies:
+        copies[device] = tensor.to(device)
+    return copies[device]
 
 
 class BatchLoader:
@@ -33,7 +50,10 @@ class BatchLoader:
         shuffle: Whether to visit the examples in a fresh random order each epoch.
         seed: Non-negative integer seeding the shuffle orders.
         drop_last: Whether to skip a final batch smaller than ``batch_size``.
-        device: Where to move each batch; ``None`` keeps the tensors' own device.
+        device: Where to move each batch; ``None`` keeps the tensors' own device. Host tensors bound for another
+            device of at most :data:`DEVICE_COPY_MAX_BYTES` are copied there whole, once (shared by the loaders of
+            the same tensors), and the batches are gathered there; modify ``x`` or ``y`` in place afterwards and
+            that copy is stale.
 
     Attributes:
         dataset: ``TensorDataset(x, y)``, so ``len(loader.dataset)`` is ``N`` as for a ``DataLoader``.
@@ -117,8 +137,18 @@ class BatchLoader:
         self._epoch += 1
         return self._batches(order)
 
-    def _batches(self, order: torch.Tensor | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` and ``y``, or their copies on :attr:`device` (see :data:`DEVICE_COPY_MAX_BYTES`)."""
         x, y = self.dataset.tensors
+        device = self.device
+        if device is None or device.type == "cpu" or x.device.type != "cpu" or y.device.type != "cpu":
+            return x, y
+        if x.numel() * x.element_size() + y.numel() * y.element_size() > DEVICE_COPY_MAX_BYTES:
+            return x, y
+        return _on_device(x, device), _on_device(y, device)
+
+    def _batches(self, order: torch.Tensor | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        x, y = self._tensors()
         if order is not None:
             order = order.to(x.device)
         for batch in range(len(self)):

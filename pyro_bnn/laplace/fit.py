@@ -13,7 +13,7 @@ from torch import nn
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.laplace.options import LaplaceOptions, Subset
-from pyro_bnn.laplace.posterior import LaplacePosterior
+from pyro_bnn.laplace.posterior import LaplacePosterior, on_model_device
 from pyro_bnn.likelihoods import Categorical, Gaussian, KLScale, Likelihood
 from pyro_bnn.predict import ParameterSource, as_source
 from pyro_bnn.priors import NormalPrior
@@ -171,7 +171,8 @@ def fit_laplace(
         prior_mean=prior_mean,
     )
     try:
-        la.fit(train_loader)
+        with on_model_device(net):
+            la.fit(train_loader)
     except ValueError as err:
         if options.subset is Subset.LAST_LAYER and "last layer" in str(err):  # laplace-torch's last-layer search
             raise ValueError(
@@ -182,14 +183,15 @@ def fit_laplace(
         with warnings.catch_warnings():
             # laplace-torch's reminder that the probit link is its default; the marginal likelihood has no link
             warnings.filterwarnings("ignore", message=".*link_approx.*")
-            la.optimize_prior_precision(
-                pred_type="glm",
-                method="marglik",
-                n_steps=options.marglik_steps,
-                lr=options.marglik_lr,
-                init_prior_prec=precision,
-                prior_structure=options.prior_structure.value,
-            )
+            with on_model_device(net):
+                la.optimize_prior_precision(
+                    pred_type="glm",
+                    method="marglik",
+                    n_steps=options.marglik_steps,
+                    lr=options.marglik_lr,
+                    init_prior_prec=precision,
+                    prior_structure=options.prior_structure.value,
+                )
     return LaplacePosterior(bnn, la, values, _sampled_sites(bnn, la, options))
 
 

@@ -3,6 +3,7 @@ weight draws to :func:`pyro_bnn.predict.predict`."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -11,6 +12,18 @@ import torch
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.predict import ParameterSource
+
+
+def on_model_device(module: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """Makes ``module``'s device the default of torch's factory functions while laplace-torch runs (a null context
+    on the CPU).
+
+    laplace-torch 0.3 builds some tensors without a device: its curvlinops backend's full Hessian multiplies by a
+    ``torch.eye`` made on the CPU, which fails for a model on a GPU (seen on an H200 with curvlinops 3.0.1). Its public
+    calls are wrapped in this, in one place, rather than patched.
+    """
+    device = next(module.parameters()).device
+    return contextlib.nullcontext() if device.type == "cpu" else torch.device(device)
 
 
 class LaplacePosterior:
@@ -78,7 +91,8 @@ class LaplacePosterior:
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
         with torch.no_grad():
-            return self.laplace.sample(num_samples, generator=generator).detach()
+            with on_model_device(self.laplace.model):
+                return self.laplace.sample(num_samples, generator=generator).detach()
 
     def sample(
         self, num_samples: int, generator: torch.Generator | None = None, *, repeat_map: bool = True

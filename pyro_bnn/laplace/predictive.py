@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from pyro_bnn.laplace.options import Link, Predictive
-from pyro_bnn.laplace.posterior import LaplacePosterior
+from pyro_bnn.laplace.posterior import LaplacePosterior, on_model_device
 from pyro_bnn.predict import PointEstimate, Prediction, predict, predict_posterior_mean
 from pyro_bnn.spec.values import enum_member
 
@@ -86,9 +86,10 @@ def _glm_outputs(posterior: LaplacePosterior, x: torch.Tensor, regression: bool,
     """What the likelihood reads as network outputs, ``(S, B, out)``: GLM draws of ``f``, or for the probit link
     the log of its probabilities ``(1, B, C)`` (a softmax of log-probabilities gives them back)."""
     la = posterior.laplace
-    if regression or link is Link.MC:
-        return la.functional_samples(x, pred_type="glm", n_samples=num).detach()
-    probs = la(x, pred_type="glm", link_approx="probit").detach()
+    with on_model_device(la.model):
+        if regression or link is Link.MC:
+            return la.functional_samples(x, pred_type="glm", n_samples=num).detach()
+        probs = la(x, pred_type="glm", link_approx="probit").detach()
     return probs.clamp_min(torch.finfo(probs.dtype).tiny).log().unsqueeze(0)
 
 

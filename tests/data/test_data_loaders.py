@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from pyro_bnn.data import BatchLoader
+from pyro_bnn.data import loaders as loaders_module
 
 N = 10
 
@@ -131,3 +132,25 @@ def test_data_already_on_the_device(data, device):
     x, y = (t.to(device) for t in data)
     cpu_order = ids(BatchLoader(*data, 4, shuffle=True, seed=5))
     assert ids(BatchLoader(x, y, 4, shuffle=True, seed=5)) == cpu_order
+
+
+def test_host_data_bound_for_a_gpu_is_copied_there_once_and_shared(data, device, monkeypatch):
+    # The batches are those of the host tensors, in the same order; on a GPU they are gathered from one copy of the
+    # data set that every loader of the same tensors shares (a per-batch copy from pageable memory stalls a step).
+    expected = list(BatchLoader(*data, 4, shuffle=True, seed=5))
+    first = BatchLoader(*data, 4, shuffle=True, seed=5, device=device)
+    for (x, y), (x0, y0) in zip(first, expected, strict=True):
+        assert x.device.type == device.type
+        assert torch.equal(x.cpu(), x0) and torch.equal(y.cpu(), y0)
+    copies = loaders_module._device_copies.get(data[0], {})
+    assert len(copies) == (device.type != "cpu")
+    if device.type != "cpu":
+        second = BatchLoader(*data, 4, device=device)
+        assert second._tensors()[0] is copies[device]
+    # Above the size limit the batches move one by one, and nothing is kept on the device.
+    monkeypatch.setattr(loaders_module, "DEVICE_COPY_MAX_BYTES", 0)
+    fresh = (data[0].clone(), data[1].clone())
+    moved = BatchLoader(*fresh, 4, device=device)
+    for (x, _), (x0, _) in zip(moved, BatchLoader(*fresh, 4), strict=True):
+        assert torch.equal(x.cpu(), x0)
+    assert fresh[0] not in loaders_module._device_copies
