@@ -22,13 +22,18 @@ DEVICE_COPY_MAX_BYTES = 1 << 30
 there once, on its first epoch, if it takes at most this many bytes; larger ones go batch by batch. A copy from
 pageable host memory waits for the work queued before it, so one per batch and run stalls every training step."""
 
-_device_copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""``{host tensor: {device: its copy there}}``, so that the loaders of a batch of runs (one per run, the same data)
-share one copy, which lives as long as the host tensor."""
+_device_copies: dict[int, dict[torch.device, torch.Tensor]] = {}
+"""``{id(host tensor): {device: its copy there}}``, so that the loaders of a batch of runs (one per run, the same
+data) share one copy, which lives as long as the host tensor (a finaliser drops it; keyed by id, since a tensor's
+``==`` compares values)."""
 
 
 def _on_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    copies = _device_copies.setdefault(tensor, {})
+    key = id(tensor)
+    if key not in _device_copies:
+        _device_copies[key] = {}
+        weakref.finalize(tensor, _device_copies.pop, key, None)
+    copies = _device_copies[key]
     if device not in copies:
         copies[device] = tensor.to(device)
     return copies[device]

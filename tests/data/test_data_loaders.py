@@ -142,7 +142,7 @@ def test_host_data_bound_for_a_gpu_is_copied_there_once_and_shared(data, device,
     for (x, y), (x0, y0) in zip(first, expected, strict=True):
         assert x.device.type == device.type
         assert torch.equal(x.cpu(), x0) and torch.equal(y.cpu(), y0)
-    copies = loaders_module._device_copies.get(data[0], {})
+    copies = loaders_module._device_copies.get(id(data[0]), {})
     assert len(copies) == (device.type != "cpu")
     if device.type != "cpu":
         second = BatchLoader(*data, 4, device=device)
@@ -153,4 +153,4 @@ def test_host_data_bound_for_a_gpu_is_copied_there_once_and_shared(data, device,
     moved = BatchLoader(*fresh, 4, device=device)
     for (x, _), (x0, _) in zip(moved, BatchLoader(*fresh, 4), strict=True):
         assert torch.equal(x.cpu(), x0)
-    assert fresh[0] not in loaders_module._device_copies
+    assert id(fresh[0]) not in loaders_module._device_copies
