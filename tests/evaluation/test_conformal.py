@@ -212,14 +212,15 @@ def test_set_metrics_by_hand():
 
 
 def test_sample_scores_equal_mean_scores_for_thr_and_differ_for_aps_where_samples_disagree():
-    # two samples that rank the classes in opposite orders; their mean is flat
+    # two samples that rank the classes in opposite orders; their mean (0.4, 0.2, 0.4) ties classes 0 and 2
     samples = torch.tensor([[[0.7, 0.2, 0.1]], [[0.1, 0.2, 0.7]]], dtype=torch.float64)
     mean = samples.mean(0)
     assert class_scores(samples, "thr").mean(0)[0].tolist() == pytest.approx(class_scores(mean, "thr")[0].tolist())
-    # APS of sample 0 for class 0: 0.7, of sample 1: 0.1 + 0.2 + 0.7 = 1.0; mean 0.85. Under the mean: 0.4
+    # APS of sample 0 for class 0: 0.7, of sample 1: 0.1 + 0.2 + 0.7 = 1.0; mean 0.85. Under the mean class 0 ranks
+    # first (0.4), class 2 second (0.8) and class 1 last (1.0): confident scores where the samples disagree
     per_sample = class_scores(samples, "aps").mean(0)
     assert per_sample[0].tolist() == pytest.approx([0.85, 0.9, 0.85])
-    assert class_scores(mean, "aps")[0].tolist() == pytest.approx([0.4, 0.6, 1.0])
+    assert class_scores(mean, "aps")[0].tolist() == pytest.approx([0.4, 1.0, 0.8])
 
 
 # ------------------------------------------------------------------------------------------------------- errors
