@@ -214,6 +214,12 @@ class ConformalClassifier:
     k_reg: int = 0
     source: ScoreSource = ScoreSource.MEAN
 
+    def __post_init__(self) -> None:
+        # the enums' string values are accepted too ("aps", "mean"), as everywhere else
+        method, source = _check_options(self.method, self.lam, self.k_reg, self.source)
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "source", source)
+
     def _scores(self, samples: torch.Tensor, u: torch.Tensor | None) -> torch.Tensor:
         """``(N, C)`` scores of validated ``samples (S, N, C)`` with the draws ``u (N,)`` (or None)."""
         probs = samples.mean(dim=0) if self.source is ScoreSource.MEAN else samples

@@ -155,8 +155,8 @@ def conformal_record(prediction: Prediction, options: ConformalOptions) -> dict[
         options: Checked options (:meth:`ConformalOptions.check`).
 
     Returns:
-        ``{"alpha", "method", "calibration_size", "scored_size", "split_seed", ...}``. Classification adds
-        ``quantile, coverage, mean_set_size, empty_share, coverage_by_size`` (of the scored part,
+        ``{"alpha", "calibration_size", "scored_size", "split_seed", ...}``. Classification adds
+        ``method, quantile, coverage, mean_set_size, empty_share, coverage_by_size`` (of the scored part,
         :meth:`~pyro_bnn.evaluation.PredictionSetMetrics.to_dict`); regression adds ``absolute`` and
         ``normalized``, each ``{"quantile", "coverage", "mean_width"}``.
 
@@ -172,7 +172,6 @@ def conformal_record(prediction: Prediction, options: ConformalOptions) -> dict[
     calibration, scored = _part(prediction, order[:size]), _part(prediction, order[size:])
     record: dict[str, Any] = {
         "alpha": options.alpha,
-        "method": options.method.value,
         "calibration_size": size,
         "scored_size": num_test - size,
         "split_seed": SPLIT_SEED,
@@ -180,7 +179,8 @@ def conformal_record(prediction: Prediction, options: ConformalOptions) -> dict[
     if prediction.is_classification:
         classifier = calibrate_classifier(calibration, options.alpha, method=options.method, generator=generator)
         sets = classifier.prediction_sets(scored, generator=generator)
-        return {**record, "quantile": classifier.quantile, **prediction_set_metrics(sets, scored.targets).to_dict()}
+        metrics = prediction_set_metrics(sets, scored.targets).to_dict()
+        return {**record, "method": options.method.value, "quantile": classifier.quantile, **metrics}
     for score in RegressionScore:
         regressor = calibrate_regressor(calibration, options.alpha, score=score)
         metrics = interval_metrics(*regressor.intervals(scored), scored.targets)
@@ -223,7 +223,8 @@ def add_conformal_arguments(parser: argparse.ArgumentParser) -> None:
         "--conformal-method",
         default=None,
         choices=[method.value for method in ConformalMethod],
-        help="with --conformal: the classifier's score, thr (1 - p_y, the default), aps or raps (randomised)",
+        help="with --conformal: the classifier's score, thr (1 - p_y, the default), aps or raps (both randomised; "
+        "raps with lambda 0.01, k_reg 1)",
     )
     parser.add_argument(
         "--calibration-size",

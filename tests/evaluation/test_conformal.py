@@ -147,7 +147,9 @@ def test_raps_adds_lam_per_rank_beyond_k_reg():
     ],
 )
 def test_hand_computed_sets(method, quantile, expected):
-    classifier = ConformalClassifier(ConformalMethod(method), 0.1, quantile, 100, randomized=False, lam=0.25, k_reg=1)
+    # the method as its string: the classifier takes the enums' values as well
+    classifier = ConformalClassifier(method, 0.1, quantile, 100, randomized=False, lam=0.25, k_reg=1)
+    assert classifier.method is ConformalMethod(method)
     assert classifier.prediction_sets(TOY).tolist() == expected
 
 
