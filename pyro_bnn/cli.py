@@ -16,6 +16,7 @@ from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.errors import UserError
 from pyro_bnn.evaluation import TemperatureMode
 from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.experiments.conformal import add_conformal_arguments
 from pyro_bnn.infer import NonFiniteLossError
 from pyro_bnn.spec import catalogue
 
@@ -180,10 +181,15 @@ def _dataset_dir(text: str) -> tuple[str, str]:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from pyro_bnn.experiments.conformal import conformal_options, format_conformal_table
     from pyro_bnn.experiments.evaluate import load_evaluation, score_evaluation
     from pyro_bnn.experiments.ood import format_ood_table, load_ood_evaluation, score_ood_evaluation
 
     data_dirs = dict(args.data_dir)
+    with _user_errors():
+        conformal = conformal_options(
+            args.conformal, args.conformal_method, args.calibration_size, ood=args.ood, temperature=args.temperature
+        )
     if args.temperature:
         return _evaluate_temperature(args, data_dirs)
     if args.temperature_mode is not None:
@@ -211,9 +217,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             corruption=args.corruption,
             device=args.device,
             data_dirs=data_dirs,
+            conformal=conformal,
         )
     metrics = score_evaluation(evaluation)
     _print_metrics(metrics)
+    if conformal is not None:
+        print(format_conformal_table(metrics["conformal"]))
     return 0
 
 
@@ -318,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser(
         "evaluate",
-        help="re-score a saved run, optionally on corrupted inputs, detect OOD inputs with it or fit a temperature",
+        help="re-score a saved run, optionally on corrupted inputs or with conformal prediction sets, detect OOD "
+        "inputs with it or fit a temperature",
     )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--num-samples", type=int, default=None)
@@ -356,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
         "posterior sample (samples)",
     )
     evaluate.add_argument("--device", default=None)
+    add_conformal_arguments(evaluate)
     evaluate.set_defaults(func=_cmd_evaluate)
 
     demo = commands.add_parser("demo", help="3FC ReLU vs Leaky ReLU on a Fashion-MNIST subset")

@@ -373,11 +373,49 @@ def test_evaluate_names_a_config_that_is_not_json(trained_run, tmp_path, capsys,
         (["evaluate", "RUN", "--corruption", "blur:3"], "'blur"),
         (["evaluate", "RUN", "--num-samples", "0"], "num_samples must be an int >= 1, got 0"),
         (["evaluate", "RUN", "--device", "cuda:3"], "'cuda:3'"),
+        (["evaluate", "RUN", "--conformal", "1.5"], "--conformal must be a number in (0, 1), got 1.5"),
+        (["evaluate", "RUN", "--conformal", "0"], "--conformal must be a number in (0, 1), got 0.0"),
+        (["evaluate", "RUN", "--conformal", "nan"], "--conformal must be a number in (0, 1), got nan"),
+        (
+            ["evaluate", "RUN", "--conformal", "0.01", "--calibration-size", "50"],
+            "--calibration-size 50 is too small for --conformal 0.01: a finite threshold needs at least 99",
+        ),
+        (
+            ["evaluate", "CUBIC", "--conformal", "0.1", "--conformal-method", "aps"],
+            "--conformal-method aps needs class probabilities, but 'cubic' is a regression run",
+        ),
     ],
 )
-def test_evaluate_options(trained_run, tmp_path, capsys, no_data, args, message):
-    args = [trained_run if a == "RUN" else tmp_path / a if a == "nowhere" else a for a in args]
-    err = _one_line_error(capsys, args)
+def test_evaluate_options(trained_run, tmp_path, capsys, no_data, request, args, message):
+    named = {"RUN": trained_run, "nowhere": tmp_path / "nowhere"}
+    if "CUBIC" in args:
+        named["CUBIC"] = request.getfixturevalue("cubic_run")
+    err = _one_line_error(capsys, [named.get(a, a) for a in args])
+    assert message in err
+
+
+@pytest.fixture(scope="module")
+def cubic_run(tmp_path_factory):
+    from pyro_bnn.data import load_dataset
+
+    cubic = replace(
+        TINY, dataset="cubic", model="mlp:16", activation="relu", batch_size=200, num_samples=2, val_size=40
+    )
+    out = tmp_path_factory.mktemp("runs") / "cubic"
+    train_run(cubic, out, progress=False, data=load_dataset("cubic", val_size=40, seed=cubic.seed))
+    return out
+
+
+# Conformal options that only the test set's size can refuse: after the data is loaded, before anything is scored.
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--conformal", "0.1", "--calibration-size", "100000"], "--calibration-size 100000 leaves nothing to score"),
+        (["--conformal", "0.0001"], "is too small for --conformal 0.0001: a finite threshold needs at least 9999"),
+    ],
+)
+def test_evaluate_conformal_options_checked_against_the_test_set(trained_run, capsys, args, message):
+    err = _one_line_error(capsys, ["evaluate", trained_run, *args])
     assert message in err
 
 

@@ -64,6 +64,10 @@ def check_posterior_shape(ns):
     assert set(ns["loo_comparison"].index) == {"N(0, 1)", "N(0, 0.3²)"}
     assert _finite(*ns["loo_comparison"]["elpd_loo"])
     assert ns["nuts"]["fc1.weight"].shape[:2] == (ns["NUTS_CHAINS"], ns["NUTS_SAMPLES"])
+    sets = ns["set_table"]  # conformal sets of NUTS and VI, three methods each, on the scored half of the test set
+    assert list(sets.index) == [(m, s) for m in ("NUTS", "VI") for s in ("thr", "aps", "raps")]
+    assert _finite(*sets.to_numpy().ravel()) and sets["mean set size"].between(0, 2).all()
+    assert all(0 <= curve.aurc <= 1 for curve in ns["curves"]) and len(ns["curves"]) == 3
 
 
 def check_node_noise(ns):

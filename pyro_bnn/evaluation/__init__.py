@@ -22,6 +22,12 @@ Referral curves (``referral``): :func:`referral_curve` scores the inputs kept af
 set aside (by total entropy or mutual information). Galleries (``galleries``): :func:`most_confident_mistakes` and
 :func:`least_confident` pick the inputs worth looking at.
 
+Conformal prediction (``conformal``, ``conformal_regression``): :func:`calibrate_classifier` turns a labelled
+calibration predictive into a :class:`ConformalClassifier` whose prediction sets (THR, APS or RAPS scores) hold the
+label with probability >= ``1 - alpha``, scored by :func:`prediction_set_metrics`; :func:`calibrate_regressor` does
+the same for a Gaussian regression predictive with intervals (:func:`interval_metrics`). Selective prediction
+(``selective``): :func:`risk_coverage_curve` and its AURC for a :class:`ReferralScore`.
+
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
 means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
 """
@@ -35,6 +41,26 @@ from pyro_bnn.evaluation.calibration import (
     maximum_calibration_error,
 )
 from pyro_bnn.evaluation.classification import accuracy, brier_score, nll
+from pyro_bnn.evaluation.conformal import (
+    ClassifierPredictive,
+    ConformalClassifier,
+    ConformalMethod,
+    PredictionSetMetrics,
+    ScoreSource,
+    calibrate_classifier,
+    class_scores,
+    conformal_quantile,
+    min_calibration_size,
+    prediction_set_metrics,
+)
+from pyro_bnn.evaluation.conformal_regression import (
+    ConformalRegressor,
+    IntervalMetrics,
+    RegressionPredictive,
+    RegressionScore,
+    calibrate_regressor,
+    interval_metrics,
+)
 from pyro_bnn.evaluation.galleries import GalleryEntry, least_confident, most_confident_mistakes
 from pyro_bnn.evaluation.label_frequencies import label_frequencies, label_frequencies_from_samples
 from pyro_bnn.evaluation.ood import DETECTION_KEYS, TPR_LEVEL, OodScore, ood_detection, ood_metrics, ood_scores
@@ -45,6 +71,7 @@ from pyro_bnn.evaluation.regression import (
     predictive_moments,
     regression_metrics,
 )
+from pyro_bnn.evaluation.selective import RiskCoverageCurve, aurc_by_score, risk_coverage_curve
 from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize, summarize_runs
 from pyro_bnn.evaluation.temperature import TEMPERATURE_RANGE, TemperatureMode, apply_temperature, fit_temperature
 from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposition
@@ -59,31 +86,50 @@ __all__ = [
     "TEMPERATURE_RANGE",
     "TPR_LEVEL",
     "CalibrationResult",
+    "ClassifierPredictive",
+    "ConformalClassifier",
+    "ConformalMethod",
+    "ConformalRegressor",
     "GalleryEntry",
+    "IntervalMetrics",
     "OodScore",
+    "PredictionSetMetrics",
     "ReferralCurve",
     "ReferralScore",
+    "RegressionPredictive",
+    "RegressionScore",
+    "RiskCoverageCurve",
+    "ScoreSource",
     "TemperatureMode",
     "UncertaintySplit",
     "accuracy",
     "apply_temperature",
+    "aurc_by_score",
     "brier_score",
+    "calibrate_classifier",
+    "calibrate_regressor",
     "calibration",
+    "class_scores",
+    "conformal_quantile",
     "entropy_decomposition",
     "expected_calibration_error",
     "fit_temperature",
+    "interval_metrics",
     "label_frequencies",
     "label_frequencies_from_samples",
     "least_confident",
     "maximum_calibration_error",
+    "min_calibration_size",
     "most_confident_mistakes",
     "nll",
     "ood_detection",
     "ood_metrics",
     "ood_scores",
+    "prediction_set_metrics",
     "predictive_moments",
     "referral_curve",
     "regression_metrics",
+    "risk_coverage_curve",
     "summarize",
     "summarize_runs",
 ]

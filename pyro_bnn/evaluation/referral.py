@@ -1,8 +1,9 @@
 """Referral curves: accuracy on the inputs a classifier keeps when it refers its most uncertain ones to a human.
 
-Sort the inputs by an uncertainty score (total predictive entropy or mutual information), set aside the most
-uncertain fraction ``f`` and score the rest. A predictive whose uncertainty means something has a rising curve: the
-inputs it refers are the ones it would have got wrong.
+Sort the inputs by an uncertainty score (total predictive entropy, mutual information or one minus the largest mean
+probability), set aside the most uncertain fraction ``f`` and score the rest. A predictive whose uncertainty means
+something has a rising curve: the inputs it refers are the ones it would have got wrong. The risk-coverage curve
+over every fraction, and its area, are :mod:`pyro_bnn.evaluation.selective`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from enum import Enum
 import torch
 
 from pyro_bnn.evaluation._validation import check_labels, check_probs
-from pyro_bnn.evaluation.uncertainty import entropy_decomposition
+from pyro_bnn.evaluation.ood import ood_scores
 
 DEFAULT_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
 """Referred fractions of a curve unless told otherwise."""
@@ -29,6 +30,8 @@ class ReferralScore(str, Enum):
     """Total predictive entropy ``H[pbar]``."""
     MUTUAL_INFORMATION = "mutual_information"
     """Mutual information between the label and the weights (the epistemic part of the entropy)."""
+    MAX_PROBABILITY = "max_probability"
+    """``1 - max_c pbar_c``: one minus the confidence of the posterior-mean prediction."""
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,11 @@ def referral_curve(
     scored on the rest.
 
     Args:
-        probs: ``(S, N, C)`` posterior samples of class probabilities, or their mean ``(N, C)`` (then only
-            ``"entropy"`` orders anything: the mutual information of one distribution is 0).
+        probs: ``(S, N, C)`` posterior samples of class probabilities, or their mean ``(N, C)`` (then
+            ``"mutual_information"`` orders nothing: the mutual information of one distribution is 0).
         labels: ``(N,)`` integer class labels.
         fractions: Referred fractions, each in ``[0, 1)``.
-        score: ``"entropy"`` or ``"mutual_information"`` (:class:`ReferralScore`).
+        score: ``"entropy"``, ``"mutual_information"`` or ``"max_probability"`` (:class:`ReferralScore`).
 
     Returns:
         The curve, one accuracy per fraction.
@@ -103,8 +106,7 @@ def referral_curve(
         known = ", ".join(repr(s.value) for s in ReferralScore)
         raise ValueError(f"unknown referral score {score!r}; expected one of {known}") from None
     values = _check_fractions(fractions)
-    split = entropy_decomposition(samples)
-    uncertainty = split.total if score is ReferralScore.ENTROPY else split.epistemic
+    uncertainty = ood_scores(samples)[score.value]  # the same three scores, larger for a more uncertain input
     order = torch.sort(uncertainty, descending=True, stable=True).indices  # most uncertain first
     correct = (samples.mean(0).argmax(-1) == labels)[order].double()
     n = correct.numel()

@@ -26,6 +26,13 @@ from pyro_bnn.data import (
 )
 from pyro_bnn.experiments import runs
 from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.experiments.conformal import (
+    ConformalOptions,
+    calibration_part_size,
+    check_conformal_run,
+    conformal_options,
+    conformal_record,
+)
 from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
 from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.infer.checkpoint import config_differences
@@ -43,6 +50,7 @@ class Evaluation:
     y: torch.Tensor
     corruption: str | None
     data: DatasetSplits | None = None
+    conformal: ConformalOptions | None = None
 
 
 def check_run_folder(run_dir: str | os.PathLike) -> Path:
@@ -141,37 +149,48 @@ def load_evaluation(
     corruption: str | None = None,
     device: str | None = None,
     data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    conformal: ConformalOptions | None = None,
 ) -> Evaluation:
     """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
 
     ``data_dirs`` (``{"mnist": path}``) names where a data set lies; an entry for the run's own data set replaces
-    the folder its config recorded.
+    the folder its config recorded. ``conformal`` (:mod:`pyro_bnn.experiments.conformal`) is checked against the
+    run before any data is loaded, and its calibration size against the test set right after.
 
     Raises:
         FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
-        ValueError: ``run_dir`` cannot be written (:func:`check_run_folder`), a bad option or corruption string, or
-            a corruption for a regression run.
+        ValueError: ``run_dir`` cannot be written (:func:`check_run_folder`), a bad option or corruption string,
+            a corruption for a regression run, or conformal options the run or its test set cannot take.
     """
     dirs = check_data_dirs(data_dirs)
+    conformal = None if conformal is None else conformal.check()
     run, config, state = read_run(run_dir, num_samples=num_samples, device=device)
     check_corruption(corruption, config)
+    if conformal is not None:
+        check_conformal_run(conformal, config)
     check_data_dirs_used(dirs, {config.dataset})
     config.data_dir = dirs.get(config.dataset, config.data_dir)
     resolved = resolve_device(config.device)
     data = runs.load_data(config)
+    if conformal is not None:
+        calibration_part_size(conformal, len(data.test))
     bnn, guide = runs.restore(config, data, run / CHECKPOINT, resolved, state)
     x = data.test.x
     if corruption is not None:
         x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
-    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption, data)
+    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption, data, conformal)
 
 
 def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
     """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
-    diagram (regression: ``predictive.png``) into the run folder and returns the metrics."""
+    diagram (regression: ``predictive.png``) into the run folder and returns the metrics; with conformal options,
+    the metrics hold their record under ``"conformal"`` (:func:`~pyro_bnn.experiments.conformal.conformal_record`,
+    on the same test prediction)."""
     e, config = evaluation, evaluation.config
     metrics, prediction = runs.score(e.bnn, e.guide, e.x, e.y, config)
     metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
+    if e.conformal is not None:
+        metrics["conformal"] = conformal_record(prediction, e.conformal)
     suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
     write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
     title = f"{config.model} {config.activation}, corruption {e.corruption or 'none'}"
@@ -189,14 +208,21 @@ def evaluate_run(
     num_samples: int | None = None,
     corruption: str | None = None,
     device: str | None = None,
+    conformal: float | None = None,
+    conformal_method: str | None = None,
+    calibration_size: int | None = None,
 ) -> dict[str, Any]:
     """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``; not for
     regression runs).
 
     Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram (regression: ``predictive.png``)
-    into the run folder.
+    into the run folder. ``conformal=alpha`` adds split conformal prediction, calibrated on ``calibration_size``
+    test inputs (default half) and scored on the rest, with ``conformal_method`` ``"thr"`` (default), ``"aps"`` or
+    ``"raps"``; the record is under ``"conformal"`` (:mod:`pyro_bnn.experiments.conformal`).
     """
-    return score_evaluation(load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device))
+    options = conformal_options(conformal, conformal_method, calibration_size)
+    loaded = load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device, conformal=options)
+    return score_evaluation(loaded)
 
 
 # ------------------------------------------------------------------------------------------------ OOD detection
