@@ -34,6 +34,7 @@ from pyro_bnn.experiments.conformal import (
     conformal_record,
 )
 from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
+from pyro_bnn.experiments.selective import selective_record
 from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.infer.checkpoint import config_differences
 
@@ -185,15 +186,19 @@ def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
     """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
     diagram (regression: ``predictive.png``) into the run folder and returns the metrics; with conformal options,
     the metrics hold their record under ``"conformal"`` (:func:`~pyro_bnn.experiments.conformal.conformal_record`,
-    on the same test prediction)."""
+    on the same test prediction). A classifier's also hold its selective-prediction record under ``"selective"``
+    (:func:`~pyro_bnn.experiments.selective.selective_record`), and its risk-coverage figure is written as
+    ``risk_coverage[-<corruption>].png``."""
     e, config = evaluation, evaluation.config
     metrics, prediction = runs.score(e.bnn, e.guide, e.x, e.y, config)
     metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
     if e.conformal is not None:
         metrics["conformal"] = conformal_record(prediction, e.conformal)
     suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
-    write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
     title = f"{config.model} {config.activation}, corruption {e.corruption or 'none'}"
+    if prediction.is_classification:
+        metrics["selective"] = selective_record(prediction, e.run_dir / f"risk_coverage{suffix}.png", title)
+    write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
     if not prediction.is_classification:
         title = f"{config.model} {config.activation} on {config.dataset}, noise scale {config.noise_scale:g}"
     train = e.data.train if e.data is not None else None

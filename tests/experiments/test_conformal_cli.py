@@ -117,3 +117,17 @@ def test_calibration_size_at_least_the_test_set_is_refused_after_loading_and_bef
     assert f"--calibration-size {NUM_TEST} leaves nothing to score: the test set has {NUM_TEST} inputs" in err
     after = (digits_run / "evaluation.json").stat().st_mtime_ns if (digits_run / "evaluation.json").exists() else 0
     assert before == after  # nothing written
+
+
+def test_evaluate_records_selective_prediction_and_draws_the_risk_coverage_figure(digits_run):
+    metrics = evaluate_run(digits_run)
+    selective = json.loads((digits_run / "evaluation.json").read_text())["selective"]
+    assert set(selective["aurc"]) == {"max_probability", "entropy", "mutual_information"}
+    error = 1 - metrics["accuracy"]  # of the predictive mean, as the referral curves score it
+    for score, at_rate in selective["accuracy_at_referral"].items():
+        assert at_rate["0"] == pytest.approx(metrics["accuracy"])  # nothing referred
+        # AURC is the mean risk over coverages k/N; the risk at full coverage is the overall error
+        assert 0 <= selective["aurc"][score] <= 1
+    # max probability orders this classifier's mistakes better than chance: AURC below the overall error rate
+    assert selective["aurc"]["max_probability"] < error
+    assert (digits_run / "risk_coverage.png").stat().st_size > 10_000
