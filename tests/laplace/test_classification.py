@@ -153,3 +153,24 @@ def test_draws_land_on_their_own_sites(trained, subset, structure):
         want = posterior.map_values[name].expand(3, *posterior.map_values[name].shape)
         torch.testing.assert_close(draws[name], want, rtol=0, atol=1e-2)
         assert not torch.equal(draws[name], want) or name not in posterior.sampled_sites  # drawn, not copied
+
+
+def test_the_glm_batch_is_sized_by_its_jacobian_and_splits_a_loader(trained, monkeypatch):
+    from pyro_bnn.laplace import predictive as predictive_module
+
+    bnn, guide, loader = trained
+    posterior = fit_laplace(bnn, guide, loader, subset="all", structure="diag")
+    # 2 outputs x 42 weights (2-8-2 MLP) x 4 bytes = 336 bytes per input
+    assert posterior.laplace.n_params == 2 * 8 + 8 + 8 * 2 + 2
+    assert predictive_module.glm_batch_size(posterior) == predictive_module.MC_BATCH_SIZE
+    monkeypatch.setattr(predictive_module, "GLM_JACOBIAN_BYTES", 336 * 7 + 100)
+    assert predictive_module.glm_batch_size(posterior) == 7
+    x, y = _blobs(30, seed=3)
+    whole = predict_laplace(posterior, (x, y), predictive="glm", link="probit", batch_size=30)
+    calls = []
+    original = predictive_module._glm_outputs
+    monkeypatch.setattr(predictive_module, "_glm_outputs", lambda p, x, *a: calls.append(len(x)) or original(p, x, *a))
+    split = predict_laplace(posterior, BatchLoader(x, y, 20), predictive="glm", link="probit")
+    assert calls == [7, 7, 6, 7, 3]  # each loader batch of 20 and 10 split to at most 7 inputs
+    torch.testing.assert_close(split.probs, whole.probs)
+    assert torch.equal(split.targets, whole.targets)

@@ -30,9 +30,6 @@ from pyro_bnn.reproduce.papers.posterior_families_scoring import NUTS_DRAWS, Fit
 from pyro_bnn.reproduce.records import read_record
 from pyro_bnn.reproduce.spec import RunSpec
 
-JACOBIAN_BYTES = 256 * 2**20
-"""About how much memory the Jacobian of one batch of Laplace's GLM predictive may take."""
-
 
 def _members_seconds(spec: RunSpec, runs_dir: Path) -> float:
     """Wall time of the members a family was built from (MAP networks), the NUTS reference left out."""
@@ -103,14 +100,9 @@ def laplace(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     generator = torch.Generator(device=device).manual_seed(spec.config.seed)
     draws = {name: value.unsqueeze(0) for name, value in posterior.sample(spec.config.num_samples, generator).items()}
 
-    # The GLM predictive holds a (batch, classes, weights) Jacobian: 1 000 inputs of a 3FC of 400 units with all its
-    # 478 000 weights are 19 GB (it was killed for memory), so the batch is sized to keep it near 256 MB.
-    classes = int(data.output_dim)
-    batch_size = max(1, min(1000, JACOBIAN_BYTES // (4 * classes * posterior.laplace.n_params)))
-
-    def predictor(x: torch.Tensor, y: torch.Tensor | None):
+    def predictor(x: torch.Tensor, y: torch.Tensor | None):  # batches sized by predict_laplace from the Jacobian
         data_arg = x if y is None else (x, y)
-        return predict_laplace(posterior, data_arg, predictive="glm", link="probit", batch_size=batch_size)
+        return predict_laplace(posterior, data_arg, predictive="glm", link="probit")
 
     fit = Fit(bnn=bnn, source=None, draws=draws, seconds=seconds, predictor=predictor)
     return evaluate(spec, runs_dir, folder, fit, data)
