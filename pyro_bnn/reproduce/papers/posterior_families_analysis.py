@@ -254,6 +254,15 @@ CAVEATS = """- **Label switching.** A tanh network's function is unchanged by pe
   CSV shows which seed.
 - **SG-MCMC** runs without a Metropolis correction at step sizes picked on one seed; its draws are biased by the
   step size, more so for the larger cyclical peak.
+- **No flow VI on Fashion-MNIST**, and no full-covariance VI (`mvn`) anywhere: the flow guide refuses networks of
+  more than 1 024 weights and `mvn` more than 4 096 (its covariance has P^2 entries), and the 3FC has 478 000. On
+  moons, low-rank VI stands for the correlated Gaussian family.
+- **KFAC Laplace on Fashion-MNIST** costs most of its time in the GLM predictive over all 478 000 weights (about
+  150 ms per input on 2 CPU cores, whatever the batch), not in the fit.
+- **Retrained MAP networks.** Run folders are committed without checkpoints; a run that reads a MAP network whose
+  checkpoint is gone trains that network again from its seed first. The retrained network can differ from the first
+  in the last digits (thread scheduling), and the runs trained after it (here the Fashion-MNIST KFAC Laplace runs)
+  are built on the retrained one, the others (last-layer Laplace, the ensemble) on the first.
 - **Scale.** The `cpu` profile's Fashion-MNIST network is a 3FC of 400 units per layer on 5 000 images, not the
   One Simple Trick paper's 1 000 units on 60 000 images; rankings may change with scale."""
 
