@@ -186,7 +186,12 @@ class _Batch:
         active = torch.tensor(self.active)  # on the host: the step moves it where it is needed
         if self.graph is not None:
             return self.graph(x, y, kl_weight, eps, lrs, weight_decays, active)
-        return self.step.step(x, y, kl_weight, eps, lrs, weight_decays, active, host_active=self.active)
+        return self.step.step(x, y, kl_weight, eps, lrs, weight_decays, active)
+
+    def applied_non_finite(self) -> bool:
+        """Whether the last step updated a run whose loss turned non-finite in it (a graph replayed with the rows
+        update, which skips only the runs known to be inactive before the step)."""
+        return self.graph is not None and self.graph.last_replayed and not self.adam.stacked
 
 
 def fit_batched(
@@ -304,7 +309,8 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
         )
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:
             trainer = trainers[run]
-            batch.fail(run, trainer._non_finite_message(float(terms.loss[run]), step, x[run]))
+            message = trainer._non_finite_message(float(terms.loss[run]), step, x[run], batch.applied_non_finite())
+            batch.fail(run, message)
         totals += torch.stack([terms.loss, terms.data_term], 1).double() * updated[:, None]
         for run in batch.running():
             trainer = trainers[run]

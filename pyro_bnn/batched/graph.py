@@ -18,8 +18,9 @@ keeps its semantics exactly:
   the mask of active runs are inputs of the graph; with torch's fused Adam over rows (large stacks) they are baked
   in, and the step is captured again when one changes (a per-epoch learning-rate schedule, a run that fails or
   stops). The rows update skips the inactive runs, but applies the step of a run whose loss turned non-finite during
-  that very step (the host learns of it after the replay, as a single run's graphed step does); that run is failed
-  after the step, and its values are never written back to it, so the last good checkpoint stays its result.
+  that very replay (the host learns of it afterwards, as with a single run's graphed step, and the error says so):
+  that run is failed after the step, its guide is not written back (its last good checkpoint stays its result),
+  though its optimiser's state in memory has taken the update. Eager steps skip such a run, as without a graph.
 
 A network whose forward reads values back to the host cannot be captured: the capture fails with a message saying to
 train with ``cuda_graph=False``.
@@ -40,7 +41,7 @@ class GraphedBatchedStep:
     """Replays :meth:`BatchedStep.step <pyro_bnn.batched.step.BatchedStep.step>` from a CUDA graph.
 
     Args:
-        step: The eager step (its optimiser must use the stacked update).
+        step: The eager step (stacked or rows Adam update).
         warmup: Eager steps before the first capture.
 
     Call it as the eager step is called; it returns what the eager step returns. The returned tensors of a replay
@@ -61,6 +62,8 @@ class GraphedBatchedStep:
         """How many times the step was captured."""
         self.replays = 0
         """How many steps were replayed from a graph."""
+        self.last_replayed = False
+        """Whether the last step was replayed (False: it ran eagerly)."""
         self._graph: torch.cuda.CUDAGraph | None = None
         self._static: dict[str, torch.Tensor | list[torch.Tensor | None]] = {}
         self._key: tuple | None = None
@@ -118,7 +121,6 @@ class GraphedBatchedStep:
         """
         weight_decays = list(weight_decays) if weight_decays is not None else [None] * len(lrs)
         active = torch.ones(x.shape[0], dtype=torch.bool) if active is None else active.cpu()
-        host_active = active.tolist()
         key = self._key_of(x, y, kl_weight, eps, lrs, weight_decays, active)
         if self._key is None:
             self._key = key  # the first batch's shapes are the ones captured (the last batch may be smaller)
@@ -129,8 +131,10 @@ class GraphedBatchedStep:
         if not same_shapes or self.eager_left > 0:
             if same_shapes:
                 self.eager_left -= 1
+            self.last_replayed = False
             with self._on_side_stream(x.device):
-                return self.eager.step(x, y, kl_weight, eps, lrs, weight_decays, active, host_active=host_active)
+                # Eagerly the rows update reads the runs that stayed finite back from the device and skips the others.
+                return self.eager.step(x, y, kl_weight, eps, lrs, weight_decays, active)
         with torch.cuda.device(x.device):
             if self._graph is None:
                 self._capture(x, y, kl_weight, eps, lrs, weight_decays, active)
@@ -145,6 +149,7 @@ class GraphedBatchedStep:
                         target.copy_(value)
             self._graph.replay()
         self.replays += 1
+        self.last_replayed = True
         return self._outputs
 
     def _capture(self, x, y, kl_weight, eps, lrs, weight_decays, active) -> None:

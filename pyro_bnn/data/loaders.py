@@ -57,8 +57,8 @@ class BatchLoader:
         drop_last: Whether to skip a final batch smaller than ``batch_size``.
         device: Where to move each batch; ``None`` keeps the tensors' own device. Host tensors bound for another
             device of at most :data:`DEVICE_COPY_MAX_BYTES` are copied there whole, once (shared by the loaders of
-            the same tensors), and the batches are gathered there; modify ``x`` or ``y`` in place afterwards and
-            that copy is stale.
+            the same tensors), and the batches are gathered there (each a tensor of its own); modify ``x`` or ``y``
+            in place afterwards and that copy is stale.
 
     Attributes:
         dataset: ``TensorDataset(x, y)``, so ``len(loader.dataset)`` is ``N`` as for a ``DataLoader``.
@@ -134,7 +134,8 @@ class BatchLoader:
         if not self.shuffle:
             return None
         generator = seeded_generator(self.seed, STREAM_SHUFFLE, check_seed(epoch, name="epoch"))
-        return torch.randperm(len(self.dataset), generator=generator)
+        # On the CPU whatever torch's default device is (laplace-torch's calls run under the model's device).
+        return torch.randperm(len(self.dataset), generator=generator, device="cpu")
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         # The order is fixed and the epoch advanced here, at iter() time, not lazily at the first next().
@@ -154,6 +155,7 @@ class BatchLoader:
 
     def _batches(self, order: torch.Tensor | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         x, y = self._tensors()
+        shared = x is not self.dataset.tensors[0]  # the device copy that other loaders may read too
         if order is not None:
             order = order.to(x.device)
         for batch in range(len(self)):
@@ -161,6 +163,8 @@ class BatchLoader:
             stop = start + self.batch_size
             if order is None:
                 x_batch, y_batch = x[start:stop], y[start:stop]
+                if shared:  # a batch of its own, as a copy to the device would be, not a view of the shared copy
+                    x_batch, y_batch = x_batch.clone(), y_batch.clone()
             else:
                 index = order[start:stop]
                 x_batch, y_batch = x.index_select(0, index), y.index_select(0, index.to(y.device))

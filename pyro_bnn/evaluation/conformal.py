@@ -187,7 +187,9 @@ def _probs_and_labels(
 
 
 def _uniform(num_points: int, generator: torch.Generator | None) -> torch.Tensor:
-    return torch.rand(num_points, generator=generator, dtype=torch.float64)
+    """``(num_points,)`` uniform draws on the generator's device (the CPU for torch's global one)."""
+    device = generator.device if generator is not None else torch.device("cpu")
+    return torch.rand(num_points, generator=generator, dtype=torch.float64, device=device)
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,8 @@ class ConformalClassifier:
         Args:
             prediction: A :class:`~pyro_bnn.predict.Prediction` of the test inputs (its ``probs`` are read), or
                 class probabilities ``(S, N, C)`` or ``(N, C)``.
-            generator: Source of the randomised variants' ``u`` (default: torch's global generator).
+            generator: The ``torch.Generator`` (any device) of the randomised variants' ``u`` (default: torch's
+                global one); the draws are moved to the probabilities' device.
 
         Returns:
             ``(N, C)`` bool mask, True where the class is in the input's set, on the probabilities' device.
@@ -270,9 +273,10 @@ def calibrate_classifier(
     With ``source="mean"`` (the default) the score is that of the posterior predictive ``pbar``. With
     ``source="samples"`` it is the mean over the posterior samples of each sample's own score: for ``thr`` that is
     the same number (``1 - p_y`` is linear in ``p``); for APS and RAPS each sample ranks the classes by its own
-    probabilities, so a class that the samples rank differently gets a larger score than under ``pbar``, and the
-    sets grow where the samples disagree (the epistemic part). The coverage guarantee holds either way; what
-    changes is which inputs get the large sets.
+    probabilities, and the mean of their scores differs from ``pbar``'s score where the samples' rankings disagree
+    (larger or smaller: it is not monotone in the disagreement), so the sets change where the posterior is
+    uncertain about the ranking. The coverage guarantee holds either way; what changes is which inputs get the
+    large sets.
 
     Args:
         calibration: A :class:`~pyro_bnn.predict.Prediction` with targets, or class probabilities ``(S, N, C)`` or
@@ -285,7 +289,8 @@ def calibrate_classifier(
         lam: RAPS' penalty ``lambda`` per rank beyond ``k_reg``, >= 0.
         k_reg: RAPS' number of top ranks without penalty, >= 0.
         source: ``"mean"`` or ``"samples"`` (:class:`ScoreSource`).
-        generator: Source of the calibration points' ``u`` (default: torch's global generator).
+        generator: The ``torch.Generator`` (any device) of the calibration points' ``u`` (default: torch's
+            global one).
 
     Returns:
         The calibrated classifier.

@@ -74,12 +74,16 @@ class ConformalOptions:
         return ConformalOptions(alpha, method, size)
 
 
-def _check_enough(size: int, alpha: float) -> None:
+def _check_enough(size: int, alpha: float, default_of: int | None = None) -> None:
+    """``default_of``: the test set's size when ``size`` is the default half of it (the message then says so)."""
     needed = min_calibration_size(alpha)
     if size < needed:
+        what = f"--calibration-size {size}" if default_of is None else (
+            f"the default calibration part (half of the {default_of} test inputs, {size})"
+        )  # fmt: skip
         raise ValueError(
-            f"--calibration-size {size} is too small for --conformal {alpha:g}: a finite threshold needs at least "
-            f"{needed} calibration inputs, ceil((1 - alpha) / alpha)"
+            f"{what} is too small for --conformal {alpha:g}: a finite threshold needs at least {needed} calibration "
+            "inputs, ceil((1 - alpha) / alpha)" + ("; pass --calibration-size" if default_of is not None else "")
         )
 
 
@@ -135,7 +139,7 @@ def calibration_part_size(options: ConformalOptions, num_test: int) -> int:
         raise ValueError(
             f"--calibration-size {size} leaves nothing to score: the test set has {num_test} inputs; pass fewer"
         )
-    _check_enough(size, options.alpha)
+    _check_enough(size, options.alpha, default_of=num_test if options.calibration_size is None else None)
     return size
 
 

@@ -4,10 +4,11 @@ its accuracy at fixed shares of referred inputs, as a record in ``evaluation.jso
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
-from pyro_bnn.evaluation import ReferralScore, referral_curve, risk_coverage_curve
+from pyro_bnn.evaluation import ReferralScore, risk_coverage_curve
 from pyro_bnn.plots import plot_risk_coverage
 from pyro_bnn.predict import Prediction
 
@@ -17,7 +18,10 @@ REFERRAL_RATES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 def selective_record(prediction: Prediction, figure: Path | None = None, title: str | None = None) -> dict[str, Any]:
     """AURC and accuracy at :data:`REFERRAL_RATES` for each uncertainty score (1 - max probability, total entropy,
-    mutual information) of a classifier's prediction with targets.
+    and mutual information when there are several samples) of a classifier's prediction with targets.
+
+    The accuracies are read off the risk-coverage curve, which averages over the order of inputs with tied scores
+    (a point estimate's saturated probabilities tie often), so they never depend on the order of the test set.
 
     Args:
         prediction: ``probs (S, N, C)`` and ``targets (N,)``.
@@ -28,12 +32,15 @@ def selective_record(prediction: Prediction, figure: Path | None = None, title: 
         ``{"aurc": {score: value}, "accuracy_at_referral": {score: {rate: accuracy}}}``.
     """
     probs, labels = prediction.probs.detach().cpu(), prediction.targets.cpu()
-    curves = [risk_coverage_curve(probs, labels, score=score) for score in ReferralScore]
+    # One sample has no epistemic part: its mutual information is 0 for every input, an order of nothing.
+    scores = [s for s in ReferralScore if probs.shape[0] > 1 or s is not ReferralScore.MUTUAL_INFORMATION]
+    curves = [risk_coverage_curve(probs, labels, score=score) for score in scores]
+    count = len(labels)
     record: dict[str, Any] = {"aurc": {c.score.value: c.aurc for c in curves}, "accuracy_at_referral": {}}
-    for score in ReferralScore:
-        referral = referral_curve(probs, labels, REFERRAL_RATES, score=score)
-        record["accuracy_at_referral"][score.value] = {
-            f"{rate:g}": accuracy for rate, accuracy in zip(referral.fractions, referral.accuracy, strict=True)
+    for curve in curves:
+        kept = {rate: count - math.floor(rate * count) for rate in REFERRAL_RATES}  # as referral_curve keeps them
+        record["accuracy_at_referral"][curve.score.value] = {
+            f"{rate:g}": 1.0 - curve.risk[k - 1] for rate, k in kept.items() if k > 0
         }
     if figure is not None:
         plot_risk_coverage(curves, title=title).savefig(figure, dpi=110)

@@ -20,19 +20,23 @@ from pyro_bnn.priors import parse_prior
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 CUDA = torch.device("cuda")
-N = 160
+N = 170
+"""Five batches of 32 and a last one of 10 an epoch: the graph replays from the third step of the first epoch, and
+the short batch runs eagerly."""
 
 
-def _trainer(seed: int, *, lr: float = 0.05, prior: str = "normal:0,1"):
+def _trainer(seed: int, *, lr: float = 0.05, prior: str = "normal:0,1", nan_at: int | None = None):
     gen = torch.Generator().manual_seed(100 + seed)
     x = torch.randn(N, 2, generator=gen)
     y = (x.sum(1) > 0).long()
+    if nan_at is not None:
+        x[nan_at] = float("nan")  # unshuffled: the loss turns NaN at step nan_at // 32 + 1 of the first epoch
     pyro.set_rng_seed(seed)
     net = build_model("mlp:8,8", input_shape=(2,), num_classes=2, activation="tanh")
     bnn = BNN(net, parse_prior(prior), Categorical(N))
     trainer = Trainer(bnn, "flat:0.05", optim=pyro.optim.Adam({"lr": lr}), seed=seed, device=CUDA, progress=False)
-    # 32 a batch: 5 steps an epoch, all of one shape (the graph replays from the third step of the first epoch).
-    return trainer, BatchLoader(x, y, batch_size=32, shuffle=True, seed=seed, device=CUDA)
+    loader = BatchLoader(x, y, batch_size=32, shuffle=nan_at is None, seed=seed, device=CUDA)
+    return trainer, loader
 
 
 @pytest.fixture
@@ -66,7 +70,7 @@ def test_graphed_batched_runs_train_as_eager_ones(update, graphs, monkeypatch):
     graphed, outcomes = _fit(specs, 3, cuda_graph=True)
     (graph,) = graphs
     assert graph.eager.optimizer.stacked is (update == "stacked")
-    assert graph.captures == 1 and graph.replays == 3 * 5 - 2
+    assert graph.captures == 1 and graph.replays == 3 * 5 - 2  # the short batches and the two warm-up steps eager
     for a, b, outcome in zip(eager, graphed, outcomes, strict=True):
         assert not outcome.failed
         # The same kernels on the same values: equal to float32 rounding (cuBLAS may pick other algorithms).
@@ -81,10 +85,16 @@ def test_a_diverging_run_fails_alone_in_a_graphed_batch(update, graphs, monkeypa
         monkeypatch.setattr(adam_module, "STACKED_MAX_ELEMENTS", 0)
     specs = [{"seed": 0}, {"seed": 1}, {"seed": 2}]
     sane, sane_outcomes = _fit(specs, 3, cuda_graph=True)
-    broken, outcomes = _fit([specs[0], {"seed": 1, "lr": 1e30}, specs[2]], 3, cuda_graph=True)
+    # Run 1's fourth batch holds a NaN input: its loss turns NaN inside a replayed step (steps 1-2 warm up eagerly).
+    broken, outcomes = _fit([specs[0], {"seed": 1, "nan_at": 3 * 32 + 5}, specs[2]], 3, cuda_graph=True)
     assert outcomes[1].failed and isinstance(outcomes[1].error, NonFiniteLossError)
+    message = str(outcomes[1].error)
+    assert "epoch 1" in message
+    if update == "rows":  # the update was applied in the replay, and the graph is captured again without the run
+        assert "after the optimiser step" in message and graphs[1].captures == 2
+    else:  # the stacked update masks it inside the graph, which takes the active runs as an input
+        assert "before the optimiser step" in message and graphs[1].captures == 1
     for r in (0, 2):
         assert not outcomes[r].failed
         assert torch.equal(sane[r].guide.loc, broken[r].guide.loc)
         assert [h["loss"] for h in sane_outcomes[r].history] == [h["loss"] for h in outcomes[r].history]
-    assert graphs[1].replays > 0

@@ -118,6 +118,19 @@ def test_a_diverging_run_fails_alone_and_the_others_are_unchanged():
         assert [h["loss"] for h in sane_outcomes[r].history] == [h["loss"] for h in outcomes[r].history]
 
 
+def test_a_diverging_run_under_the_rows_update_keeps_its_optimiser_state(monkeypatch):
+    # torch's Adam over rows (large stacks) must skip the run whose loss turned NaN in the step, as the stacked
+    # formula does: the run's own optimiser shares that state.
+    from pyro_bnn.batched import adam as adam_module
+
+    monkeypatch.setattr(adam_module, "STACKED_MAX_ELEMENTS", 0)
+    broken, outcomes = _fit([{"seed": 0}, {"seed": 1, "lr": 1e30}], 2)
+    assert outcomes[1].failed and not outcomes[0].failed
+    assert "before the optimiser step" in str(outcomes[1].error)
+    states = list(broken[1].optimizer.state_dict()["state"].values())
+    assert states and all(torch.isfinite(t).all() for state in states for t in state.values() if torch.is_tensor(t))
+
+
 def test_early_stopping_freezes_one_run_and_restores_its_best_epoch():
     """The monitored KL weight is constant, so it never improves after epoch 1: run 0 stops after epoch 2 with the
     guide of epoch 1 put back; run 1 trains on."""

@@ -147,6 +147,8 @@ def test_host_data_bound_for_a_gpu_is_copied_there_once_and_shared(data, device,
     if device.type != "cpu":
         second = BatchLoader(*data, 4, device=device)
         assert second._tensors()[0] is copies[device]
+        x, _ = next(iter(second))  # unshuffled: its own tensor, not a view of the shared copy
+        assert x.data_ptr() != copies[device].data_ptr()
     # Above the size limit the batches move one by one, and nothing is kept on the device.
     monkeypatch.setattr(loaders_module, "DEVICE_COPY_MAX_BYTES", 0)
     fresh = (data[0].clone(), data[1].clone())
@@ -154,3 +156,12 @@ def test_host_data_bound_for_a_gpu_is_copied_there_once_and_shared(data, device,
     for (x, _), (x0, _) in zip(moved, BatchLoader(*fresh, 4), strict=True):
         assert torch.equal(x.cpu(), x0)
     assert id(fresh[0]) not in loaders_module._device_copies
+
+
+def test_the_shuffle_order_is_drawn_on_the_cpu_whatever_the_default_device():
+    # laplace-torch's fit runs under `with torch.device(model_device)`; a CUDA randperm refuses a CPU generator.
+    loader = BatchLoader(torch.arange(10.0), torch.arange(10), 4, shuffle=True, seed=3)
+    expected = loader.epoch_order(0)
+    with torch.device("meta"):
+        order = loader.epoch_order(0)
+    assert order.device.type == "cpu" and torch.equal(order, expected)

@@ -131,3 +131,17 @@ def test_evaluate_records_selective_prediction_and_draws_the_risk_coverage_figur
     # max probability orders this classifier's mistakes better than chance: AURC below the overall error rate
     assert selective["aurc"]["max_probability"] < error
     assert (digits_run / "risk_coverage.png").stat().st_size > 10_000
+
+
+def test_selective_accuracies_do_not_depend_on_the_order_of_tied_inputs():
+    from pyro_bnn.experiments.selective import selective_record
+
+    # One sample (a point estimate): four inputs with the same probabilities, two right and two wrong. Referring 30 %
+    # refers one and keeps three of the four tied inputs: over the orders of the tie, 1/2 of them are right, in
+    # either input order (a stable sort would keep the last three: 1/3 or 2/3 right).
+    probs = torch.tensor([[[0.7, 0.3]] * 4])
+    for labels in (torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 0])):
+        record = selective_record(Prediction(probs=probs, targets=labels))
+        assert set(record["aurc"]) == {"max_probability", "entropy"}  # no mutual information for one sample
+        assert record["accuracy_at_referral"]["max_probability"]["0"] == pytest.approx(0.5)
+        assert record["accuracy_at_referral"]["max_probability"]["0.3"] == pytest.approx(0.5)
