@@ -187,6 +187,7 @@ def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     result = json.loads(next((out / "runs").glob("bbb-mixture-0.5-uniform-bbb-s0-*/result.json")).read_text())
     metrics = result["metrics"]
     assert len(metrics["sample_accuracies"]) == 10
+    assert f"| {metrics['conformal_coverage']:.3f} (1 seed) | {metrics['conformal_set_size']:.2f} (1 seed) |" in text
     # the measurement's ensemble and posterior mean are the run's own test metrics
     assert metrics["ensemble_accuracy"] == pytest.approx(metrics["accuracy"])
     assert metrics["mean_network_accuracy"] == pytest.approx(metrics["posterior_mean_accuracy"])
@@ -208,6 +209,7 @@ def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     for name in ("reliability.png", "ood-examples.png", "ood-uncertainty.png"):
         assert (out / name).stat().st_size > 1_000 and f"]({name})" in text
     metrics = json.loads(next((out / "runs").glob("*/result.json")).read_text())["metrics"]
+    assert f"| {metrics['conformal_coverage']:.3f} | {metrics['conformal_set_size']:.2f} |" in text
     for score in ("entropy", "mutual_information", "max_probability"):
         assert 0 <= metrics["ood"][score]["auroc"] <= 1 and math.isfinite(metrics["ood"][score]["fpr_at_95_tpr"])
     examples = metrics["ood_examples"]
