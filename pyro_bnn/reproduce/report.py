@@ -57,8 +57,8 @@ CONFORMAL_NOTE = (
     "is in the set when 1 - p is at most the calibrated quantile), calibrated on a seeded half of the test "
     "predictions and scored on the other half (`pyro_bnn.experiments.scoring.conformal_metrics`): coverage is the "
     "share of sets holding the label (at least 0.9 by the guarantee, in expectation), set size the mean number of "
-    "classes per set. — where a run's record predates them (`pyro-bnn reproduce NAME --rescore` adds them from its "
-    "checkpoint)."
+    "classes per set (a set may be empty, so a classifier more accurate than 0.9 averages below 1). — where a run's "
+    "record predates them (`pyro-bnn reproduce NAME --rescore` adds them from its checkpoint)."
 )
 """The note that goes with the conformal columns of a report's classification tables."""
 
