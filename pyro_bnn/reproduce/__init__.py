@@ -9,7 +9,7 @@ Layers: :mod:`.spec` (runs, profiles, verdicts as data), :mod:`.records` (one ru
 :mod:`.report` (``report.md`` from the run folders) and :mod:`.papers` (one module per paper).
 """
 
-from pyro_bnn.reproduce.api import experiment_names, get_experiment, listing, reproduce
+from pyro_bnn.reproduce.api import experiment_names, get_experiment, listing, reproduce, rescore
 from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
 from pyro_bnn.reproduce.executors import ExecutorKind, LocalExecutor, RayExecutor, make_executor
 from pyro_bnn.reproduce.grid import run_grid
@@ -31,6 +31,7 @@ __all__ = [
     "listing",
     "make_executor",
     "reproduce",
+    "rescore",
     "run_grid",
     "train_ensemble",
 ]

@@ -17,6 +17,7 @@ from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_execut
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.report import write_report
+from pyro_bnn.reproduce.rescore import RescoreSummary, rescore_grid
 from pyro_bnn.reproduce.spec import Experiment, Profile, RunSpec
 
 STATE = "reproduce.json"
@@ -117,15 +118,17 @@ def check_request(
     gpus_per_run: float | None = None,
     data_dirs: dict[str, str] | None = None,
     batch_runs: int | str | None = None,
+    rescore: bool = False,
 ) -> None:
-    """Raises the one-line error :func:`reproduce` would raise for these arguments, without running anything (the
-    CLI calls it first, so that an error after it is a bug with its traceback, not an option problem).
+    """Raises the one-line error :func:`reproduce` (with ``rescore``: :func:`rescore`) would raise for these
+    arguments, without running anything (the CLI calls it first, so that an error after it is a bug with its
+    traceback, not an option problem).
 
     Unless ``report_only``, every data set of the grid is also found (and read) once here, so that a missing one
     is one error naming the places looked, not a failed record for every run that needs it.
     """
     _checked_request(
-        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs
+        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs, rescore
     )
 
 
@@ -136,7 +139,18 @@ def batch_runs_of(experiment: Experiment, batch_runs: int | str | None) -> int |
 
 
 def _checked_request(
-    name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs=None
+    name,
+    profile,
+    seeds,
+    out,
+    executor,
+    workers,
+    report_only,
+    device,
+    gpus_per_run,
+    data_dirs,
+    batch_runs=None,
+    rescore=False,
 ) -> tuple[Experiment, Profile, dict | None]:
     """:func:`check_request`'s checks; returns the experiment, the chosen profile and ``out``'s state."""
     experiment = get_experiment(name)
@@ -147,7 +161,9 @@ def _checked_request(
         resolve_device(device)
     if report_only and state is None:
         raise ValueError(f"{out} holds no {experiment.name} grid to report on (no {STATE})")
-    if not report_only and isinstance(executor, str):
+    if rescore and state is None:
+        raise ValueError(f"{out} holds no {experiment.name} grid to re-score (no {STATE})")
+    if not report_only and not rescore and isinstance(executor, str):
         make_executor(executor, workers, gpus_per_run, batch_runs_of(experiment, batch_runs))
     if not report_only:
         check_data(experiment, chosen, data_dirs or {})
@@ -245,3 +261,42 @@ def reproduce(
         records=records,
         analysis=analysis,
     )
+
+
+def rescore(
+    name: str,
+    *,
+    out: str | os.PathLike,
+    profile: str | None = None,
+    data_dirs: dict[str, str] | None = None,
+    device: str | None = None,
+    progress: bool = True,
+) -> tuple[RescoreSummary, Path]:
+    """Adds the metrics that test scoring gained since the grid in ``out`` ran (the conformal coverage and mean set
+    size at alpha 0.1) to every done classifier run that still has its checkpoint, then rewrites the report; trains
+    nothing (:mod:`pyro_bnn.reproduce.rescore`).
+
+    Args:
+        name: The experiment ``out`` holds.
+        out: The grid's folder.
+        profile: The profile ``out`` holds (None: read from it).
+        data_dirs: Data folder per data set name, for sets not where the runs' configs say.
+        device: Where the runs are restored and predicted (default: their configs', ``auto``).
+        progress: A progress bar over the runs re-scored.
+
+    Returns:
+        What was re-scored, and the path of the rewritten ``report.md``.
+
+    Raises:
+        ValueError: A bad name, profile or device, or an ``out`` that holds no grid of ``name`` (one line).
+        FileNotFoundError: A data set the grid reads cannot be found.
+    """
+    experiment, chosen, state = _checked_request(
+        name, profile, None, out, "local", None, False, device, None, data_dirs, rescore=True
+    )
+    specs = plan(experiment, chosen, state["seeds"], data_dirs or {}, device)
+    summary = rescore_grid(specs, Path(out), progress=progress, name=experiment.name)
+    report = reproduce(
+        name, profile=chosen.name, out=out, report_only=True, data_dirs=data_dirs, device=device, progress=progress
+    )
+    return summary, report

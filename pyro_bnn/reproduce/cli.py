@@ -45,6 +45,13 @@ def add_reproduce_parser(commands) -> None:
     parser.add_argument("--report-only", action="store_true", help="rebuild the report from OUT's run folders")
     parser.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="train nothing: restore every done classifier run of OUT that still has its checkpoint, add the "
+        "conformal coverage and mean set size at alpha 0.1 (THR, half the test set calibrating) to its result.json, "
+        "leaving every other value as it is, and rewrite the report",
+    )
+    parser.add_argument(
         "--data-dir",
         type=_data_dir,
         action="append",
@@ -63,12 +70,58 @@ def add_reproduce_parser(commands) -> None:
     parser.set_defaults(func=_cmd_reproduce)
 
 
+RESCORE_ALONE = (
+    "--report-only",
+    "--retry-failed",
+    "--seeds",
+    "--executor",
+    "--workers",
+    "--batch-runs",
+    "--gpus-per-run",
+)
+"""Options that do not combine with ``--rescore``, which re-scores the runs OUT holds, in this process."""
+
+
+def _check_rescore_alone(args: argparse.Namespace) -> None:
+    given = {
+        "--report-only": args.report_only,
+        "--retry-failed": args.retry_failed,
+        "--seeds": args.seeds is not None,
+        "--executor": args.executor != "local",
+        "--workers": args.workers is not None,
+        "--batch-runs": args.batch_runs is not None,
+        "--gpus-per-run": args.gpus_per_run is not None,
+    }
+    for flag in RESCORE_ALONE:
+        if given[flag]:
+            raise ValueError(
+                f"--rescore re-scores the runs OUT holds, in this process, and trains nothing: leave out {flag}"
+            )
+
+
+def _cmd_rescore(args: argparse.Namespace) -> int:
+    from pyro_bnn.reproduce.api import check_request, rescore
+
+    request = dict(profile=args.profile, out=args.out, data_dirs=dict(args.data_dir), device=args.device)
+    try:
+        _check_rescore_alone(args)
+        check_request(args.name, seeds=None, **request, rescore=True)
+    except (ValueError, ImportError, OSError) as err:
+        raise UserError(str(err)) from err
+    summary, report = rescore(args.name, **request, progress=not args.quiet)
+    print("\n".join(summary.lines()))
+    print(f"wrote {report}")
+    return 0
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from pyro_bnn.reproduce.api import check_request, listing, reproduce
 
     if args.list:
         print(listing())
         return 0
+    if args.rescore and args.name and args.out is not None:
+        return _cmd_rescore(args)
     request = dict(
         profile=args.profile,
         seeds=args.seeds,

@@ -29,6 +29,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.batched_runs import train_runs_batched
 from pyro_bnn.experiments.run_folder import RunFolderBusyError
 from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
+from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
@@ -285,8 +286,9 @@ def _call_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     return result
 
 
-def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
-    """The deep ensemble of ``spec``'s members (all done), scored on its test set."""
+def score_members(spec: RunSpec, runs_dir: Path) -> tuple[dict[str, Any], Prediction, Any, Any]:
+    """``(metrics, prediction, bnn, ensemble)``: the deep ensemble of ``spec``'s members (all done, their
+    checkpoints in ``runs_dir``) scored on its test set (:func:`~pyro_bnn.experiments.runs.score`)."""
     from pyro_bnn.experiments.ensemble import load_ensemble
 
     config = spec.config
@@ -297,6 +299,12 @@ def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     )
     test = load_data(config).test
     metrics, prediction = score(bnn, ensemble, test.x, test.y, config)
+    return metrics, prediction, bnn, ensemble
+
+
+def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
+    """The deep ensemble of ``spec``'s members (all done), scored on its test set."""
+    metrics, prediction, bnn, ensemble = score_members(spec, runs_dir)
     metrics["members"] = len(spec.members)
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomically(folder / "metrics.json", metrics)

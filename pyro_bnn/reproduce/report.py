@@ -3,8 +3,8 @@
 ``OUT/report.md`` holds the exact command, the code version of every run, the profile's settings in full, the
 experiment's sections (tables of mean ± sd over seeds with the published number beside ours, CSV files of the
 per-seed values beside the report, PNG figures), one plain verdict per headline, and the runs that failed or are
-missing. The helpers here (``mean_sd``, ``format_mean_sd``, ``write_csv``, ``compare``) are what the paper modules
-build their tables and verdicts from.
+missing. The helpers here (``mean_sd``, ``format_mean_sd``, ``metric_cells``, ``write_csv``, ``compare``) are what the
+paper modules build their tables and verdicts from.
 """
 
 from __future__ import annotations
@@ -50,6 +50,35 @@ def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
     if n == 0:
         return "—"
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if n > 1 else f"{mean:.{digits}f} (1 seed)"
+
+
+CONFORMAL_NOTE = (
+    "*Coverage* and *set size*: split conformal prediction sets at alpha = 0.1 with the threshold score (THR, a class "
+    "is in the set when 1 - p is at most the calibrated quantile), calibrated on a seeded half of the test "
+    "predictions and scored on the other half (`pyro_bnn.experiments.scoring.conformal_metrics`): coverage is the "
+    "share of sets holding the label (at least 0.9 by the guarantee, in expectation), set size the mean number of "
+    "classes per set (a set may be empty, so a classifier more accurate than 0.9 averages below 1). — where a run's "
+    "record predates them (`pyro-bnn reproduce NAME --rescore` adds them from its checkpoint)."
+)
+"""The note that goes with the conformal columns of a report's classification tables."""
+
+CONFORMAL_COLUMNS = (("conformal_coverage", 3), ("conformal_set_size", 2))
+"""The conformal metrics a classification table shows, with the digits of each."""
+
+
+def metric_cells(runs: Sequence[RunRecord], keys: Sequence[tuple[str, int]] = CONFORMAL_COLUMNS) -> list[str]:
+    """One table cell per ``(metric, digits)``: mean ± sd over the ``runs`` whose metrics hold it, ``(k of n seeds)``
+    added when only some do, ``—`` when none does (a record from before the metric existed)."""
+    cells = []
+    for key, digits in keys:
+        values = [r.metrics.get(key) for r in runs]
+        mean, sd, found = mean_sd(values)
+        if found in (0, len(runs)):
+            cells.append(format_mean_sd(values, digits))
+        else:
+            spread = f" ± {sd:.{digits}f}" if found > 1 else ""
+            cells.append(f"{mean:.{digits}f}{spread} ({found} of {len(runs)} seeds)")
+    return cells
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pyro_bnn.cli import main
 from pyro_bnn.evaluation import regression_metrics
 from pyro_bnn.experiments import RunConfig, evaluate_run, runs, train_run
 from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
+from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.infer import load_checkpoint
 
 TINY = RunConfig(
@@ -54,7 +55,7 @@ def test_train_writes_every_artifact(tmp_path):
     files = {p.name for p in (tmp_path / "run").iterdir()}
     assert {"config.json", "metrics.json", "checkpoint.pt", "history.json", "reliability.png"} <= files
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert set(metrics) >= {"accuracy", "nll", "ece", "brier", "history", "posterior_mean_accuracy"}
+    assert set(metrics) >= {"accuracy", "nll", "ece", "brier", "history", "posterior_mean_accuracy", *CONFORMAL_KEYS}
     assert len(metrics["history"]) == 3 and metrics["accuracy"] == result.metrics["accuracy"]
     assert result.prediction.probs.shape == (8, 200, 2)
     assert RunConfig.load(tmp_path / "run" / "config.json") == TINY

@@ -13,7 +13,7 @@ import pytest
 
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import Status, Verdict, reproduce
-from pyro_bnn.reproduce.papers.bayes_by_backprop import PRIORS, PROFILES, BayesByBackprop
+from pyro_bnn.reproduce.papers.bayes_by_backprop import PRIOR_LABELS, PRIORS, PROFILES, WEIGHTINGS, BayesByBackprop
 from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import _error_table, _pruning
 from pyro_bnn.reproduce.papers.bbb_fashion import PROFILES as FASHION_PROFILES
 from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
@@ -95,6 +95,25 @@ def test_prior_verdict(tmp_path, mixture, gaussian, expected):
     assert headlines[0].verdict is expected, headlines[0].reason
 
 
+def test_the_error_table_shows_coverage_and_set_size_beside_the_errors(tmp_path):
+    # Gaussian runs scored with conformal sets (hand: mean 0.91, sd 0.014; 1.60, sd 0.14); mixture runs from before
+    gaussian = [_record("gaussian", "uniform", i, 0.02, conformal_coverage=c, conformal_set_size=z)
+                for i, (c, z) in enumerate(((0.90, 1.5), (0.92, 1.7)))]  # fmt: skip
+    mixture = [_record("mixture-0.5", "uniform", i, 0.02) for i in range(2)]
+    section, _ = _error_table(_cells(gaussian + mixture), PROFILES["quick"], tmp_path)
+    rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in section.tables[0].splitlines()[2:]}
+    header = section.tables[0].splitlines()[0].split(" | ")
+    at = header.index("coverage (α = 0.1)")
+    assert header[at + 1] == "set size" and header[at - 1] == "test error % (posterior mean)"
+    uniform = WEIGHTINGS["uniform"]
+    assert rows[("| " + PRIOR_LABELS["gaussian"], uniform)][at : at + 2] == ["0.910 ± 0.014", "1.60 ± 0.14"]
+    assert rows[("| " + PRIOR_LABELS["mixture-0.5"], uniform)][at : at + 2] == ["—", "—"]
+    assert "alpha = 0.1" in section.text and "--rescore" in section.text
+    with open(tmp_path / "test-errors.csv") as handle:
+        coverages = [row["conformal_coverage"] for row in csv.DictReader(handle)]
+    assert sorted(coverages) == ["", "", "0.9", "0.92"]
+
+
 def _pruned(seed, snr, magnitude):
     rows = [
         {"fraction": f, "error_snr": s, "error_magnitude": m, "nll_snr": 1.0, "nll_magnitude": 1.0}
@@ -145,6 +164,15 @@ def test_fashion_verdicts(tmp_path):
     assert _accuracies(ordered[:1], tmp_path)[1].verdict is Verdict.INCONCLUSIVE
 
 
+def test_the_fashion_table_shows_each_seeds_coverage_and_set_size(tmp_path):
+    runs = [_fashion(i, [0.84, 0.85], 0.86, 0.87) for i in range(2)]
+    runs[0].metrics.update(conformal_coverage=0.9034, conformal_set_size=1.234)
+    table = _accuracies(runs, tmp_path)[0].tables[0].splitlines()
+    assert "| coverage (α = 0.1) | set size |" in table[0]
+    assert table[2].startswith("| 0 |") and "| 0.903 | 1.23 |" in table[2]  # per seed, as the table's other columns
+    assert table[3].startswith("| 1 |") and "| — | — |" in table[3] and "| — | — |" in table[4]  # no record; tutorial
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     out = tmp_path / "bbb"
@@ -159,6 +187,7 @@ def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     result = json.loads(next((out / "runs").glob("bbb-mixture-0.5-uniform-bbb-s0-*/result.json")).read_text())
     metrics = result["metrics"]
     assert len(metrics["sample_accuracies"]) == 10
+    assert f"| {metrics['conformal_coverage']:.3f} (1 seed) | {metrics['conformal_set_size']:.2f} (1 seed) |" in text
     # the measurement's ensemble and posterior mean are the run's own test metrics
     assert metrics["ensemble_accuracy"] == pytest.approx(metrics["accuracy"])
     assert metrics["mean_network_accuracy"] == pytest.approx(metrics["posterior_mean_accuracy"])
@@ -180,6 +209,7 @@ def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     for name in ("reliability.png", "ood-examples.png", "ood-uncertainty.png"):
         assert (out / name).stat().st_size > 1_000 and f"]({name})" in text
     metrics = json.loads(next((out / "runs").glob("*/result.json")).read_text())["metrics"]
+    assert f"| {metrics['conformal_coverage']:.3f} | {metrics['conformal_set_size']:.2f} |" in text
     for score in ("entropy", "mutual_information", "max_probability"):
         assert 0 <= metrics["ood"][score]["auroc"] <= 1 and math.isfinite(metrics["ood"][score]["fpr_at_95_tpr"])
     examples = metrics["ood_examples"]

@@ -293,6 +293,22 @@ def test_the_width_verdict(tmp_path):
     assert _widths(_lenet_records(0.10, 0.20, 0.05, 0.05), profile, tmp_path)[1].verdict is Verdict.INCONCLUSIVE
 
 
+def test_the_width_table_shows_coverage_and_set_size_but_none_for_the_tempered_predictive(tmp_path):
+    profile = dataclasses.replace(PROFILES["quick"], settings={**PROFILES["quick"].settings, "widths": (1,)})
+    records = _lenet_records(0.10, 0.20, 0.01, 0.05)
+    for r in records:
+        if r.spec.tag("method") in ("node-noise", "deterministic"):  # the others predate the conformal metrics
+            r.metrics.update(conformal_coverage=0.90 + 0.01 * int(r.spec.tag("seed")), conformal_set_size=1.5)
+    lines = _widths(records, profile, tmp_path)[0].tables[0].splitlines()
+    at = lines[0].split(" | ").index("coverage (α = 0.1)")
+    cells = {line.split(" | ")[1]: line.split(" | ")[at : at + 2] for line in lines[2:]}
+    assert cells[METHOD_NAMES["node-noise"]] == ["0.910 ± 0.010", "1.50 ± 0.00"]  # hand: 0.90, 0.91, 0.92
+    assert cells[METHOD_NAMES["deterministic"]] == ["0.910 ± 0.010", "1.50 ± 0.00"]
+    assert cells[METHOD_NAMES["vi"]] == ["—", "—"]
+    tempered = next(name for name in cells if name.startswith(METHOD_NAMES["temperature"]))
+    assert cells[tempered] == ["—", "—"]  # its records hold the untempered network's sets, not its own
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
     out = tmp_path / "ibnn"

@@ -13,7 +13,7 @@ import pytest
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import Status, Verdict, reproduce
 from pyro_bnn.reproduce.papers.leaky_calibration import LEAKY, PROFILES, LeakyCalibration, slope_activation
-from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _sweep_curve, table_1_cell
+from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _sweep_curve, _table_1, table_1_cell
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 
 SIZE_FIELDS = {
@@ -116,6 +116,24 @@ def _runs(activation, eces, accuracies):
 def test_table_1_cell_verdicts(leaky, relu, expected):
     verdict, reason = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu))
     assert verdict is expected, reason
+
+
+def test_table_1_shows_coverage_and_set_size_of_both_activations(tmp_path):
+    leaky, relu = _runs(LEAKY, [0.01, 0.012], [0.97, 0.97]), _runs("relu", [0.04, 0.042], [0.97, 0.97])
+    for run, coverage, size in zip(leaky, (0.90, 0.92), (1.5, 1.7), strict=True):
+        run.metrics.update(conformal_coverage=coverage, conformal_set_size=size)
+    relu[0].metrics.update(conformal_coverage=0.95, conformal_set_size=2.0)  # one seed re-scored, one not
+    settings = {**PROFILES["quick"].settings, "datasets": ("mnist",), "models": ("3fc",)}
+    for run in leaky + relu:
+        run.spec = dataclasses.replace(run.spec, config=dataclasses.replace(run.config, model="3fc"))
+    section, _ = _table_1(leaky + relu, dataclasses.replace(PROFILES["quick"], settings=settings), tmp_path)
+    header, _, row = section.tables[0].splitlines()[2:5]
+    columns, cells = header.split(" | "), row.split(" | ")
+    at = columns.index("coverage Leaky (α = 0.1)")
+    assert columns[at : at + 4] == ["coverage Leaky (α = 0.1)", "coverage ReLU (α = 0.1)", "set size Leaky",
+                                    "set size ReLU"]  # fmt: skip
+    assert cells[at : at + 4] == ["0.910 ± 0.014", "0.950 (1 of 2 seeds)", "1.60 ± 0.14", "2.00 (1 of 2 seeds)"]
+    assert "alpha = 0.1" in section.text
 
 
 def test_sweep_verdicts():

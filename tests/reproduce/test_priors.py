@@ -19,6 +19,7 @@ from pyro_bnn.reproduce.papers.priors_analysis import (
     Cells,
     _hierarchical_headline,
     _noise_headline,
+    _results_section,
     add_validation_scores,
     gains,
 )
@@ -220,6 +221,20 @@ def test_the_hyperprior_verdicts(gain_high, gain_low, wiggle, hierarchical, nois
     per_panel = {(d, n): gains(cells, d, n)[0] for d, n in cells.panels()}
     assert _hierarchical_headline(per_panel, ("moons",)).verdict is hierarchical
     assert _noise_headline(per_panel, ("moons",)).verdict is noisier
+
+
+def test_the_results_show_coverage_and_set_size_per_prior(tmp_path):
+    records = _grid(0.03, 0.0)
+    for r in records:
+        if r.spec.tag("family") == "flat":  # hand: 0.90, 0.91, 0.92, 0.93 over the four seeds
+            r.metrics.update(conformal_coverage=0.90 + 0.01 * int(r.spec.tag("seed")), conformal_set_size=1.25)
+    section, csv_rows = _results_section(Cells(records, _profile()), tmp_path)
+    coverage = next(t for t in section.tables if t.startswith("**Test coverage of the conformal sets"))
+    size = next(t for t in section.tables if t.startswith("**Mean size of the conformal sets"))
+    assert "| flat | 0.915 ± 0.013 | 0.915 ± 0.013 |" in coverage and "| flat | 1.25 ± 0.00 | 1.25 ± 0.00 |" in size
+    assert "| Laplace + HalfNormal(1) | — | — |" in coverage  # records from before the conformal metrics
+    assert all(math.isnan(row["conformal_coverage"]) for row in csv_rows if row["family"] != "flat")
+    assert "alpha = 0.1" in section.text
 
 
 def test_the_sparsity_verdict_compares_laplace_and_cauchy_mass_near_zero(tmp_path):

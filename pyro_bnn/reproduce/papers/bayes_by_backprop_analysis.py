@@ -40,7 +40,16 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop import (
     WEIGHTINGS,
 )
 from pyro_bnn.reproduce.records import RUNS
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict, write_csv
+from pyro_bnn.reproduce.report import (
+    CONFORMAL_COLUMNS,
+    CONFORMAL_NOTE,
+    compare,
+    format_mean_sd,
+    markdown_table,
+    metric_cells,
+    overall_verdict,
+    write_csv,
+)
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 PRUNING_CLAIM_FRACTIONS = (0.75, 0.95)
@@ -104,6 +113,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
                     WEIGHTINGS[weighting],
                     _pct(_errors(runs)),
                     _pct(_errors(runs, "posterior_mean_accuracy")),
+                    *metric_cells(runs),
                     ", ".join(str(_best_epoch(r)) for r in runs) or "—",
                     len(runs),
                     published or "—",
@@ -120,6 +130,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
                 "posterior_mean_test_error": 1 - r.metrics["posterior_mean_accuracy"],
                 "test_nll": r.metrics.get("nll"),
                 "test_ece": r.metrics.get("ece"),
+                **{key: r.metrics.get(key) for key, _ in CONFORMAL_COLUMNS},
                 "best_epoch": _best_epoch(r),
                 "epochs_run": r.metrics.get("epochs_run"),
                 "train_time_s": r.metrics.get("train_time_s"),
@@ -133,12 +144,14 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
             "KL weighting",
             "test error % (10 samples)",
             "test error % (posterior mean)",
+            "coverage (α = 0.1)",
+            "set size",
             "best epochs",
             "seeds",
             "published %",
         ],
         rows,
-        "llrrrrl",
+        "llrrrrrrl",
     )
 
     base = cells.get((BASE_PRIOR, "uniform", BASE_NORMALIZATION), [])
@@ -177,6 +190,8 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
             if late * 2 > len(all_runs)
             else "."
         )
+        + " "
+        + CONFORMAL_NOTE
     )
     return Section("Test error by prior and KL weighting", text, [table], [], ["test-errors.csv"]), [
         prior_headline,

@@ -21,7 +21,7 @@ from pyro_bnn.evaluation.ood import DETECTION_KEYS, OodScore
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.figures import reliability_figure
 from pyro_bnn.reproduce.papers.bbb_fashion import PUBLISHED
-from pyro_bnn.reproduce.report import format_mean_sd, markdown_table, write_csv
+from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, CONFORMAL_NOTE, format_mean_sd, markdown_table, write_csv
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 OOD_NAME = "MNIST"
@@ -45,6 +45,7 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
                 f"{100 * min(samples):.2f} – {100 * max(samples):.2f}",
                 f"{100 * m['mean_network_accuracy']:.2f}",
                 f"{100 * m['ensemble_accuracy']:.2f}",
+                *(f"{m[key]:.{digits}f}" if key in m else "—" for key, digits in CONFORMAL_COLUMNS),
                 "yes" if order else "no",
             ]
         )
@@ -56,6 +57,7 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
                 "ensemble": m["ensemble_accuracy"],
                 "nll": m.get("nll"),
                 "ece": m.get("ece"),
+                **{key: m.get(key) for key, _ in CONFORMAL_COLUMNS},
                 "epochs_run": m.get("epochs_run"),
                 "train_time_s": m.get("train_time_s"),
             }
@@ -67,15 +69,18 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
             f"{100 * low:.2f} – {100 * high:.2f}",
             f"{100 * PUBLISHED['posterior_mean']:.2f}",
             f"{100 * PUBLISHED['ensemble']:.2f}",
+            "—",
+            "—",
             "yes",
         ]
     )
     write_csv(out / "accuracies.csv", csv_rows)
     table = markdown_table(
-        ["seed", "single samples %", "posterior mean %", "10-sample ensemble %", "ensemble > mean > samples"],
+        ["seed", "single samples %", "posterior mean %", "10-sample ensemble %", "coverage (α = 0.1)", "set size",
+         "ensemble > mean > samples"],
         rows,
-        "lrrrl",
-    )
+        "lrrrrrl",
+    )  # fmt: skip
     if len(runs) >= 2 and all(ordered):
         verdict = Verdict.HOLDS
     elif len(runs) >= 2 and sum(not o for o in ordered) * 2 > len(ordered):
@@ -99,7 +104,10 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
     if runs:
         save_figure(reliability_figure(runs[0].metrics["reliability"], "first seed"), out / "reliability.png")
         figures.append("reliability.png")
-    text = "Test accuracy after the last epoch; the tutorial's numbers in the last row."
+    text = (
+        "Test accuracy after the last epoch; the tutorial's numbers in the last row. Coverage and set size are of the "
+        f"10-sample ensemble's sets. {CONFORMAL_NOTE}"
+    )
     section = Section("Single samples, posterior mean and ensemble", text, [table], figures, ["accuracies.csv"])
     return section, headline
 

@@ -24,10 +24,13 @@ from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.papers.implicit_bnn import METHODS, OOD_DATA
 from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_section
 from pyro_bnn.reproduce.report import (
+    CONFORMAL_COLUMNS,
+    CONFORMAL_NOTE,
     compare,
     format_mean_sd,
     markdown_table,
     mean_sd,
+    metric_cells,
     overall_verdict,
     select,
     write_csv,
@@ -55,10 +58,12 @@ def _seconds_per_epoch(record: RunRecord) -> float | None:
 
 
 def _method_metrics(record: RunRecord, method: str) -> dict[str, float]:
-    """Test accuracy, NLL and ECE of one method's record (``temperature`` reads the tempered predictive)."""
+    """Test accuracy, NLL, ECE and, where the record has them, the conformal coverage and set size of one method's
+    record (``temperature`` reads the tempered predictive, which has no conformal sets)."""
     if method == "temperature":
         return record.metrics["shift"]["tempered"]["test"]
-    return {key: record.metrics[key] for key in ("accuracy", "nll", "ece")}
+    conformal = {key: record.metrics[key] for key, _ in CONFORMAL_COLUMNS if key in record.metrics}
+    return {**{key: record.metrics[key] for key in ("accuracy", "nll", "ece")}, **conformal}
 
 
 def _method_records(records: list[RunRecord], method: str, **tags: object) -> list[RunRecord]:
@@ -109,6 +114,7 @@ def _widths(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Sect
                     format_mean_sd(values[method]["error"], 2),
                     format_mean_sd(values[method]["nll"], 3),
                     format_mean_sd(values[method]["ece"], 3),
+                    *metric_cells(runs if method != "temperature" else []),
                     format_mean_sd([t for t in seconds if t is not None], 1),
                 ]
             )
@@ -131,15 +137,19 @@ def _widths(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Sect
         )
     write_csv(out / "lenet.csv", csv_rows)
     table = markdown_table(
-        ["width", "method", "seeds", "test error %", "NLL", "ECE (15 bins)", "s / epoch"], rows, "llrrrrr"
-    )
+        ["width", "method", "seeds", "test error %", "NLL", "ECE (15 bins)", "coverage (α = 0.1)", "set size",
+         "s / epoch"],
+        rows,
+        "llrrrrrrr",
+    )  # fmt: skip
     text = (
         "LeNet widened by M (``lenet:M``: M = 2 has 4x the parameters, the paper's Fig. 4 axis) on Fashion-MNIST, "
         "every method on the same training examples for the same epochs. Test metrics on the whole test set, mean ± "
         "sd over seeds (per seed in `lenet.csv`). *deterministic* is the ensemble's first member; *+ temperature* "
         "tempers its predictive with T fitted on the validation split (NLL, L-BFGS on log T). *s / epoch*: training "
         "only, one CPU thread; for the ensemble, all members together. The grid ran two runs at a time on a 2-core "
-        "machine that also did other work, so the seconds compare only roughly."
+        "machine that also did other work, so the seconds compare only roughly. The tempered predictive has no "
+        f"conformal sets (—). {CONFORMAL_NOTE}"
     )
     section = Section("LeNet width: node noise against weight-space VI and the baselines (Fig. 4)", text, [table])
     section.csv_files.append("lenet.csv")
@@ -165,21 +175,24 @@ def _components(records: list[RunRecord], profile: Profile, out: Path) -> Sectio
                 format_mean_sd(error, 2),
                 format_mean_sd([r.metrics["ece"] for r in runs], 3),
                 format_mean_sd([r.metrics["nll"] for r in runs], 3),
+                *metric_cells(runs),
                 format_mean_sd([t for t in seconds if t is not None], 1),
             ]
         )
         csv_rows += [
             {"k": k, "seed": r.spec.tag("seed"), "accuracy": r.metrics["accuracy"], "ece": r.metrics["ece"],
-             "nll": r.metrics["nll"], "seconds_per_epoch": t}
+             "nll": r.metrics["nll"], **{c: r.metrics.get(c) for c, _ in CONFORMAL_COLUMNS}, "seconds_per_epoch": t}
             for r, t in zip(runs, seconds, strict=True)
         ]  # fmt: skip
     write_csv(out / "components.csv", csv_rows)
-    table = markdown_table(["K", "seeds", "test error %", "ECE", "NLL", "s / epoch"], rows, "rrrrrr")
+    table = markdown_table(
+        ["K", "seeds", "test error %", "ECE", "NLL", "coverage (α = 0.1)", "set size", "s / epoch"], rows, "rrrrrrrr"
+    )
     text = (
         f"Node noise on LeNet x{width} with K mixture components and variational learning rate 0.075 K (S = 2 copies "
         "per example, so a training step costs "
         f"the same for every K), {profile['samples_per_component']} test samples per component. Seconds per epoch "
-        "as in the width table (a shared machine: they compare only roughly)."
+        "as in the width table (a shared machine: they compare only roughly); coverage and set size as there."
     )
     return Section("Mixture components K", text, [table], csv_files=["components.csv"])
 
@@ -319,18 +332,25 @@ def _cifar(records: list[RunRecord], profile: Profile, out: Path) -> Section:
                     format_mean_sd([100 * (1 - r.metrics["accuracy"]) for r in runs], 2),
                     format_mean_sd([r.metrics["nll"] for r in runs], 3),
                     format_mean_sd([r.metrics["ece"] for r in runs], 3),
+                    *metric_cells(runs),
                 ]
             )
             csv_rows += [
                 {"dataset": dataset, "model": model, "method": method, "seed": r.spec.tag("seed"),
-                 **{key: r.metrics[key] for key in ("accuracy", "nll", "ece")}}
+                 **{key: r.metrics[key] for key in ("accuracy", "nll", "ece")},
+                 **{key: r.metrics.get(key) for key, _ in CONFORMAL_COLUMNS}}
                 for r in runs
             ]  # fmt: skip
     write_csv(out / "cifar.csv", csv_rows)
-    table = markdown_table(["data", "network", "method", "seeds", "test error %", "NLL", "ECE"], rows, "lllrrrr")
+    table = markdown_table(
+        ["data", "network", "method", "seeds", "test error %", "NLL", "ECE", "coverage (α = 0.1)", "set size"],
+        rows,
+        "lllrrrrrr",
+    )
     text = (
         f"The paper's large networks ({profile['cifar_epochs']} epochs, no augmentation): node noise with the "
-        "authors' setting against the same network trained deterministically. Mean ± sd over seeds."
+        "authors' setting against the same network trained deterministically. Mean ± sd over seeds; coverage and set "
+        "size as in the LeNet width table."
     )
     return Section("VGG16 and WRN-28x10 on CIFAR (Table 2)", text, [table], csv_files=["cifar.csv"])
 

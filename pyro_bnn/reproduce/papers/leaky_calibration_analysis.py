@@ -30,7 +30,17 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, overall_verdict, write_csv
+from pyro_bnn.reproduce.report import (
+    CONFORMAL_COLUMNS,
+    CONFORMAL_NOTE,
+    compare,
+    format_mean_sd,
+    markdown_table,
+    mean_sd,
+    metric_cells,
+    overall_verdict,
+    write_csv,
+)
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 ACCURACY_TOLERANCE = 0.02
@@ -40,6 +50,7 @@ NEAR_ZERO = 0.2
 """Slopes within this distance of 0 count as "near slope 0"."""
 
 ECE_SAMPLED = "ece_sampled_10"
+COVERAGE, SET_SIZE = CONFORMAL_COLUMNS
 
 
 def _slope(activation: str) -> float | None:
@@ -104,6 +115,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                 "ece_sampled_10": r.metrics.get(ECE_SAMPLED),
                 "ece_mean_15": r.metrics.get("ece"),
                 "nll": r.metrics.get("nll"),
+                **{key: r.metrics.get(key) for key, _ in CONFORMAL_COLUMNS},
                 "epochs_run": r.metrics.get("epochs_run"),
                 "seconds": round(r.seconds, 1),
             }
@@ -120,6 +132,10 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
         "ECE ReLU (10 bins, sampled)",
         "ECE Leaky (15 bins, mean)",
         "ECE ReLU (15 bins, mean)",
+        "coverage Leaky (α = 0.1)",
+        "coverage ReLU (α = 0.1)",
+        "set size Leaky",
+        "set size ReLU",
         "paper: accuracy L / R, ECE L / R",
         "seeds L / R",
         "verdict",
@@ -149,6 +165,10 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                         format_mean_sd(_values(relu, ECE_SAMPLED)),
                         format_mean_sd(_values(leaky, "ece")),
                         format_mean_sd(_values(relu, "ece")),
+                        *metric_cells(leaky, [COVERAGE]),
+                        *metric_cells(relu, [COVERAGE]),
+                        *metric_cells(leaky, [SET_SIZE]),
+                        *metric_cells(relu, [SET_SIZE]),
                         "{:.2f} / {:.2f}, {:.3f} / {:.3f}".format(*published),
                         f"{len(leaky)} / {len(relu)}",
                         status,
@@ -173,7 +193,8 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
         "the authors' objective and ECE. Guide `flat:0.1,loc=median` (AutoDiagonalNormal's start: prior-median "
         "locations, scale 0.1) trained by the fused mean-field objective: antithetic weight draws and the closed-form "
         "KL, equal to the authors' `Trace_ELBO` in expectation (`tests/infer/test_fast_objective.py`) with less "
-        "gradient noise. Verdict rule: module docstring of `pyro_bnn.reproduce.papers.leaky_calibration_analysis`."
+        "gradient noise. Verdict rule: module docstring of `pyro_bnn.reproduce.papers.leaky_calibration_analysis`. "
+        + CONFORMAL_NOTE
     )
     return Section("Table 1: accuracy and ECE", text, tables, csv_files=["table1.csv"]), headlines
 

@@ -33,10 +33,19 @@ from typing import Any
 
 from pyro_bnn.data.bayes_optimal import bayes_optimal_accuracy
 from pyro_bnn.experiments.runs import build_bnn, load_data
+from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.papers.priors import HYPERPRIORS, NOISE, PUBLISHED, TEST, TRAIN, VAL
 from pyro_bnn.reproduce.priors_measures import draw_stored_posterior
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, overall_verdict, select
+from pyro_bnn.reproduce.report import (
+    CONFORMAL_NOTE,
+    compare,
+    format_mean_sd,
+    markdown_table,
+    mean_sd,
+    overall_verdict,
+    select,
+)
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
 
 MIN_GAIN = 0.005
@@ -52,8 +61,10 @@ VAL_SAMPLES = 100
 
 
 def metric(record: RunRecord, key: str) -> float:
-    """A test metric (``accuracy``, ``nll``, ``ece``) or a validation one (``val_accuracy``, ``val_nll``, filled in
-    by :func:`add_validation_scores`)."""
+    """A test metric (``accuracy``, ``nll``, ``ece``; the conformal ones NaN where the record predates them) or a
+    validation one (``val_accuracy``, ``val_nll``, filled in by :func:`add_validation_scores`)."""
+    if key in CONFORMAL_KEYS:
+        return float(record.metrics.get(key, math.nan))
     return float(record.metrics[key])
 
 
@@ -219,7 +230,7 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
     tables = []
     csv_rows = [
         {"dataset": d, "noise": n, "family": f, "scale": s, "seed": r.spec.tag("seed"),
-         **{k: metric(r, k) for k in ("val_accuracy", "accuracy", "nll", "ece")}}
+         **{k: metric(r, k) for k in ("val_accuracy", "accuracy", "nll", "ece", *CONFORMAL_KEYS)}}
         for (d, n, f, s), runs in sorted(cells.runs.items()) for r in runs
     ]  # fmt: skip
     seeds = {
@@ -230,6 +241,8 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
         ("accuracy", "Test accuracy", 3),
         ("nll", "Test NLL", 3),
         ("ece", "Test ECE (15 bins)", 3),
+        ("conformal_coverage", "Test coverage of the conformal sets (α = 0.1)", 3),
+        ("conformal_set_size", "Mean size of the conformal sets (α = 0.1)", 2),
     ):
         by_cell: dict[tuple[str, str], list[str]] = {}
         order: list[tuple[str, str]] = []
@@ -239,7 +252,7 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
                 if label not in by_cell:
                     by_cell[label] = ["—"] * len(panels)
                     order.append(label)
-                values = cells.values(dataset, noise, family, scale, key)
+                values = {s: v for s, v in cells.values(dataset, noise, family, scale, key).items() if math.isfinite(v)}
                 text = format_mean_sd(list(values.values()), digits)
                 if 1 < len(values) < seeds[(dataset, noise)]:
                     text += f" (n = {len(values)})"
@@ -262,7 +275,7 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
     text = (
         "Every prior: each family with its tuned fixed scale and with each hyperprior (one scale per layer), and the "
         "flat prior. The paper reports validation accuracy only, the number its fixed scales were tuned on; the "
-        "test points are untouched by any choice."
+        f"test points are untouched by any choice. {CONFORMAL_NOTE}"
     )
     return Section("Accuracy, NLL and ECE of every prior", text, tables, csv_files=["synthetic.csv"]), csv_rows
 

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from pyro_bnn.evaluation.galleries import GalleryEntry
 from pyro_bnn.plots import plot_gallery, save_figure
 from pyro_bnn.reproduce.priors_measures import decode_pixels
-from pyro_bnn.reproduce.report import format_mean_sd, markdown_table
+from pyro_bnn.reproduce.report import CONFORMAL_NOTE, format_mean_sd, markdown_table, metric_cells
 from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
 
 CLAIM = "The CNN's uncertainty is higher on its mistakes (entropy of wrong > right, and the referral curve rises)."
@@ -27,12 +27,13 @@ CLAIM = "The CNN's uncertainty is higher on its mistakes (entropy of wrong > rig
 
 def _summary_table(runs: list[RunRecord]) -> list[str]:
     scores = markdown_table(
-        ["test accuracy", "NLL", "ECE (15 bins)", "seeds"],
+        ["test accuracy", "NLL", "ECE (15 bins)", "coverage (α = 0.1)", "set size", "seeds"],
         [
             (
                 format_mean_sd([r.metrics["accuracy"] for r in runs], 4),
                 format_mean_sd([r.metrics["nll"] for r in runs]),
                 format_mean_sd([r.metrics["ece"] for r in runs], 4),
+                *metric_cells(runs),
                 len(runs),
             )
         ],
@@ -153,6 +154,6 @@ def cnn_section(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         "paper's Figs. 5 and 6 (seed 0; under each image its true / predicted class, the predicted class's "
         "probability and its spread over the samples, and 'wrong with expected error 0' counts the paper's "
         "'mistakes with zero expected error rate'). The verdict is a low bar that most working classifiers pass; "
-        "how much of the error the referral removes is in the curve."
+        f"how much of the error the referral removes is in the curve. {CONFORMAL_NOTE}"
     )
     return Section("The MNIST CNN's uncertainty", text, _summary_table(runs), figures), _headline(runs)

@@ -1,0 +1,34 @@
+"""The report helper behind the conformal columns: mean ± sd over the seeds that have a metric, said when only some
+do, a dash when none does."""
+
+import pytest
+
+from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, metric_cells
+from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+
+
+def _runs(*pairs) -> list[RunRecord]:
+    """One record per ``(coverage, set size)`` pair; None leaves both out (a record from before they existed)."""
+    records = []
+    for seed, pair in enumerate(pairs):
+        metrics = {"accuracy": 0.9} if pair is None else {"conformal_coverage": pair[0], "conformal_set_size": pair[1]}
+        records.append(RunRecord(RunSpec(RunConfig(seed=seed), "x"), Status.DONE, metrics))
+    return records
+
+
+@pytest.mark.parametrize(
+    ("pairs", "cells"),
+    [
+        # hand: mean 0.91, sd sqrt(2 * 0.01^2 / 1) = 0.0141; mean 1.6, sd 0.141
+        ([(0.90, 1.5), (0.92, 1.7)], ["0.910 ± 0.014", "1.60 ± 0.14"]),
+        ([(0.90, 1.5), None, (0.92, 1.7)], ["0.910 ± 0.014 (2 of 3 seeds)", "1.60 ± 0.14 (2 of 3 seeds)"]),
+        ([(0.90, 1.5), None], ["0.900 (1 of 2 seeds)", "1.50 (1 of 2 seeds)"]),
+        ([(0.90, 1.5)], ["0.900 (1 seed)", "1.50 (1 seed)"]),
+        ([None, None], ["—", "—"]),
+        ([], ["—", "—"]),
+    ],
+)
+def test_metric_cells(pairs, cells):
+    assert metric_cells(_runs(*pairs)) == cells
+    assert [key for key, _ in CONFORMAL_COLUMNS] == ["conformal_coverage", "conformal_set_size"]
