@@ -246,3 +246,18 @@ def test_best_value_is_the_cheapest_family_the_seeds_cannot_separate_from_the_be
     assert found["best"] == "sgld" and found["family"] == "sgld" and found["seconds"] == 12
     records = [r for r in _grid() if not (r.spec.tag("family") == "sgld")]
     assert best_value(records, "moons")["family"] == "cyclical-sgld"
+
+
+def test_the_conformal_columns_show_what_the_records_hold(tmp_path):
+    records = _grid()
+    # Only two of the three SGLD seeds hold coverage (0.90 and 0.92) and set size (1.10 and 1.30); no NUTS run does.
+    for record, coverage, size in zip([r for r in records if r.spec.tag("family") == "sgld"][:2], (0.9, 0.92),
+                                      (1.1, 1.3), strict=True):  # fmt: skip
+        record.metrics.update(conformal_coverage=coverage, conformal_set_size=size)
+    table, _ = dataset_table(records, "moons", tmp_path)
+    header = table.splitlines()[0]
+    assert "| ECE | coverage | set size | OOD AUROC |" in header
+    sgld = next(line for line in table.splitlines() if line.startswith("| SGLD |"))
+    assert "| 0.910 ± 0.014 (2 of 3 seeds) | 1.20 ± 0.14 (2 of 3 seeds) |" in sgld
+    nuts = next(line for line in table.splitlines() if line.startswith("| NUTS |"))
+    assert nuts.count("| — |") >= 2

@@ -27,12 +27,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.reproduce.papers.posterior_families import FAMILIES
 from pyro_bnn.reproduce.report import (
+    CONFORMAL_NOTE,
     compare,
     format_mean_sd,
     markdown_table,
     mean_sd,
+    metric_cells,
     overall_verdict,
     select,
     write_csv,
@@ -45,13 +48,16 @@ COLUMNS = {
     "accuracy": ("accuracy", 3, True),
     "nll": ("NLL", 3, False),
     "ece": ("ECE", 3, False),
+    "conformal_coverage": ("coverage", 3, None),
+    "conformal_set_size": ("set size", 2, False),
     "ood_auroc": ("OOD AUROC", 3, True),
     "fit_seconds": ("wall time (s)", 1, False),
     "kl_to_nuts": ("KL(NUTS ‖ family)", 4, False),
     "sd_ratio_median": ("sd ratio (median)", 2, None),
     "sd_ratio_output_median": ("sd ratio, output layer", 2, None),
 }
-"""Metric key -> (column title, digits, higher is better; None: closest to 1 is best)."""
+"""Metric key -> (column title, digits, higher is better; None: closest to 1 is best). The conformal columns are
+shown, not ranked."""
 
 MOONS_ONLY = ("kl_to_nuts", "sd_ratio_median", "sd_ratio_output_median")
 
@@ -86,10 +92,16 @@ def dataset_table(records: list[RunRecord], dataset: str, out: Path) -> tuple[st
     rows, csv_rows = [], []
     for family in _families(records, dataset):
         seeds = len(values(records, dataset, family, "accuracy"))
-        cells = [format_mean_sd(values(records, dataset, family, k), COLUMNS[k][1]) for k in keys]
-        rows.append([NAMES[family], str(seeds), *cells])
         tag = "map0" if family == "map" else family
-        for record in select(records, dataset=dataset, family=tag):
+        runs = select(records, dataset=dataset, family=tag)
+        cells = [
+            metric_cells(runs, [(k, COLUMNS[k][1])])[0]
+            if k in CONFORMAL_KEYS
+            else format_mean_sd(values(records, dataset, family, k), COLUMNS[k][1])
+            for k in keys
+        ]
+        rows.append([NAMES[family], str(seeds), *cells])
+        for record in runs:
             csv_rows.append({"family": family, "seed": record.spec.tag("seed"),
                              **{k: record.metrics.get(k) for k in keys}})  # fmt: skip
     name = f"{dataset}-families.csv"
@@ -277,6 +289,10 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         text = ("Mean ± sd over seeds. KL: nats, mean over test points. sd ratio: each weight's marginal sd over "
                 "NUTS's, after aligning hidden units; median over weights.") if dataset == "moons" else (
                 "Mean ± sd over seeds. Out-of-domain inputs: MNIST test digits.")  # fmt: skip
+        text += " " + CONFORMAL_NOTE.replace(
+            "(`pyro-bnn reproduce NAME --rescore` adds them from its checkpoint)",
+            "(these families' runs keep no checkpoint to re-score: a re-run of the grid records them)",
+        )
         sections.append(Section(title, text, tables=[table], csv_files=[csv_name]))
     figure = moons_maps(records, out)
     if figure is not None:

@@ -27,6 +27,7 @@ from pyro_bnn.data import DatasetSplits
 from pyro_bnn.diagnostics.nuts import align_hidden_units, hidden_layers, predictive_distance
 from pyro_bnn.evaluation import entropy_decomposition, ood_detection
 from pyro_bnn.experiments.runs import RunResult, build_bnn
+from pyro_bnn.experiments.scoring import conformal_metrics
 from pyro_bnn.predict import Prediction, Samples, map_bounds, predict
 from pyro_bnn.reproduce.spec import RunSpec
 
@@ -170,14 +171,16 @@ def evaluate(spec: RunSpec, runs_dir: Path, folder: Path, fit: Fit, data: Datase
 
     Returns:
         A :class:`~pyro_bnn.experiments.runs.RunResult` whose metrics hold ``accuracy, nll, brier, ece, mce``
-        (``config.n_bins`` bins), ``ood_auroc``, ``fit_seconds`` and, on moons, ``kl_to_nuts``,
-        ``sd_ratio_median``, ``sd_ratio_output_median`` (where the family has weight draws) and ``map``.
+        (``config.n_bins`` bins), ``conformal_coverage`` and ``conformal_set_size``
+        (:func:`~pyro_bnn.experiments.scoring.conformal_metrics`), ``ood_auroc``, ``fit_seconds`` and, on moons,
+        ``kl_to_nuts``, ``sd_ratio_median``, ``sd_ratio_output_median`` (where the family has weight draws) and ``map``.
     """
     config = spec.config
     fit.bnn.eval()
     with torch.no_grad():
         test = fit.predict(data.test.x, data.test.y, config.num_samples, config.seed)
         metrics: dict[str, Any] = dict(test.metrics(n_bins=config.n_bins))
+        metrics.update(conformal_metrics(test))  # THR sets at alpha 0.1, as every classifier's scoring records
         out = fit.predict(_ood_inputs(spec, data), None, config.num_samples, config.seed + 1)
         metrics["ood_auroc"] = entropy_auroc(test.probs, out.probs)
         metrics["fit_seconds"] = fit.seconds
