@@ -19,9 +19,10 @@ reads the same seed's NUTS run (its members), so the grid runs NUTS and the MAP 
 Cost of the ``cpu`` profile, from its records on this shared 2-core machine (one torch thread per run): moons NUTS
 about 700 s a seed (4 chains of 200 + 200 iterations, tree depth 8), the moons MAP members about 35 s each and
 every other moons family 1-45 s; on Fashion-MNIST (a 3FC of 400 units, 5 000 training images, 10 epochs) about 20 s
-per MAP member, 30 s mean-field or node noise, 170 s low-rank, 30-50 s per SG-MCMC run, 20 s last-layer Laplace,
-and the KFAC Laplace runs longest (the GLM predictive over all 478 000 weights in batches of about 14 inputs: over
-10 minutes each). About 1.5 hours of run time in all, under an hour with ``--workers 2``.
+per MAP member, 30 s mean-field or node noise, 250 s low-rank, 30-50 s per SG-MCMC run, 20 s last-layer Laplace,
+and the KFAC Laplace runs longest, 18-40 minutes each: the GLM predictive over all 478 000 weights costs about
+150 ms per input on 2 cores, whatever the batch. About 3.5 hours of run time in all (with other jobs on the
+machine), less with ``--workers 2``.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ PROFILES = {
     ),
     "cpu": Profile(
         "cpu",
-        "moons with NUTS as the reference and a 3FC (400 units) on 5 000 Fashion-MNIST images, 3 seeds: about 40 "
-        "minutes on 2 CPU cores (--workers 2)",
+        "moons with NUTS as the reference and a 3FC (400 units) on 5 000 Fashion-MNIST images, 3 seeds: about 3.5 "
+        "hours of run time on 2 CPU cores, most of it NUTS and the Fashion-MNIST KFAC Laplace runs",
         seeds=3,
         settings={
             "moons_epochs": 300, "moons_samples": 400, "particles": 8,
