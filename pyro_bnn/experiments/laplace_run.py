@@ -133,8 +133,7 @@ def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> di
         predictive=laplace.predictive,
         link=laplace.link,
         num_samples=config.num_samples,
-        batch_size=config.batch_size,
-        point=True,
+        point=True,  # batches sized by predict_laplace (the GLM's from its Jacobian's memory)
     )
     predicted = time.perf_counter()
     options = laplace.options
