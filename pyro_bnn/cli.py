@@ -143,6 +143,17 @@ permissions changed): not bugs, so :func:`main` reports them in one line naming 
 traceback."""
 
 
+_GRID_RESUMES = "finished runs are kept; running the same command again resumes the grid"
+
+_INTERRUPTED = {
+    "train": "completed epochs are in the checkpoint (use --resume)",
+    "reproduce": _GRID_RESUMES,
+    "ensemble": _GRID_RESUMES,
+}
+"""What an interruption leaves, per verb that can take up its work again; the others say only that they were
+interrupted (they have no --resume to point to)."""
+
+
 def _warn(command: str, warnings: list[str]) -> None:
     for warning in warnings:
         print(f"pyro-bnn {command}: warning: {warning}", file=sys.stderr)
@@ -418,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     What reaches the user is decided by type, here only: a :class:`UserError` (an argument or path problem, found by
     the verb's checks before any work) is one line and status 2; a file system refusing a write during the work
     (:data:`_REFUSED_WRITES`) one line naming the file and status 1, as is a diverged training; an interruption
-    status 130. Any other exception keeps its traceback: it is a bug to report.
+    status 130, with what the verb keeps of its work and how to take it up again (:data:`_INTERRUPTED`). Any other
+    exception keeps its traceback: it is a bug to report.
     """
     args = build_parser().parse_args(argv)
     try:
@@ -437,10 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pyro-bnn {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            f"pyro-bnn {args.command}: interrupted; completed epochs are in the checkpoint (use --resume)",
-            file=sys.stderr,
-        )
+        kept = _INTERRUPTED.get(args.command)
+        print(f"pyro-bnn {args.command}: interrupted" + (f"; {kept}" if kept else ""), file=sys.stderr)
         return 130
 
 

@@ -118,6 +118,16 @@ TRAIN_CASES = [
     (["--lr-schedule", "decay:2"], "decay:2"),
     (["--node-noise", "--kl-scale", "paper"], "does not combine with sgd or weight_decay"),
     (["--lr-variational-schedule", "cosine"], "'cosine'"),
+    (
+        ["--data-samples", "1"],
+        "moons with data_samples=1 splits into train / validation / test sizes 1 / 0 / 0, leaving the validation and "
+        "test parts empty",
+    ),
+    (
+        ["--data-samples", "2", "--val-size", "0"],
+        "data_samples=2 splits into train / validation / test sizes 2 / 0 / 0",
+    ),
+    (["--dataset", "circles", "--data-samples", "3"], "sizes 2 / 0 / 1, leaving the validation part empty"),
 ]
 
 
@@ -146,6 +156,13 @@ SAMPLE_CASES = [
     (["--step-size", "1e-3", "--prior", "hierarchical:normal,halfcauchy,1"], "hyperparameter sites"),
     (["--step-size", "1e-3", "--kl-scale", "paper"], "kl_scale='dataset'"),
     (["--step-size", "1e-3", "--model", "lenet"], "model 'lenet' cannot take dataset 'moons'"),
+    (
+        ["--step-size", "1e-3", "--friction", "0.5"],
+        "--friction 0.5 applies to the methods sghmc, csghmc only, not 'sgld'",
+    ),
+    (["--step-size", "1e-3", "--cycles", "2"], "--cycles 2 applies to the methods csgld, csghmc only, not 'sgld'"),
+    (["--step-size", "1e-3", "--method", "sghmc", "--exploration", "0.2"], "--exploration 0.2 applies to the methods"),
+    (["--step-size", "1e-3", "--method", "csgld", "--friction", "0.3"], "not 'csgld'"),
 ]
 
 
@@ -173,6 +190,73 @@ def test_laplace_options_and_runs_fail_before_any_data_is_loaded(trained_run, ca
     err = _one_line_error(capsys, ["laplace", trained_run, *extra])
     assert err.startswith("pyro-bnn laplace: error:") and message in err
     assert sorted(p.name for p in trained_run.iterdir()) == before
+
+
+# The data is passed in: a test's no_data may already be in place when getfixturevalue builds these.
+@pytest.fixture(scope="module")
+def map_run(tmp_path_factory):
+    from pyro_bnn.data import load_dataset
+
+    out = tmp_path_factory.mktemp("runs") / "map"
+    train_run(replace(TINY, guide="map"), out, progress=False, data=load_dataset("moons", seed=TINY.seed))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cubic_map_run(tmp_path_factory):
+    from pyro_bnn.data import load_dataset
+
+    cubic = replace(TINY, dataset="cubic", model="mlp:8", activation="relu", guide="map", batch_size=200)
+    out = tmp_path_factory.mktemp("runs") / "cubic-map"
+    train_run(cubic, out, progress=False, data=load_dataset("cubic", seed=cubic.seed))
+    return out
+
+
+# Options of `laplace` that the run's task or the chosen predictive would ignore: refused, before any data.
+LAPLACE_APPLIES_CASES = [
+    (
+        "cubic_map_run",
+        ["--link", "mc"],
+        "--link mc applies to classifiers only: RUN is a regression run (dataset 'cubic'), whose GLM predictive "
+        "draws Gaussian outputs with no link",
+    ),
+    ("cubic_map_run", ["--link", "probit", "--predictive", "mc"], "--link probit applies to classifiers only"),
+    ("map_run", ["--predictive", "mc", "--link", "mc"], "--link mc applies to the GLM predictive only"),
+    (
+        "map_run",
+        ["--num-samples", "8"],
+        "--num-samples 8 does not apply to a classifier's GLM predictive with the probit link, which draws nothing",
+    ),
+    ("map_run", ["--link", "probit", "--num-samples", "8"], "--num-samples 8 does not apply"),
+]
+
+
+@pytest.mark.parametrize(
+    "run, extra, message", LAPLACE_APPLIES_CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in LAPLACE_APPLIES_CASES]
+)
+def test_laplace_options_that_do_not_apply_are_refused(request, capsys, no_data, run, extra, message):
+    folder = request.getfixturevalue(run)
+    before = sorted(p.name for p in folder.iterdir())
+    err = _one_line_error(capsys, ["laplace", folder, *extra])
+    assert err.startswith("pyro-bnn laplace: error:") and message.replace("RUN", str(folder)) in err
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_second_laplace_fit_of_the_same_file_needs_overwrite(map_run, tmp_path, capsys, no_data):
+    run = tmp_path / "map"
+    run.mkdir()
+    for name in ("config.json", "checkpoint.pt"):
+        (run / name).write_bytes((map_run / name).read_bytes())
+    earlier = run / "laplace-last_layer-kron.json"
+    earlier.write_text('{"an": "earlier fit"}')
+    err = _one_line_error(capsys, ["laplace", run, "--predictive", "mc"])
+    assert err == (
+        f"pyro-bnn laplace: error: {earlier} already holds a Laplace fit of this run (subset last_layer, structure "
+        "kron); pass --overwrite to replace it, or another --subset or --structure"
+    )
+    assert earlier.read_text() == '{"an": "earlier fit"}'
+    with pytest.raises(DataLoaded):  # with --overwrite the checks pass and the fit goes on to load the data
+        main([str(a) for a in ["laplace", run, "--overwrite"]])
 
 
 def test_model_checks_use_the_shapes_the_data_sets_load_with():
@@ -307,6 +391,13 @@ def test_an_existing_run_needs_resume_or_overwrite(trained_run, capsys, no_data)
     assert "already holds a run" in err and "--resume" in err
 
 
+def test_an_existing_run_in_samples_out_names_only_the_flag_sample_has(trained_run, capsys, no_data):
+    err = _one_line_error(capsys, [*SAMPLE, "--step-size", "1e-3", "--out", trained_run])
+    assert err == (
+        f"pyro-bnn sample: error: {trained_run} already holds a run (checkpoint.pt); pass --overwrite to replace it"
+    )
+
+
 def test_resume_with_another_config_names_the_keys(trained_run, capsys, no_data):
     err = _one_line_error(capsys, [*TRAIN, "--activation", "relu", "--resume", "--out", trained_run])
     assert "activation: 'tanh' in the checkpoint, 'relu' now" in err
@@ -325,6 +416,56 @@ def test_a_hostile_checkpoint_is_refused_before_data_on_resume_and_evaluate(tmp_
     assert "refusing to load" in err
     err = _one_line_error(capsys, ["evaluate", tmp_path / "run"])
     assert "refusing to load" in err
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.0], ids=["half", "empty"])
+def test_a_cut_checkpoint_is_one_line_naming_the_file(trained_run, tmp_path, capsys, no_data, keep):
+    run = tmp_path / "cut"
+    run.mkdir()
+    (run / "config.json").write_bytes((trained_run / "config.json").read_bytes())
+    data = (trained_run / "checkpoint.pt").read_bytes()
+    (run / "checkpoint.pt").write_bytes(data[: int(len(data) * keep)])
+    err = _one_line_error(capsys, ["evaluate", run])
+    assert f"{run / 'checkpoint.pt'} is not a readable checkpoint" in err and not err.endswith(":")
+    assert "Errno" not in err
+
+
+# Ctrl-C: status 130 and one line saying what is kept, pointing only to what the verb has.
+INTERRUPTS = [
+    (["train", "--out", "x"], "cli._cmd_train", "interrupted; completed epochs are in the checkpoint (use --resume)"),
+    (
+        ["reproduce", "priors", "--out", "x"],
+        "reproduce_cli._cmd_reproduce",
+        "interrupted; finished runs are kept; running the same command again resumes the grid",
+    ),
+    (
+        ["ensemble", "--out", "x"],
+        "reproduce_cli._cmd_ensemble",
+        "interrupted; finished runs are kept; running the same command again resumes the grid",
+    ),
+    (["sample", "--step-size", "1e-3", "--out", "x"], "posteriors._cmd_sample", "interrupted"),
+    (["laplace", "x"], "posteriors._cmd_laplace", "interrupted"),
+    (["evaluate", "x"], "cli._cmd_evaluate", "interrupted"),
+    (["demo"], "cli._cmd_demo", "interrupted"),
+    (["diagnose", "x"], "cli._cmd_diagnose", "interrupted"),
+]
+
+
+@pytest.mark.parametrize("args, target, message", INTERRUPTS, ids=[c[0][0] for c in INTERRUPTS])
+def test_an_interrupt_says_what_is_kept_and_names_only_flags_the_verb_has(monkeypatch, capsys, args, target, message):
+    from pyro_bnn import cli
+    from pyro_bnn.experiments import posteriors
+    from pyro_bnn.reproduce import cli as reproduce_cli
+
+    modules = {"cli": cli, "posteriors": posteriors, "reproduce_cli": reproduce_cli}
+    module, name = target.split(".")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(modules[module], name, interrupted)
+    assert main(args) == 130
+    assert capsys.readouterr().err == f"pyro-bnn {args[0]}: {message}\n"
 
 
 def test_a_busy_run_folder_is_refused(tmp_path, capsys, no_data):

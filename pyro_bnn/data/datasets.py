@@ -10,7 +10,8 @@ Splits:
   default.
 * moons, circles: one pool of ``n_samples`` points generated with ``seed``; 20 % of it
   (``SYNTHETIC_TEST_FRACTION``) is the test part, then validation takes 20 % of the rest by default. With the
-  default 1000 points that is 640 / 160 / 200.
+  default 1000 points that is 640 / 160 / 200; a pool too small to fill every part is refused
+  (:func:`synthetic_split_sizes`).
 * cubic (regression): the 400 training points of ``cubic_regression`` and its dense noiseless test grid (801
   points on [-4, 4], gap included); no validation part unless ``val_size`` asks for one.
 
@@ -35,7 +36,7 @@ from pyro_bnn.data.images import (
     load_idx_images,
 )
 from pyro_bnn.data.normalization import Normalization, normalize_pixels
-from pyro_bnn.data.partition import split_indices, train_val_indices
+from pyro_bnn.data.partition import holdout_count, split_indices, train_val_indices
 from pyro_bnn.data.seeding import STREAM_TEST_HOLDOUT, check_seed, seeded_generator
 from pyro_bnn.data.sources import FASHION_MNIST_SPEC, MNIST_SPEC
 from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
@@ -173,6 +174,64 @@ def _check_generator_kwargs(dataset: DatasetName, kwargs: dict[str, Any]) -> Non
         )
 
 
+def synthetic_split_sizes(
+    n_samples: int, val_size: float | None = None, *, dataset: str = "moons", name: str = "n_samples"
+) -> tuple[int, int, int]:
+    """The train / validation / test sizes of a moons or circles pool of ``n_samples`` points as
+    :func:`load_dataset` splits it (before any ``train_subset``), known without generating it.
+
+    Args:
+        n_samples: The pool's size, test part included.
+        val_size: The validation part, as :func:`load_dataset` takes it (None: 20 % of what the test part leaves).
+        dataset: The data set's name, for the message.
+        name: What the message calls ``n_samples`` (``"data_samples"`` for a run config).
+
+    Returns:
+        ``(train, val, test)``.
+
+    Raises:
+        ValueError: ``n_samples`` is not a positive int, ``val_size`` is malformed (see ``holdout_count``), or a
+            part would be empty: the training or test part, or the validation part unless ``val_size`` is 0. One
+            line naming the three sizes, ``n_samples`` and the smallest pool that fills every part.
+    """
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        raise ValueError(f"{name} must be a positive int, got {n_samples!r}")
+    holdout_count(val_size, available=2**62, default=0)  # its form only; the count is checked below
+    wants_val = val_size is None or val_size != 0
+
+    def sizes(n: int) -> tuple[int, int, int, int]:
+        test = round(SYNTHETIC_TEST_FRACTION * n)
+        rest = n - test
+        size = DEFAULT_VAL_FRACTION if val_size is None else val_size
+        asked = int(size) if isinstance(size, int) else round(float(size) * rest)
+        val = min(asked, rest)
+        return rest - val, val, test, asked
+
+    def filled(train: int, val: int, test: int) -> bool:
+        return train > 0 and test > 0 and (val > 0 or not wants_val)
+
+    train, val, test, asked = sizes(n_samples)
+    if filled(train, val, test):
+        return train, val, test
+    empty = [part for part, size in (("train", train), ("validation", val), ("test", test)) if size == 0]
+    if not wants_val:
+        empty.remove("validation")
+    shown_val = f"{val} (of {asked} asked for)" if asked > val else str(val)
+    rule = f"{DEFAULT_VAL_FRACTION * 100:g} %" if val_size is None else f"val_size={val_size!r}"
+    smallest = next((n for n in range(n_samples + 1, n_samples + 10**6) if filled(*sizes(n)[:3])), None)
+    fixes = [] if smallest is None else [f"{name} >= {smallest}"]
+    if "validation" in empty and val_size is None:
+        fixes.append("val_size=0 (no validation part)")
+    if "train" in empty and val_size is not None:
+        fixes.append("a smaller val_size")
+    raise ValueError(
+        f"{dataset} with {name}={n_samples} splits into train / validation / test sizes {train} / {shown_val} / "
+        f"{test}, leaving the {' and '.join(empty)} part{'s' if len(empty) > 1 else ''} empty (the test part is "
+        f"{SYNTHETIC_TEST_FRACTION * 100:g} % of the points, the validation part {rule} of the rest); pass "
+        f"{' or '.join(fixes)}"
+    )
+
+
 def _load_two_d(
     dataset: DatasetName,
     *,
@@ -183,6 +242,7 @@ def _load_two_d(
 ) -> DatasetSplits:
     make = two_moons if dataset is DatasetName.MOONS else two_circles
     x, y = make(seed=seed, **generator_kwargs)
+    synthetic_split_sizes(len(y), val_size, dataset=dataset.value)  # an empty part, refused in one line
     pool, test = split_indices(
         len(y), round(SYNTHETIC_TEST_FRACTION * len(y)), seeded_generator(seed, STREAM_TEST_HOLDOUT)
     )

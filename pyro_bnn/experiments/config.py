@@ -14,8 +14,10 @@ import torch
 
 from pyro_bnn._spec import enum_member
 from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
+from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
+from pyro_bnn.data.synthetic import DEFAULT_N_SAMPLES
 from pyro_bnn.guides import DEFAULT_GUIDE, Capability, parse_guide
 from pyro_bnn.infer import KLWeighting, parse_kl_schedule
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
@@ -220,8 +222,13 @@ class RunConfig:
         ):
             raise ValueError(f"test_subset must be None or an int >= 1, got {self.test_subset!r}")
         if self.val_size is not None:
-            # The count's upper bound depends on the data, checked when it loads; the form is checked here.
+            # The count's upper bound depends on the data, checked when it loads (moons, circles: below); the form
+            # is checked here.
             holdout_count(self.val_size, available=2**62, default=0)
+        if dataset in (DatasetName.MOONS, DatasetName.CIRCLES):
+            # A generated pool's parts are known from its size: one left empty is refused before anything runs.
+            pool = DEFAULT_N_SAMPLES if self.data_samples is None else self.data_samples
+            synthetic_split_sizes(pool, self.val_size, dataset=dataset.value, name="data_samples")
         if self.patience and self.val_size == 0:
             raise ValueError(f"patience={self.patience} needs a validation split, but val_size is 0")
         if self.patience and self.val_size is None and dataset.task is Task.REGRESSION:

@@ -4,7 +4,8 @@ The run folder is read as ``pyro-bnn evaluate`` reads it (the model from the con
 :func:`~pyro_bnn.experiments.evaluate.read_run`); :func:`check_laplace_run` refuses, before any data is loaded, a
 run whose guide is not a point estimate and a model the approximation cannot take. :func:`laplace_run` then fits
 :func:`pyro_bnn.laplace.fit_laplace` on the run's training split, scores its test split with the metrics
-``evaluate`` reports, and writes ``RUN/laplace-<subset>-<structure>.json``.
+``evaluate`` reports, and writes ``RUN/laplace-<subset>-<structure>.json``: one file per subset and structure, which
+a second fit replaces only when asked to (``overwrite``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.data import DatasetSplits
+from pyro_bnn.data import DatasetName, DatasetSplits, Task
 from pyro_bnn.evaluation import regression_metrics
 from pyro_bnn.experiments import runs
 from pyro_bnn.experiments.config import RunConfig, resolve_device
@@ -43,7 +44,7 @@ class LaplaceRun:
         state: The checkpoint.
         options: The approximation's choices.
         predictive: ``glm`` or ``mc``.
-        link: The GLM's link for a classifier, ``probit`` or ``mc``.
+        link: The GLM's link for a classifier, ``probit`` or ``mc`` (``probit``, unused, where it does not apply).
     """
 
     run_dir: Path
@@ -64,22 +65,38 @@ def check_laplace_run(
     options: LaplaceOptions,
     *,
     predictive: Predictive | str = Predictive.GLM,
-    link: Link | str = Link.PROBIT,
+    link: Link | str | None = None,
     num_samples: int | None = None,
     device: str | None = None,
+    overwrite: bool = False,
 ) -> LaplaceRun:
     """Reads and checks a run folder for a Laplace approximation; loads no data.
 
+    Args:
+        run_dir: The run folder.
+        options: The approximation's choices.
+        predictive: ``glm`` or ``mc``.
+        link: The GLM predictive's link for a classifier (None: ``probit``); refused where it does not apply (a
+            regression run, the ``mc`` predictive).
+        num_samples: Draws of the predictive (None: the run's); refused where nothing is drawn (a classifier's
+            GLM predictive with the ``probit`` link).
+        device: Where to fit (None: the run's device).
+        overwrite: Replace the file of an earlier fit of the same subset and structure
+            (:attr:`LaplaceRun.out_file`); without it such a file is refused.
+
     Raises:
         FileNotFoundError: not a run folder, or no checkpoint.
+        FileExistsError: :attr:`LaplaceRun.out_file` exists and ``overwrite`` is not set.
         ValueError: the run's guide is not a point estimate with random weights (``map``); its model has node noise,
             a hyperprior, the ``paper`` KL scale, or a prior other than a Normal without ``prior_precision``; a bad
-            option (one line each).
+            option, or one that does not apply to the run or the predictive (one line each).
         ImportError: laplace-torch is not installed (naming the extra).
     """
     predictive = enum_member(Predictive, predictive, "Laplace predictive")
-    link = enum_member(Link, link, "GLM link")
+    if link is not None:
+        link = enum_member(Link, link, "GLM link")
     run, config, state = read_run(run_dir, num_samples=num_samples, device=device)
+    _check_applies(run, config, predictive, link, num_samples)
     guide = parse_guide(config.guide)
     if runs.DRAWS in state:
         raise ValueError(f"{run} holds SG-MCMC draws ('pyro-bnn sample'); Laplace is fitted around a MAP run")
@@ -101,7 +118,38 @@ def check_laplace_run(
             "--prior-precision"
         )
     import_laplace()
-    return LaplaceRun(run, config, state, options, predictive, link)
+    laplace = LaplaceRun(run, config, state, options, predictive, Link.PROBIT if link is None else link)
+    if laplace.out_file.exists() and not overwrite:
+        raise FileExistsError(
+            f"{laplace.out_file} already holds a Laplace fit of this run (subset {options.subset.value}, structure "
+            f"{options.structure.value}); pass --overwrite to replace it, or another --subset or --structure"
+        )
+    return laplace
+
+
+def _check_applies(
+    run: Path, config: RunConfig, predictive: Predictive, link: Link | None, num_samples: int | None
+) -> None:
+    """Refuses a ``link`` or ``num_samples`` that the run's task and the predictive would ignore (one line naming the
+    option, its value and where it applies)."""
+    regression = DatasetName(config.dataset).task is Task.REGRESSION
+    if link is not None and regression:
+        raise ValueError(
+            f"--link {link.value} applies to classifiers only: {run} is a regression run (dataset "
+            f"{config.dataset!r}), whose GLM predictive draws Gaussian outputs with no link"
+        )
+    if link is not None and predictive is Predictive.MC:
+        raise ValueError(
+            f"--link {link.value} applies to the GLM predictive only (--predictive glm); --predictive mc runs weight "
+            "draws through the network"
+        )
+    probit = not regression and predictive is Predictive.GLM and link in (None, Link.PROBIT)
+    if num_samples is not None and probit:
+        raise ValueError(
+            f"--num-samples {num_samples} does not apply to a classifier's GLM predictive with the probit link, "
+            "which draws nothing (one deterministic set of probabilities); it applies with --link mc or "
+            "--predictive mc"
+        )
 
 
 def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> dict[str, Any]:

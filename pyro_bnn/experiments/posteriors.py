@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pyro_bnn.errors import UserError
 from pyro_bnn.laplace import Link, Predictive, Structure, Subset
 from pyro_bnn.sgmcmc import Method, SGMCMCDivergenceError
+from pyro_bnn.sgmcmc.samplers import as_method
 
 _CHECK_ERRORS = (ValueError, TypeError, OSError, ImportError)
 """What a verb's checks raise for a bad option, path or missing extra: turned into one line."""
@@ -28,7 +29,11 @@ def add_laplace_parser(commands) -> None:
         description="Fits a Laplace approximation (laplace-torch: the GGN in the chosen structure, the prior "
         "precision tuned by the marginal likelihood) around the weights of a run trained with --guide map, scores "
         "the run's test split with the metrics of 'pyro-bnn evaluate' and writes RUN/laplace-SUBSET-STRUCTURE.json "
-        "(metrics, the MAP's metrics, the prior precision, the log marginal likelihood, wall times, options).",
+        "(metrics, the MAP's metrics, the prior precision, the log marginal likelihood, wall times, options). There "
+        "is one file per --subset and --structure: a second fit of the same two is refused unless --overwrite "
+        "replaces the first (its other options are recorded in the file, not in its name). An option that does "
+        "not apply to the run or the predictive (--link for a regression run or with --predictive mc, "
+        "--num-samples for a classifier's probit GLM predictive, which draws nothing) is refused.",
     )
     parser.add_argument("run_dir", help="a folder written by 'pyro-bnn train ... --guide map'")
     parser.add_argument("--subset", default=Subset.LAST_LAYER.value, help=_choices(Subset, "the weights made random"))
@@ -41,7 +46,10 @@ def add_laplace_parser(commands) -> None:
         help=_choices(Predictive, "glm: the linearised network; mc: weight draws through the network"),
     )
     parser.add_argument(
-        "--link", default=Link.PROBIT.value, help=_choices(Link, "the GLM predictive's link for a classifier")
+        "--link",
+        default=None,
+        help=f"the GLM predictive's link, classifiers only: {', '.join(link.value for link in Link)} (default "
+        f"{Link.PROBIT.value})",
     )
     parser.add_argument(
         "--prior-precision",
@@ -52,9 +60,19 @@ def add_laplace_parser(commands) -> None:
     )
     parser.add_argument("--no-tune", action="store_true", help="keep the prior precision instead of tuning it")
     parser.add_argument(
-        "--num-samples", type=int, default=None, help="draws of the predictive (default: the run's --num-samples)"
+        "--num-samples",
+        type=int,
+        default=None,
+        help="draws of the predictive: weight draws (--predictive mc), output draws (the GLM of a regression run or "
+        "with --link mc); default: the run's --num-samples",
     )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the run's)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the RUN/laplace-SUBSET-STRUCTURE.json of an earlier fit (without it, a second fit of the "
+        "same --subset and --structure is refused)",
+    )
     parser.set_defaults(func=_cmd_laplace)
 
 
@@ -80,6 +98,7 @@ def _cmd_laplace(args: argparse.Namespace) -> int:
             link=args.link,
             num_samples=args.num_samples,
             device=args.device,
+            overwrite=args.overwrite,
         )
         data = _load_data(run.config)
     except _CHECK_ERRORS as err:
@@ -109,6 +128,8 @@ def add_sample_parser(
         "OUT/metrics.json (test metrics over every draw, r-hat and ESS) and the test figure; 'pyro-bnn evaluate "
         "OUT' re-scores it. train's training-only options (guide, optimiser, epochs, ...) are unused.",
     )
+    from pyro_bnn.experiments.sgmcmc_run import SamplerOptions
+
     add_train_arguments(parser)
     add = parser.add_argument
     add("--method", default=Method.SGLD.value, help=_choices(Method, "the sampler"))
@@ -117,9 +138,20 @@ def add_sample_parser(
     add("--burn-in", type=int, default=0, help="steps (cyclical: cycles) discarded first (default %(default)s)")
     add("--thin", type=int, default=1, help="keep every THIN-th step (default %(default)s)")
     add("--chains", type=int, default=4, help="chains, run side by side (default %(default)s)")
-    add("--cycles", type=int, default=4, help="csgld, csghmc: kept cycles (default %(default)s)")
-    add("--friction", type=float, default=0.1, help="sghmc, csghmc: the friction in (0, 1] (default %(default)s)")
-    add("--exploration", type=float, default=0.5, help="cyclical: noise-free share of a cycle (default %(default)s)")
+    defaults = SamplerOptions()
+    add("--cycles", type=int, default=None, help=f"csgld, csghmc only: kept cycles (default {defaults.num_cycles})")
+    add(
+        "--friction",
+        type=float,
+        default=None,
+        help=f"sghmc, csghmc only: the friction in (0, 1] (default {defaults.friction})",
+    )
+    add(
+        "--exploration",
+        type=float,
+        default=None,
+        help=f"csgld, csghmc only: noise-free share of a cycle (default {defaults.exploration})",
+    )
     add("--init", default="prior", help="chain starts: prior (a draw each) or network (default %(default)s)")
     add("--out", required=True, help="the run folder")
     add("--overwrite", action="store_true", help="replace an earlier run in OUT")
@@ -132,20 +164,23 @@ def _cmd_sample(args: argparse.Namespace, config_from: Callable) -> int:
     from pyro_bnn.experiments.sgmcmc_run import SamplerOptions, format_sample_summary, sample_config, sample_run
 
     try:
+        method = as_method(args.method)
+        _check_method_flags(args, method)
+        defaults = SamplerOptions()
         options = SamplerOptions(
-            method=args.method,
+            method=method,
             step_size=args.step_size,
             num_draws=args.draws,
             burn_in=args.burn_in,
             thin=args.thin,
             num_chains=args.chains,
-            num_cycles=args.cycles,
-            friction=args.friction,
-            exploration=args.exploration,
+            num_cycles=defaults.num_cycles if args.cycles is None else args.cycles,
+            friction=defaults.friction if args.friction is None else args.friction,
+            exploration=defaults.exploration if args.exploration is None else args.exploration,
             init=args.init,
         ).check()
         config, warnings = sample_config(config_from(args), options)
-        prepare_run_dir(config, args.out, resume=False, overwrite=args.overwrite)
+        prepare_run_dir(config, args.out, resume=False, overwrite=args.overwrite, resumable=False)
         for warning in warnings + config.unused_options():
             print(f"pyro-bnn sample: warning: {warning}", file=sys.stderr)
         data = _load_data(config)
@@ -158,6 +193,20 @@ def _cmd_sample(args: argparse.Namespace, config_from: Callable) -> int:
         return 1
     print(format_sample_summary(metrics, args.out))
     return 0
+
+
+def _check_method_flags(args: argparse.Namespace, method: Method) -> None:
+    """Refuses a sampler flag the method does not read (one line naming the flag, its value and the methods it
+    applies to): ignored without a word, it would look as if it had been used."""
+    cyclical = ", ".join(m.value for m in Method if m.cyclical)
+    momentum = ", ".join(m.value for m in Method if m.momentum)
+    for flag, value, applies, methods in (
+        ("--cycles", args.cycles, method.cyclical, cyclical),
+        ("--exploration", args.exploration, method.cyclical, cyclical),
+        ("--friction", args.friction, method.momentum, momentum),
+    ):
+        if value is not None and not applies:
+            raise ValueError(f"{flag} {value} applies to the methods {methods} only, not {method.value!r}")
 
 
 __all__ = ["add_laplace_parser", "add_sample_parser"]

@@ -188,9 +188,19 @@ RESUME_MAY_CHANGE = ("epochs", "device", "num_samples", "test_subset", "data_dir
 the data lies do not change what was trained."""
 
 
-def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool) -> bool:
+def prepare_run_dir(
+    config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True
+) -> bool:
     """Checks, before any data is loaded, that ``out_dir`` may receive this run; leaves nothing behind (the
     writability probe of :func:`~pyro_bnn.experiments.run_folder.check_writable` is removed again).
+
+    Args:
+        config: The run.
+        out_dir: Its folder.
+        resume: Continue the run in ``out_dir`` (same config required).
+        overwrite: Replace the run in ``out_dir`` once the new one has finished.
+        resumable: Whether the verb can resume at all (``train``: ``--resume``; ``sample``: no): the message for a
+            folder that already holds a run names only the flags the verb has.
 
     Returns:
         Whether the run will resume from a checkpoint in ``out_dir``.
@@ -215,9 +225,12 @@ def prepare_run_dir(config: RunConfig, out_dir: str | os.PathLike, *, resume: bo
             raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({differing})")
         return True
     if not overwrite:
-        raise FileExistsError(
-            f"{out} already holds a run ({CHECKPOINT}); pass --resume to continue it or --overwrite to start again"
+        flags = (
+            "pass --resume to continue it or --overwrite to start again"
+            if resumable
+            else "pass --overwrite to replace it"
         )
+        raise FileExistsError(f"{out} already holds a run ({CHECKPOINT}); {flags}")
     load_checkpoint(checkpoint)  # an unreadable or hostile file is refused here too, before any work
     return False
 

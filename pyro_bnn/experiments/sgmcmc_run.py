@@ -162,7 +162,7 @@ def sample_run(
         SGMCMCDivergenceError: a chain diverged (nothing is written then).
     """
     options = options.check()
-    runs.prepare_run_dir(config, out_dir, resume=False, overwrite=overwrite)
+    runs.prepare_run_dir(config, out_dir, resume=False, overwrite=overwrite, resumable=False)
     device = resolve_device(config.device)
     data = data if data is not None else runs.load_data(config)
     with RunFolder(out_dir, overwrite=overwrite) as out:

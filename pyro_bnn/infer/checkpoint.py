@@ -50,11 +50,15 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     Raises:
         FileNotFoundError: if there is no file at ``path``.
         ValueError: if the file holds pickled objects other than tensors and plain containers (refused, since
-            unpickling can run arbitrary code), or is not a pyro_bnn checkpoint.
+            unpickling can run arbitrary code), is empty, truncated or corrupt (one line naming the file, its size
+            and what torch could not read), or is not a pyro_bnn checkpoint.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
+    size = path.stat().st_size
+    if size == 0:  # torch.load raises a bare EOFError, with no message at all
+        raise ValueError(f"{path} is not a readable checkpoint: the file is empty (0 bytes)")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
@@ -63,11 +67,31 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
             f"which could run arbitrary code ({err})"
         ) from err
     except (RuntimeError, EOFError) as err:
-        raise ValueError(f"{path} is not a readable checkpoint (truncated or corrupt?): {err}") from err
+        raise ValueError(
+            f"{path} is not a readable checkpoint (truncated or corrupt, {size:,} bytes): {_why(err)}"
+        ) from err
+    except OSError as err:
+        if err.filename is not None:  # the file itself could not be opened or read: the system's words name it
+            raise
+        # A zip archive cut short (a copy or disk that stopped midway): torch's reader raises EINVAL, naming nothing.
+        raise ValueError(
+            f"{path} is not a readable checkpoint (truncated or corrupt, {size:,} bytes): torch.load cannot read it "
+            f"as a zip archive ({_why(err)})"
+        ) from err
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"{path} is not a pyro_bnn checkpoint: expected format {FORMAT!r}, found {found!r}")
     return state
+
+
+def _why(err: BaseException) -> str:
+    """The first sentence of an error's message (torch appends a paragraph of advice), or its type's name when it
+    has none: a message never ends in a bare colon."""
+    text = " ".join(str(err).split())
+    if isinstance(err, OSError) and err.strerror:
+        text = err.strerror
+    first = text.split(". ")[0].rstrip(".")
+    return first or f"{type(err).__name__} with no message"
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: Iterable[str] = ()) -> str:

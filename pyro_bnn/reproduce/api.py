@@ -15,6 +15,7 @@ from pyro_bnn.experiments.config import resolve_device
 from pyro_bnn.experiments.run_folder import check_writable
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
+from pyro_bnn.reproduce.lock import check_grid_free, grid_lock
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.rescore import RescoreSummary, rescore_grid
@@ -119,6 +120,7 @@ def check_request(
     data_dirs: dict[str, str] | None = None,
     batch_runs: int | str | None = None,
     rescore: bool = False,
+    threads: int = 1,
 ) -> None:
     """Raises the one-line error :func:`reproduce` (with ``rescore``: :func:`rescore`) would raise for these
     arguments, without running anything (the CLI calls it first, so that an error after it is a bug with its
@@ -128,7 +130,19 @@ def check_request(
     is one error naming the places looked, not a failed record for every run that needs it.
     """
     _checked_request(
-        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs, rescore
+        name,
+        profile,
+        seeds,
+        out,
+        executor,
+        workers,
+        report_only,
+        device,
+        gpus_per_run,
+        data_dirs,
+        batch_runs,
+        rescore,
+        threads,
     )
 
 
@@ -151,12 +165,15 @@ def _checked_request(
     data_dirs,
     batch_runs=None,
     rescore=False,
+    threads=1,
 ) -> tuple[Experiment, Profile, dict | None]:
     """:func:`check_request`'s checks; returns the experiment, the chosen profile and ``out``'s state."""
     experiment = get_experiment(name)
     check_writable(out)  # the string as given: Path("") would be the current folder
+    check_grid_free(out)
     chosen, state = _check_state(Path(out), experiment, profile)
     _check_seeds(seeds)
+    check_data_dirs(experiment, chosen, data_dirs or {})
     if device is not None:
         resolve_device(device)
     if report_only and state is None:
@@ -164,10 +181,30 @@ def _checked_request(
     if rescore and state is None:
         raise ValueError(f"{out} holds no {experiment.name} grid to re-score (no {STATE})")
     if not report_only and not rescore and isinstance(executor, str):
-        make_executor(executor, workers, gpus_per_run, batch_runs_of(experiment, batch_runs))
+        make_executor(executor, workers, gpus_per_run, batch_runs_of(experiment, batch_runs), threads)
     if not report_only:
         check_data(experiment, chosen, data_dirs or {})
     return experiment, chosen, state
+
+
+def grid_datasets(experiment: Experiment, profile: Profile) -> set[str]:
+    """The names of the data sets the grid at ``profile`` reads (its runs' own and their measures')."""
+    datasets = set()
+    for spec in experiment.plan(profile, 1, {}):
+        datasets |= {spec.config.dataset, *(name for name, _ in spec.other_data)}
+    return datasets
+
+
+def check_data_dirs(experiment: Experiment, profile: Profile, data_dirs: dict[str, str]) -> None:
+    """Refuses a ``--data-dir`` for a data set the grid does not read (a typo would otherwise be ignored while the
+    grid reads that set from the usual places), in one line naming the ones it reads."""
+    known = grid_datasets(experiment, profile)
+    for key in data_dirs:
+        if key not in known:
+            raise ValueError(
+                f"--data-dir {key}=...: {experiment.name} ({profile.name}) reads no data set {key!r}; "
+                f"it reads {', '.join(sorted(known))}"
+            )
 
 
 def check_data(experiment: Experiment, profile: Profile, data_dirs: dict[str, str]) -> None:
@@ -178,10 +215,7 @@ def check_data(experiment: Experiment, profile: Profile, data_dirs: dict[str, st
         FileNotFoundError: A data set cannot be found (listing every place looked and the fixes).
         ValueError: A data file is corrupt.
     """
-    datasets = set()
-    for spec in experiment.plan(profile, 1, data_dirs):
-        datasets |= {spec.config.dataset, *(name for name, _ in spec.other_data)}
-    for dataset in sorted(datasets):
+    for dataset in sorted(grid_datasets(experiment, profile)):
         load_dataset(dataset, data_dir=data_dirs.get(dataset), val_size=0)  # presence and format only
 
 
@@ -201,6 +235,7 @@ def reproduce(
     progress: bool = True,
     command: str | None = None,
     batch_runs: int | str | None = None,
+    threads: int = 1,
 ) -> Path:
     """Runs the experiment ``name`` at ``profile`` into ``out`` (resuming what is there) and writes its report.
 
@@ -222,45 +257,68 @@ def reproduce(
         batch_runs: Compatible runs train together in batches of up to this many (:mod:`pyro_bnn.batched`);
             ``"auto"``: as many as fit in memory; None: the experiment's default (``auto`` for ``priors`` and
             ``leaky-calibration``, 1 for the others). The report says which runs were batched.
+        threads: torch threads of each run (default 1), the same however many run at once, so that a run's numbers
+            do not depend on ``workers``. Each record keeps it.
 
     Returns:
         The path of ``report.md``.
 
     Raises:
-        ValueError: A bad name, profile, seed count, device or ``out`` (one line, before any run), or, with
-            ``report_only``, an ``out`` that holds no grid.
+        ValueError: A bad name, profile, seed count, device, ``--data-dir`` key or ``out`` (one line, before any
+            run), or, with ``report_only``, an ``out`` that holds no grid.
+        GridBusyError: Another process writes ``out`` (one line naming it; a ``FileExistsError``).
         ImportError: ``executor="ray"`` without Ray installed (naming the extra).
+        ConnectionError: ``executor="ray"`` and ``RAY_ADDRESS`` names a cluster that does not answer.
     """
     experiment, chosen, state = _checked_request(
-        name, profile, seeds, out, executor, workers, report_only, device, gpus_per_run, data_dirs, batch_runs
+        name,
+        profile,
+        seeds,
+        out,
+        executor,
+        workers,
+        report_only,
+        device,
+        gpus_per_run,
+        data_dirs,
+        batch_runs,
+        threads=threads,
     )
     out = Path(out)
     command = command or _this_command()
-    if report_only:
-        command = state["command"]
-    # a rerun without --seeds resumes the grid the folder holds, not the profile's default
-    seeds = seeds or (state["seeds"] if state else chosen.seeds)
-    specs = plan(experiment, chosen, seeds, data_dirs or {}, device)
-    if report_only:
-        records = read_records(out, specs)
-    else:
-        batching = batch_runs_of(experiment, batch_runs)
-        runner = make_executor(executor, workers, gpus_per_run, batching) if isinstance(executor, str) else executor
-        write_json_atomically(
-            out / STATE, {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
+    with grid_lock(out, command):  # one writer: the state, the runs and the report
+        if report_only:
+            state = _read_state(out)  # as it is now that this process holds the folder
+            command = state["command"]
+        # a rerun without --seeds resumes the grid the folder holds, not the profile's default
+        seeds = seeds or (state["seeds"] if state else chosen.seeds)
+        specs = plan(experiment, chosen, seeds, data_dirs or {}, device)
+        if report_only:
+            records = read_records(out, specs)
+        else:
+            batching = batch_runs_of(experiment, batch_runs)
+            runner = (
+                make_executor(executor, workers, gpus_per_run, batching, threads)
+                if isinstance(executor, str)
+                else executor
+            )
+            write_json_atomically(
+                out / STATE, {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
+            )
+            records = run_grid(
+                specs, out, runner, progress=progress, retry_failed=retry_failed, name=experiment.name, command=command
+            )
+        analysis = experiment.analyse(records, chosen, out)
+        return write_report(
+            out,
+            title=experiment.title,
+            experiment=experiment.name,
+            profile=chosen,
+            seeds=seeds,
+            command=command,
+            records=records,
+            analysis=analysis,
         )
-        records = run_grid(specs, out, runner, progress=progress, retry_failed=retry_failed, name=experiment.name)
-    analysis = experiment.analyse(records, chosen, out)
-    return write_report(
-        out,
-        title=experiment.title,
-        experiment=experiment.name,
-        profile=chosen,
-        seeds=seeds,
-        command=command,
-        records=records,
-        analysis=analysis,
-    )
 
 
 def rescore(
@@ -295,8 +353,9 @@ def rescore(
         name, profile, None, out, "local", None, False, device, None, data_dirs, rescore=True
     )
     specs = plan(experiment, chosen, state["seeds"], data_dirs or {}, device)
-    summary = rescore_grid(specs, Path(out), progress=progress, name=experiment.name)
-    report = reproduce(
-        name, profile=chosen.name, out=out, report_only=True, data_dirs=data_dirs, device=device, progress=progress
-    )
+    with grid_lock(out, _this_command()):
+        summary = rescore_grid(specs, Path(out), progress=progress, name=experiment.name)
+        report = reproduce(
+            name, profile=chosen.name, out=out, report_only=True, data_dirs=data_dirs, device=device, progress=progress
+        )
     return summary, report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pyro_bnn.errors import UserError
+from pyro_bnn.reproduce.lock import GridBusyError
 
 
 def _data_dir(text: str) -> tuple[str, str]:
@@ -33,7 +34,18 @@ def add_reproduce_parser(commands) -> None:
     parser.add_argument("--out", default=None, help="the grid's folder (required unless --list)")
     parser.add_argument("--executor", default="local", help="local (default) or ray (pip install 'pyro-bnn[ray]')")
     parser.add_argument(
-        "--workers", type=int, default=None, help="runs at once (local: a process pool when > 1; ray: tasks in flight)"
+        "--workers",
+        type=int,
+        default=None,
+        help="runs at once (local: a process pool when > 1, at most one per core and as many as the memory holds; "
+        "ray: tasks in flight)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of each run (default %(default)s; local and ray alike): a run's numbers depend on its "
+        "thread count, never on how many runs train beside it",
     )
     parser.add_argument(
         "--batch-runs",
@@ -78,6 +90,7 @@ RESCORE_ALONE = (
     "--workers",
     "--batch-runs",
     "--gpus-per-run",
+    "--threads",
 )
 """Options that do not combine with ``--rescore``, which re-scores the runs OUT holds, in this process."""
 
@@ -91,6 +104,7 @@ def _check_rescore_alone(args: argparse.Namespace) -> None:
         "--workers": args.workers is not None,
         "--batch-runs": args.batch_runs is not None,
         "--gpus-per-run": args.gpus_per_run is not None,
+        "--threads": args.threads != 1,
     }
     for flag in RESCORE_ALONE:
         if given[flag]:
@@ -108,7 +122,10 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
         check_request(args.name, seeds=None, **request, rescore=True)
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
-    summary, report = rescore(args.name, **request, progress=not args.quiet)
+    try:
+        summary, report = rescore(args.name, **request, progress=not args.quiet)
+    except GridBusyError as err:
+        raise UserError(str(err)) from err
     print("\n".join(summary.lines()))
     print(f"wrote {report}")
     return 0
@@ -132,6 +149,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         device=args.device,
         gpus_per_run=args.gpus_per_run,
         batch_runs=args.batch_runs,
+        threads=args.threads,
     )
     try:
         if not args.name:
@@ -142,14 +160,17 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
     # Past the checks, a failing run is recorded in the report and the grid goes on; anything raised here is a bug
-    # and keeps its traceback.
-    report = reproduce(
-        args.name,
-        **request,
-        data_dirs=dict(args.data_dir),
-        retry_failed=args.retry_failed,
-        progress=not args.quiet,
-    )
+    # and keeps its traceback, bar another process taking the folder since the check, or the Ray cluster going.
+    try:
+        report = reproduce(
+            args.name,
+            **request,
+            data_dirs=dict(args.data_dir),
+            retry_failed=args.retry_failed,
+            progress=not args.quiet,
+        )
+    except (GridBusyError, ConnectionError) as err:
+        raise UserError(str(err)) from err
     print(f"wrote {report}")
     return 0
 

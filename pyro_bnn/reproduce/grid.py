@@ -3,9 +3,10 @@
 ``OUT/grid.json`` lists every run of the grid (its id, label, tags and config); ``OUT/runs/<run id>/`` holds each
 run. A run whose ``result.json`` says ``done`` is never trained again, so a killed sweep resumes where it stopped
 (an interrupted run continues from its last epoch checkpoint). Failed runs are kept as failed unless
-``retry_failed`` is set (a diverged run usually diverges again). Run folders are committed without their
-checkpoints, so a done training run whose checkpoint is gone is trained again (from its seed) when a run still to
-do reads it.
+``retry_failed`` is set (a diverged run usually diverges again). A run whose ``result.json`` is damaged (cut short
+by a full disk, edited by hand) is run again, resuming its checkpoint, and said so. Run folders are committed without
+their checkpoints, so a done training run whose checkpoint is gone is trained again (from its seed) when a run still
+to do reads it. One process at a time writes a grid's folder (:mod:`.lock`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
 from pyro_bnn.reproduce.executors import Executor, LocalExecutor
+from pyro_bnn.reproduce.lock import grid_lock
 from pyro_bnn.reproduce.records import RESULT, RUNS, read_record, spec_to_dict
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
@@ -58,6 +60,7 @@ def run_grid(
     progress: bool = True,
     retry_failed: bool = False,
     name: str = "grid",
+    command: str = "",
 ) -> list[RunRecord]:
     """Runs every spec not yet done into ``out/runs`` and returns all records, in the order of ``specs``.
 
@@ -69,13 +72,23 @@ def run_grid(
             in-process executor also each run's own bars.
         retry_failed: Run failed runs again.
         name: The bar's label.
+        command: What the grid's lock names as its holder (default: the bar's label).
 
     Returns:
         One record per unique spec: done, failed (with its reason) or, after an interruption, missing.
+
+    Raises:
+        GridBusyError: Another process writes ``out`` (one line naming it).
     """
     check_writable(out)
+    _check_members(unique(specs))
     out = Path(out)
-    specs = unique(specs)
+    out.mkdir(parents=True, exist_ok=True)
+    with grid_lock(out, command or f"{name} grid"):
+        return _run_grid(specs, out, executor, progress, retry_failed, name)
+
+
+def _check_members(specs: list[RunSpec]) -> None:
     listed = {spec.run_id for spec in specs}
     for spec in specs:
         missing = [member.run_id for member in spec.members if member.run_id not in listed]
@@ -84,15 +97,24 @@ def run_grid(
         nested = [member.run_id for member in spec.members if member.reads_runs]
         if nested:
             raise ValueError(f"run {spec.run_id} reads {nested[0]}, which reads other runs itself; one level only")
+
+
+def _run_grid(
+    specs: list[RunSpec], out: Path, executor: Executor | None, progress: bool, retry_failed: bool, name: str
+) -> list[RunRecord]:
+    specs = unique(specs)
     executor = executor or LocalExecutor()
     runs_dir = out / RUNS
     runs_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomically(out / GRID, {"runs": [spec_to_dict(spec) for spec in specs]})
     records = {spec.run_id: read_record(runs_dir, spec) for spec in specs}
+    for record in records.values():
+        if record.status is Status.DAMAGED:
+            print(f"running {record.spec.run_id} again: {record.reason}", file=sys.stderr)
     todo = [
         spec
         for spec in specs
-        if records[spec.run_id].status is Status.MISSING
+        if records[spec.run_id].status in (Status.MISSING, Status.DAMAGED)
         or (retry_failed and records[spec.run_id].status is Status.FAILED)
     ]
     for member in _members_to_retrain(todo, records, runs_dir):
@@ -116,7 +138,7 @@ def run_grid(
             for record in executor.run(phase, runs_dir, progress=progress and terminal):
                 records[record.spec.run_id] = record
                 failed += record.status is Status.FAILED
-                bar.update(record.status is not Status.MISSING)
+                bar.update(record.status in (Status.DONE, Status.FAILED))
                 if failed:
                     bar.set_postfix(failed=failed)
                 if record.status is Status.FAILED:

@@ -14,11 +14,14 @@ import functools
 import importlib
 import itertools
 import json
+import math
 import statistics
 import subprocess
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ import torch
 import pyro_bnn
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.batched_runs import train_runs_batched
-from pyro_bnn.experiments.run_folder import RunFolderBusyError
+from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolderBusyError
 from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce.measures import take_measure
@@ -118,6 +121,8 @@ def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
         "reason": record.reason,
         "seconds": record.seconds,
         "code": record.code,
+        **({"threads": record.threads} if record.threads else {}),
+        **({"retried": record.retried} if record.retried else {}),
         "spec": spec_to_dict(record.spec),
         "metrics": record.metrics,
         "history": record.history,
@@ -127,14 +132,25 @@ def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
 
 
 def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
-    """The record of ``spec`` in ``runs_dir``: done, failed, or missing (no ``result.json``, or one this version
-    cannot read, which is then run again)."""
+    """The record of ``spec`` in ``runs_dir``: done, failed, missing (no ``result.json``) or damaged (a
+    ``result.json`` that cannot be read, the reason naming the file and what is wrong; a grid runs it again)."""
     path = Path(runs_dir) / spec.run_id / RESULT
     try:
-        values = json.loads(path.read_text())
-        status = Status(values["status"])
-    except (OSError, ValueError, KeyError):
+        text = path.read_text()
+    except FileNotFoundError:
         return RunRecord(spec, Status.MISSING)
+    except OSError as err:
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} cannot be read: {err.strerror or one_line(err)}")
+    try:
+        values = json.loads(text)
+        status = Status(values["status"])
+        if status in (Status.MISSING, Status.DAMAGED):
+            raise ValueError(f"a record cannot be {status.value!r}")
+    except ValueError as err:
+        what = "is empty" if not text.strip() else f"is not a run record ({one_line(err)})"
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} {what}")
+    except (KeyError, TypeError):
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} is not a run record (no status)")
     return RunRecord(
         spec,
         status,
@@ -143,11 +159,43 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
         reason=values.get("reason", ""),
         seconds=values.get("seconds", 0.0),
         code=values.get("code", ""),
+        threads=values.get("threads", 0),
+        retried=values.get("retried", ""),
     )
 
 
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Runs the block on ``threads`` torch intra-op threads and restores the previous count (None: as they are)."""
+    if not threads:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def non_finite_metrics(metrics: dict[str, Any], prefix: str = "") -> list[str]:
+    """``name=value`` of every number in ``metrics`` (and in the dicts it holds, ``outer.inner``) that is NaN or
+    infinite. Lists are not searched: a reliability diagram's empty bins are NaN by design."""
+    found = []
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            found += non_finite_metrics(value, f"{prefix}{key}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            found.append(f"{prefix}{key}={value}")
+    return found
+
+
+class NonFiniteMetricsError(ValueError):
+    """A run finished but some of its metrics are NaN or infinite."""
+
+
 def execute_run(
-    spec: RunSpec, runs_dir: str | Path, *, progress: bool = False, threads: int | None = None
+    spec: RunSpec, runs_dir: str | Path, *, progress: bool = False, threads: int | None = None, retried: str = ""
 ) -> RunRecord:
     """Trains, scores and measures one run into ``runs_dir/<run id>`` and writes its ``result.json``.
 
@@ -155,70 +203,108 @@ def execute_run(
         spec: The run.
         runs_dir: The grid's ``runs`` folder.
         progress: Show the run's own progress bars.
-        threads: torch intra-op threads for this run (a pool worker's share of the cores); None leaves them.
+        threads: torch intra-op threads for this run (restored afterwards); None leaves them as they are.
+        retried: Why this is the run's second attempt (its first worker was lost), kept in its record.
 
     Returns:
         The run's record: ``done`` with its metrics, ``failed`` with a one-line reason (never raises for a failing
         run; a KeyboardInterrupt still stops it, and the run resumes from its last checkpoint next time), or
-        ``missing`` without writing anything when another process holds the run's folder.
+        ``missing`` without writing anything when another process holds the run's folder. A run whose metrics hold
+        a NaN or an infinity fails, naming them; retried, it trains again from the start.
     """
-    if threads:
-        torch.set_num_threads(threads)
-    folder = Path(runs_dir) / spec.run_id
-    existing = read_record(Path(runs_dir), spec)
+    with torch_threads(threads):
+        return _execute_run(spec, Path(runs_dir), progress, Attempt(threads or 0, retried))
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """How a run was executed this time, kept in its record: its torch threads (0: left as they were) and why it is
+    a second attempt (empty for a first)."""
+
+    threads: int = 0
+    retried: str = ""
+
+
+NON_FINITE_CHECKPOINT = "checkpoint.non-finite.pt"
+"""Where a run whose metrics came out non-finite keeps its trained network (out of the way of ``--retry-failed``,
+which then trains the run from the start, and still there to inspect)."""
+
+
+def _execute_run(spec: RunSpec, runs_dir: Path, progress: bool, attempt: Attempt) -> RunRecord:
+    folder = runs_dir / spec.run_id
+    existing = read_record(runs_dir, spec)
     if existing.status is Status.DONE:
         return existing
     start = time.perf_counter()
     try:
-        if spec.reads_runs and not _members_done(spec, Path(runs_dir)):
+        if spec.reads_runs and not _members_done(spec, runs_dir):
             return RunRecord(spec, Status.MISSING, reason="its members have not all finished")
         if spec.runner:
-            result = _call_runner(spec, Path(runs_dir), folder)
+            result = _call_runner(spec, runs_dir, folder)
         elif spec.is_ensemble:
-            result = _combine_members(spec, Path(runs_dir), folder)
+            result = _combine_members(spec, runs_dir, folder)
         else:
             result = train_run(spec.config, folder, resume=True, progress=progress)
     except RunFolderBusyError:
         return RunRecord(spec, Status.MISSING, reason="another process is running it")  # theirs to record
     except Exception as err:  # recorded below with the other failures
-        return _record_failure(spec, folder, err, time.perf_counter() - start)
-    return _record_result(spec, folder, result, start)
+        return _record_failure(spec, folder, err, time.perf_counter() - start, attempt)
+    return _record_result(spec, folder, result, start, attempt=attempt)
 
 
-def _record_result(spec: RunSpec, folder: Path, result: RunResult, start: float, shared: float = 0.0) -> RunRecord:
+def _record_result(
+    spec: RunSpec, folder: Path, result: RunResult, start: float, shared: float = 0.0, attempt: Attempt = Attempt()
+) -> RunRecord:
     """Takes ``spec``'s measures of a trained run and writes its ``done`` record (or its ``failed`` one when a
-    measure fails). ``start``: when the run's own work began; ``shared``: seconds of work it shared with others
-    (its part of a batch's training), added to its time."""
+    measure fails or a metric is not finite). ``start``: when the run's own work began; ``shared``: seconds of work
+    it shared with others (its part of a batch's training), added to its time."""
     try:
         metrics = {k: v for k, v in result.metrics.items() if k != "history"}
         for measure in spec.measures:
             metrics.update(take_measure(measure, result, folder, spec.config, dict(spec.other_data)))
+        bad = non_finite_metrics(metrics)
+        if bad:
+            checkpoint = folder / CHECKPOINT
+            if checkpoint.exists():
+                checkpoint.replace(folder / NON_FINITE_CHECKPOINT)
+            raise NonFiniteMetricsError(
+                f"non-finite metrics: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} (its network is kept as "
+                f"{NON_FINITE_CHECKPOINT}; --retry-failed trains it again from the start)"
+            )
         record = RunRecord(spec, Status.DONE, metrics, binned_history(result.metrics.get("history", [])))
     except Exception as err:
-        return _record_failure(spec, folder, err, shared + time.perf_counter() - start)
+        return _record_failure(spec, folder, err, shared + time.perf_counter() - start, attempt)
     record.seconds = shared + time.perf_counter() - start
     record.code = code_version()
+    record.threads, record.retried = attempt.threads, attempt.retried
     write_record(folder, record)
     return record
 
 
 def execute_batch(
-    specs: list[RunSpec], runs_dir: str | Path, *, progress: bool = False, threads: int | None = None
+    specs: list[RunSpec],
+    runs_dir: str | Path,
+    *,
+    progress: bool = False,
+    threads: int | None = None,
+    retried: str = "",
 ) -> list[RunRecord]:
     """Trains compatible runs as one batch (:func:`~pyro_bnn.experiments.batched_runs.train_runs_batched`), then
     measures and records each as :func:`execute_run` does; the records in the order of ``specs``.
 
     Runs already done are returned as they are; when the batch is refused (its runs turn out incompatible once
     built) every run trains alone instead. A run that diverges fails alone; one whose folder another process
-    holds comes back ``missing``.
+    holds comes back ``missing``. ``threads`` and ``retried`` as for :func:`execute_run`.
     """
-    if threads:
-        torch.set_num_threads(threads)
-    runs_dir = Path(runs_dir)
+    with torch_threads(threads):
+        return _execute_batch(specs, Path(runs_dir), progress, Attempt(threads or 0, retried))
+
+
+def _execute_batch(specs: list[RunSpec], runs_dir: Path, progress: bool, attempt: Attempt) -> list[RunRecord]:
     records = {spec.run_id: read_record(runs_dir, spec) for spec in specs}
     todo = [spec for spec in specs if records[spec.run_id].status is not Status.DONE]
     if len(todo) == 1:
-        records[todo[0].run_id] = execute_run(todo[0], runs_dir, progress=progress)
+        records[todo[0].run_id] = _execute_run(todo[0], runs_dir, progress, attempt)
     elif todo:
         start = time.perf_counter()
         try:
@@ -229,7 +315,7 @@ def execute_batch(
             results = None  # resuming any checkpoint the batch wrote, and recording its own failure if it fails
         if results is None:
             for spec in todo:
-                records[spec.run_id] = execute_run(spec, runs_dir, progress=progress)
+                records[spec.run_id] = _execute_run(spec, runs_dir, progress, attempt)
         else:
             shared = (time.perf_counter() - start) / len(todo)
             for spec, result in zip(todo, results, strict=True):
@@ -237,9 +323,9 @@ def execute_batch(
                 if isinstance(result, RunFolderBusyError):
                     records[spec.run_id] = RunRecord(spec, Status.MISSING, reason="another process is running it")
                 elif isinstance(result, BaseException):
-                    records[spec.run_id] = _record_failure(spec, folder, result, shared)
+                    records[spec.run_id] = _record_failure(spec, folder, result, shared, attempt)
                 else:
-                    records[spec.run_id] = _record_result(spec, folder, result, time.perf_counter(), shared)
+                    records[spec.run_id] = _record_result(spec, folder, result, time.perf_counter(), shared, attempt)
     return [records[spec.run_id] for spec in specs]
 
 
@@ -253,7 +339,7 @@ def _members_done(spec: RunSpec, runs_dir: Path) -> bool:
         record = read_record(runs_dir, member)
         if record.status is Status.FAILED:
             raise RuntimeError(f"member {member.run_id} failed: {record.reason}")
-        if record.status is Status.MISSING:
+        if record.status in (Status.MISSING, Status.DAMAGED):
             return False
     return True
 
@@ -321,8 +407,18 @@ def record_failure(spec: RunSpec, runs_dir: str | Path, err: BaseException, seco
     return _record_failure(spec, Path(runs_dir) / spec.run_id, err, seconds)
 
 
-def _record_failure(spec: RunSpec, folder: Path, err: BaseException, seconds: float) -> RunRecord:
+def _record_failure(
+    spec: RunSpec, folder: Path, err: BaseException, seconds: float, attempt: Attempt = Attempt()
+) -> RunRecord:
     # A failing run is recorded and the grid goes on; the traceback is kept for a bug report.
-    record = RunRecord(spec, Status.FAILED, reason=one_line(err), seconds=seconds, code=code_version())
+    record = RunRecord(
+        spec,
+        Status.FAILED,
+        reason=one_line(err),
+        seconds=seconds,
+        code=code_version(),
+        threads=attempt.threads,
+        retried=attempt.retried,
+    )
     write_record(folder, record, traceback="".join(traceback.format_exception(err)))
     return record

@@ -151,6 +151,17 @@ def _settings_table(profile: Profile) -> str:
     return markdown_table(["setting", "value"], rows, align="ll")
 
 
+def _threads_line(threads: Sequence[int]) -> str:
+    """The thread counts of the done runs, in words (0 is a record that predates the setting)."""
+    if not threads:
+        return "—"
+    named = [str(t) for t in threads if t] + (["not recorded (runs older than the setting)"] if 0 in threads else [])
+    mixed = (
+        " (mixed: numbers of runs on different thread counts can differ in the last digits)" if len(named) > 1 else ""
+    )
+    return ", ".join(named) + mixed
+
+
 def write_report(
     out: Path,
     *,
@@ -166,6 +177,9 @@ def write_report(
     done = [r for r in records if r.status is Status.DONE]
     failed = [r for r in records if r.status is Status.FAILED]
     missing = [r for r in records if r.status is Status.MISSING]
+    damaged = [r for r in records if r.status is Status.DAMAGED]
+    retried = [r for r in records if r.retried and r.status in (Status.DONE, Status.FAILED)]
+    threads = sorted({r.threads for r in done})
     codes = sorted({r.code for r in done} - {""})
     hours = sum(r.seconds for r in done) / 3600
     batched = [int(r.metrics["batched_runs"]) for r in done if r.metrics.get("batched_runs", 1) > 1]
@@ -188,8 +202,11 @@ def write_report(
         f"- Report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
         f"({platform.python_version()}, torch {torch.__version__})",
         f"- Runs: {len(done)} done ({hours:.2f} h of run time), {len(failed)} failed, {len(missing)} missing "
-        f"of {len(records)}",
+        + (f"and {len(damaged)} damaged " if damaged else "")
+        + f"of {len(records)}"
+        + (f"; {len(retried)} ran twice, their first worker lost" if retried else ""),
         batching,
+        f"- Torch threads per run: {_threads_line(threads)}",
         "",
         "## Verdicts",
         "",
@@ -211,6 +228,19 @@ def write_report(
     if failed:
         lines += ["## Failed runs", ""]
         lines += [f"- `{r.spec.run_id}`: {r.reason}" for r in failed]
+        lines.append("")
+    if retried:
+        lines += ["## Runs that ran twice", "", "Their first worker was lost (killed, out of memory, a node gone):", ""]
+        lines += [f"- `{r.spec.run_id}` ({r.status.value}): {r.retried}" for r in retried]
+        lines.append("")
+    if damaged:
+        lines += [
+            "## Damaged records",
+            "",
+            "Their result.json cannot be read; rerun the command to run them again:",
+            "",
+        ]
+        lines += [f"- `{r.spec.run_id}`: {r.reason}" for r in damaged]
         lines.append("")
     if missing:
         lines += ["## Missing runs", "", "Not run yet (rerun the command to resume the grid):", ""]

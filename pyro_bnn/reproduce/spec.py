@@ -142,6 +142,9 @@ class Status(str, Enum):
     """Raised or diverged; its record holds the one-line reason, and the rest of the grid went on."""
     MISSING = "missing"
     """Not run (yet): the grid was interrupted or is still running elsewhere."""
+    DAMAGED = "damaged"
+    """Its ``result.json`` exists but cannot be read (truncated, not JSON, no status); the record's reason says how.
+    A grid that runs again runs it again (resuming its checkpoint); a report lists it as damaged, not as missing."""
 
 
 @dataclass
@@ -156,6 +159,8 @@ class RunRecord:
         reason: One line saying why a failed run failed.
         seconds: Wall time of the run (training, scoring and measurements).
         code: The code version that produced the run (``pyro_bnn <version> at <commit>``).
+        threads: The torch threads it ran on (0: not recorded, a record older than the setting).
+        retried: Why it ran a second time (its first worker was lost), or empty.
     """
 
     spec: RunSpec
@@ -165,6 +170,8 @@ class RunRecord:
     reason: str = ""
     seconds: float = 0.0
     code: str = ""
+    threads: int = 0
+    retried: str = ""
 
     @property
     def config(self) -> RunConfig:

@@ -247,6 +247,33 @@ def test_n_samples_and_subset_for_two_d_sets():
     assert (len(splits.train), len(splits.val), len(splits.test)) == (50, 200, 100)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"n_samples": 1},
+            "moons with n_samples=1 splits into train / validation / test sizes 1 / 0 / 0, leaving the validation and "
+            "test parts empty (the test part is 20 % of the points, the validation part 20 % of the rest); pass "
+            "n_samples >= 4 or val_size=0 (no validation part)",
+        ),
+        ({"n_samples": 3}, "sizes 2 / 0 / 1, leaving the validation part empty"),
+        ({"n_samples": 2, "val_size": 0}, "sizes 2 / 0 / 0, leaving the test part empty"),
+        ({"n_samples": 10, "val_size": 8}, "sizes 0 / 8 / 2, leaving the train part empty"),
+        ({"n_samples": 10, "val_size": 9}, "sizes 0 / 8 (of 9 asked for) / 2"),
+    ],
+)
+def test_a_two_d_pool_too_small_for_its_splits_names_the_sizes(kwargs, message):
+    """An empty part (the test part of 1 point ended a run in a reshape error after training) is refused in one
+    line naming the three sizes and the pool asked for; an empty validation part only where one was asked for."""
+    with pytest.raises(ValueError) as info:
+        load_dataset("moons", **kwargs)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    splits = load_dataset("moons", n_samples=3, val_size=0)  # no validation part asked for: none is fine
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (2, 0, 1)
+    splits = load_dataset("moons", n_samples=4)  # the smallest pool the message names
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (2, 1, 1)
+
+
 def test_noiseless_circles_lie_on_radius_one_and_factor():
     splits = load_dataset("circles", noise=0.0, factor=0.3, val_size=0)
     x = torch.cat([splits.train.x, splits.test.x]).double()

@@ -68,6 +68,20 @@ def test_laplace_options_reach_the_approximation(map_run, capsys):
     assert math.isfinite(record["metrics"]["nll"]) and math.isfinite(record["log_marginal_likelihood"])
 
 
+def test_a_refit_of_the_same_file_is_refused_unless_overwrite_replaces_it(map_run, capsys):
+    args = ["laplace", str(map_run), "--structure", "full"]
+    assert main(args) == 0
+    out_file = map_run / "laplace-last_layer-full.json"
+    first = out_file.read_text()
+    capsys.readouterr()
+    assert main([*args, "--predictive", "mc"]) == 2  # another predictive, the same file name: refused
+    err = capsys.readouterr().err
+    assert f"{out_file} already holds a Laplace fit" in err and "pass --overwrite to replace it" in err
+    assert out_file.read_text() == first
+    assert main([*args, "--predictive", "mc", "--overwrite"]) == 0
+    assert json.loads(out_file.read_text())["options"]["predictive"] == "mc"
+
+
 def test_a_sampled_run_is_a_run_folder_that_evaluate_rescores(tmp_path, capsys):
     out = tmp_path / "sgld"
     sampler = ["--method", "sgld", "--step-size", "1e-3", "--draws", "10", "--burn-in", "100", "--thin", "2"]

@@ -194,6 +194,28 @@ def test_checkpoint_errors(tmp_path):
         load_checkpoint(tmp_path / "truncated.pt")
 
 
+@pytest.mark.parametrize(
+    "keep, message",
+    [
+        (0.5, "is not a readable checkpoint (truncated or corrupt, {size} bytes): "),
+        (0.0, "is not a readable checkpoint: the file is empty (0 bytes)"),
+    ],
+    ids=["half", "empty"],
+)
+def test_a_cut_checkpoint_names_the_file_and_what_is_wrong(tmp_path, keep, message):
+    """A real checkpoint cut to half its size (torch 2.x raises a bare ``OSError: [Errno 22] Invalid argument``
+    naming no file) or to zero bytes (a bare EOFError, whose empty message left the old one ending in a colon)."""
+    path = save_checkpoint({"model": {"w": torch.randn(50, 50)}, "config": "{}"}, tmp_path / "checkpoint.pt")
+    data = path.read_bytes()
+    size = int(len(data) * keep)
+    path.write_bytes(data[:size])
+    with pytest.raises(ValueError) as info:
+        load_checkpoint(path)
+    text = str(info.value)
+    assert text.startswith(f"{path} ") and message.format(size=f"{size:,}") in text, text
+    assert "\n" not in text and not text.rstrip().endswith(":") and text.split(": ")[-1].strip()  # says why
+
+
 def test_save_checkpoint_leaves_no_temporary_files(tmp_path):
     save_checkpoint({"a": torch.ones(3)}, tmp_path / "sub" / "c.pt")
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["c.pt"]

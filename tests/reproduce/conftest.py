@@ -13,3 +13,17 @@ def tiny_image_sets(tmp_path, make_tiny):
         name: str(make_tiny(1_600, 1_000, seed=seed).write(tmp_path / name))
         for seed, name in enumerate(("mnist", "fashion-mnist"))
     }
+
+
+@pytest.fixture
+def read_by():
+    """``read_by(name, sets)``: the entries of ``sets`` that experiment ``name``'s quick grid reads (a data folder
+    for a set it does not read is refused, as a typo would be)."""
+    from pyro_bnn.reproduce.api import get_experiment, grid_datasets
+
+    def only(name: str, sets: dict[str, str], profile: str = "quick") -> dict[str, str]:
+        experiment = get_experiment(name)
+        read = grid_datasets(experiment, experiment.profiles[profile])
+        return {key: value for key, value in sets.items() if key in read}
+
+    return only

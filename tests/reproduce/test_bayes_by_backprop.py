@@ -174,9 +174,10 @@ def test_the_fashion_table_shows_each_seeds_coverage_and_set_size(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
+def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets, read_by):
     out = tmp_path / "bbb"
-    report = reproduce("bayes-by-backprop", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu",
+    data_dirs = read_by("bayes-by-backprop", tiny_image_sets)
+    report = reproduce("bayes-by-backprop", profile="quick", out=out, data_dirs=data_dirs, device="cpu",
                        progress=False, command="pyro-bnn reproduce bayes-by-backprop --profile quick")  # fmt: skip
     text = report.read_text()
     assert "Runs: 5 done" in text and "0 failed, 0 missing" in text
@@ -203,7 +204,8 @@ def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets):
     assert rebuilt.read_text().split("## Verdicts")[1] == text.split("## Verdicts")[1]
 
     out = tmp_path / "fashion"
-    text = reproduce("bbb-fashion", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu",
+    data_dirs = read_by("bbb-fashion", tiny_image_sets)
+    text = reproduce("bbb-fashion", profile="quick", out=out, data_dirs=data_dirs, device="cpu",
                      progress=False).read_text()  # fmt: skip
     assert "Runs: 1 done" in text and "0 failed, 0 missing" in text
     for name in ("reliability.png", "ood-examples.png", "ood-uncertainty.png"):

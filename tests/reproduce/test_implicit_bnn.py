@@ -310,9 +310,10 @@ def test_the_width_table_shows_coverage_and_set_size_but_none_for_the_tempered_p
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by):
     out = tmp_path / "ibnn"
-    report = reproduce("implicit-bnn", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu",
+    data_dirs = read_by("implicit-bnn", tiny_image_sets)
+    report = reproduce("implicit-bnn", profile="quick", out=out, data_dirs=data_dirs, device="cpu",
                        progress=False, command="pyro-bnn reproduce implicit-bnn --profile quick")  # fmt: skip
     text = report.read_text()
     assert "Runs: 11 done" in text and "0 failed, 0 missing" in text

@@ -155,13 +155,13 @@ def tiny_image_sets(tmp_path, make_tiny):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by):
     out = tmp_path / "quick"
     report = reproduce(
         "leaky-calibration",
         profile="quick",
         out=out,
-        data_dirs=tiny_image_sets,
+        data_dirs=read_by("leaky-calibration", tiny_image_sets),
         device="cpu",
         progress=False,
         command="pyro-bnn reproduce leaky-calibration --profile quick",

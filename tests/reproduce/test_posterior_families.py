@@ -226,9 +226,10 @@ def test_verdicts_follow_the_rules():
 
 # --------------------------------------------------------------------------------------------- end to end
 @pytest.mark.slow
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by):
     out = tmp_path / "families"
-    report = reproduce("posterior-families", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu",
+    data_dirs = read_by("posterior-families", tiny_image_sets)
+    report = reproduce("posterior-families", profile="quick", out=out, data_dirs=data_dirs, device="cpu",
                        progress=False, command="pyro-bnn reproduce posterior-families --profile quick")  # fmt: skip
     text = report.read_text()
     assert "Runs: 22 done" in text and "0 failed, 0 missing" in text, text

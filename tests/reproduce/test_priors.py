@@ -271,9 +271,10 @@ def test_the_cnn_verdict_needs_every_seed_more_uncertain_on_mistakes_and_rising(
 # ---------------------------------------------------------------------------------------------------- end to end
 
 
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets):
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by):
     out = tmp_path / "priors"
-    report = reproduce("priors", profile="quick", out=out, data_dirs=tiny_image_sets, device="cpu", progress=False,
+    data_dirs = read_by("priors", tiny_image_sets)
+    report = reproduce("priors", profile="quick", out=out, data_dirs=data_dirs, device="cpu", progress=False,
                        command="pyro-bnn reproduce priors --profile quick")  # fmt: skip
     text = report.read_text()
     assert "Runs: 19 done" in text and "0 failed, 0 missing" in text

@@ -50,6 +50,12 @@ CASES = [
     (["leaky-calibration", "--out", "/sys/pyro-bnn-x"], "/sys/pyro-bnn-x"),
     (["leaky-calibration", "--out", ""], "--out"),
     (["leaky-calibration", "--out", "{tmp}/" + "a" * 300], "aaaa"),
+    (
+        ["leaky-calibration", "--data-dir", "mnsit=/data", "--out", "{tmp}/o"],
+        "--data-dir mnsit=...: leaky-calibration (quick) reads no data set 'mnsit'; it reads fashion-mnist, mnist",
+    ),
+    (["bayes-by-backprop", "--data-dir", "foo=/data", "--out", "{tmp}/o"], "reads no data set 'foo'; it reads mnist"),
+    (["leaky-calibration", "--threads", "0", "--out", "{tmp}/o"], "threads must be an int >= 1, got 0"),
 ]
 
 
