@@ -190,6 +190,7 @@ def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
     parser.add_argument("--out", required=True, help="the ensemble's folder")
     parser.add_argument("--executor", default="local", help="local (default) or ray (pip install 'pyro-bnn[ray]')")
     parser.add_argument("--workers", type=int, default=None, help="members trained at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each member (default %(default)s)")
     parser.add_argument("--retry-failed", action="store_true", help="train failed members (and the ensemble) again")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=lambda args: _cmd_ensemble(args, config_from))
@@ -208,7 +209,7 @@ def _cmd_ensemble(args: argparse.Namespace, config_from) -> int:
         config = config_from(args)
         specs = ensemble_specs(config, args.members)  # the member count, the guide and the config
         check_writable(args.out)
-        executor = make_executor(args.executor, args.workers)
+        executor = make_executor(args.executor, args.workers, threads=args.threads)
         load_data(specs[0].config)  # the data, found once here rather than failing every member
 
     except (ValueError, ImportError, OSError) as err:
