@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Protocol
 
 from pyro_bnn.experiments.batched_runs import auto_batch_runs, batch_key
-from pyro_bnn.reproduce.records import execute_batch, execute_run, one_line, record_failure
+from pyro_bnn.reproduce.records import (
+    code_version,
+    execute_batch,
+    execute_run,
+    inherit_code_version,
+    one_line,
+    record_failure,
+)
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 
 
@@ -146,10 +153,12 @@ WATCH_SECONDS = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
 
 
-def _watch_parent(parent: int) -> None:
-    """A pool worker's initializer: a daemon thread ends this worker within :data:`WATCH_SECONDS` of its parent's
-    death, however the parent died (``kill -9`` runs no clean-up, and a worker would otherwise train its queue to the
-    end and then wait on a closed pipe forever). An orphan is re-parented, so its parent id changes."""
+def _start_worker(parent: int, code: str) -> None:
+    """A pool worker's initializer: its records name the grid's code version (:func:`inherit_code_version`), and a
+    daemon thread ends the worker within :data:`WATCH_SECONDS` of its parent's death, however the parent died
+    (``kill -9`` runs no clean-up, and a worker would otherwise train its queue to the end and then wait on a closed
+    pipe forever). An orphan is re-parented, so its parent id changes."""
+    inherit_code_version(code)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -209,7 +218,7 @@ class LocalExecutor:
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_watch_parent, initargs=(os.getpid(),)
+            max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(), code_version())
         ) as pool:
             futures = {
                 pool.submit(_execute_group, group, runs_dir, progress=False, threads=self.threads): group

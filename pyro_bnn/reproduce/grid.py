@@ -20,7 +20,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
 from pyro_bnn.reproduce.executors import Executor, LocalExecutor
 from pyro_bnn.reproduce.lock import grid_lock
-from pyro_bnn.reproduce.records import RESULT, RUNS, read_record, spec_to_dict
+from pyro_bnn.reproduce.records import RESULT, RUNS, code_version, read_record, spec_to_dict
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
 GRID = "grid.json"
@@ -84,6 +84,7 @@ def run_grid(
     _check_members(unique(specs))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    code_version()  # read now, as the grid starts: what its records name, whatever the checkout holds later
     with grid_lock(out, command or f"{name} grid"):
         return _run_grid(specs, out, executor, progress, retry_failed, name)
 

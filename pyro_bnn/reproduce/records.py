@@ -46,13 +46,27 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+_inherited_code = ""
+"""The code version a pool worker was given by the grid that spawned it (:func:`inherit_code_version`)."""
+
+
+def inherit_code_version(code: str) -> None:
+    """Makes :func:`code_version` return ``code`` in this process: a pool worker names the code its grid read when
+    it started, not what the checkout holds by the time the worker finishes its first run."""
+    global _inherited_code
+    _inherited_code = code
+    code_version.cache_clear()
+
+
 @functools.cache
 def code_version() -> str:
     """``pyro_bnn <version>`` and, in a git checkout, the commit (``+dirty`` when ``pyro_bnn/`` has uncommitted
     changes), so a report names the code that produced each run.
 
-    Read once per process, at its first record: a grid runs the code it loaded, so a commit made, or a file edited,
-    while it runs must not change what its later records name."""
+    Read once per process (a grid reads it when it starts; a pool worker inherits the grid's): a grid runs the code
+    it loaded, so a commit made, or a file edited, while it runs must not change what its later records name."""
+    if _inherited_code:
+        return _inherited_code
     root = Path(pyro_bnn.__file__).resolve().parent.parent
     version = f"pyro_bnn {pyro_bnn.__version__}"
     try:

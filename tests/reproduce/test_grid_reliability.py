@@ -200,7 +200,12 @@ def test_records_are_bit_for_bit_the_same_at_one_and_two_workers(tmp_path, make_
     torch.set_num_threads(2)  # this process's own count must not leak into its in-process runs
     alone = run_grid(specs, tmp_path / "one", LocalExecutor(workers=1), progress=False)
     assert torch.get_num_threads() == 2  # and a run gives it back
-    beside = run_grid(specs, tmp_path / "two", LocalExecutor(workers=2), progress=False)
+    records_module.inherit_code_version("pyro_bnn at the grid's start")  # as if the checkout moved on since
+    try:
+        beside = run_grid(specs, tmp_path / "two", LocalExecutor(workers=2), progress=False)
+    finally:
+        records_module.inherit_code_version("")
+    assert {r.code for r in beside} == {"pyro_bnn at the grid's start"}  # the workers name the grid's code
     assert [r.status for r in alone] == [r.status for r in beside] == [Status.DONE] * 3
     one, two = _record_files(tmp_path / "one"), _record_files(tmp_path / "two")
     assert one == two  # every metric and every history value but the wall times, as written
