@@ -116,11 +116,16 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comp
 
 
 def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:
-    """One verdict for a claim judged in several cells: *holds* when every cell holds, *does not hold* when at least
-    half of them do not, *inconclusive* otherwise (and for no cells)."""
-    if verdicts and all(v is Verdict.HOLDS for v in verdicts):
+    """One verdict for a claim judged in several cells, from its comparable cells only (those not
+    :attr:`~Verdict.NOT_COMPARABLE`): *holds* when every one holds, *does not hold* when at least half of them do
+    not, *inconclusive* otherwise (and for no cells); *not comparable at this scale* when cells exist but none is
+    comparable."""
+    comparable = [v for v in verdicts if v is not Verdict.NOT_COMPARABLE]
+    if verdicts and not comparable:
+        return Verdict.NOT_COMPARABLE
+    if comparable and all(v is Verdict.HOLDS for v in comparable):
         return Verdict.HOLDS
-    if verdicts and sum(v is Verdict.DOES_NOT_HOLD for v in verdicts) * 2 >= len(verdicts):
+    if comparable and sum(v is Verdict.DOES_NOT_HOLD for v in comparable) * 2 >= len(comparable):
         return Verdict.DOES_NOT_HOLD
     return Verdict.INCONCLUSIVE
 

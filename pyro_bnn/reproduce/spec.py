@@ -7,8 +7,8 @@ A paper's reproduction (one module under :mod:`pyro_bnn.reproduce.papers`) descr
   (data, epochs, grid density, seeds, posterior samples), never the method;
 * its **grid** (:meth:`Experiment.plan`): a list of :class:`RunSpec`, one per (config, seed);
 * its **analysis** (:meth:`Experiment.analyse`): tables, figures and one :class:`Headline` per claim, each judged
-  :attr:`Verdict.HOLDS`, :attr:`Verdict.DOES_NOT_HOLD` or :attr:`Verdict.INCONCLUSIVE` by a rule written in the
-  paper's module.
+  :attr:`Verdict.HOLDS`, :attr:`Verdict.DOES_NOT_HOLD`, :attr:`Verdict.INCONCLUSIVE` or
+  :attr:`Verdict.NOT_COMPARABLE` by a rule written in the paper's module.
 
 The runner (:mod:`.grid`), the executors (:mod:`.executors`) and the report (:mod:`.report`) know no paper by name.
 """
@@ -204,6 +204,10 @@ class Verdict(str, Enum):
     HOLDS = "holds"
     DOES_NOT_HOLD = "does not hold"
     INCONCLUSIVE = "inconclusive at this scale"
+    """The runs are comparable with the paper's, but their seeds' spread covers the effect."""
+    NOT_COMPARABLE = "not comparable at this scale"
+    """The runs cannot be judged against the paper: they did not converge, or fall short of its accuracy
+    (:mod:`pyro_bnn.reproduce.comparability`); never counted as *does not hold*."""
 
 
 @dataclass(frozen=True)

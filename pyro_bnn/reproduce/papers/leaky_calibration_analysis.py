@@ -3,13 +3,18 @@
 The rules behind the verdicts (per-seed values compared with :func:`~pyro_bnn.reproduce.report.compare`, Welch's
 t-test at level 0.05: a gap "is separated" when the seeds tell the two groups apart):
 
+- **Comparability first** (:mod:`pyro_bnn.reproduce.comparability`): a Table 1 cell is judged only when every
+  run of both activations converged (stopped by patience, or flat at the epoch cap) and each activation's mean
+  accuracy lies within :data:`PAPER_ACCURACY_TOLERANCE` of the paper's; otherwise it is *not comparable at this
+  scale*, with the reason, and a headline counts the comparable cells only. A sweep curve is judged only when all
+  its runs converged.
 - **Table 1, per cell** (model, data set, objective), on the authors' ECE (10 bins, sampled-label frequencies):
   *holds* when Leaky's ECE is lower than ReLU's by a separated gap and Leaky's accuracy is at most
   :data:`ACCURACY_TOLERANCE` below ReLU's; *does not hold* when ReLU's ECE is lower by a separated gap, or Leaky is
   better calibrated but less accurate by more than the tolerance (separated); *inconclusive* otherwise (fewer than 2
-  seeds, or the seed spread covers the gap). Per objective: *holds* when every cell of the profile holds, *does not
-  hold* when at least half of them do not, *inconclusive* otherwise; a cell without runs yet counts as inconclusive,
-  so an unfinished grid never reads *holds*.
+  seeds, or the seed spread covers the gap). Per objective, over the comparable cells: *holds* when every one
+  holds, *does not hold* when at least half of them do not, *inconclusive* otherwise; a cell without runs yet
+  counts as inconclusive, so an unfinished grid never reads *holds*; no comparable cell: *not comparable*.
 - **Slope sweep, per curve**: the ECE at slope 0 (ReLU) against the ECE at each slope farther than
   :data:`NEAR_ZERO` from 0, fixed contrasts at level 0.05 / (number of those slopes) (Bonferroni): *holds* when slope
   0 is separated above every one of them; *does not hold* when one of them is separated above slope 0;
@@ -29,6 +34,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
+from pyro_bnn.reproduce.comparability import CellCheck, check_cell
 from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
@@ -45,6 +51,10 @@ from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Sect
 
 ACCURACY_TOLERANCE = 0.02
 """How much lower Leaky's accuracy may be for "about equal accuracy" (the paper's Table 1 differs by up to 0.01)."""
+
+PAPER_ACCURACY_TOLERANCE = 0.02
+"""How far a cell's mean accuracy may lie from the paper's Table 1 (given to two decimals) for the cell to be
+comparable: a network two points less accurate than the paper's is not the network the claim is about."""
 
 NEAR_ZERO = 0.2
 """Slopes within this distance of 0 count as "near slope 0"."""
@@ -99,6 +109,16 @@ def table_1_cell(leaky: list[RunRecord], relu: list[RunRecord]) -> tuple[Verdict
     return Verdict.INCONCLUSIVE, numbers + ": the seed spread covers the gap"
 
 
+def table_1_check(
+    leaky: list[RunRecord], relu: list[RunRecord], published: tuple[float, float, float, float]
+) -> tuple[CellCheck, CellCheck]:
+    """The comparability of a Table 1 cell's Leaky and ReLU runs against the paper's accuracies."""
+    return (
+        check_cell(leaky, published[0], PAPER_ACCURACY_TOLERANCE),
+        check_cell(relu, published[1], PAPER_ACCURACY_TOLERANCE),
+    )
+
+
 def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
     table1 = [r for r in runs if r.config.activation in ACTIVATIONS]
     cells = _cells(table1, lambda r: (r.spec.tag("objective"), r.config.dataset, r.config.model, r.config.activation))
@@ -138,6 +158,8 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
         "set size ReLU",
         "paper: accuracy L / R, ECE L / R",
         "seeds L / R",
+        "training Leaky",
+        "training ReLU",
         "verdict",
     ]
     for objective, objective_name in OBJECTIVES.items():
@@ -146,15 +168,22 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
             for model in profile["models"]:
                 leaky = cells.get((objective, dataset, model, LEAKY), [])
                 relu = cells.get((objective, dataset, model, "relu"), [])
-                if leaky and relu:
-                    verdict, why = table_1_cell(leaky, relu)
+                published = PUBLISHED_TABLE_1[(dataset, model)]
+                checks = table_1_check(leaky, relu, published)
+                if not (leaky and relu):
+                    verdict = Verdict.INCONCLUSIVE
+                    status = "runs missing"
+                elif not all(c.comparable for c in checks):
+                    verdict = Verdict.NOT_COMPARABLE
+                    named = zip(("Leaky", "ReLU"), checks, strict=True)
+                    why = "; ".join(f"{name}: {c.reason}" for name, c in named if c.reason)
                     reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
                     status = verdict.value
                 else:
-                    verdict = Verdict.INCONCLUSIVE
-                    status = "runs missing"
+                    verdict, why = table_1_cell(leaky, relu)
+                    reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
+                    status = verdict.value
                 verdicts.append(verdict)
-                published = PUBLISHED_TABLE_1[(dataset, model)]
                 rows.append(
                     [
                         dataset,
@@ -171,6 +200,8 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                         *metric_cells(relu, [SET_SIZE]),
                         "{:.2f} / {:.2f}, {:.3f} / {:.3f}".format(*published),
                         f"{len(leaky)} / {len(relu)}",
+                        checks[0].summary,
+                        checks[1].summary,
                         status,
                     ]
                 )
@@ -179,12 +210,13 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
             + markdown_table(header, rows, align="ll" + "r" * (len(header) - 3) + "l")
         )
         overall = overall_verdict(verdicts)
+        comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
         headlines.append(
             Headline(
                 f"Leaky ReLU has lower ECE than ReLU at about equal accuracy, per cell of Table 1, under the "
                 f"{objective_name}",
                 overall,
-                f"Cells: {_count(verdicts)} of {len(profile['datasets']) * len(profile['models'])}. "
+                f"{comparable} of {len(verdicts)} cells comparable with the paper's. Cells: {_count(verdicts)}. "
                 + "; ".join(reasons),
             )
         )
@@ -237,8 +269,11 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
                     for r in sorted(by_slope[(s,)], key=lambda r: r.config.seed)
                 ]
             verdict, why = _sweep_curve(ece)
+            check = check_cell(curves.get((model, dataset), []), None, 0.0)
             if len(slopes) < len(profile["slopes"]):
                 verdict, why = Verdict.INCONCLUSIVE, f"{len(slopes)} of {len(profile['slopes'])} slopes have runs"
+            elif not check.comparable:
+                verdict, why = Verdict.NOT_COMPARABLE, f"{check.reason}; {why}"
             verdicts.append(verdict)
             reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
     for ax, label in zip(axes, ("ECE (10 bins, sampled labels)", "test accuracy"), strict=True):

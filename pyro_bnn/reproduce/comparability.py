@@ -1,0 +1,116 @@
+"""Whether a cell of a reproduction can be judged at all: its runs trained to the end and reached the paper's accuracy.
+
+A verdict compares our runs with a paper's claim, which is only fair when the runs are the networks the paper
+describes. A cell is **comparable** when
+
+* every run **converged**: early stopping ended it before its epoch cap, or it reached the cap with its validation
+  metric flat (the best of its last :data:`WINDOW` epochs at most :data:`FLAT` above the best before them), or it
+  trained the paper's own fixed schedule (``paper_epochs``: the paper ran that many epochs without early stopping);
+  a run stopped at the cap while still improving has not, and
+* the cell's mean accuracy lies within ``tolerance`` of the published one.
+
+A cell that fails either is *not comparable at this scale* (:attr:`~pyro_bnn.reproduce.spec.Verdict.NOT_COMPARABLE`),
+with the reason, never *does not hold*; :func:`~pyro_bnn.reproduce.report.overall_verdict` counts comparable cells
+only. Each report shows every cell's check (:attr:`CellCheck.summary`) beside its numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from pyro_bnn.reproduce.spec import RunRecord
+
+WINDOW = 3
+"""Epochs at the end of a run over which "flat" is judged (the papers' early-stopping patience is 3)."""
+
+FLAT = 0.005
+"""How much the best validation value of the last :data:`WINDOW` epochs may exceed the best before them for a run
+at its cap to count as converged (half a point of accuracy)."""
+
+
+class TrainingState(str, Enum):
+    """How one run's training ended."""
+
+    STOPPED = "stopped by patience"
+    """Early stopping ended it before its epoch cap."""
+    FLAT = "flat at the cap"
+    """It reached its cap with the validation metric flat over the last epochs."""
+    PAPER_SCHEDULE = "the paper's schedule"
+    """It trained the fixed number of epochs the paper trained (which used no early stopping)."""
+    IMPROVING = "at the cap, still improving"
+    """It reached its cap while the validation metric still rose: not converged."""
+    UNKNOWN = "no validation history"
+    """Nothing tells whether it converged (no validation metric per epoch, and not the paper's schedule)."""
+
+    @property
+    def converged(self) -> bool:
+        return self in (TrainingState.STOPPED, TrainingState.FLAT, TrainingState.PAPER_SCHEDULE)
+
+
+def training_state(record: RunRecord, metric: str = "val_accuracy", paper_epochs: int | None = None) -> TrainingState:
+    """How ``record``'s training ended (see the module docstring); ``metric``: the per-epoch validation value that
+    rises as the run improves."""
+    config = record.config
+    epochs_run = int(record.metrics.get("epochs_run", len(record.history)))
+    if config.patience and epochs_run < config.epochs:
+        return TrainingState.STOPPED
+    if paper_epochs is not None and not config.patience and epochs_run >= paper_epochs:
+        return TrainingState.PAPER_SCHEDULE
+    values = [row[metric] for row in record.history if metric in row]
+    if len(values) <= WINDOW:
+        return TrainingState.UNKNOWN
+    before, last = values[:-WINDOW], values[-WINDOW:]
+    return TrainingState.FLAT if max(last) - max(before) <= FLAT + 1e-12 else TrainingState.IMPROVING
+
+
+@dataclass(frozen=True)
+class CellCheck:
+    """The comparability of one cell.
+
+    Attributes:
+        comparable: Whether the cell may be judged.
+        reason: Why not (empty when comparable).
+        summary: The cell's training states, epochs and accuracy against the paper's, for its table row.
+    """
+
+    comparable: bool
+    reason: str
+    summary: str
+
+
+def check_cell(
+    runs: Sequence[RunRecord],
+    published_accuracy: float | None,
+    tolerance: float,
+    *,
+    metric: str = "val_accuracy",
+    paper_epochs: int | None = None,
+) -> CellCheck:
+    """Whether the cell of ``runs`` (every group of runs a verdict compares, pooled) is comparable with the paper:
+    every run converged and their mean accuracy within ``tolerance`` of ``published_accuracy`` (None: the paper
+    gives none, and only convergence is checked)."""
+    if not runs:
+        return CellCheck(False, "no runs yet", "no runs")
+    states = [training_state(r, metric, paper_epochs) for r in runs]
+    epochs = sorted(int(r.metrics.get("epochs_run", len(r.history))) for r in runs)
+    converged = sum(s.converged for s in states)
+    span = f"{epochs[0]}" if epochs[0] == epochs[-1] else f"{epochs[0]}-{epochs[-1]}"
+    accuracies = [r.metrics["accuracy"] for r in runs if "accuracy" in r.metrics]
+    accuracy = statistics.fmean(accuracies) if accuracies else None
+    shown = "—" if accuracy is None else f"{accuracy:.3f}"
+    if published_accuracy is not None:
+        shown += f" vs {published_accuracy:.3f}"
+    summary = f"converged {converged}/{len(runs)}, epochs {span}, accuracy {shown}"
+    reasons = []
+    if converged < len(runs):
+        counts = {s: states.count(s) for s in TrainingState if not s.converged and s in states}
+        reasons.append(", ".join(f"{n} of {len(runs)} runs {s.value}" for s, n in counts.items()))
+    if published_accuracy is not None and accuracy is not None and abs(accuracy - published_accuracy) > tolerance:
+        reasons.append(
+            f"accuracy {accuracy:.3f} is {abs(accuracy - published_accuracy):.3f} from the paper's "
+            f"{published_accuracy:.3f} (tolerance {tolerance:g})"
+        )
+    return CellCheck(not reasons, "; ".join(reasons), summary)
