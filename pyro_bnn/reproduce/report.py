@@ -118,8 +118,8 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comp
 def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:
     """One verdict for a claim judged in several cells, from its comparable cells only (those not
     :attr:`~Verdict.NOT_COMPARABLE`): *holds* when every one holds, *does not hold* when at least half of them do
-    not, *inconclusive* otherwise (and for no cells); *not comparable at this scale* when cells exist but none is
-    comparable."""
+    not, *no effect* when every one shows none, *inconclusive* otherwise (and for no cells); *not comparable at this
+    scale* when cells exist but none is comparable."""
     comparable = [v for v in verdicts if v is not Verdict.NOT_COMPARABLE]
     if verdicts and not comparable:
         return Verdict.NOT_COMPARABLE
@@ -127,6 +127,8 @@ def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:
         return Verdict.HOLDS
     if comparable and sum(v is Verdict.DOES_NOT_HOLD for v in comparable) * 2 >= len(comparable):
         return Verdict.DOES_NOT_HOLD
+    if comparable and all(v is Verdict.NO_EFFECT for v in comparable):
+        return Verdict.NO_EFFECT
     return Verdict.INCONCLUSIVE
 
 
@@ -217,7 +219,7 @@ def write_report(
         "",
     ]
     for headline in analysis.headlines:
-        lines.append(f"- **{headline.claim}** — *{headline.verdict.value}*. {headline.reason}")
+        lines.append(f"- **{headline.claim}** — *{headline.label}*. {headline.reason}")
     lines += ["", "## Profile settings", "", _settings_table(profile), ""]
     for section in analysis.sections:
         lines += [f"## {section.title}", ""]

@@ -205,6 +205,9 @@ class Verdict(str, Enum):
     DOES_NOT_HOLD = "does not hold"
     INCONCLUSIVE = "inconclusive at this scale"
     """The runs are comparable with the paper's, but their seeds' spread covers the effect."""
+    NO_EFFECT = "no effect"
+    """At a scale comparable with the paper's, the effect's interval is tight and covers zero: "no effect within
+    ±x" (:attr:`Headline.interval` gives x)."""
     NOT_COMPARABLE = "not comparable at this scale"
     """The runs cannot be judged against the paper: they did not converge, or fall short of its accuracy
     (:mod:`pyro_bnn.reproduce.comparability`); never counted as *does not hold*."""
@@ -218,11 +221,20 @@ class Headline:
         claim: The paper's claim, in one sentence.
         verdict: The answer.
         reason: The numbers behind the verdict, in one or two sentences.
+        interval: For :attr:`Verdict.NO_EFFECT`, the half-width x of the interval the effect lies in.
     """
 
     claim: str
     verdict: Verdict
     reason: str
+    interval: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The verdict as the report prints it (``no effect within ±0.016`` for :attr:`Verdict.NO_EFFECT`)."""
+        if self.verdict is Verdict.NO_EFFECT and self.interval is not None:
+            return f"no effect within ±{self.interval:.3g}"
+        return self.verdict.value
 
 
 @dataclass

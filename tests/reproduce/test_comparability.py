@@ -94,3 +94,12 @@ def test_table_1_never_says_does_not_hold_about_networks_that_did_not_train(tmp_
         run.history = [{"epoch": i + 1, "val_accuracy": v} for i, v in enumerate(LEVEL)]
     _, headlines = _table_1(leaky + relu, profile, tmp_path)
     assert headlines[0].verdict is Verdict.DOES_NOT_HOLD
+
+
+def test_no_effect_is_printed_with_its_interval():
+    from pyro_bnn.reproduce.spec import Headline
+
+    assert Headline("c", Verdict.NO_EFFECT, "r", interval=0.016).label == "no effect within ±0.016"
+    assert Headline("c", Verdict.HOLDS, "r").label == "holds"
+    assert overall_verdict([Verdict.NO_EFFECT, Verdict.NOT_COMPARABLE]) is Verdict.NO_EFFECT
+    assert overall_verdict([Verdict.NO_EFFECT, Verdict.HOLDS]) is Verdict.INCONCLUSIVE
