@@ -114,3 +114,39 @@ def check_cell(
             f"{published_accuracy:.3f} (tolerance {tolerance:g})"
         )
     return CellCheck(not reasons, "; ".join(reasons), summary)
+
+
+@dataclass(frozen=True)
+class ComparabilityRule:
+    """When a paper's cells are comparable, declared as data in the paper's module beside its published numbers.
+
+    Attributes:
+        accuracy_tolerance: How far a cell's mean accuracy may lie from the published one.
+        metric: The per-epoch validation value whose flatness shows convergence.
+        paper_epochs: The paper's fixed number of epochs, where it trained without early stopping (a run of at least
+            that many epochs without patience then counts as converged).
+        why: One sentence on where the tolerance comes from, printed in the report.
+    """
+
+    accuracy_tolerance: float
+    metric: str = "val_accuracy"
+    paper_epochs: int | None = None
+    why: str = ""
+
+    def check(self, runs: Sequence[RunRecord], published_accuracy: float | None) -> CellCheck:
+        """:func:`check_cell` of ``runs`` under this rule."""
+        return check_cell(
+            runs, published_accuracy, self.accuracy_tolerance, metric=self.metric, paper_epochs=self.paper_epochs
+        )
+
+    def describe(self) -> str:
+        """The rule in one sentence, for a report's text."""
+        schedule = (
+            f", or trained the paper's {self.paper_epochs} epochs without early stopping" if self.paper_epochs else ""
+        )
+        return (
+            f"A cell is judged only when every run converged (stopped by patience, or {self.metric} within {FLAT:g} "
+            f"of its best over its last {WINDOW} epochs at the cap{schedule}) and its mean accuracy lies within "
+            f"{self.accuracy_tolerance:g} of the paper's{'; ' + self.why if self.why else ''}; otherwise it is "
+            "*not comparable at this scale*."
+        )

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.reproduce.comparability import ComparabilityRule
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
 
 LEAKY = "leaky:-0.5"
@@ -39,6 +40,13 @@ PUBLISHED_TABLE_1 = {
     ("mnist", "conv"): (0.98, 0.98, 0.018, 0.042),
     ("mnist", "3fc"): (0.97, 0.98, 0.007, 0.019),
 }
+
+COMPARABLE = ComparabilityRule(
+    accuracy_tolerance=0.02,
+    why="Table 1 gives accuracies to two decimals, and a network two points less accurate is not the one the claim "
+    "is about",
+)
+"""When a cell of Table 1 or a curve of the slope sweep can be judged (:mod:`pyro_bnn.reproduce.comparability`)."""
 
 _COMMON = {"batch_size": 512, "patience": 3, "num_samples": 50, "ece_bins_sampled": 10, "ece_bins_mean": 15}
 

@@ -5,7 +5,8 @@ t-test at level 0.05: a gap "is separated" when the seeds tell the two groups ap
 
 - **Comparability first** (:mod:`pyro_bnn.reproduce.comparability`): a Table 1 cell is judged only when every
   run of both activations converged (stopped by patience, or flat at the epoch cap) and each activation's mean
-  accuracy lies within :data:`PAPER_ACCURACY_TOLERANCE` of the paper's; otherwise it is *not comparable at this
+  accuracy lies within the tolerance of :data:`~pyro_bnn.reproduce.papers.leaky_calibration.COMPARABLE` of the
+  paper's; otherwise it is *not comparable at this
   scale*, with the reason, and a headline counts the comparable cells only. A sweep curve is judged only when all
   its runs converged.
 - **Table 1, per cell** (model, data set, objective), on the authors' ECE (10 bins, sampled-label frequencies):
@@ -34,8 +35,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
-from pyro_bnn.reproduce.comparability import CellCheck, check_cell
-from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
+from pyro_bnn.reproduce.comparability import CellCheck
+from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, COMPARABLE, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,
@@ -52,9 +53,6 @@ from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Sect
 ACCURACY_TOLERANCE = 0.02
 """How much lower Leaky's accuracy may be for "about equal accuracy" (the paper's Table 1 differs by up to 0.01)."""
 
-PAPER_ACCURACY_TOLERANCE = 0.02
-"""How far a cell's mean accuracy may lie from the paper's Table 1 (given to two decimals) for the cell to be
-comparable: a network two points less accurate than the paper's is not the network the claim is about."""
 
 NEAR_ZERO = 0.2
 """Slopes within this distance of 0 count as "near slope 0"."""
@@ -113,10 +111,7 @@ def table_1_check(
     leaky: list[RunRecord], relu: list[RunRecord], published: tuple[float, float, float, float]
 ) -> tuple[CellCheck, CellCheck]:
     """The comparability of a Table 1 cell's Leaky and ReLU runs against the paper's accuracies."""
-    return (
-        check_cell(leaky, published[0], PAPER_ACCURACY_TOLERANCE),
-        check_cell(relu, published[1], PAPER_ACCURACY_TOLERANCE),
-    )
+    return COMPARABLE.check(leaky, published[0]), COMPARABLE.check(relu, published[1])
 
 
 def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
@@ -226,6 +221,8 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
         "locations, scale 0.1) trained by the fused mean-field objective: antithetic weight draws and the closed-form "
         "KL, equal to the authors' `Trace_ELBO` in expectation (`tests/infer/test_fast_objective.py`) with less "
         "gradient noise. Verdict rule: module docstring of `pyro_bnn.reproduce.papers.leaky_calibration_analysis`. "
+        + COMPARABLE.describe()
+        + " "
         + CONFORMAL_NOTE
     )
     return Section("Table 1: accuracy and ECE", text, tables, csv_files=["table1.csv"]), headlines
@@ -269,7 +266,7 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
                     for r in sorted(by_slope[(s,)], key=lambda r: r.config.seed)
                 ]
             verdict, why = _sweep_curve(ece)
-            check = check_cell(curves.get((model, dataset), []), None, 0.0)
+            check = COMPARABLE.check(curves.get((model, dataset), []), None)
             if len(slopes) < len(profile["slopes"]):
                 verdict, why = Verdict.INCONCLUSIVE, f"{len(slopes)} of {len(profile['slopes'])} slopes have runs"
             elif not check.comparable:
