@@ -13,6 +13,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import load_dataset
 from pyro_bnn.experiments.config import resolve_device
 from pyro_bnn.experiments.run_folder import check_writable
+from pyro_bnn.reproduce.code_state import counted
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.lock import check_grid_free, grid_lock
@@ -236,6 +237,7 @@ def reproduce(
     command: str | None = None,
     batch_runs: int | str | None = None,
     threads: int = 1,
+    retrain_stale: bool = False,
 ) -> Path:
     """Runs the experiment ``name`` at ``profile`` into ``out`` (resuming what is there) and writes its report.
 
@@ -259,6 +261,9 @@ def reproduce(
             ``leaky-calibration``, 1 for the others). The report says which runs were batched.
         threads: torch threads of each run (default 1), the same however many run at once, so that a run's numbers
             do not depend on ``workers``. Each record keeps it.
+        retrain_stale: Train again every run whose training code differs from this checkout's
+            (:mod:`pyro_bnn.reproduce.code_state`), so that the grid comes from one training code state. Runs from a
+            tree with uncommitted changes are never counted by a report (:func:`~.code_state.counted`).
 
     Returns:
         The path of ``report.md``.
@@ -306,8 +311,16 @@ def reproduce(
                 out / STATE, {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
             )
             records = run_grid(
-                specs, out, runner, progress=progress, retry_failed=retry_failed, name=experiment.name, command=command
+                specs,
+                out,
+                runner,
+                progress=progress,
+                retry_failed=retry_failed,
+                name=experiment.name,
+                command=command,
+                retrain_stale=retrain_stale,
             )
+        records = counted(records)  # a run from an uncommitted tree counts in no report
         analysis = experiment.analyse(records, chosen, out)
         return write_report(
             out,

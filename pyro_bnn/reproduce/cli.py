@@ -57,6 +57,12 @@ def add_reproduce_parser(commands) -> None:
     parser.add_argument("--report-only", action="store_true", help="rebuild the report from OUT's run folders")
     parser.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     parser.add_argument(
+        "--retrain-stale",
+        action="store_true",
+        help="train again, from the start, every run whose training code differs from this checkout's (other "
+        "training code, an uncommitted tree, or an unknown commit); the old record and checkpoint are kept as *.stale*",
+    )
+    parser.add_argument(
         "--rescore",
         action="store_true",
         help="train nothing: restore every done classifier run of OUT that still has its checkpoint, add the "
@@ -85,6 +91,7 @@ def add_reproduce_parser(commands) -> None:
 RESCORE_ALONE = (
     "--report-only",
     "--retry-failed",
+    "--retrain-stale",
     "--seeds",
     "--executor",
     "--workers",
@@ -99,6 +106,7 @@ def _check_rescore_alone(args: argparse.Namespace) -> None:
     given = {
         "--report-only": args.report_only,
         "--retry-failed": args.retry_failed,
+        "--retrain-stale": args.retrain_stale,
         "--seeds": args.seeds is not None,
         "--executor": args.executor != "local",
         "--workers": args.workers is not None,
@@ -156,6 +164,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             raise ValueError("name an experiment (pyro-bnn reproduce --list shows them)")
         if args.out is None:
             raise ValueError("--out is required: the folder the grid's runs and report go to")
+        if args.report_only:
+            for flag, given in (("--retry-failed", args.retry_failed), ("--retrain-stale", args.retrain_stale)):
+                if given:
+                    raise ValueError(f"--report-only runs nothing: leave out {flag}")
         check_request(args.name, **request, data_dirs=dict(args.data_dir))
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
@@ -167,6 +179,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             **request,
             data_dirs=dict(args.data_dir),
             retry_failed=args.retry_failed,
+            retrain_stale=args.retrain_stale,
             progress=not args.quiet,
         )
     except (GridBusyError, ConnectionError) as err:

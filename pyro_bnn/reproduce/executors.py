@@ -35,6 +35,7 @@ from pyro_bnn.reproduce.records import (
     inherit_code_version,
     one_line,
     record_failure,
+    training_code,
 )
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 
@@ -153,12 +154,12 @@ WATCH_SECONDS = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
 
 
-def _start_worker(parent: int, code: str) -> None:
+def _start_worker(parent: int, code: str, training: str) -> None:
     """A pool worker's initializer: its records name the grid's code version (:func:`inherit_code_version`), and a
     daemon thread ends the worker within :data:`WATCH_SECONDS` of its parent's death, however the parent died
     (``kill -9`` runs no clean-up, and a worker would otherwise train its queue to the end and then wait on a closed
     pipe forever). An orphan is re-parented, so its parent id changes."""
-    inherit_code_version(code)
+    inherit_code_version(code, training)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -218,7 +219,10 @@ class LocalExecutor:
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(), code_version())
+            max_workers=workers,
+            mp_context=context,
+            initializer=_start_worker,
+            initargs=(os.getpid(), code_version(), training_code()),
         ) as pool:
             futures = {
                 pool.submit(_execute_group, group, runs_dir, progress=False, threads=self.threads): group

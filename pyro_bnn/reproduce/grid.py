@@ -18,9 +18,10 @@ from tqdm.auto import tqdm
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
+from pyro_bnn.reproduce.code_state import stale
 from pyro_bnn.reproduce.executors import Executor, LocalExecutor
 from pyro_bnn.reproduce.lock import grid_lock
-from pyro_bnn.reproduce.records import RESULT, RUNS, code_version, read_record, spec_to_dict
+from pyro_bnn.reproduce.records import RESULT, RUNS, code_version, read_record, spec_to_dict, training_code
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
 GRID = "grid.json"
@@ -61,6 +62,7 @@ def run_grid(
     retry_failed: bool = False,
     name: str = "grid",
     command: str = "",
+    retrain_stale: bool = False,
 ) -> list[RunRecord]:
     """Runs every spec not yet done into ``out/runs`` and returns all records, in the order of ``specs``.
 
@@ -73,6 +75,9 @@ def run_grid(
         retry_failed: Run failed runs again.
         name: The bar's label.
         command: What the grid's lock names as its holder (default: the bar's label).
+        retrain_stale: Train again, from the start, every done or failed run whose training code differs from this
+            process's (:mod:`.code_state`: other training code, a tree with uncommitted changes, or a commit this
+            checkout lacks); its old ``result.json`` and checkpoint are kept beside it as ``*.stale*``.
 
     Returns:
         One record per unique spec: done, failed (with its reason) or, after an interruption, missing.
@@ -84,9 +89,9 @@ def run_grid(
     _check_members(unique(specs))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    code_version()  # read now, as the grid starts: what its records name, whatever the checkout holds later
+    code_version(), training_code()  # read as the grid starts: what its records name, whatever the checkout holds later
     with grid_lock(out, command or f"{name} grid"):
-        return _run_grid(specs, out, executor, progress, retry_failed, name)
+        return _run_grid(specs, out, executor, progress, retry_failed, name, retrain_stale)
 
 
 def _check_members(specs: list[RunSpec]) -> None:
@@ -101,7 +106,13 @@ def _check_members(specs: list[RunSpec]) -> None:
 
 
 def _run_grid(
-    specs: list[RunSpec], out: Path, executor: Executor | None, progress: bool, retry_failed: bool, name: str
+    specs: list[RunSpec],
+    out: Path,
+    executor: Executor | None,
+    progress: bool,
+    retry_failed: bool,
+    name: str,
+    retrain_stale: bool = False,
 ) -> list[RunRecord]:
     specs = unique(specs)
     executor = executor or LocalExecutor()
@@ -109,6 +120,17 @@ def _run_grid(
     runs_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomically(out / GRID, {"runs": [spec_to_dict(spec) for spec in specs]})
     records = {spec.run_id: read_record(runs_dir, spec) for spec in specs}
+    if retrain_stale:
+        current = training_code()
+        for spec in specs:
+            if stale(records[spec.run_id], current):
+                folder = runs_dir / spec.run_id
+                print(f"training {spec.run_id} again: it ran other training code than this one", file=sys.stderr)
+                for kept in (RESULT, CHECKPOINT):
+                    if (folder / kept).exists():
+                        path = folder / kept
+                        path.replace(path.with_name(f"{path.stem}.stale{path.suffix}"))
+                records[spec.run_id] = read_record(runs_dir, spec)
     for record in records.values():
         if record.status is Status.DAMAGED:
             print(f"running {record.spec.run_id} again: {record.reason}", file=sys.stderr)

@@ -15,6 +15,7 @@ import importlib
 import itertools
 import json
 import math
+import os
 import statistics
 import subprocess
 import time
@@ -33,6 +34,7 @@ from pyro_bnn.experiments.batched_runs import train_runs_batched
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolderBusyError
 from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
 from pyro_bnn.predict import Prediction
+from pyro_bnn.reproduce.code_state import current_training_code
 from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
@@ -46,16 +48,24 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-_inherited_code = ""
-"""The code version a pool worker was given by the grid that spawned it (:func:`inherit_code_version`)."""
+_inherited_code = ("", "")
+"""The code version and training code a pool worker was given by the grid that spawned it
+(:func:`inherit_code_version`)."""
 
 
-def inherit_code_version(code: str) -> None:
-    """Makes :func:`code_version` return ``code`` in this process: a pool worker names the code its grid read when
-    it started, not what the checkout holds by the time the worker finishes its first run."""
+def inherit_code_version(code: str, training: str = "") -> None:
+    """Makes :func:`code_version` return ``code`` (and :func:`training_code` ``training``) in this process: a pool
+    worker names the code its grid read when it started, not what the checkout holds by the time the worker
+    finishes its first run."""
     global _inherited_code
-    _inherited_code = code
+    _inherited_code = (code, training)
     code_version.cache_clear()
+
+
+def training_code() -> str:
+    """The fingerprint of the training code this process runs (:mod:`pyro_bnn.reproduce.code_state`), inherited
+    like :func:`code_version`."""
+    return _inherited_code[1] or current_training_code()
 
 
 @functools.cache
@@ -65,8 +75,8 @@ def code_version() -> str:
 
     Read once per process (a grid reads it when it starts; a pool worker inherits the grid's): a grid runs the code
     it loaded, so a commit made, or a file edited, while it runs must not change what its later records name."""
-    if _inherited_code:
-        return _inherited_code
+    if _inherited_code[0]:
+        return _inherited_code[0]
     root = Path(pyro_bnn.__file__).resolve().parent.parent
     version = f"pyro_bnn {pyro_bnn.__version__}"
     try:
@@ -109,16 +119,32 @@ def binned_history(history: Sequence[dict[str, Any]], rows: int = RECORD_HISTORY
     return binned
 
 
+def portable_path(path: str | None) -> str | None:
+    """``path`` as a record keeps it: an absolute path relative to the working folder of the command (where the
+    command line's own relative paths point), so that committed records name no machine's layout; a relative path
+    as it is. The data folder is not part of a run's id, so a grid resumes wherever its data lies."""
+    if path is None or not os.path.isabs(path):
+        return path
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows): no relative path exists
+        return path
+
+
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
-    """The JSON form of a spec (``grid.json``, ``result.json``): its id, label, measures, tags and full config,
-    and for an ensemble its members' ids."""
+    """The JSON form of a spec (``grid.json``, ``result.json``): its id, label, measures, tags and full config
+    (its data folders as :func:`portable_path` gives them), and for an ensemble its members' ids."""
+    config = json.loads(spec.config.to_json())
+    config["data_dir"] = portable_path(config.get("data_dir"))
     values = {
         "run_id": spec.run_id,
         "label": spec.label,
         "measures": list(spec.measures),
         "tags": dict(spec.tags),
-        "config": json.loads(spec.config.to_json()),
+        "config": config,
     }
+    if spec.other_data:
+        values["other_data"] = {name: portable_path(folder) for name, folder in spec.other_data}
     if spec.members:
         values["members"] = [member.run_id for member in spec.members]
     if spec.runner:
@@ -137,6 +163,7 @@ def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
         "code": record.code,
         **({"threads": record.threads} if record.threads else {}),
         **({"retried": record.retried} if record.retried else {}),
+        **({"training_code": record.training_code} if record.training_code else {}),
         "spec": spec_to_dict(record.spec),
         "metrics": record.metrics,
         "history": record.history,
@@ -158,7 +185,7 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
     try:
         values = json.loads(text)
         status = Status(values["status"])
-        if status in (Status.MISSING, Status.DAMAGED):
+        if status in (Status.MISSING, Status.DAMAGED, Status.UNCOUNTED):
             raise ValueError(f"a record cannot be {status.value!r}")
     except ValueError as err:
         what = "is empty" if not text.strip() else f"is not a run record ({one_line(err)})"
@@ -175,6 +202,7 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
         code=values.get("code", ""),
         threads=values.get("threads", 0),
         retried=values.get("retried", ""),
+        training_code=values.get("training_code", ""),
     )
 
 
@@ -289,7 +317,7 @@ def _record_result(
     except Exception as err:
         return _record_failure(spec, folder, err, shared + time.perf_counter() - start, attempt)
     record.seconds = shared + time.perf_counter() - start
-    record.code = code_version()
+    record.code, record.training_code = code_version(), training_code()
     record.threads, record.retried = attempt.threads, attempt.retried
     write_record(folder, record)
     return record
@@ -433,6 +461,7 @@ def _record_failure(
         code=code_version(),
         threads=attempt.threads,
         retried=attempt.retried,
+        training_code=training_code(),
     )
     write_record(folder, record, traceback="".join(traceback.format_exception(err)))
     return record

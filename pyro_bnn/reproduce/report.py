@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pyro_bnn.reproduce.code_state import training_code_of
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status, Verdict
 
 REPORT = "report.md"
@@ -158,6 +159,41 @@ def _settings_table(profile: Profile) -> str:
     return markdown_table(["setting", "value"], rows, align="ll")
 
 
+def _label_group(record: RunRecord) -> str:
+    """A run's label without its seed (``3fc-mnist-relu-paper-s0`` -> ``3fc-mnist-relu-paper``): the cell it
+    belongs to, as far as the report can tell without the paper's analysis."""
+    label = record.spec.label
+    stem, _, seed = label.rpartition("-s")
+    return stem if stem and seed.isdigit() else label
+
+
+def _training_code_lines(done: Sequence[RunRecord], experiment: str) -> list[str]:
+    """The report's lines on the training code of the done runs: one state, or every state with its runs and the
+    groups of runs (labels without the seed) whose seeds or neighbours ran different code."""
+    states: dict[str | None, list[RunRecord]] = {}
+    for record in done:
+        states.setdefault(training_code_of(record), []).append(record)
+    if not states:
+        return []
+    if len(states) == 1:
+        (state,) = states
+        return [f"- Training code: one state ({state or 'unknown'}) for all {len(done)} runs done"]
+    lines = [
+        f"- Training code: **{len(states)} states** (`pyro_bnn.reproduce.code_state`) — comparisons below may "
+        f"cross training code; `pyro-bnn reproduce {experiment} --retrain-stale` trains every run not at the "
+        "current code again:"
+    ]
+    for state, runs in sorted(states.items(), key=lambda item: -len(item[1])):
+        groups = sorted({_label_group(r) for r in runs})
+        shown = ", ".join(f"`{g}`" for g in groups[:6]) + (f" and {len(groups) - 6} more" if len(groups) > 6 else "")
+        commits = sorted({r.code.rsplit(" at ", 1)[-1] for r in runs})
+        lines.append(
+            f"  - {state or 'unknown (a commit this checkout lacks)'}: {len(runs)} runs "
+            f"(commits {', '.join(commits)}): {shown}"
+        )
+    return lines
+
+
 def _threads_line(threads: Sequence[int]) -> str:
     """The thread counts of the done runs, in words (0 is a record that predates the setting)."""
     if not threads:
@@ -185,6 +221,7 @@ def write_report(
     failed = [r for r in records if r.status is Status.FAILED]
     missing = [r for r in records if r.status is Status.MISSING]
     damaged = [r for r in records if r.status is Status.DAMAGED]
+    uncounted = [r for r in records if r.status is Status.UNCOUNTED]
     retried = [r for r in records if r.retried and r.status in (Status.DONE, Status.FAILED)]
     threads = sorted({r.threads for r in done})
     codes = sorted({r.code for r in done} - {""})
@@ -206,10 +243,12 @@ def write_report(
         "",
         f"- Command: `{command}`",
         f"- Code of the runs: {', '.join(codes) if codes else '—'}",
+        *_training_code_lines(done, experiment),
         f"- Report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
         f"({platform.python_version()}, torch {torch.__version__})",
         f"- Runs: {len(done)} done ({hours:.2f} h of run time), {len(failed)} failed, {len(missing)} missing "
         + (f"and {len(damaged)} damaged " if damaged else "")
+        + (f"(and {len(uncounted)} done but not counted: trained from an uncommitted tree) " if uncounted else "")
         + f"of {len(records)}"
         + (f"; {len(retried)} ran twice, their first worker lost" if retried else ""),
         batching,
@@ -239,6 +278,16 @@ def write_report(
     if retried:
         lines += ["## Runs that ran twice", "", "Their first worker was lost (killed, out of memory, a node gone):", ""]
         lines += [f"- `{r.spec.run_id}` ({r.status.value}): {r.retried}" for r in retried]
+        lines.append("")
+    if uncounted:
+        lines += [
+            "## Runs not counted",
+            "",
+            "Trained from a tree with uncommitted changes, so their code cannot be named; no table or verdict counts "
+            f"them (`pyro-bnn reproduce {experiment} --retrain-stale` trains them again):",
+            "",
+        ]
+        lines += [f"- `{r.spec.run_id}` ({r.code})" for r in uncounted]
         lines.append("")
     if damaged:
         lines += [

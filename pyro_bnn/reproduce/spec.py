@@ -142,6 +142,9 @@ class Status(str, Enum):
     """Raised or diverged; its record holds the one-line reason, and the rest of the grid went on."""
     MISSING = "missing"
     """Not run (yet): the grid was interrupted or is still running elsewhere."""
+    UNCOUNTED = "not counted"
+    """Done, but from a tree with uncommitted changes: its code cannot be named, so no report counts it (set when a
+    report is built, :func:`pyro_bnn.reproduce.code_state.counted`; never written to a record)."""
     DAMAGED = "damaged"
     """Its ``result.json`` exists but cannot be read (truncated, not JSON, no status); the record's reason says how.
     A grid that runs again runs it again (resuming its checkpoint); a report lists it as damaged, not as missing."""
@@ -161,6 +164,8 @@ class RunRecord:
         code: The code version that produced the run (``pyro_bnn <version> at <commit>``).
         threads: The torch threads it ran on (0: not recorded, a record older than the setting).
         retried: Why it ran a second time (its first worker was lost), or empty.
+        training_code: The fingerprint of the training code it ran (:mod:`pyro_bnn.reproduce.code_state`); empty in
+            records older than it, whose commit names it instead.
     """
 
     spec: RunSpec
@@ -172,6 +177,7 @@ class RunRecord:
     code: str = ""
     threads: int = 0
     retried: str = ""
+    training_code: str = ""
 
     @property
     def config(self) -> RunConfig:
