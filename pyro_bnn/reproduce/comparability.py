@@ -50,20 +50,24 @@ class TrainingState(str, Enum):
         return self in (TrainingState.STOPPED, TrainingState.FLAT, TrainingState.PAPER_SCHEDULE)
 
 
-def training_state(record: RunRecord, metric: str = "val_accuracy", paper_epochs: int | None = None) -> TrainingState:
+def training_state(
+    record: RunRecord, metric: str = "val_accuracy", paper_epochs: int | None = None, flat: float = FLAT
+) -> TrainingState:
     """How ``record``'s training ended (see the module docstring); ``metric``: the per-epoch validation value that
-    rises as the run improves."""
+    rises as the run improves; ``flat``: the margin of "flat" (default :data:`FLAT`). A patience of the whole run or
+    more is no early stopping (the best epoch is only restored)."""
     config = record.config
     epochs_run = int(record.metrics.get("epochs_run", len(record.history)))
-    if config.patience and epochs_run < config.epochs:
+    early_stopping = 0 < config.patience < config.epochs
+    if early_stopping and epochs_run < config.epochs:
         return TrainingState.STOPPED
-    if paper_epochs is not None and not config.patience and epochs_run >= paper_epochs:
+    if paper_epochs is not None and not early_stopping and epochs_run >= paper_epochs:
         return TrainingState.PAPER_SCHEDULE
     values = [row[metric] for row in record.history if metric in row]
     if len(values) <= WINDOW:
         return TrainingState.UNKNOWN
     before, last = values[:-WINDOW], values[-WINDOW:]
-    return TrainingState.FLAT if max(last) - max(before) <= FLAT + 1e-12 else TrainingState.IMPROVING
+    return TrainingState.FLAT if max(last) - max(before) <= flat + 1e-12 else TrainingState.IMPROVING
 
 
 @dataclass(frozen=True)
@@ -88,13 +92,14 @@ def check_cell(
     *,
     metric: str = "val_accuracy",
     paper_epochs: int | None = None,
+    flat: float = FLAT,
 ) -> CellCheck:
     """Whether the cell of ``runs`` (every group of runs a verdict compares, pooled) is comparable with the paper:
     every run converged and their mean accuracy within ``tolerance`` of ``published_accuracy`` (None: the paper
     gives none, and only convergence is checked)."""
     if not runs:
         return CellCheck(False, "no runs yet", "no runs")
-    states = [training_state(r, metric, paper_epochs) for r in runs]
+    states = [training_state(r, metric, paper_epochs, flat) for r in runs]
     epochs = sorted(int(r.metrics.get("epochs_run", len(r.history))) for r in runs)
     converged = sum(s.converged for s in states)
     span = f"{epochs[0]}" if epochs[0] == epochs[-1] else f"{epochs[0]}-{epochs[-1]}"
@@ -126,17 +131,25 @@ class ComparabilityRule:
         paper_epochs: The paper's fixed number of epochs, where it trained without early stopping (a run of at least
             that many epochs without patience then counts as converged).
         why: One sentence on where the tolerance comes from, printed in the report.
+        flat: The margin of "flat" at the cap (default :data:`FLAT`, half a point): a paper whose effects are
+            smaller than that needs a finer one.
     """
 
     accuracy_tolerance: float
     metric: str = "val_accuracy"
     paper_epochs: int | None = None
     why: str = ""
+    flat: float = FLAT
 
     def check(self, runs: Sequence[RunRecord], published_accuracy: float | None) -> CellCheck:
         """:func:`check_cell` of ``runs`` under this rule."""
         return check_cell(
-            runs, published_accuracy, self.accuracy_tolerance, metric=self.metric, paper_epochs=self.paper_epochs
+            runs,
+            published_accuracy,
+            self.accuracy_tolerance,
+            metric=self.metric,
+            paper_epochs=self.paper_epochs,
+            flat=self.flat,
         )
 
     def describe(self) -> str:
@@ -145,8 +158,8 @@ class ComparabilityRule:
             f", or trained the paper's {self.paper_epochs} epochs without early stopping" if self.paper_epochs else ""
         )
         return (
-            f"A cell is judged only when every run converged (stopped by patience, or {self.metric} within {FLAT:g} "
-            f"of its best over its last {WINDOW} epochs at the cap{schedule}) and its mean accuracy lies within "
-            f"{self.accuracy_tolerance:g} of the paper's{'; ' + self.why if self.why else ''}; otherwise it is "
-            "*not comparable at this scale*."
+            "A cell is judged only when every run converged (stopped by patience, or "
+            f"{self.metric} within {self.flat:g} of its best over its last {WINDOW} epochs at the cap{schedule}) and, "
+            f"where the paper gives an accuracy, the cell's mean accuracy lies within {self.accuracy_tolerance:g} of "
+            f"it{'; ' + self.why if self.why else ''}; otherwise it is *not comparable at this scale*."
         )

@@ -27,3 +27,18 @@ def read_by():
         return {key: value for key, value in sets.items() if key in read}
 
     return only
+
+
+CLEAN_CODE = "pyro_bnn test-suite at 0000000"
+"""What this suite's in-process runs name as their code: a clean commit, so that a developer's uncommitted changes
+do not make every report built here count none of its runs (a run from an uncommitted tree counts in no report;
+``tests/reproduce/test_code_state.py`` tests that rule itself)."""
+
+
+@pytest.fixture(autouse=True)
+def clean_code_version():
+    from pyro_bnn.reproduce import records
+
+    records.inherit_code_version(CLEAN_CODE)
+    yield
+    records.inherit_code_version("")

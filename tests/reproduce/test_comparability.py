@@ -103,3 +103,12 @@ def test_no_effect_is_printed_with_its_interval():
     assert Headline("c", Verdict.HOLDS, "r").label == "holds"
     assert overall_verdict([Verdict.NO_EFFECT, Verdict.NOT_COMPARABLE]) is Verdict.NO_EFFECT
     assert overall_verdict([Verdict.NO_EFFECT, Verdict.HOLDS]) is Verdict.INCONCLUSIVE
+
+
+def test_a_patience_of_the_whole_run_is_no_early_stopping_and_the_flat_margin_is_the_rule_s():
+    whole = _run([0.5 + 0.02 * i for i in range(20)], patience=20, epochs=20)  # the best epoch restored, no stop
+    assert training_state(whole, paper_epochs=20) is TrainingState.PAPER_SCHEDULE
+    assert training_state(whole) is TrainingState.IMPROVING
+    almost = _run([0.5, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.903])  # +0.003 over its last epochs
+    assert training_state(almost) is TrainingState.FLAT
+    assert training_state(almost, flat=0.002) is TrainingState.IMPROVING

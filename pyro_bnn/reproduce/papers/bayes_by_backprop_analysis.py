@@ -4,14 +4,25 @@ The test error of a run is ``1 - accuracy`` of its 10-sample predictive at the b
 Groups of per-seed values are compared with :func:`~pyro_bnn.reproduce.report.compare` (Welch's t-test at level
 0.05; "separated" when the seeds tell the groups apart):
 
+- **Comparability first** (:mod:`pyro_bnn.reproduce.comparability`): a comparison is judged only when every run of
+  both its groups converged (the paper's 600 epochs, or validation accuracy flat over the last epochs at the cap)
+  and each group's mean accuracy lies within the tolerance of
+  :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.COMPARABLE` of its published one
+  (:data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.PUBLISHED_ACCURACY`; a group without one is checked for
+  convergence alone); otherwise it is *not comparable at this scale*, with the reason, never *does not hold*, and a
+  headline counts the comparable cells only and says how many there were.
 - **Scale mixture against Gaussian** (uniform weighting, /126 inputs): *holds* when the ``pi = 0.5`` mixture's test
-  error is separated below the Gaussian prior's, *does not hold* when it is separated above, *inconclusive*
-  otherwise. (The ``pi = 0.25`` mixture is reported beside it.)
+  error is separated below the Gaussian prior's, *does not hold* when it is separated above; otherwise *no effect
+  within ±x* when the 95 % interval of the gap lies within
+  :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.NO_EFFECT_WITHIN` of zero (x: its farther end), else
+  *inconclusive*. (The ``pi = 0.25`` mixture is reported beside it.)
 - **Blundell weighting**, per prior (/126 inputs): Blundell's against uniform weighting, the same rule; over the
-  priors, *holds* when every prior holds, *does not hold* when at least half do not, *inconclusive* otherwise.
+  comparable priors (:func:`~pyro_bnn.reproduce.report.overall_verdict`), *holds* when every one holds, *does not
+  hold* when at least half do not, *no effect* when every one shows none, *inconclusive* otherwise.
 - **Pruning** (the ``pi = 0.5`` mixture, uniform weighting, /126 inputs): at 75 % and at 95 % pruned, the test
   error after pruning by ``|mu| / sigma`` against by ``|mu|``: *holds* when signal-to-noise is separated below at
-  both, *does not hold* when magnitude is separated below at one of them, *inconclusive* otherwise.
+  both, *does not hold* when magnitude is separated below at one of them, *no effect* when neither fraction shows
+  one, *inconclusive* otherwise; judged only when the pruned network's cell is comparable.
 
 A cell without finished runs makes its verdict inconclusive, so an unfinished grid never reads *holds*.
 """
@@ -21,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +41,18 @@ from matplotlib.figure import Figure
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.diagnostics.weight_stats import statistics_from_dict
 from pyro_bnn.plots import save_figure
+from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.figures import reliability_figure
 from pyro_bnn.reproduce.papers.bayes_by_backprop import (
     BASE_NORMALIZATION,
     BASE_PRIOR,
     BASE_WEIGHTING,
+    COMPARABLE,
+    NO_EFFECT_WITHIN,
     NORMALIZATIONS,
     PRIOR_LABELS,
     PUBLISHED,
+    PUBLISHED_ACCURACY,
     WEIGHTINGS,
 )
 from pyro_bnn.reproduce.records import RUNS
@@ -46,6 +62,7 @@ from pyro_bnn.reproduce.report import (
     compare,
     format_mean_sd,
     markdown_table,
+    mean_sd,
     metric_cells,
     overall_verdict,
     write_csv,
@@ -82,18 +99,78 @@ def _pct(values: list[float]) -> str:
     return format_mean_sd([100 * v for v in values], digits=2)
 
 
-def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str]:
-    """Is ``a`` (test errors) lower than ``b``? The verdict and the numbers."""
+def _interval(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> float:
+    """The farther end from zero of the ``1 - alpha`` interval of ``mean(a) - mean(b)`` (Welch, as
+    :func:`~pyro_bnn.reproduce.report.compare`): ``|gap| + t * se``; NaN with fewer than 2 values in a group."""
+    from scipy.stats import t
+
+    mean_a, sd_a, n_a = mean_sd(a)
+    mean_b, sd_b, n_b = mean_sd(b)
+    if n_a < 2 or n_b < 2:
+        return math.nan
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    if va + vb == 0:
+        return abs(mean_a - mean_b)
+    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    return abs(mean_a - mean_b) + float(t.ppf(1 - alpha / 2, dof)) * math.sqrt(va + vb)
+
+
+def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str, float | None]:
+    """Is ``a`` (test errors) lower than ``b``? The verdict, the numbers, and for *no effect* the interval's
+    half-width (see the module docstring; call it on comparable cells only)."""
     result = compare(a, b)
     se = "n/a" if math.isnan(result.standard_error) else f"{100 * result.standard_error:.2f}"
     numbers = (
         f"test error {a_name} {_pct(a)} % against {b_name} {_pct(b)} % (gap {100 * result.gap:+.2f} points, se {se})"
     )
     if result.separated:
-        return (Verdict.HOLDS if result.gap < 0 else Verdict.DOES_NOT_HOLD), numbers
+        return (Verdict.HOLDS if result.gap < 0 else Verdict.DOES_NOT_HOLD), numbers, None
     if min(len(a), len(b)) < 2:
-        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds"
-    return Verdict.INCONCLUSIVE, numbers + ": the seed spread covers the gap"
+        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds", None
+    within = _interval(a, b)
+    if within <= NO_EFFECT_WITHIN:
+        return (
+            Verdict.NO_EFFECT,
+            numbers + f": the 95 % interval of the gap lies within ±{100 * within:.2f} points",
+            within,
+        )
+    return (
+        Verdict.INCONCLUSIVE,
+        numbers + f": the seed spread covers the gap (95 % interval ±{100 * within:.2f} points)",
+        None,
+    )
+
+
+def cell_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellCheck:
+    """The comparability of the runs of ``cell`` ``(prior, weighting, inputs)`` under
+    :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.COMPARABLE`, against the cell's published accuracy if any."""
+    return COMPARABLE.check(runs, PUBLISHED_ACCURACY.get(cell))
+
+
+def _judged(
+    arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]], a: list[float], b: list[float]
+) -> tuple[Verdict, str, float | None]:
+    """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b``: *not comparable at this
+    scale* unless both ``arms`` ``(name, cell, runs)`` are (their reasons and the numbers), else :func:`_verdict`."""
+    verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
+    if not all(runs for _, _, runs in arms):
+        return verdict, numbers, within  # runs missing: inconclusive, as an unfinished grid
+    checks = [(name, cell_check(runs, cell)) for name, cell, runs in arms]
+    if all(check.comparable for _, check in checks):
+        return verdict, numbers, within
+    why = "; ".join(f"{name}: {check.reason}" for name, check in checks if check.reason)
+    return Verdict.NOT_COMPARABLE, f"{why}; {numbers}", None
+
+
+def _comparable_count(verdicts: Sequence[Verdict], noun: str = "cells") -> str:
+    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
+    return f"{comparable} of {len(verdicts)} {noun} comparable with the paper's"
+
+
+def _training_cells(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> list[str]:
+    """The table cells ``training`` and ``comparable`` of ``cell``'s runs."""
+    check = cell_check(runs, cell)
+    return [check.summary, "yes" if check.comparable else f"no: {check.reason}"]
 
 
 def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
@@ -117,6 +194,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
                     ", ".join(str(_best_epoch(r)) for r in runs) or "—",
                     len(runs),
                     published or "—",
+                    *_training_cells(runs, (prior, weighting, BASE_NORMALIZATION)),
                 ]
             )
     for (prior, weighting, normalization), runs in sorted(cells.items()):
@@ -149,14 +227,17 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
             "best epochs",
             "seeds",
             "published %",
+            "training",
+            "comparable",
         ],
         rows,
-        "llrrrrrrl",
+        "llrrrrrrlll",
     )
 
-    base = cells.get((BASE_PRIOR, "uniform", BASE_NORMALIZATION), [])
-    gaussian = cells.get(("gaussian", "uniform", BASE_NORMALIZATION), [])
-    verdict, numbers = _verdict(_errors(base), _errors(gaussian), "scale mixture (π = 0.5)", "Gaussian")
+    base_cell, gaussian_cell = (BASE_PRIOR, "uniform", BASE_NORMALIZATION), ("gaussian", "uniform", BASE_NORMALIZATION)
+    base, gaussian = cells.get(base_cell, []), cells.get(gaussian_cell, [])
+    arms = (("scale mixture (π = 0.5)", base_cell, base), ("Gaussian", gaussian_cell, gaussian))
+    verdict, numbers, within = _judged(arms, _errors(base), _errors(gaussian))
     other = cells.get(("mixture-0.25", "uniform", BASE_NORMALIZATION), [])
     if other:
         numbers += f"; the π = 0.25 mixture: {_pct(_errors(other))} %"
@@ -164,19 +245,26 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         "The scale-mixture prior gives a lower test error than the Gaussian prior (Blundell et al.; Singh found the "
         "opposite)",
         verdict,
-        numbers,
+        f"{_comparable_count([verdict])}. {numbers}",
+        interval=within,
     )
-    verdicts, reasons = [], []
+    verdicts, reasons, intervals = [], [], []
     for prior in profile["priors"]:
-        blundell = _errors(cells.get((prior, "blundell", BASE_NORMALIZATION), []))
-        uniform = _errors(cells.get((prior, "uniform", BASE_NORMALIZATION), []))
-        verdict, numbers = _verdict(blundell, uniform, "Blundell", "uniform")
+        blundell_cell, uniform_cell = (prior, "blundell", BASE_NORMALIZATION), (prior, "uniform", BASE_NORMALIZATION)
+        blundell, uniform = cells.get(blundell_cell, []), cells.get(uniform_cell, [])
+        arms = (("Blundell", blundell_cell, blundell), ("uniform", uniform_cell, uniform))
+        verdict, numbers, within = _judged(arms, _errors(blundell), _errors(uniform))
+        if verdict is not Verdict.NOT_COMPARABLE and uniform_cell not in PUBLISHED_ACCURACY:
+            numbers += "; no published accuracy for this prior, judged on convergence alone"
         verdicts.append(verdict)
+        intervals.append(within)
         reasons.append(f"{PRIOR_LABELS[prior]}: {verdict.value} ({numbers})")
+    overall = overall_verdict(verdicts)
     weighting_headline = Headline(
         "Blundell's KL weighting lowers the test error (Singh: by 0.3 points)",
-        overall_verdict(verdicts),
-        "; ".join(reasons),
+        overall,
+        f"{_comparable_count(verdicts, 'priors')}. " + "; ".join(reasons),
+        interval=max((x for x in intervals if x is not None), default=None) if overall is Verdict.NO_EFFECT else None,
     )
     all_runs = [r for runs in cells.values() for r in runs]
     late = sum(1 for r in all_runs if (_best_epoch(r) or 0) >= profile["epochs"] - 1)
@@ -186,10 +274,14 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         f"mean ± sd over seeds, inputs /126. The published runs trained 600 epochs; here {late} of "
         f"{len(all_runs)} runs had their best epoch among the last two"
         + (
-            ", so most were still improving when they stopped (the error curves below)."
+            " (the error curves below): their validation accuracy was still rising when they stopped, and the "
+            "*training* column says whether it rose by more than the comparability rule's flatness margin."
             if late * 2 > len(all_runs)
             else "."
         )
+        + " *Training*: the runs' convergence (`converged k/n`), epochs and mean test accuracy against the published "
+        "one where the papers give it; *comparable*: whether the cell may be judged, and why not. "
+        + COMPARABLE.describe()
         + " "
         + CONFORMAL_NOTE
     )
@@ -209,10 +301,13 @@ def _normalization_table(cells, profile: Profile) -> Section:
                 _pct(_errors(runs)),
                 _pct(_errors(runs, "posterior_mean_accuracy")),
                 len(runs),
+                *_training_cells(runs, (BASE_PRIOR, BASE_WEIGHTING, normalization)),
             ]
         )
     table = markdown_table(
-        ["inputs", "test error % (10 samples)", "test error % (posterior mean)", "seeds"], rows, "lrrr"
+        ["inputs", "test error % (10 samples)", "test error % (posterior mean)", "seeds", "training", "comparable"],
+        rows,
+        "lrrrll",
     )
     text = (
         f"{PRIOR_LABELS[BASE_PRIOR]}, {WEIGHTINGS[BASE_WEIGHTING]} KL weighting. Singh: /126 was 0.1-0.2 points "
@@ -315,7 +410,9 @@ def _histograms(cells, out: Path) -> Section:
 
 
 def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
-    runs = [r for r in cells.get((BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION), []) if "pruning" in r.metrics]
+    cell = (BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION)
+    runs = [r for r in cells.get(cell, []) if "pruning" in r.metrics]
+    check = cell_check(runs, cell)
     by_fraction: dict[float, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     csv_rows = []
     for run in runs:
@@ -340,23 +437,31 @@ def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
     table = markdown_table(
         ["pruned", "naive |μ| (ours)", "|μ|/σ (ours)", "naive (Singh)", "|μ|/σ (Singh)"], rows, "lrrrr"
     )
-    verdicts, reasons = [], []
+    verdicts, reasons, intervals = [], [], []
     for fraction in PRUNING_CLAIM_FRACTIONS:
         errors = by_fraction.get(fraction, {})
-        verdict, numbers = _verdict(errors.get("snr", []), errors.get("magnitude", []), "|μ|/σ", "|μ|")
+        verdict, numbers, within = _verdict(errors.get("snr", []), errors.get("magnitude", []), "|μ|/σ", "|μ|")
         verdicts.append(verdict)
+        intervals.append(within)
         reasons.append(f"{100 * fraction:g} % pruned: {numbers}")
-    if all(v is Verdict.HOLDS for v in verdicts):
+    interval = None
+    if runs and not check.comparable:
+        verdict = Verdict.NOT_COMPARABLE
+        reasons.insert(0, f"the pruned networks: {check.reason}")
+    elif all(v is Verdict.HOLDS for v in verdicts):
         verdict = Verdict.HOLDS
     elif any(v is Verdict.DOES_NOT_HOLD for v in verdicts):
         verdict = Verdict.DOES_NOT_HOLD
+    elif all(v is Verdict.NO_EFFECT for v in verdicts):
+        verdict, interval = Verdict.NO_EFFECT, max(x for x in intervals if x is not None)
     else:
         verdict = Verdict.INCONCLUSIVE
     headline = Headline(
         "Pruning by signal-to-noise |μ|/σ keeps a lower test error than pruning by |μ| at 75-95 % pruned (Blundell "
         "et al.; Singh found the opposite)",
         verdict,
-        "; ".join(reasons),
+        f"{_comparable_count([verdict])}. " + "; ".join(reasons),
+        interval=interval,
     )
     figures = []
     histograms = [r.metrics["snr_db_histogram"] for r in runs if "snr_db_histogram" in r.metrics]
@@ -383,7 +488,8 @@ def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
     text = (
         f"Test error (10-sample predictive) after removing a fraction of the weights of the best network, "
         f"{PRIOR_LABELS[BASE_PRIOR]}, uniform weighting, /126 inputs; weights pooled over layers, biases kept, "
-        f"mean ± sd over {len(runs)} seed(s). Singh's networks trained 600 epochs."
+        f"mean ± sd over {len(runs)} seed(s). Singh's networks trained 600 epochs. Training of these networks: "
+        f"{check.summary}" + ("" if check.comparable else f"; not comparable at this scale ({check.reason})") + "."
     )
     return Section("Pruning (Singh's Table 1; the paper's Fig. 2)", text, [table], figures, ["pruning.csv"]), headline
 
@@ -403,9 +509,11 @@ def _accuracies(cells, out: Path) -> Section:
                 f"{min(samples):.2f} – {max(samples):.2f}",
                 _pct([1 - r.metrics["mean_network_accuracy"] for r in runs]),
                 _pct([1 - r.metrics["ensemble_accuracy"] for r in runs]),
+                cell_check(runs, (prior, weighting, normalization)).summary,
             ]
         )
-    table = markdown_table(["cell", "single samples %", "posterior mean %", "10-sample ensemble %"], rows, "lrrr")
+    header = ["cell", "single samples %", "posterior mean %", "10-sample ensemble %", "training"]
+    table = markdown_table(header, rows, "lrrrl")
     figures = []
     base = next(iter(r for r in runs_with if _cell(r) == (BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION)), None)
     if base is not None:
