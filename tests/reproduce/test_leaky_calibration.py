@@ -167,7 +167,7 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
         command="pyro-bnn reproduce leaky-calibration --profile quick",
     )
     text = report.read_text()
-    assert "Runs: 11 done" in text and "0 failed, 0 missing" in text
+    assert "Runs: 15 done" in text and "0 failed, 0 missing" in text  # 11 of the method, 4 of the ablation
     verdicts = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(verdicts) == 4
     assert all(any(v.value in line for v in Verdict) for line in verdicts)
@@ -186,6 +186,10 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
     assert all(0 <= float(row["fraction"]) <= 1 for row in plateaus)
     with open(out / "slopes.csv") as handle:
         assert all(math.isfinite(float(row.get("ece_sampled_10") or row["accuracy"])) for row in csv.DictReader(handle))
+    with open(out / "estimator.csv") as handle:
+        estimators = [row["estimator"] for row in csv.DictReader(handle)]
+    assert sorted(estimators) == ["fused"] * 4 + ["trace"] * 4
+    assert "## Estimator ablation" in text and "Measured effect of the fused objective" in text
     state = json.loads((out / "reproduce.json").read_text())
     assert state["profile"] == "quick" and state["seeds"] == 1
 
@@ -220,3 +224,26 @@ def test_plateau_verdicts(tmp_path, relu, leaky, expected):
     ]
     _, headline = _plateaus(records, tmp_path)
     assert headline.verdict is expected, headline.reason
+
+
+def test_the_method_uses_the_authors_estimator_and_the_fused_objective_is_a_labelled_ablation():
+    for name, profile in PROFILES.items():
+        specs = LeakyCalibration().plan(profile, profile.seeds, {})
+        bnn = [s for s in specs if s.tag("part") == "bnn"]
+        ablation = [s for s in specs if s.tag("part") == "ablation"]
+        assert bnn and {s.config.elbo for s in bnn} == {"trace"}, name
+        assert {s.tag("estimator") for s in bnn} == {"trace"}
+        assert {(s.config.elbo, s.tag("estimator"), s.tag("objective"), s.config.model) for s in ablation} == {
+            ("auto", "fused", "paper", "3fc")
+        }, name
+        assert all(s.label.endswith(f"-paper-fused-s{s.config.seed}") for s in ablation)
+
+
+def test_the_full_data_3fc_profile_is_table_1_s_3fc_cells_at_the_paper_s_scale():
+    specs = LeakyCalibration().plan(PROFILES["full-3fc"], 3, {})
+    assert len({s.run_id for s in specs}) == 24  # 2 data sets x 2 activations x 3 seeds, and as many fused
+    for spec in specs:
+        config = spec.config
+        assert (config.model, config.train_subset, config.val_size, config.test_subset) == ("3fc", None, 0.3, None)
+        assert (config.epochs, config.patience, config.batch_size, config.kl_scale) == (50, 3, 512, "paper")
+        assert config.num_samples == 50 and spec.tag("objective") == "paper"
