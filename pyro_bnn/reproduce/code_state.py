@@ -120,14 +120,14 @@ def is_dirty(record: RunRecord) -> bool:
     return record.code.endswith("+dirty")
 
 
-UNCOUNTED_REASON = "trained from a tree with uncommitted changes ({code}): it counts in no report"
+UNCOUNTED_REASON = "trained from {code} with uncommitted changes: it counts in no report"
 
 
 def counted(records: list[RunRecord]) -> list[RunRecord]:
     """``records`` with every done run from a tree with uncommitted changes turned :attr:`~Status.UNCOUNTED`
     (its numbers kept, its reason saying why), so that no analysis counts it."""
     return [
-        replace(r, status=Status.UNCOUNTED, reason=UNCOUNTED_REASON.format(code=r.code))
+        replace(r, status=Status.UNCOUNTED, reason=UNCOUNTED_REASON.format(code=r.code.removesuffix("+dirty")))
         if r.status is Status.DONE and is_dirty(r)
         else r
         for r in records

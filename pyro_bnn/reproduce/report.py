@@ -287,7 +287,7 @@ def write_report(
             f"them (`pyro-bnn reproduce {experiment} --retrain-stale` trains them again):",
             "",
         ]
-        lines += [f"- `{r.spec.run_id}` ({r.code})" for r in uncounted]
+        lines += [f"- `{r.spec.run_id}` ({r.code.removesuffix('+dirty')}, with uncommitted changes)" for r in uncounted]
         lines.append("")
     if damaged:
         lines += [

@@ -83,7 +83,8 @@ def test_runs_from_an_uncommitted_tree_count_nowhere_and_the_report_says_so(tmp_
         records=records, analysis=Analysis([], []),
     ).read_text()  # fmt: skip
     assert "1 done" in text and "(and 1 done but not counted: trained from an uncommitted tree)" in text
-    assert f"- `{dirty.run_id}` (pyro_bnn 0.1.0 at abc+dirty)" in text and "--retrain-stale" in text
+    assert f"- `{dirty.run_id}` (pyro_bnn 0.1.0 at abc, with uncommitted changes)" in text and "--retrain-stale" in text
+    assert "+dirty" not in text
 
 
 def test_a_report_names_every_training_code_state_and_the_runs_behind_it(tmp_path):
