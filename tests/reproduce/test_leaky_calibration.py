@@ -143,6 +143,12 @@ def test_sweep_verdicts():
     assert _sweep_curve(peak_far)[0] is Verdict.DOES_NOT_HOLD
     flat = {-1.0: [0.03, 0.05], 0.0: [0.04, 0.03], 0.6: [0.02, 0.05]}
     assert _sweep_curve(flat)[0] is Verdict.INCONCLUSIVE
+    # two seeds a slope: no Bonferroni contrast of eight can separate, the pooled far slopes can
+    highest_at_zero = {0.0: [0.050, 0.051], **{s: [0.030, 0.040] for s in (-1, -0.8, -0.6, -0.4, 0.4, 0.6, 0.8, 1)}}
+    verdict, reason = _sweep_curve(highest_at_zero)
+    assert verdict is Verdict.HOLDS and "separated above the far slopes pooled" in reason, reason
+    pool_above = {0.0: [0.030, 0.031], **{s: [0.045, 0.055] for s in (-1, -0.8, -0.6, -0.4, 0.4, 0.6, 0.8, 1)}}
+    assert _sweep_curve(pool_above)[0] is Verdict.DOES_NOT_HOLD
 
 
 @pytest.fixture
