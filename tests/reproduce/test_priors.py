@@ -17,6 +17,7 @@ from pyro_bnn.reproduce import Verdict, reproduce
 from pyro_bnn.reproduce.papers.priors import FIXED_SCALES, HYPERPRIORS, NOISE, PROFILES, Priors, prior_cells
 from pyro_bnn.reproduce.papers.priors_analysis import (
     Cells,
+    _gain_table,
     _hierarchical_headline,
     _noise_headline,
     _results_section,
@@ -167,8 +168,13 @@ def _record(dataset, noise, family, scale, seed, accuracy, val_accuracy, loc=0.0
                                       "scale": scale, "kind": kind, "seed": str(seed)}.items())))  # fmt: skip
     posterior = {"out.weight": {"shape": [2, 5], "loc": [loc] * 10, "scale": [sd] * 10}}
     metrics = {"accuracy": accuracy, "nll": 0.3, "ece": 0.02, "posterior": posterior, "val_accuracy": val_accuracy,
-               "val_nll": 0.3}  # fmt: skip
-    return RunRecord(spec, Status.DONE, metrics=metrics, history=[{"epoch": 1, "loss": 1.0}])
+               "val_nll": 0.3, "epochs_run": len(CONVERGED)}  # fmt: skip
+    return RunRecord(spec, Status.DONE, metrics=metrics, history=[dict(row) for row in CONVERGED])
+
+
+CONVERGED = [{"epoch": i + 1, "loss": 1.0, "val_accuracy": v} for i, v in enumerate([0.5, 0.7, 0.8, 0.8, 0.8, 0.8])]
+"""A history whose validation accuracy is flat at the cap: every hand-made run converged (comparability rules:
+``test_priors_comparability.py``)."""
 
 
 def _profile():
@@ -184,12 +190,13 @@ def _grid(gain_high: float, gain_low: float, laplace_loc: float = 0.0, wiggle=(0
         jitter = 0.001 * seed
         for noise, gain in (("high", gain_high), ("low", gain_low)):
             # laplace 1 is the tuned fixed scale (best validation accuracy); the hyperprior has the best validation.
+            # The best hierarchical cell's test accuracy lies near the paper's 0.851, as comparability needs.
             records += [
                 _record("moons", noise, "laplace", "0.3", seed, 0.70, 0.70, loc=laplace_loc),
-                _record("moons", noise, "laplace", "1", seed, 0.80 + jitter, 0.80, loc=laplace_loc),
+                _record("moons", noise, "laplace", "1", seed, 0.85 + jitter, 0.80, loc=laplace_loc),
                 _record("moons", noise, "cauchy", "0.3", seed, 0.75, 0.75, loc=1.0),
                 _record("moons", noise, "cauchy", "1", seed, 0.74, 0.74, loc=1.0),
-                _record("moons", noise, "laplace", "halfnormal", seed, 0.80 + jitter + gain + wiggle[seed], 0.90),
+                _record("moons", noise, "laplace", "halfnormal", seed, 0.85 + jitter + gain + wiggle[seed], 0.90),
                 _record("moons", noise, "cauchy", "halfnormal", seed, 0.60, 0.60),
                 _record("moons", noise, "flat", "none", seed, 0.50, 0.50),
             ]
@@ -210,7 +217,7 @@ def test_tuning_picks_the_best_validation_scale_and_gains_are_paired_per_seed():
     [
         (0.03, 0.0, (0, 0.002, 0.004, 0.006), Verdict.HOLDS, Verdict.HOLDS),
         (-0.03, -0.03, (0, 0.002, 0.004, 0.006), Verdict.DOES_NOT_HOLD, Verdict.DOES_NOT_HOLD),  # both negative
-        (0.0, 0.03, (-0.001, 0.001, -0.001, 0.001), Verdict.DOES_NOT_HOLD, Verdict.DOES_NOT_HOLD),  # a tie at high
+        (0.0, 0.03, (-0.001, 0.001, -0.001, 0.001), Verdict.NO_EFFECT, Verdict.DOES_NOT_HOLD),  # a tie at high
         (0.01, 0.0, (-0.02, 0.02, -0.02, 0.02), Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE),  # too noisy to tell
         (-0.01, -0.05, (0, 0.002, 0.004, 0.006), Verdict.DOES_NOT_HOLD, Verdict.DOES_NOT_HOLD),  # less loss is no gain
         (0.003, 0.0, (0, 0.0005, 0.001, 0.0015), Verdict.DOES_NOT_HOLD, Verdict.DOES_NOT_HOLD),  # separated but tiny
@@ -218,9 +225,10 @@ def test_tuning_picks_the_best_validation_scale_and_gains_are_paired_per_seed():
 )
 def test_the_hyperprior_verdicts(gain_high, gain_low, wiggle, hierarchical, noisier):
     cells = Cells(_grid(gain_high, gain_low, wiggle=wiggle), _profile())
-    per_panel = {(d, n): gains(cells, d, n)[0] for d, n in cells.panels()}
-    assert _hierarchical_headline(per_panel, ("moons",)).verdict is hierarchical
-    assert _noise_headline(per_panel, ("moons",)).verdict is noisier
+    _, per_panel, checks = _gain_table(cells)
+    assert per_panel == {(d, n): gains(cells, d, n)[0] for d, n in cells.panels()}
+    assert _hierarchical_headline(per_panel, checks, ("moons",)).verdict is hierarchical
+    assert _noise_headline(per_panel, checks, ("moons",)).verdict is noisier
 
 
 def test_the_results_show_coverage_and_set_size_per_prior(tmp_path):
@@ -255,8 +263,9 @@ def _cnn(seed, wrong_entropy, right_entropy, accuracy) -> RunRecord:
     spec = RunSpec(RunConfig(dataset="mnist", seed=seed), f"cnn-{seed}", tags=(("part", "cnn"), ("seed", str(seed))))
     referral = {"fractions": [0.0, 0.5], "accuracy": accuracy}
     metrics = {"uncertainty": {"wrong": {"entropy": wrong_entropy}, "right": {"entropy": right_entropy},
-                               "referral": {"entropy": referral}}}  # fmt: skip
-    return RunRecord(spec, Status.DONE, metrics=metrics)
+                               "referral": {"entropy": referral}}, "accuracy": accuracy[0],
+               "epochs_run": len(CONVERGED)}  # fmt: skip
+    return RunRecord(spec, Status.DONE, metrics=metrics, history=[dict(row) for row in CONVERGED])
 
 
 def test_the_cnn_verdict_needs_every_seed_more_uncertain_on_mistakes_and_rising():
@@ -284,7 +293,9 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
     assert batched and batched[0].startswith("- Batched: 10 of the 19 runs done trained in batches of 5 runs"), batched
     verdicts = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(verdicts) == 4
-    assert all(Verdict.INCONCLUSIVE.value in line for line in verdicts[:3])  # one seed
+    # one seed of 60 steps: not comparable (still improving, or off the paper's accuracy) or else inconclusive
+    assert all(Verdict.INCONCLUSIVE.value in line or Verdict.NOT_COMPARABLE.value in line for line in verdicts[:3])
+    assert "## Comparability with the paper" in text and "| training, hierarchical |" in text
     for name in ("loss_curves.png", "map-moons-best.png", "map-circles-flat.png", "last-layer-moons.png",
                  "cnn-per-class.png", "cnn-referral.png", "cnn-least-confident.png"):  # fmt: skip
         assert (out / name).stat().st_size > 1_000 and f"]({name})" in text

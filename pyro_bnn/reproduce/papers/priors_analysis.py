@@ -6,19 +6,36 @@ noise: the scale of :data:`~.priors.FIXED_SCALES` with the highest mean validati
 lower validation NLL). The verdicts read the **test** points, which neither the tuning nor the choice of the best
 hyperprior saw (the paper reports validation accuracy, the number its tuning was chosen on; ours is beside it).
 
+**Comparability** (issue 39): a verdict judges a cell only when :func:`cell_check` passes it under the data set's
+rule :data:`~.priors.COMPARABLE`: every run converged (its validation accuracy flat over its last history rows at
+its step cap; the paper states no step count, so there is no paper's schedule to meet), and, for a hierarchical cell
+at the high noise, its mean test accuracy within :data:`~.priors.ACCURACY_TOLERANCE` of the paper's best (the paper
+publishes no other number, so fixed-scale, flat and low-noise cells are checked for convergence alone). A verdict
+on a cell that fails is *not comparable at this scale*, with the reason, never *does not hold*; a headline counts the
+comparable cells only (:func:`~pyro_bnn.reproduce.report.overall_verdict`) and says how many there were. Every
+judged cell's training state is in the report's comparability table.
+
+Every effect is stated as mean ± the half-width of its 95 % t interval. Where the cells are comparable (the paper's
+network, data sizes and accuracy) and the interval covers zero within ±:data:`TIGHT`, the verdict is *no effect
+within ±x*, x the larger of the interval's ends in absolute value (the interval lies within [-x, x]); an interval
+that covers zero but is wider stays *inconclusive*.
+
 Verdict rules (a paired test over seeds: the per-seed gains against 0 by :func:`~pyro_bnn.reproduce.report.compare`,
 which is then the paired t-test, level 0.05; every seed's cells see the same points):
 
 - **A hierarchical prior beats the tuned fixed scale** (per data set, at the high noise): the gain is the test
   accuracy of the best hierarchical cell (by mean validation accuracy) minus that of the best tuned fixed cell.
-  *Does not hold* when the gain is negative and separated, or when its 95 % interval lies below :data:`MIN_GAIN`
-  (no gain worth the name); else *holds* when it is positive and separated with a mean of at least
-  :data:`MIN_GAIN`; *inconclusive* otherwise. One verdict over the data sets by
+  *Not comparable* unless both cells are comparable. *Does not hold* when the gain is negative and separated;
+  *holds* when it is positive and separated with a mean of at least :data:`MIN_GAIN`; *no effect within ±x* when
+  its interval covers zero within ±:data:`TIGHT`; *does not hold* when its interval lies below :data:`MIN_GAIN`
+  (no gain worth the name); *inconclusive* otherwise. One verdict over the data sets by
   :func:`~pyro_bnn.reproduce.report.overall_verdict`.
 - **The gain is larger at the higher noise** (per data set): the per-seed gains at the high and the low noise
-  compared by Welch's t-test. *Does not hold* when the high-noise gain is no gain by the rule above or is smaller
-  than the low-noise one (separated); else *holds* when the high-noise gain holds by the rule above and is the
-  larger (separated); *inconclusive* otherwise.
+  compared by Welch's t-test (its 95 % interval with Welch's degrees of freedom). *Not comparable* unless the four
+  cells (best hierarchical and best tuned fixed at both noises) are. *Does not hold* when the high-noise gain does
+  not hold by the rule above or is smaller than the low-noise one (separated); *holds* when the high-noise gain
+  holds and is the larger (separated); *no effect within ±x* when the difference's interval covers zero within
+  ±:data:`TIGHT`; *inconclusive* otherwise.
 
 Cells are chosen (the tuned scale, the best cells) on the seeds every candidate of the panel has finished, so an
 interrupted grid does not favour the cells with more seeds.
@@ -35,7 +52,17 @@ from pyro_bnn.data.bayes_optimal import bayes_optimal_accuracy
 from pyro_bnn.experiments.runs import build_bnn, load_data
 from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.predict import Samples, predict
-from pyro_bnn.reproduce.papers.priors import HYPERPRIORS, NOISE, PUBLISHED, TEST, TRAIN, VAL
+from pyro_bnn.reproduce.comparability import CellCheck
+from pyro_bnn.reproduce.papers.priors import (
+    ACCURACY_TOLERANCE,
+    COMPARABLE,
+    HYPERPRIORS,
+    NOISE,
+    PUBLISHED,
+    TEST,
+    TRAIN,
+    VAL,
+)
 from pyro_bnn.reproduce.priors_measures import draw_stored_posterior
 from pyro_bnn.reproduce.report import (
     CONFORMAL_NOTE,
@@ -50,6 +77,13 @@ from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Sect
 
 MIN_GAIN = 0.005
 """A test-accuracy gain below half a point is no gain worth the name."""
+
+TIGHT = 0.02
+"""The widest interval, as ±x around zero, that reads *no effect within ±x* (two points of test accuracy). The
+paper's accuracies are single measurements on 300 validation points, with a binomial standard error of 0.021
+(moons) and 0.025 (circles); the difference of two such numbers has one of about 0.03, so a gain the paper's own
+numbers could have shown is at least twice that, 0.06. An interval within ±0.02 rules out every such gain with room
+to spare; wider intervals that cover zero say only that the seeds' spread covers the effect (*inconclusive*)."""
 
 
 SCALE_NAMES = {"halfnormal": "HalfNormal(1)", "halfcauchy": "HalfCauchy(1)", "inversegamma": "InverseGamma(1, 1)"}
@@ -171,7 +205,7 @@ def gains(cells: Cells, dataset: str, noise: str) -> tuple[dict[int, float], tup
     return {s: a[s] - b[s] for s in sorted(a.keys() & b.keys())}, hyper, fixed
 
 
-def _interval(values: list[float]) -> tuple[float, float]:
+def t_interval(values: list[float]) -> tuple[float, float]:
     """The 95 % t interval of the mean of ``values`` (NaN for fewer than 2)."""
     from scipy.stats import t
 
@@ -180,6 +214,73 @@ def _interval(values: list[float]) -> tuple[float, float]:
         return math.nan, math.nan
     half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
     return mean - half, mean + half
+
+
+def welch_interval(a: list[float], b: list[float]) -> tuple[float, float]:
+    """The 95 % interval of ``mean(a) - mean(b)`` with Welch's degrees of freedom (the test of
+    :func:`~pyro_bnn.reproduce.report.compare`; NaN for fewer than 2 values on a side)."""
+    from scipy.stats import t
+
+    (mean_a, sd_a, n_a), (mean_b, sd_b, n_b) = mean_sd(a), mean_sd(b)
+    if n_a < 2 or n_b < 2:
+        return math.nan, math.nan
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    if va + vb == 0:
+        return mean_a - mean_b, mean_a - mean_b
+    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    half = float(t.ppf(0.975, dof)) * math.sqrt(va + vb)
+    return mean_a - mean_b - half, mean_a - mean_b + half
+
+
+def no_effect_width(low: float, high: float, tight: float = TIGHT) -> float | None:
+    """The x of *no effect within ±x* for the interval ``[low, high]``: the larger of its ends in absolute value
+    (rounded to 3 decimals, as the interval is printed) when it covers zero and lies within ±``tight``; else None."""
+    if not (low <= 0 <= high):
+        return None
+    width = round(max(abs(low), abs(high)), 3)
+    return width if width <= tight else None
+
+
+def effect_text(mean: float, low: float, high: float) -> str:
+    """``+0.004 ± 0.012 (95 % interval [-0.008, +0.016])``: an effect as mean ± the half-width of its interval
+    (``+0.004 (no interval)`` where there is none: a single seed)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{mean:+.3f} (no interval)"
+    return f"{mean:+.3f} ± {(high - low) / 2:.3f} (95 % interval [{low:+.3f}, {high:+.3f}])"
+
+
+def verdict_text(verdict: Verdict, width: float | None = None) -> str:
+    """A cell's verdict as the reasons print it (``no effect within ±0.016`` for :attr:`Verdict.NO_EFFECT`)."""
+    return Headline("", verdict, "", interval=width).label
+
+
+def overall_width(verdict: Verdict, widths: list[float | None]) -> float | None:
+    """The x of an overall *no effect within ±x*: the widest of its cells' (None for any other verdict)."""
+    found = [w for w in widths if w is not None]
+    return max(found) if verdict is Verdict.NO_EFFECT and found else None
+
+
+def cell_check(cells: Cells, dataset: str, noise: str, family: str, scale: str) -> CellCheck:
+    """Whether one cell can be judged (the module docstring): its runs under the data set's rule
+    :data:`~.priors.COMPARABLE`, against the paper's best accuracy for a hierarchical cell at the high noise (the
+    paper's best was one) and for convergence alone elsewhere (the paper gives no other number)."""
+    published = PUBLISHED[dataset][0] if noise == "high" and scale in HYPERPRIORS else None
+    return COMPARABLE[dataset].check(cells.runs.get((dataset, noise, family, scale), []), published)
+
+
+def joint_check(checks: dict[str, CellCheck]) -> CellCheck:
+    """The checks of the cells one verdict compares (name -> check) as one: comparable when every one is."""
+    reasons = [f"{name}: {check.reason}" for name, check in checks.items() if not check.comparable]
+    summary = "; ".join(f"{name}: {check.summary}" for name, check in checks.items())
+    return CellCheck(not reasons, "; ".join(reasons), summary)
+
+
+def panel_check(cells: Cells, dataset: str, noise: str) -> CellCheck | None:
+    """The joint check of a panel's best hierarchical and best tuned fixed cells (None without both)."""
+    hyper, fixed = cells.best(dataset, noise, "hyper"), cells.best(dataset, noise, "fixed")
+    if hyper is None or fixed is None:
+        return None
+    return joint_check({cell_name(*c): cell_check(cells, dataset, noise, *c) for c in (hyper, fixed)})
 
 
 def _noise_text(cells: Cells) -> Section:
@@ -280,79 +381,175 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
     return Section("Accuracy, NLL and ECE of every prior", text, tables, csv_files=["synthetic.csv"]), csv_rows
 
 
-def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, float]]]:
-    rows, per_panel = [], {}
+def judge_gain(values: list[float], check: CellCheck | None) -> tuple[Verdict, float | None, str]:
+    """The verdict on one panel's per-seed gains ``values`` (the module docstring's first rule), the x of its *no
+    effect within ±x* (or None), and the text a headline prints for it."""
+    if check is None or not values:
+        return Verdict.INCONCLUSIVE, None, "no counted runs of both a hierarchical and a tuned fixed cell"
+    if not check.comparable:
+        return Verdict.NOT_COMPARABLE, None, f"{Verdict.NOT_COMPARABLE.value} ({check.reason})"
+    if len(values) < 2:
+        return Verdict.INCONCLUSIVE, None, f"gain {values[0]:+.3f} on 1 seed, {Verdict.INCONCLUSIVE.value}"
+    verdict, width = _gain_verdict(values)
+    low, high = t_interval(values)
+    text = f"gain {effect_text(statistics.fmean(values), low, high)} over {len(values)} seeds"
+    return verdict, width, f"{text}: {verdict_text(verdict, width)}"
+
+
+def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, float]], dict[tuple[str, str], CellCheck]]:
+    rows, per_panel, checks = [], {}, {}
     for dataset, noise in cells.panels():
-        found = gains(cells, dataset, noise)
-        if found is None:
+        found, check = gains(cells, dataset, noise), panel_check(cells, dataset, noise)
+        if found is None or check is None:
             continue
         values, hyper, fixed = found
-        per_panel[(dataset, noise)] = values
-        low, high = _interval(list(values.values()))
+        per_panel[(dataset, noise)], checks[(dataset, noise)] = values, check
+        low, high = t_interval(list(values.values()))
+        verdict, width, _ = judge_gain(list(values.values()), check)
+        hyper_check, fixed_check = (cell_check(cells, dataset, noise, *c) for c in (hyper, fixed))
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
-             f"[{low:+.3f}, {high:+.3f}]")
+             f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary,
+             verdict_text(verdict, width) if check.comparable else f"{verdict.value}: {check.reason}")
         )  # fmt: skip
-    header = ["data set", "noise", "best hierarchical", "best tuned fixed", "test-accuracy gain", "95 % interval"]
-    return markdown_table(header, rows), per_panel
+    header = ["data set", "noise", "best hierarchical", "best tuned fixed", "test-accuracy gain", "95 % interval",
+              "training, hierarchical", "training, fixed", "verdict"]  # fmt: skip
+    if not rows:
+        return "No panel has counted runs of both a hierarchical and a tuned fixed cell.", per_panel, checks
+    return markdown_table(header, rows), per_panel, checks
 
 
-def _gain_verdict(values: list[float]):
-    """The verdict on per-seed gains ``values`` being a gain worth the name (the module docstring's rule), and the
-    paired test behind it."""
+def _gain_verdict(values: list[float]) -> tuple[Verdict, float | None]:
+    """The verdict on per-seed gains ``values`` of comparable cells (the module docstring's rule) and the x of its
+    *no effect within ±x* (None for any other verdict)."""
     test = compare(values, [0.0] * len(values))
-    if (test.separated and test.gap < 0) or _interval(values)[1] < MIN_GAIN:
-        return Verdict.DOES_NOT_HOLD, test
+    low, high = t_interval(values)
+    if test.separated and test.gap < 0:
+        return Verdict.DOES_NOT_HOLD, None
     if test.separated and test.gap >= MIN_GAIN:
-        return Verdict.HOLDS, test
-    return Verdict.INCONCLUSIVE, test
+        return Verdict.HOLDS, None
+    width = no_effect_width(low, high)
+    if width is not None:
+        return Verdict.NO_EFFECT, width
+    if high < MIN_GAIN:
+        return Verdict.DOES_NOT_HOLD, None
+    return Verdict.INCONCLUSIVE, None
 
 
-def _hierarchical_headline(per_panel: dict[tuple[str, str], dict[int, float]], datasets) -> Headline:
+def comparable_count(comparable: list[bool], what: str) -> str:
+    """``1 of 2 cells (...) comparable with the paper's``: how many of a headline's cells it could judge (a cell
+    without runs is not among them)."""
+    return f"{sum(comparable)} of {len(comparable)} {what} comparable with the paper's"
+
+
+def _hierarchical_headline(
+    per_panel: dict[tuple[str, str], dict[int, float]], checks: dict[tuple[str, str], CellCheck], datasets
+) -> Headline:
     claim = "A hierarchical prior beats the tuned fixed scale on each data set (at the high noise)."
-    verdicts, reasons = [], []
+    verdicts, widths, reasons, comparable = [], [], [], []
     for dataset in datasets:
         values = list(per_panel.get((dataset, "high"), {}).values())
-        if len(values) < 2:
-            verdicts.append(Verdict.INCONCLUSIVE)
-            reasons.append(f"{dataset}: fewer than 2 seeds")
-            continue
-        verdict, test = _gain_verdict(values)
-        low, high = _interval(values)
+        check = checks.get((dataset, "high"))
+        verdict, width, text = judge_gain(values, check)
+        comparable.append(bool(values) and check is not None and check.comparable)
         verdicts.append(verdict)
-        reasons.append(f"{dataset}: gain {test.gap:+.3f} (95 % interval [{low:+.3f}, {high:+.3f}]), {verdict.value}")
-    return Headline(claim, overall_verdict(verdicts), "; ".join(reasons) + ".")
+        widths.append(width)
+        reasons.append(f"{dataset}: {text}")
+    overall = overall_verdict(verdicts)
+    count = comparable_count(comparable, "cells (data sets at the high noise)")
+    return Headline(claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths))
 
 
-def _noise_headline(per_panel: dict[tuple[str, str], dict[int, float]], datasets) -> Headline:
+def _noise_headline(
+    per_panel: dict[tuple[str, str], dict[int, float]], checks: dict[tuple[str, str], CellCheck], datasets
+) -> Headline:
     claim = "The hyperpriors' gain is larger on noisier data."
-    verdicts, reasons = [], []
+    verdicts, widths, reasons, comparable = [], [], [], []
     for dataset in datasets:
         high = list(per_panel.get((dataset, "high"), {}).values())
         low = list(per_panel.get((dataset, "low"), {}).values())
-        if len(high) < 2 or len(low) < 2:
-            verdicts.append(Verdict.INCONCLUSIVE)
-            reasons.append(f"{dataset}: fewer than 2 seeds at a noise")
-            continue
-        test = compare(high, low)
-        at_high = _gain_verdict(high)[0]
-        if at_high is Verdict.DOES_NOT_HOLD or (test.separated and test.gap < 0):
-            verdict = Verdict.DOES_NOT_HOLD
-        elif at_high is Verdict.HOLDS and test.separated and test.gap > 0:
-            verdict = Verdict.HOLDS
+        at = {noise: checks.get((dataset, noise)) for noise in ("high", "low")}
+        width = None
+        comparable.append(bool(high and low) and all(c is not None and c.comparable for c in at.values()))
+        if not high or not low or None in at.values():
+            verdict, text = Verdict.INCONCLUSIVE, "no counted runs of both cells at a noise"
+        elif not all(c.comparable for c in at.values()):
+            why = "; ".join(f"{noise} noise: {c.reason}" for noise, c in at.items() if not c.comparable)
+            verdict, text = Verdict.NOT_COMPARABLE, f"{Verdict.NOT_COMPARABLE.value} ({why})"
+        elif len(high) < 2 or len(low) < 2:
+            verdict, text = Verdict.INCONCLUSIVE, "fewer than 2 seeds at a noise"
         else:
-            verdict = Verdict.INCONCLUSIVE
+            test = compare(high, low)
+            lower, upper = welch_interval(high, low)
+            at_high = _gain_verdict(high)[0]
+            if at_high is Verdict.DOES_NOT_HOLD or (test.separated and test.gap < 0):
+                verdict = Verdict.DOES_NOT_HOLD
+            elif at_high is Verdict.HOLDS and test.separated and test.gap > 0:
+                verdict = Verdict.HOLDS
+            elif (width := no_effect_width(lower, upper)) is not None:
+                verdict = Verdict.NO_EFFECT
+            else:
+                verdict = Verdict.INCONCLUSIVE
+            text = (
+                f"gain {statistics.fmean(high):+.3f} at the high noise against {statistics.fmean(low):+.3f} at the "
+                f"low, difference {effect_text(test.gap, lower, upper)}: {verdict_text(verdict, width)}"
+            )
         verdicts.append(verdict)
-        reasons.append(
-            f"{dataset}: gain {statistics.fmean(high):+.3f} at the high noise against {statistics.fmean(low):+.3f} "
-            f"at the low ({verdict.value})"
-        )
-    return Headline(claim, overall_verdict(verdicts), "; ".join(reasons) + ".")
+        widths.append(width)
+        reasons.append(f"{dataset}: {text}")
+    overall = overall_verdict(verdicts)
+    count = comparable_count(comparable, "cells (data sets at both noises)")
+    return Headline(claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths))
+
+
+def _comparability_section(cells: Cells, judged: dict[tuple[str, str], dict[tuple[str, str], str]]) -> Section:
+    """Every shown cell's training state and comparability; ``judged``: per panel, the cells a verdict reads beyond
+    the gain's (cell -> the verdict), e.g. the sparsity verdict's shared scale."""
+    rows = []
+    for dataset, noise in cells.panels():
+        readers: dict[tuple[str, str], list[str]] = {}
+        pair = [cells.best(dataset, noise, kind) for kind in ("hyper", "fixed")]
+        for best in pair if None not in pair else []:  # the gain needs both cells
+            readers.setdefault(best, []).append("gain, noise" if noise == "high" else "noise")
+        for cell, name in judged.get((dataset, noise), {}).items():
+            readers.setdefault(cell, []).append(name)
+        shown = [(f, s) for f, s, _ in cells.rows(dataset, noise)]
+        shown += [c for c in readers if c not in shown and cells.runs.get((dataset, noise, *c))]
+        for family, scale in shown:
+            check = cell_check(cells, dataset, noise, family, scale)
+            rows.append(
+                (dataset, noise, cell_name(family, scale), ", ".join(readers.get((family, scale), [])) or "—",
+                 check.summary, "yes" if check.comparable else f"no: {check.reason}")
+            )  # fmt: skip
+    datasets = [d for d in cells.profile["datasets"] if d in COMPARABLE]
+    rules = f"**{datasets[0]}**: {COMPARABLE[datasets[0]].describe()}" if datasets else ""
+    rules += "".join(
+        f" **{d}**: the same, with a tolerance of {ACCURACY_TOLERANCE[d]:g} (twice the binomial standard error of "
+        f"the paper's {PUBLISHED[d][0]:.3f})."
+        for d in datasets[1:]
+    )
+    text = (
+        "Whether each cell can be judged against the paper (`pyro_bnn.reproduce.comparability`, rules declared in "
+        f"`pyro_bnn.reproduce.papers.priors.COMPARABLE`). {rules} The runs are full-batch with no early stopping and "
+        "the paper states no step count, so a run converged when its validation accuracy is flat at its step cap; "
+        "an 'epoch' of this check is one row of the run's history, the mean over a bin of steps (at most 100 rows). "
+        "The accuracy check applies where the paper has a number: the hierarchical cells at the high noise, against "
+        f"the paper's best ({', '.join(f'{d} {PUBLISHED[d][0]:.3f} ± {t:g}' for d, t in ACCURACY_TOLERANCE.items())}); "
+        "fixed-scale, flat and low-noise cells are checked for convergence alone. A verdict reads only comparable "
+        "cells; where they are comparable and an effect's 95 % interval covers zero within "
+        f"±{TIGHT:g}, the verdict is *no effect within ±x* (rule and reasons: the module docstring of "
+        "`pyro_bnn.reproduce.papers.priors_analysis`). *read by*: the verdicts that judge the cell (gain: a "
+        "hierarchical prior beats the tuned fixed scale; noise: the gain is larger on noisier data; sparsity: the "
+        "Laplace posterior is sparser than the Cauchy one)."
+    )
+    training = "training (converged runs, epochs = full-batch steps, test accuracy vs the paper's)"
+    header = ["data set", "noise", "prior", "read by", training, "comparable"]
+    return Section("Comparability with the paper", text, [markdown_table(header, rows)])
 
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
     from pyro_bnn.reproduce.papers.priors_cnn import cnn_section
-    from pyro_bnn.reproduce.papers.priors_figures import loss_section, map_section, sparsity_section
+    from pyro_bnn.reproduce.papers.priors_figures import SHARED_SCALE, loss_section, map_section, sparsity_section
     from pyro_bnn.reproduce.report import write_csv
 
     for record in select(records, part="synthetic"):
@@ -364,17 +561,20 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         sections.append(_tuning_section(cells, out))
         results, csv_rows = _results_section(cells, out)
         write_csv(out / "synthetic.csv", csv_rows)
-        table, per_panel = _gain_table(cells)
+        table, per_panel, checks = _gain_table(cells)
         results.tables.append(
             "**Gain of the best hierarchical prior over the best tuned fixed scale** (both chosen by validation "
-            "accuracy), test accuracy, per-seed differences on the same points\n\n" + table
+            "accuracy), test accuracy, per-seed differences on the same points; each cell's training state and the "
+            "verdict on the panel (comparability and rules: the next section)\n\n" + table
         )
-        sections += [results, loss_section(cells, out), map_section(cells, out)]
+        sparsity_cells = {("laplace", SHARED_SCALE): "sparsity", ("cauchy", SHARED_SCALE): "sparsity"}
+        judged = {(d, n): sparsity_cells for d, n in cells.panels() if n == "high"}
+        sections += [results, _comparability_section(cells, judged), loss_section(cells, out), map_section(cells, out)]
         sparsity, sparsity_headline = sparsity_section(cells, out)
         sections.append(sparsity)
         headlines += [
-            _hierarchical_headline(per_panel, profile["datasets"]),
-            _noise_headline(per_panel, profile["datasets"]),
+            _hierarchical_headline(per_panel, checks, profile["datasets"]),
+            _noise_headline(per_panel, checks, profile["datasets"]),
             sparsity_headline,
         ]
     cnn, cnn_headline = cnn_section(select(records, part="cnn"), out)
