@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from pyro_bnn import __version__
 from pyro_bnn.data import DatasetName, Task
-from pyro_bnn.errors import UserError
+from pyro_bnn.errors import GridBusyError, UserError
 from pyro_bnn.evaluation import TemperatureMode
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.experiments.conformal import add_conformal_arguments
@@ -443,6 +443,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NonFiniteLossError as err:
         print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)
         return 1
+    except (GridBusyError, ConnectionError) as err:
+        # Found after the checks, by whatever writes a grid (another process took the folder since), or a Ray
+        # cluster gone since: not bugs; one line naming the holder or the address.
+        print(f"pyro-bnn {args.command}: error: {err}", file=sys.stderr)
+        return 2
     except OSError as err:
         if err.errno not in _REFUSED_WRITES or err.filename is None:
             raise

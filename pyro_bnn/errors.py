@@ -3,3 +3,7 @@
 
 class UserError(Exception):
     """A problem the user fixes (a bad option, missing data, an occupied output folder): one line, exit code 2."""
+
+
+class GridBusyError(FileExistsError):
+    """Another process writes this grid folder now (:mod:`pyro_bnn.reproduce.lock`); one line naming it."""

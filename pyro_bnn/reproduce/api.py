@@ -13,7 +13,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import load_dataset
 from pyro_bnn.experiments.config import resolve_device
 from pyro_bnn.experiments.run_folder import check_writable
-from pyro_bnn.reproduce.code_state import counted
+from pyro_bnn.reproduce.code_state import check_committed_training_code, counted
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.lock import check_grid_free, grid_lock
@@ -122,6 +122,7 @@ def check_request(
     batch_runs: int | str | None = None,
     rescore: bool = False,
     threads: int = 1,
+    retrain_stale: bool = False,
 ) -> None:
     """Raises the one-line error :func:`reproduce` (with ``rescore``: :func:`rescore`) would raise for these
     arguments, without running anything (the CLI calls it first, so that an error after it is a bug with its
@@ -144,6 +145,7 @@ def check_request(
         batch_runs,
         rescore,
         threads,
+        retrain_stale,
     )
 
 
@@ -167,9 +169,12 @@ def _checked_request(
     batch_runs=None,
     rescore=False,
     threads=1,
+    retrain_stale=False,
 ) -> tuple[Experiment, Profile, dict | None]:
     """:func:`check_request`'s checks; returns the experiment, the chosen profile and ``out``'s state."""
     experiment = get_experiment(name)
+    if retrain_stale:
+        check_committed_training_code()
     check_writable(out)  # the string as given: Path("") would be the current folder
     check_grid_free(out)
     chosen, state = _check_state(Path(out), experiment, profile)
@@ -288,6 +293,7 @@ def reproduce(
         data_dirs,
         batch_runs,
         threads=threads,
+        retrain_stale=retrain_stale,
     )
     out = Path(out)
     command = command or _this_command()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from pyro_bnn.errors import UserError
-from pyro_bnn.reproduce.lock import GridBusyError
 
 
 def _data_dir(text: str) -> tuple[str, str]:
@@ -130,10 +129,7 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
         check_request(args.name, seeds=None, **request, rescore=True)
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
-    try:
-        summary, report = rescore(args.name, **request, progress=not args.quiet)
-    except GridBusyError as err:
-        raise UserError(str(err)) from err
+    summary, report = rescore(args.name, **request, progress=not args.quiet)
     print("\n".join(summary.lines()))
     print(f"wrote {report}")
     return 0
@@ -168,22 +164,20 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             for flag, given in (("--retry-failed", args.retry_failed), ("--retrain-stale", args.retrain_stale)):
                 if given:
                     raise ValueError(f"--report-only runs nothing: leave out {flag}")
-        check_request(args.name, **request, data_dirs=dict(args.data_dir))
+        check_request(args.name, **request, data_dirs=dict(args.data_dir), retrain_stale=args.retrain_stale)
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
     # Past the checks, a failing run is recorded in the report and the grid goes on; anything raised here is a bug
-    # and keeps its traceback, bar another process taking the folder since the check, or the Ray cluster going.
-    try:
-        report = reproduce(
-            args.name,
-            **request,
-            data_dirs=dict(args.data_dir),
-            retry_failed=args.retry_failed,
-            retrain_stale=args.retrain_stale,
-            progress=not args.quiet,
-        )
-    except (GridBusyError, ConnectionError) as err:
-        raise UserError(str(err)) from err
+    # and keeps its traceback, bar another process taking the folder since the check, or the Ray cluster going
+    # (both one line, in pyro_bnn.cli.main).
+    report = reproduce(
+        args.name,
+        **request,
+        data_dirs=dict(args.data_dir),
+        retry_failed=args.retry_failed,
+        retrain_stale=args.retrain_stale,
+        progress=not args.quiet,
+    )
     print(f"wrote {report}")
     return 0
 

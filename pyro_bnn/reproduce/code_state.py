@@ -105,33 +105,47 @@ def training_code_at(commit: str) -> str | None:
 
 
 def training_code_of(record: RunRecord) -> str | None:
-    """The training code a record's run ran: the fingerprint it holds, else the one of the commit it names; None
-    for a run from a tree with uncommitted changes, or whose commit this checkout lacks."""
-    if record.training_code:
-        return record.training_code
+    """The committed training code a record's run ran, or None when it cannot be named.
+
+    A run from a clean tree: the fingerprint it holds, else (a record older than fingerprints) its commit's. A run
+    from a tree with uncommitted changes: its fingerprint only when that equals its commit's (the changes lay outside
+    the training code, say in a report), else None, as for a commit this checkout lacks."""
     match = _COMMIT.search(record.code)
-    if match is None or match.group(2):
-        return None
-    return training_code_at(match.group(1))
+    committed = training_code_at(match.group(1)) if match else None
+    if record.code.endswith("+dirty"):
+        return record.training_code if record.training_code and record.training_code == committed else None
+    return record.training_code or committed
 
 
-def is_dirty(record: RunRecord) -> bool:
-    """Whether the run was trained from a tree with uncommitted changes."""
-    return record.code.endswith("+dirty")
+def uncommitted(record: RunRecord) -> bool:
+    """Whether the run was trained from uncommitted training code (a tree with uncommitted changes whose training
+    code is not its commit's)."""
+    return record.code.endswith("+dirty") and training_code_of(record) is None
 
 
-UNCOUNTED_REASON = "trained from {code} with uncommitted changes: it counts in no report"
+UNCOUNTED_REASON = "trained from {code} with uncommitted changes to its training code: it counts in no report"
 
 
 def counted(records: list[RunRecord]) -> list[RunRecord]:
-    """``records`` with every done run from a tree with uncommitted changes turned :attr:`~Status.UNCOUNTED`
-    (its numbers kept, its reason saying why), so that no analysis counts it."""
+    """``records`` with every done run of uncommitted training code turned :attr:`~Status.UNCOUNTED` (its numbers
+    kept, its reason saying why), so that no analysis counts it."""
     return [
         replace(r, status=Status.UNCOUNTED, reason=UNCOUNTED_REASON.format(code=r.code.removesuffix("+dirty")))
-        if r.status is Status.DONE and is_dirty(r)
+        if r.status is Status.DONE and uncommitted(r)
         else r
         for r in records
     ]
+
+
+def check_committed_training_code() -> None:
+    """Raises a one-line ValueError when this tree's training code differs from its HEAD's (uncommitted changes to
+    training files): what it trained would count in no report. A tree that is no git checkout passes."""
+    head = training_code_at("HEAD")
+    if head is not None and head != current_training_code():
+        raise ValueError(
+            "--retrain-stale would train with uncommitted changes to the training code, whose runs count in no "
+            "report: commit them first (git status pyro_bnn)"
+        )
 
 
 def stale(record: RunRecord, current: str) -> bool:

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from pyro_bnn.experiments.batched_runs import auto_batch_runs, batch_key
 from pyro_bnn.reproduce.records import (
+    Attempt,
     code_version,
     execute_batch,
     execute_run,
@@ -87,10 +88,19 @@ def group_specs(specs: list[RunSpec], batch_runs: int | str) -> list[list[RunSpe
 
 
 def _execute_group(
-    group: list[RunSpec], runs_dir, *, progress: bool, threads: int | None = None, retried: str = ""
+    group: list[RunSpec],
+    runs_dir,
+    *,
+    progress: bool,
+    threads: int | None = None,
+    retried: str = "",
+    code: tuple[str, str] = ("", ""),
 ) -> list[RunRecord]:
     """The records of one group: :func:`execute_run` for a single run, :func:`execute_batch` for several
-    (``retried``: why this is the group's second attempt, kept in each record)."""
+    (``retried``: why this is the group's second attempt, kept in each record; ``code``: the grid's code version
+    and training code, which a Ray task names instead of reading its own checkout)."""
+    if code[0]:
+        inherit_code_version(*code)
     if len(group) == 1:
         return [execute_run(group[0], runs_dir, progress=progress, threads=threads, retried=retried)]
     return execute_batch(group, runs_dir, progress=progress, threads=threads, retried=retried)
@@ -234,7 +244,7 @@ class LocalExecutor:
                         yield from future.result()
                     except Exception as err:  # the worker died (out of memory, a crash): its runs failed
                         for spec in futures[future]:
-                            yield record_failure(spec, runs_dir, err)
+                            yield record_failure(spec, runs_dir, err, attempt=Attempt(self.threads))
             except BaseException:
                 for future in futures:
                     future.cancel()
@@ -343,6 +353,7 @@ class RayExecutor:
         # One task per group: a batch of compatible runs trains in one task (on one worker, one GPU).
         task = self.ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0)(_execute_group)
         waiting = [(group, "") for group in group_specs(specs, self.batch_runs)]
+        code = (code_version(), training_code())  # what every task's records name
         limit = self.workers or len(waiting)
         in_flight: dict = {}
         runs_dir = Path(runs_dir).resolve()  # tasks may start in another working folder, or on another node
@@ -350,17 +361,21 @@ class RayExecutor:
             while waiting or in_flight:
                 while waiting and len(in_flight) < limit:
                     group, retried = waiting.pop(0)
-                    ref = task.remote(group, str(runs_dir), progress=False, threads=self.cpus_per_run, retried=retried)
+                    ref = task.remote(
+                        group, str(runs_dir), progress=False, threads=self.cpus_per_run, retried=retried, code=code
+                    )
                     in_flight[ref] = (group, retried)
                 done, _ = self.ray.wait(list(in_flight), num_returns=1)
                 group, retried = in_flight.pop(done[0])
                 try:
                     records = self.ray.get(done[0])
                 except self.ray.exceptions.RayTaskError as err:  # raised by our own code: a bug, not a lost worker
-                    records = [record_failure(spec, runs_dir, err) for spec in group]
+                    attempt = Attempt(self.cpus_per_run, retried)
+                    records = [record_failure(spec, runs_dir, err, attempt=attempt) for spec in group]
                 except Exception as err:  # the worker or its node was lost
                     if retried:
-                        records = [record_failure(spec, runs_dir, err) for spec in group]
+                        attempt = Attempt(self.cpus_per_run, retried)
+                        records = [record_failure(spec, runs_dir, err, attempt=attempt) for spec in group]
                     else:
                         lost = f"its worker was lost ({one_line(err)[:200]})"
                         print(f"run {group[0].run_id}: {lost}; running it once more", file=sys.stderr)

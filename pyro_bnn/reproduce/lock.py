@@ -22,15 +22,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pyro_bnn.errors import GridBusyError
+
 LOCK = ".grid.lock"
 """The lock file in a grid's folder (hidden: it is no result)."""
 
+__all__ = ["LOCK", "GridBusyError", "check_grid_free", "grid_lock"]
+
 _held: dict[Path, tuple[int, int]] = {}
 """Locks this process holds: folder -> (descriptor, depth)."""
-
-
-class GridBusyError(FileExistsError):
-    """Another process writes this grid folder now."""
 
 
 def _holder(path: Path) -> str:
@@ -43,19 +43,29 @@ def _holder(path: Path) -> str:
         return "another process (it has not yet written its name)"
 
 
-def _try_lock(folder: Path) -> int:
+PATIENCE_SECONDS = 1.0
+"""How long taking the lock retries before refusing: :func:`check_grid_free` holds it for an instant, and a process
+starting in that instant must not be refused in the name of the lock file's previous holder."""
+
+
+def _try_lock(folder: Path, patience: float = 0.0) -> int:
     path = folder / LOCK
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as err:
-        os.close(descriptor)
-        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise GridBusyError(
-                f"{folder} is in use by {_holder(path)}; wait for it to finish or pick another --out"
-            ) from None
-        raise
-    return descriptor
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return descriptor
+        except OSError as err:
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                os.close(descriptor)
+                raise
+            if time.monotonic() >= deadline:
+                os.close(descriptor)
+                raise GridBusyError(
+                    f"{folder} is in use by {_holder(path)}; wait for it to finish or pick another --out"
+                ) from None
+            time.sleep(0.05)
 
 
 def check_grid_free(out: str | os.PathLike) -> None:
@@ -81,7 +91,7 @@ def grid_lock(out: str | os.PathLike, command: str) -> Iterator[None]:
         descriptor, depth = _held[folder]
         _held[folder] = (descriptor, depth + 1)
     else:
-        descriptor = _try_lock(folder)
+        descriptor = _try_lock(folder, PATIENCE_SECONDS)
         text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "command": command})
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, text.encode(), 0)

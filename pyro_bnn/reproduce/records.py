@@ -177,13 +177,14 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
     ``result.json`` that cannot be read, the reason naming the file and what is wrong; a grid runs it again)."""
     path = Path(runs_dir) / spec.run_id / RESULT
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return RunRecord(spec, Status.MISSING)
     except OSError as err:
         return RunRecord(spec, Status.DAMAGED, reason=f"{path} cannot be read: {err.strerror or one_line(err)}")
+    text = data.decode("utf-8", errors="replace")
     try:
-        values = json.loads(text)
+        values = json.loads(data)  # invalid UTF-8 is a ValueError here, as any other damage
         status = Status(values["status"])
         if status in (Status.MISSING, Status.DAMAGED, Status.UNCOUNTED):
             raise ValueError(f"a record cannot be {status.value!r}")
@@ -220,16 +221,11 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def non_finite_metrics(metrics: dict[str, Any], prefix: str = "") -> list[str]:
-    """``name=value`` of every number in ``metrics`` (and in the dicts it holds, ``outer.inner``) that is NaN or
-    infinite. Lists are not searched: a reliability diagram's empty bins are NaN by design."""
-    found = []
-    for key, value in metrics.items():
-        if isinstance(value, dict):
-            found += non_finite_metrics(value, f"{prefix}{key}.")
-        elif isinstance(value, float) and not math.isfinite(value):
-            found.append(f"{prefix}{key}={value}")
-    return found
+def non_finite_metrics(metrics: dict[str, Any]) -> list[str]:
+    """``name=value`` of every top-level number in ``metrics`` that is NaN or infinite. What the metrics hold inside
+    lists and dicts is not searched: there NaN can be meant (a reliability diagram's empty bins, the plateau
+    fraction of a layer none of whose weights was sampled)."""
+    return [f"{key}={value}" for key, value in metrics.items() if isinstance(value, float) and not math.isfinite(value)]
 
 
 class NonFiniteMetricsError(ValueError):
@@ -306,12 +302,14 @@ def _record_result(
             metrics.update(take_measure(measure, result, folder, spec.config, dict(spec.other_data)))
         bad = non_finite_metrics(metrics)
         if bad:
+            shown = f"non-finite metrics: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}"
             checkpoint = folder / CHECKPOINT
-            if checkpoint.exists():
-                checkpoint.replace(folder / NON_FINITE_CHECKPOINT)
+            if not non_finite_metrics(result.metrics) or not checkpoint.exists():  # a measure's: measured again
+                raise NonFiniteMetricsError(f"{shown} (--retry-failed measures it again)")
+            checkpoint.replace(folder / NON_FINITE_CHECKPOINT)  # the trained network's own: trained again
             raise NonFiniteMetricsError(
-                f"non-finite metrics: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} (its network is kept as "
-                f"{NON_FINITE_CHECKPOINT}; --retry-failed trains it again from the start)"
+                f"{shown} (its network is kept as {NON_FINITE_CHECKPOINT}; --retry-failed trains it again from the "
+                "start)"
             )
         record = RunRecord(spec, Status.DONE, metrics, binned_history(result.metrics.get("history", [])))
     except Exception as err:
@@ -439,14 +437,17 @@ def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     return RunResult(folder, metrics, prediction, bnn=bnn, guide=ensemble)
 
 
-def record_failure(spec: RunSpec, runs_dir: str | Path, err: BaseException, seconds: float = 0.0) -> RunRecord:
+def record_failure(
+    spec: RunSpec, runs_dir: str | Path, err: BaseException, seconds: float = 0.0, attempt: Attempt = Attempt()
+) -> RunRecord:
     """Writes and returns the ``failed`` record of ``spec``, for a worker that died running it or a pool that broke
-    before it ran; a run whose folder already holds a ``done`` record (finished before the pool broke, or by another
-    process on the same folder) keeps it and gets it back."""
+    before it ran (``attempt``: the threads it was given and why it was a second attempt); a run whose folder already
+    holds a ``done`` record (finished before the pool broke, or by another process on the same folder) keeps it and
+    gets it back."""
     existing = read_record(Path(runs_dir), spec)
     if existing.status is Status.DONE:
         return existing
-    return _record_failure(spec, Path(runs_dir) / spec.run_id, err, seconds)
+    return _record_failure(spec, Path(runs_dir) / spec.run_id, err, seconds, attempt)
 
 
 def _record_failure(

@@ -87,6 +87,26 @@ def test_runs_from_an_uncommitted_tree_count_nowhere_and_the_report_says_so(tmp_
     assert "+dirty" not in text
 
 
+def test_a_run_from_a_dirty_tree_counts_when_its_training_code_is_its_commit_s(monkeypatch):
+    spec = tiny_specs(1)[0]
+    monkeypatch.setattr(code_state, "training_code_at", lambda commit: "committed")
+    report_edited = _done(spec, "pyro_bnn 0.1.0 at abc1234+dirty", "committed")  # the uncommitted change: a report
+    trainer_edited = _done(spec, "pyro_bnn 0.1.0 at abc1234+dirty", "edited")
+    assert code_state.training_code_of(report_edited) == "committed" and not code_state.uncommitted(report_edited)
+    assert code_state.training_code_of(trainer_edited) is None and code_state.uncommitted(trainer_edited)
+    assert [r.status for r in counted([report_edited, trainer_edited])] == [Status.DONE, Status.UNCOUNTED]
+    assert not code_state.stale(report_edited, "committed") and code_state.stale(trainer_edited, "committed")
+
+
+def test_retrain_stale_is_refused_while_the_training_code_is_uncommitted(monkeypatch):
+    monkeypatch.setattr(code_state, "training_code_at", lambda commit: "head")
+    monkeypatch.setattr(code_state, "current_training_code", lambda: "edited")
+    with pytest.raises(ValueError, match="commit them first"):
+        code_state.check_committed_training_code()
+    monkeypatch.setattr(code_state, "current_training_code", lambda: "head")
+    code_state.check_committed_training_code()
+
+
 def test_a_report_names_every_training_code_state_and_the_runs_behind_it(tmp_path):
     a, b, c = tiny_specs(3)
     one = [_done(a, "pyro_bnn 0.1.0 at 111", "f1"), _done(b, "pyro_bnn 0.1.0 at 111", "f1")]

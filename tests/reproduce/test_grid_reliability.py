@@ -292,17 +292,52 @@ def test_a_run_with_non_finite_metrics_fails_naming_them_and_a_retry_trains_it_f
     assert [row["epoch"] for row in retried.history] == [1, 2, 3]
 
 
-def test_records_nested_non_finite_values_but_not_reliability_bins():
-    metrics = {"ece": 0.1, "ood": {"mnist": {"auroc": float("inf")}}, "bins": [float("nan")], "n": 3}
-    assert records_module.non_finite_metrics(metrics) == ["ood.mnist.auroc=inf"]
+def test_only_top_level_metrics_fail_a_run_not_nan_meant_inside_lists_and_dicts():
+    metrics = {"ece": float("inf"), "plateau_fraction": {"fc1": float("nan")}, "bins": [float("nan")], "n": 3}
+    assert records_module.non_finite_metrics(metrics) == ["ece=inf"]
+
+
+def test_a_non_finite_measure_fails_the_run_but_keeps_its_network_for_measuring_again(tmp_path, monkeypatch):
+    spec = tiny_specs(1)[0]
+    spec = dataclasses.replace(spec, measures=("broken",))
+    monkeypatch.setattr(records_module, "take_measure", lambda *args: {"broken": float("nan")})
+    (record,) = run_grid([spec], tmp_path, progress=False)
+    assert record.status is Status.FAILED and record.reason.endswith("broken=nan (--retry-failed measures it again)")
+    assert (tmp_path / "runs" / spec.run_id / "checkpoint.pt").exists()
+
+
+def test_a_failure_record_keeps_the_threads_and_the_retry_it_happened_on(tmp_path):
+    spec = tiny_specs(1)[0]
+    attempt = records_module.Attempt(threads=3, retried="its worker was lost (x)")
+    record = records_module.record_failure(spec, tmp_path, RuntimeError("lost again"), attempt=attempt)
+    saved = records_module.read_record(tmp_path, spec)
+    assert (record.threads, record.retried) == (saved.threads, saved.retried) == (3, "its worker was lost (x)")
+
+
+def test_a_busy_grid_found_after_the_checks_is_one_line(tmp_path, capsys, monkeypatch):
+    from pyro_bnn.reproduce import api
+
+    def taken(*args, **kwargs):
+        raise GridBusyError(f"{tmp_path} is in use by pid 1 on h since t (c); wait for it to finish")
+
+    monkeypatch.setattr(api, "reproduce", taken)
+    monkeypatch.setattr(api, "check_request", lambda *args, **kwargs: None)
+    assert main(["reproduce", "leaky-calibration", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"pyro-bnn reproduce: error: {tmp_path} is in use by pid 1 on h since t (c); wait for it to finish"
 
 
 def test_a_damaged_record_is_reported_as_damaged_and_run_again(tmp_path, capsys):
     specs = tiny_specs(2)
     done = run_grid(specs, tmp_path, progress=False)
     path = tmp_path / "runs" / specs[1].run_id / "result.json"
-    for damage, words in ((path.read_text()[:100], "is not a run record"), ("", "is empty")):
-        path.write_text(damage)
+    invalid_utf8 = path.read_bytes()[:50] + b"\xff\xfe"
+    for damage, words in (
+        (path.read_text()[:100], "is not a run record"),
+        (invalid_utf8, "is not a run record"),
+        ("", "is empty"),
+    ):
+        path.write_bytes(damage if isinstance(damage, bytes) else damage.encode())
         records = read_records(tmp_path, specs)
         assert [r.status for r in records] == [Status.DONE, Status.DAMAGED]
         assert records[1].reason.startswith(f"{path} {words}")

@@ -161,7 +161,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
     ]
     for objective in profile.settings.get("objectives", list(OBJECTIVES)):
         objective_name = OBJECTIVES[objective]
-        rows, verdicts, reasons = [], [], []
+        rows, verdicts, reasons, comparable = [], [], [], 0
         for dataset in profile["datasets"]:
             for model in profile["models"]:
                 leaky = cells.get((objective, dataset, model, LEAKY), [])
@@ -181,6 +181,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                     verdict, why = table_1_cell(leaky, relu)
                     reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
                     status = verdict.value
+                    comparable += 1
                 verdicts.append(verdict)
                 rows.append(
                     [
@@ -208,7 +209,6 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
             + markdown_table(header, rows, align="ll" + "r" * (len(header) - 3) + "l")
         )
         overall = overall_verdict(verdicts)
-        comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
         headlines.append(
             Headline(
                 f"Leaky ReLU has lower ECE than ReLU at about equal accuracy, per cell of Table 1, under the "
