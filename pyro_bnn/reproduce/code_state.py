@@ -26,9 +26,9 @@ from pathlib import Path
 import pyro_bnn
 from pyro_bnn.reproduce.spec import RunRecord, Status
 
-NOT_TRAINING = ("pyro_bnn/cli.py", "pyro_bnn/plots/*", "pyro_bnn/reproduce/*")
-"""Package files that are not training code: the command line, plotting, and the reproduction machinery (grids,
-records, executors, reports, verdicts, paper plans), which only orchestrates runs. A plan's change to a config
+NOT_TRAINING = ("pyro_bnn/cli.py", "pyro_bnn/errors.py", "pyro_bnn/plots/*", "pyro_bnn/reproduce/*")
+"""Package files that are not training code: the command line and its errors, plotting, and the reproduction
+machinery (grids, records, executors, reports, verdicts, paper plans), which only orchestrates runs. A plan's change to a config
 changes run ids; the thread count an executor gives a run is recorded per run (``threads``) and shown by the
 report."""
 

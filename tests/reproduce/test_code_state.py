@@ -36,6 +36,7 @@ from test_grid import BASE, tiny_specs  # noqa: E402
         ("pyro_bnn/reproduce/papers/priors_analysis.py", False),
         ("pyro_bnn/reproduce/papers/leaky_calibration.py", False),
         ("pyro_bnn/cli.py", False),
+        ("pyro_bnn/errors.py", False),
         ("pyro_bnn/plots/reliability.py", False),
         ("pyro_bnn/infer/README.md", False),
     ],
