@@ -28,9 +28,9 @@ from pyro_bnn.reproduce.spec import RunRecord, Status
 
 NOT_TRAINING = ("pyro_bnn/cli.py", "pyro_bnn/errors.py", "pyro_bnn/plots/*", "pyro_bnn/reproduce/*")
 """Package files that are not training code: the command line and its errors, plotting, and the reproduction
-machinery (grids, records, executors, reports, verdicts, paper plans), which only orchestrates runs. A plan's change to a config
-changes run ids; the thread count an executor gives a run is recorded per run (``threads``) and shown by the
-report."""
+machinery (grids, records, executors, reports, verdicts, paper plans), which only orchestrates runs. A plan's change
+to a config changes run ids; the thread count an executor gives a run is recorded per run (``threads``) and shown by
+the report."""
 
 MEASURING = (
     "pyro_bnn/reproduce/measures.py",
@@ -107,14 +107,15 @@ def training_code_at(commit: str) -> str | None:
 def training_code_of(record: RunRecord) -> str | None:
     """The committed training code a record's run ran, or None when it cannot be named.
 
-    A run from a clean tree: the fingerprint it holds, else (a record older than fingerprints) its commit's. A run
-    from a tree with uncommitted changes: its fingerprint only when that equals its commit's (the changes lay outside
-    the training code, say in a report), else None, as for a commit this checkout lacks."""
+    A run from a clean tree: its commit's fingerprint, computed now (so that every run is named under this version's
+    definition of training code), else the fingerprint it holds (a commit this checkout lacks). A run from a tree
+    with uncommitted changes: its fingerprint only when that equals its commit's (the changes lay outside the
+    training code, say in a report), else None."""
     match = _COMMIT.search(record.code)
     committed = training_code_at(match.group(1)) if match else None
     if record.code.endswith("+dirty"):
         return record.training_code if record.training_code and record.training_code == committed else None
-    return record.training_code or committed
+    return committed or record.training_code or None
 
 
 def uncommitted(record: RunRecord) -> bool:

@@ -157,6 +157,8 @@ def test_training_code_of_old_records_comes_from_their_commit(monkeypatch):
     assert code_state.training_code_of(_done(spec, "pyro_bnn 0.1.0 at 1234567")) == "at-1234567"
     assert code_state.training_code_of(_done(spec, "pyro_bnn 0.1.0 at 1234567+dirty")) is None
     assert code_state.training_code_of(_done(spec, "pyro_bnn 0.1.0 (not a git checkout)")) is None
+    assert code_state.training_code_of(_done(spec, "pyro_bnn 0.1.0 at 1234567", "own")) == "at-1234567"
+    monkeypatch.setattr(code_state, "training_code_at", lambda commit: None)  # a commit this checkout lacks
     assert code_state.training_code_of(_done(spec, "pyro_bnn 0.1.0 at 1234567", "own")) == "own"
 
 
