@@ -6,7 +6,7 @@ STAMP := $(VENV)/.pyro_bnn-installed
 FMNIST_DIR := /usr/share/datasets/fashion-mnist
 DEMO_OUT ?= results/demo
 
-.PHONY: install fmnist test test-all demo lint bench docs clean
+.PHONY: install fmnist test test-all demo lint bench docs clean device-pack
 
 install: $(STAMP)
 
@@ -56,6 +56,19 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -r bench/requirements.txt -c bench/constraints.txt
 	$(PY) bench/run.py
 	$(PY) bench/node_noise.py
+
+# What a GPU slot needs beside the tree (bench/device_grid.sh): Pyro's wheels (the machine has PyTorch only), the
+# MNIST and Fashion-MNIST IDX files, and the commit the tree is at (the machine's copy has no git folder), which
+# must hold every change to pyro_bnn/. Carry .whl, .devdata and .devcommit with the tree.
+MNIST_DIR ?= ../shared/datasets/mnist
+device-pack: $(STAMP)
+	@test -z "$$(git status --porcelain -- pyro_bnn)" || { echo "commit pyro_bnn/ first: a GPU run names its commit"; exit 1; }
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux2014_x86_64 -d .whl pyro-ppl==$$($(PY) -c 'import pyro; print(pyro.__version__)') pyro-api
+	mkdir -p .devdata/mnist .devdata/fashion-mnist
+	cp $(MNIST_DIR)/*-ubyte.gz .devdata/mnist/
+	cp $(FMNIST_DIR)/*-ubyte.gz .devdata/fashion-mnist/
+	git rev-parse HEAD > .devcommit
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

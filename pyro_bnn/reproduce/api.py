@@ -17,6 +17,7 @@ from pyro_bnn.reproduce.code_state import check_committed_training_code, counted
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.lock import check_grid_free, grid_lock
+from pyro_bnn.reproduce.merge import MergeSummary, merge_runs
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.rescore import RescoreSummary, rescore_grid
@@ -338,6 +339,68 @@ def reproduce(
             records=records,
             analysis=analysis,
         )
+
+
+def merge(
+    name: str,
+    source: str | os.PathLike,
+    *,
+    out: str | os.PathLike,
+    profile: str | None = None,
+    data_dirs: dict[str, str] | None = None,
+) -> tuple[MergeSummary, Path]:
+    """Merges the done runs of ``source`` (a grid's folder copied back from another machine, e.g. a GPU's) into the
+    grid ``out`` and rewrites its report; trains nothing (:mod:`pyro_bnn.reproduce.merge`).
+
+    A new ``out`` takes its state (experiment, profile, seeds, command) from ``source``'s ``reproduce.json``, with
+    the command's ``--out`` naming ``out``.
+
+    Args:
+        name: The experiment.
+        source: The folder copied back (a grid's folder, or a folder of run folders).
+        out: The grid's folder (created when new).
+        profile: The profile (None: ``out``'s, else ``source``'s).
+        data_dirs: Data folders, as for :func:`reproduce` (the report's figures may read data).
+
+    Returns:
+        What was merged and left out, and the path of the rewritten ``report.md``.
+
+    Raises:
+        ValueError: A bad name or profile, a ``source`` that is no folder, or a new ``out`` with no profile named
+            and no state in ``source`` (one line).
+    """
+    experiment = get_experiment(name)
+    source, out = Path(source), Path(out)
+    if not source.is_dir():
+        raise ValueError(f"--merge {source}: not a folder")
+    theirs = _read_state(source)
+    if theirs is not None and theirs["experiment"] != experiment.name:
+        raise ValueError(f"--merge {source} holds a grid of {theirs['experiment']!r}, not {experiment.name!r}")
+    if profile is None and _read_state(out) is None:
+        if theirs is None:
+            raise ValueError(f"--merge {source} holds no {STATE}: name the --profile")
+        profile = theirs["profile"]
+    check_writable(out)
+    chosen, state = _check_state(out, experiment, profile)
+    with grid_lock(out, _this_command()):
+        if state is None:
+            seeds = theirs["seeds"] if theirs else chosen.seeds
+            command = _with_out(theirs["command"], out) if theirs else _this_command()
+            state = {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
+            write_json_atomically(out / STATE, state)
+        specs = plan(experiment, chosen, state["seeds"], data_dirs or {}, None)
+        summary = merge_runs(source, out, specs)
+    report = reproduce(name, profile=chosen.name, out=out, report_only=True, data_dirs=data_dirs)
+    return summary, report
+
+
+def _with_out(command: str, out: Path) -> str:
+    """``command`` with its ``--out`` value replaced by ``out``."""
+    words = shlex.split(command)
+    for index, word in enumerate(words[:-1]):
+        if word == "--out":
+            words[index + 1] = str(out)
+    return shlex.join(words)
 
 
 def rescore(

@@ -83,6 +83,13 @@ def add_reproduce_parser(commands) -> None:
         default=None,
         help="ray: GPUs each run's task asks for (default 1 where this machine sees a GPU, else 0)",
     )
+    parser.add_argument(
+        "--merge",
+        metavar="SOURCE",
+        default=None,
+        help="train nothing: copy the done runs of SOURCE (a grid's folder copied back from another machine, e.g. "
+        "by bench/device_grid.sh) that OUT lacks into OUT, then rewrite the report",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=_cmd_reproduce)
 
@@ -135,6 +142,30 @@ def _cmd_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from pyro_bnn.reproduce.api import merge
+
+    given = [flag for flag in (*RESCORE_ALONE, "--rescore") if _given(args, flag)]
+    try:
+        if given:
+            raise ValueError(f"--merge copies finished runs and trains nothing: leave out {given[0]}")
+        summary, report = merge(
+            args.name, args.merge, out=args.out, profile=args.profile, data_dirs=dict(args.data_dir)
+        )
+    except (ValueError, OSError) as err:
+        raise UserError(str(err)) from err
+    print(summary.describe())
+    print(f"wrote {report}")
+    return 0
+
+
+def _given(args: argparse.Namespace, flag: str) -> bool:
+    """Whether ``flag`` (one of :data:`RESCORE_ALONE` or ``--rescore``) was given."""
+    defaults = {"--executor": "local", "--threads": 1}
+    value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+    return value not in (None, False) and value != defaults.get(flag)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from pyro_bnn.reproduce.api import check_request, listing, reproduce
 
@@ -143,6 +174,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     if args.rescore and args.name and args.out is not None:
         return _cmd_rescore(args)
+    if args.merge is not None and args.name and args.out is not None:
+        return _cmd_merge(args)
     request = dict(
         profile=args.profile,
         seeds=args.seeds,

@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -68,6 +69,11 @@ def training_code() -> str:
     return _inherited_code[1] or current_training_code()
 
 
+DECLARED_COMMIT_ENV = "PYRO_BNN_COMMIT"
+"""Names the commit of a copied tree that is no git checkout (``bench/device_grid.sh`` sets it on the GPU machine,
+from the commit it was sent at); ignored in a git checkout."""
+
+
 @functools.cache
 def code_version() -> str:
     """``pyro_bnn <version>`` and, in a git checkout, the commit (``+dirty`` when ``pyro_bnn/`` has uncommitted
@@ -87,6 +93,12 @@ def code_version() -> str:
             ["git", "-C", str(root), "status", "--porcelain", "--", "pyro_bnn"], capture_output=True, text=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
+        declared = os.environ.get(DECLARED_COMMIT_ENV, "").strip()
+        if re.fullmatch(r"[0-9a-f]{7,40}", declared):
+            # A copy of a commit's tree without its git folder (a GPU machine's copy): the commit it says it is.
+            # Merging its runs back checks the claim (pyro_bnn.reproduce.merge: the runs' training-code
+            # fingerprint must equal that commit's).
+            return f"{version} at {declared[:12]}"
         return f"{version} (not a git checkout)"
     return f"{version} at {commit}{'+dirty' if dirty else ''}"
 

@@ -167,6 +167,17 @@ def _label_group(record: RunRecord) -> str:
     return stem if stem and seed.isdigit() else label
 
 
+def _devices_line(done: Sequence[RunRecord]) -> str:
+    """Where the done runs trained: each device (the GPU's name where recorded) with its run count."""
+    counts: dict[str, int] = {}
+    for record in done:
+        device = str(record.metrics.get("device", "not recorded"))
+        name = record.metrics.get("device_name")
+        key = f"{device} ({name})" if name else device
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{key}: {count}" for key, count in sorted(counts.items())) or "—"
+
+
 def _training_code_lines(done: Sequence[RunRecord], experiment: str) -> list[str]:
     """The report's lines on the training code of the done runs: one state, or every state with its runs and the
     groups of runs (labels without the seed) whose seeds or neighbours ran different code."""
@@ -253,6 +264,7 @@ def write_report(
         + (f"; {len(retried)} ran twice, their first worker lost" if retried else ""),
         batching,
         f"- Torch threads per run: {_threads_line(threads)}",
+        f"- Devices of the runs done: {_devices_line(done)}",
         "",
         "## Verdicts",
         "",

@@ -152,6 +152,19 @@ PROFILES = {
             "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": (),
         },
     ),
+    "gpu": Profile(
+        "gpu",
+        "the authors' 5 000 cubic steps; LeNet at all four widths (x1 to x8) on all training images for 20 epochs, "
+        "against weight-space VI, MC dropout, the deterministic network and a deep ensemble, with the shift "
+        "evaluation; no CIFAR. For one GPU (bench/device_grid.sh), resuming across slots",
+        seeds=3,
+        settings={
+            "depths": (1, 2, 3, 4, 5), "cubic_steps": 5000, "cubic_samples": 64,
+            "widths": (1, 2, 4, 8), "ks": (1, 2, 4, 8, 16), "members": 5, "train_images": None, "val_images": 5_000,
+            "epochs": 20, "test_subset": None, "shift_images": 10_000, "samples": 20,
+            "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": (),
+        },
+    ),
     "paper": Profile(
         "paper",
         "the authors' 5 000 cubic steps; LeNet at all four widths on all training images for 100 epochs (the paper "

@@ -135,6 +135,33 @@ PROFILES = {
             "ablation_models": ["3fc"],
         },
     ),
+    "gpu": Profile(
+        "gpu",
+        "Table 1 at the paper's data scale inside one GPU slot: both nets, both data sets, both activations, 3 seeds, "
+        "the official 60 000 training images split 70/30, the full test set, up to 50 epochs with patience 3, 50 "
+        "posterior samples, the authors' objective and estimator; early stopping reads 8 samples on validation, as "
+        "full-3fc does. No ablation, slope sweep or plateaus. Run it with bench/device_grid.sh",
+        seeds=3,
+        settings={
+            "datasets": ["mnist", "fashion-mnist"],
+            "models": ["3fc", "conv"],
+            "train_pool": {"3fc": None, "conv": None},
+            "max_epochs": {"3fc": 50, "conv": 50},
+            **_COMMON,
+            "num_val_samples": 8,
+            "test_subset": None,
+            "slopes": [],
+            "sweep_models": [],
+            "sweep_datasets": [],
+            "sweep_seeds": 0,
+            "plateau_models": [],
+            "plateau_images": 0,
+            "plateau_epochs": 0,
+            "plateau_weights_per_layer": 0,
+            "objectives": ["paper"],
+            "ablation_models": [],
+        },
+    ),
     "paper": Profile(
         "paper",
         "the published scale, for a GPU",

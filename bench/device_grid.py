@@ -1,0 +1,191 @@
+"""Runs reproduction grids (parts of ``gpu`` profiles) on a GPU machine inside one time limit, and packs what finished.
+
+Usage (on the device machine, through ``bench/device_grid.sh``, which installs the carried wheels first)::
+
+    python3 bench/device_grid.py --limit-s 420 leaky-calibration:gpu:8 implicit-bnn:gpu:8
+
+Each part ``EXPERIMENT:PROFILE[:WORKERS]`` runs in turn as ``pyro-bnn reproduce`` into a work folder, seeded with the
+committed grid ``results/<EXPERIMENT>-<PROFILE>/`` when the tree holds one (its done runs are not trained again, so
+the profile resumes across slots). A part still running when the limit nears is stopped (its finished runs are
+kept; a run cut off part-way is trained again next time). Then, per part, the run folders without checkpoints go
+to ``$OUT/<EXPERIMENT>-<PROFILE>.tar.gz``, the command's log to ``$OUT/<EXPERIMENT>-<PROFILE>.log``, and every run's
+wall time is printed, so that the next part can be sized from measurements. Back on the development machine::
+
+    tar -xzf <EXPERIMENT>-<PROFILE>.tar.gz -C /tmp/back
+    pyro-bnn reproduce EXPERIMENT --out results/<EXPERIMENT>-<PROFILE> --merge /tmp/back/<EXPERIMENT>-<PROFILE>
+
+Data: ``--data DIR`` holds one folder per data set (``DIR/mnist``, ``DIR/fashion-mnist``: the IDX files, ``.gz``
+or not), passed as ``--data-dir`` to the grids that read that set; other sets are found the usual ways.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACK_MARGIN_S = 25
+"""Seconds kept back from the limit for stopping a part, packing it and the transfer back."""
+LEFT_BEHIND = (".pt", ".lock", ".png", "weight_stats.json")
+"""Files not packed: checkpoints (large, and the merge needs none), lock files, and the figures and weight
+statistics that a commit leaves out too (the report's figures are drawn again by the merge)."""
+
+
+def parse_part(text: str) -> tuple[str, str, int]:
+    """``EXPERIMENT:PROFILE[:WORKERS]`` as ``(experiment, profile, workers)`` (workers default 1)."""
+    pieces = text.split(":")
+    if len(pieces) not in (2, 3) or not all(pieces):
+        raise argparse.ArgumentTypeError(f"part {text!r}: expected EXPERIMENT:PROFILE[:WORKERS]")
+    try:
+        workers = int(pieces[2]) if len(pieces) == 3 else 1
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"part {text!r}: WORKERS must be an int, got {pieces[2]!r}") from None
+    if workers < 1:
+        raise argparse.ArgumentTypeError(f"part {text!r}: WORKERS must be >= 1")
+    return pieces[0], pieces[1], workers
+
+
+def data_dirs_for(experiment: str, profile: str, data: Path | None) -> list[str]:
+    """The ``--data-dir`` arguments for the data sets the grid reads that ``data`` holds a folder of."""
+    if data is None or not data.is_dir():
+        return []
+    from pyro_bnn.reproduce.api import get_experiment, grid_datasets
+
+    found = get_experiment(experiment)
+    args = []
+    for dataset in sorted(grid_datasets(found, found.profiles[profile])):
+        if (data / dataset).is_dir():
+            args += ["--data-dir", f"{dataset}={data / dataset}"]
+    return args
+
+
+def run_times(grid: Path) -> list[tuple[str, str, float, object, object]]:
+    """Per run folder of ``grid``: label, status, wall seconds, epochs run and test accuracy."""
+    rows = []
+    for result in sorted((grid / "runs").glob("*/result.json")):
+        try:
+            data = json.loads(result.read_text())
+        except (OSError, ValueError):
+            rows.append((result.parent.name, "unreadable", 0.0, None, None))
+            continue
+        metrics = data.get("metrics") or {}
+        rows.append(
+            (
+                (data.get("spec") or {}).get("label", result.parent.name),
+                data.get("status", "?"),
+                float(data.get("seconds") or 0.0),
+                metrics.get("epochs_run"),
+                metrics.get("accuracy"),
+            )
+        )
+    return rows
+
+
+def pack(grid: Path, archive: Path) -> int:
+    """Writes ``grid`` (its state, report and run folders, without :data:`LEFT_BEHIND`) to ``archive``; returns the
+    number of files packed."""
+    count = 0
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(grid.rglob("*")):
+            if path.is_file() and not path.name.endswith(LEFT_BEHIND) and ".stale" not in path.name:
+                tar.add(path, arcname=str(Path(grid.name) / path.relative_to(grid)))
+                count += 1
+    return count
+
+
+def run_part(
+    experiment: str,
+    profile: str,
+    workers: int,
+    *,
+    seconds: float,
+    work: Path,
+    out: Path,
+    data: Path | None,
+    device: str,
+    batch_runs: str,
+) -> None:
+    """Runs one part for at most ``seconds``, then packs and reports it (see the module docstring)."""
+    name = f"{experiment}-{profile}"
+    grid = work / name
+    committed = ROOT / "results" / name
+    if committed.is_dir() and not grid.exists():
+        shutil.copytree(committed, grid, ignore=shutil.ignore_patterns("*.lock"))
+    command = [
+        sys.executable, "-m", "pyro_bnn.cli", "reproduce", experiment, "--profile", profile, "--out", str(grid),
+        "--workers", str(workers), "--device", device, "--batch-runs", batch_runs, "--quiet",
+        *data_dirs_for(experiment, profile, data),
+    ]  # fmt: skip
+    print(f"== {name}: {' '.join(command[2:])} (at most {seconds:.0f} s)", flush=True)
+    started = time.monotonic()
+    with open(out / f"{name}.log", "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        try:
+            code = process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)  # the pool's workers too
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            code = "stopped at the time limit"
+    elapsed = time.monotonic() - started
+    rows = run_times(grid)
+    done = sum(1 for row in rows if row[1] == "done")
+    print(f"== {name}: exit {code}, {elapsed:.0f} s wall; {done} of {len(rows)} run folders done", flush=True)
+    for label, status, wall, epochs, accuracy in rows:
+        accuracy_text = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
+        print(f"   {label:<44} {status:<8} {wall:7.1f} s  epochs {epochs if epochs is not None else '-':<3} "
+              f"accuracy {accuracy_text}")  # fmt: skip
+    if grid.exists():
+        files = pack(grid, out / f"{name}.tar.gz")
+        print(f"== {name}: packed {files} files into {name}.tar.gz", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("parts", nargs="+", type=parse_part, help="EXPERIMENT:PROFILE[:WORKERS], run in turn")
+    parser.add_argument("--limit-s", type=float, required=True, help="wall time for all parts, packing included")
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/device-out"), help="where archives go ($OUT)")
+    parser.add_argument("--work", default="/tmp/device-grids", help="where the grids run")
+    parser.add_argument("--data", default=".devdata", help="folder of data-set folders (default %(default)s)")
+    parser.add_argument("--device", default="cuda", help="device of every run (default %(default)s)")
+    parser.add_argument("--batch-runs", default="1", help="reproduce's --batch-runs (default %(default)s)")
+    args = parser.parse_args(argv)
+    if args.limit_s <= PACK_MARGIN_S:
+        parser.error(f"--limit-s must exceed {PACK_MARGIN_S} (the time kept for packing), got {args.limit_s:g}")
+    deadline = time.monotonic() + args.limit_s - PACK_MARGIN_S
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data) if args.data else None
+    for experiment, profile, workers in args.parts:
+        left = deadline - time.monotonic()
+        if left < 30:
+            print(f"== {experiment}-{profile}: not started, {left:.0f} s left", flush=True)
+            continue
+        run_part(
+            experiment,
+            profile,
+            workers,
+            seconds=left,
+            work=work,
+            out=out,
+            data=data,
+            device=args.device,
+            batch_runs=args.batch_runs,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

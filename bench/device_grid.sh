@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One prepared command for a GPU slot (see /work/.library/device/README.md in this workplace, and
+# docs/reproductions.md): installs the carried wheels (.whl/: Pyro, which the machine lacks), names the commit the
+# tree was sent at (.devcommit, written by `make device-pack`), then runs bench/device_grid.py with the arguments
+# given, e.g.   bash bench/device_grid.sh --limit-s 540 leaky-calibration:gpu:8 implicit-bnn:gpu:8
+# Archives and logs land in $OUT, data sets are read from .devdata/<name>/ (both carried, see `make device-pack`).
+set -uo pipefail
+export OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+else
+    export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+[ -f .devcommit ] && export PYRO_BNN_COMMIT=$(cat .devcommit)
+python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__,
+    torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+python3 bench/device_grid.py "$@"

@@ -1,0 +1,106 @@
+"""Merging run folders trained elsewhere (a GPU machine's copy of the grid) into a grid's folder.
+
+A grid resumes across machines: the runs another machine finished are copied into ``OUT/runs/`` and count as if
+they had run here. A run is taken only when it belongs to this grid (its folder name is a planned run id), is done
+there, is not already done here, and ran the training code it names: a copy of a tree without its git folder
+declares its commit (``$PYRO_BNN_COMMIT``, :func:`pyro_bnn.reproduce.records.code_version`), and the run's
+training-code fingerprint must equal that commit's in this checkout (:mod:`.code_state`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyro_bnn.reproduce.code_state import training_code_at
+from pyro_bnn.reproduce.records import read_record
+from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+
+_COMMIT = re.compile(r" at ([0-9a-f]{7,40})$")
+
+
+@dataclass
+class MergeSummary:
+    """What :func:`merge_runs` did: the run ids copied in, and per run left out, why."""
+
+    merged: list[str] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """One line, then one line per run left out."""
+        lines = [f"merged {len(self.merged)} run(s); left out {len(self.left_out)}"]
+        lines += [f"  {run_id}: {why}" for run_id, why in sorted(self.left_out.items())]
+        return "\n".join(lines)
+
+
+def declared_code_problem(record: RunRecord) -> str | None:
+    """Why a run's declared code cannot be trusted, or None: a clean commit whose training code in this checkout
+    differs from the fingerprint the run computed of the files it ran."""
+    match = _COMMIT.search(record.code)
+    if match is None or not record.training_code:
+        return None
+    committed = training_code_at(match.group(1))
+    if committed is not None and committed != record.training_code:
+        return (
+            f"it names commit {match.group(1)}, whose training code is {committed}, but it ran {record.training_code}"
+        )
+    return None
+
+
+def source_runs(source: Path) -> Path:
+    """The folder of run folders in ``source``: ``source/runs`` when there is one (a grid's folder), else
+    ``source`` itself."""
+    return source / "runs" if (source / "runs").is_dir() else source
+
+
+def merge_runs(source: str | Path, out: str | Path, specs: list[RunSpec]) -> MergeSummary:
+    """Copies every done run of ``source`` that ``specs`` plan and ``out`` lacks into ``out/runs/``.
+
+    Args:
+        source: A grid's folder or a folder of run folders (``<run id>/result.json``), e.g. copied back from a GPU.
+        out: The grid's folder (the caller holds its lock).
+        specs: The grid's plan.
+
+    Returns:
+        The runs merged and, per run left out, why (not planned, not done there, done here already, or code that
+        is not the commit it names). A run folder of ``out`` that held no done run (failed, damaged, part-way) is
+        replaced.
+
+    Raises:
+        ValueError: ``source`` is not a folder (one line).
+    """
+    source = Path(source)
+    if not source.is_dir():
+        raise ValueError(f"--merge {source}: not a folder of run folders")
+    runs_src, runs_out = source_runs(source), Path(out) / "runs"
+    planned = {spec.run_id: spec for spec in specs}
+    summary = MergeSummary()
+    for folder in sorted(p for p in runs_src.iterdir() if p.is_dir()):
+        spec = planned.get(folder.name)
+        if spec is None:
+            summary.left_out[folder.name] = "not a run of this grid's plan"
+            continue
+        record = read_record(runs_src, spec)
+        if record.status is not Status.DONE:
+            summary.left_out[folder.name] = f"{record.status.value} there" + (
+                f": {record.reason}" if record.reason else ""
+            )
+            continue
+        if read_record(runs_out, spec).status is Status.DONE:
+            summary.left_out[folder.name] = "already done here"
+            continue
+        problem = declared_code_problem(record)
+        if problem is not None:
+            summary.left_out[folder.name] = problem
+            continue
+        target = runs_out / folder.name
+        partial = target.with_name(f".{folder.name}.merging")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(folder, partial)
+        if target.exists():
+            shutil.rmtree(target)  # a failed, damaged or part-way run, superseded by the done one
+        partial.rename(target)
+        summary.merged.append(folder.name)
+    return summary

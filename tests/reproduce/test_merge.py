@@ -1,0 +1,167 @@
+"""Run folders trained on another machine (a GPU's copy of the tree) merging into a grid: which are taken, which are
+left out and why, the commit a copy without git declares, and the device script's parsing and packing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pyro_bnn.reproduce import code_state, merge
+from pyro_bnn.reproduce import records as records_module
+from pyro_bnn.reproduce.merge import declared_code_problem, merge_runs
+from pyro_bnn.reproduce.records import read_record, write_record
+from pyro_bnn.reproduce.spec import RunRecord, Status
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grid import tiny_specs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(runs: Path, spec, status=Status.DONE, code="pyro_bnn 0.1.0 at 1234567", training="fp", accuracy=0.9):
+    record = RunRecord(spec, status, {"accuracy": accuracy}, reason="" if status is Status.DONE else "boom", code=code,
+                       training_code=training)  # fmt: skip
+    write_record(runs / spec.run_id, record)
+
+
+@pytest.fixture
+def committed_fp(monkeypatch):
+    """Every commit's training code is ``fp`` (a checkout that holds the commit the runs name)."""
+    monkeypatch.setattr(merge, "training_code_at", lambda commit: "fp")
+
+
+def test_done_runs_of_the_plan_merge_and_the_rest_say_why(tmp_path, committed_fp):
+    specs = tiny_specs(5)
+    source, out = tmp_path / "back", tmp_path / "grid"
+    _write(source / "runs", specs[0])  # merges
+    _write(source / "runs", specs[1], status=Status.FAILED)  # failed there
+    _write(source / "runs", specs[2])  # already done here, with another accuracy
+    _write(out / "runs", specs[2], accuracy=0.5)
+    _write(source / "runs", specs[3])  # replaces a failed run here
+    _write(out / "runs", specs[3], status=Status.FAILED)
+    _write(source / "runs", specs[4], training="other")  # not the commit it names
+    (source / "runs" / "stray-run-0123456789").mkdir()
+    summary = merge_runs(source, out, specs)
+    assert sorted(summary.merged) == sorted([specs[0].run_id, specs[3].run_id])
+    assert summary.left_out[specs[1].run_id] == "failed there: boom"
+    assert summary.left_out[specs[2].run_id] == "already done here"
+    assert "whose training code is fp, but it ran other" in summary.left_out[specs[4].run_id]
+    assert summary.left_out["stray-run-0123456789"] == "not a run of this grid's plan"
+    runs = out / "runs"
+    assert read_record(runs, specs[0]).status is Status.DONE
+    assert read_record(runs, specs[2]).metrics["accuracy"] == 0.5  # a done run here is never overwritten
+    assert read_record(runs, specs[3]).status is Status.DONE
+    assert read_record(runs, specs[4]).status is Status.MISSING
+    assert not list(runs.glob(".*merging"))
+    assert summary.describe().splitlines()[0] == "merged 2 run(s); left out 4"
+
+
+def test_a_folder_of_run_folders_merges_as_a_grid_folder_does(tmp_path, committed_fp):
+    specs = tiny_specs(1)
+    _write(tmp_path / "flat", specs[0])
+    assert merge_runs(tmp_path / "flat", tmp_path / "grid", specs).merged == [specs[0].run_id]
+    with pytest.raises(ValueError, match="not a folder"):
+        merge_runs(tmp_path / "nowhere", tmp_path / "grid", specs)
+
+
+def test_declared_code_is_checked_only_where_this_checkout_holds_the_commit(monkeypatch):
+    spec = tiny_specs(1)[0]
+    record = RunRecord(spec, Status.DONE, code="pyro_bnn 0.1.0 at 1234567", training_code="mine")
+    monkeypatch.setattr(merge, "training_code_at", lambda commit: None)  # a commit this checkout lacks
+    assert declared_code_problem(record) is None
+    monkeypatch.setattr(merge, "training_code_at", lambda commit: "mine")
+    assert declared_code_problem(record) is None
+    monkeypatch.setattr(merge, "training_code_at", lambda commit: "theirs")
+    assert "1234567" in declared_code_problem(record)
+    dirty = RunRecord(spec, Status.DONE, code="pyro_bnn 0.1.0 at 1234567+dirty", training_code="mine")
+    assert declared_code_problem(dirty) is None  # a dirty run is counted by nothing anyway (code_state.counted)
+
+
+def test_a_copy_without_git_names_the_commit_it_declares(tmp_path, monkeypatch):
+    monkeypatch.setattr(records_module, "_inherited_code", ("", ""))
+    monkeypatch.setattr(records_module.pyro_bnn, "__file__", str(tmp_path / "pyro_bnn" / "__init__.py"))
+    for declared, expected in (("", "(not a git checkout)"), ("not-a-sha", "(not a git checkout)"),
+                               ("0123456789abcdef0123", "at 0123456789ab")):  # fmt: skip
+        monkeypatch.setenv(records_module.DECLARED_COMMIT_ENV, declared)
+        records_module.code_version.cache_clear()
+        assert records_module.code_version().endswith(expected)
+    records_module.code_version.cache_clear()
+    assert code_state.training_code_of(RunRecord(tiny_specs(1)[0], Status.DONE, code="x at 0123456789ab")) in (
+        None,
+        code_state.training_code_at("0123456789ab"),
+    )
+
+
+def test_the_merge_command_creates_the_grid_from_the_copied_state_and_writes_its_report(tmp_path, committed_fp):
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    grid = tmp_path / "back" / "leaky-calibration-quick"
+    specs = _quick_specs()
+    _write(grid / "runs", specs[0])
+    command = "pyro-bnn reproduce leaky-calibration --profile quick --out /tmp/device-grids/x --device cuda"
+    (grid / "reproduce.json").write_text(
+        json.dumps({"experiment": "leaky-calibration", "profile": "quick", "seeds": 1, "command": command})
+    )
+    out = tmp_path / "results" / "leaky"
+    summary, report = merge_command("leaky-calibration", grid, out=out)
+    assert summary.merged == [specs[0].run_id]
+    state = json.loads((out / "reproduce.json").read_text())
+    assert state["profile"] == "quick" and f"--out {out}" in state["command"] and "--device cuda" in state["command"]
+    text = report.read_text()
+    assert "Runs: 1 done" in text and "Devices of the runs done: not recorded: 1" in text
+    with pytest.raises(ValueError, match="not 'implicit-bnn'"):
+        merge_command("implicit-bnn", grid, out=tmp_path / "other")
+
+
+def _quick_specs():
+    from pyro_bnn.reproduce.api import get_experiment
+
+    experiment = get_experiment("leaky-calibration")
+    return experiment.plan(experiment.profiles["quick"], 1, {})
+
+
+def _device_grid():
+    spec = importlib.util.spec_from_file_location("device_grid", ROOT / "bench" / "device_grid.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_device_script_reads_parts_and_packs_no_checkpoint(tmp_path):
+    device_grid = _device_grid()
+    assert device_grid.parse_part("leaky-calibration:gpu:8") == ("leaky-calibration", "gpu", 8)
+    assert device_grid.parse_part("priors:gpu") == ("priors", "gpu", 1)
+    for bad in ("leaky-calibration", "a:b:c", "a:b:0", ":gpu"):
+        with pytest.raises(Exception, match="part"):
+            device_grid.parse_part(bad)
+    grid = tmp_path / "leaky-calibration-gpu"
+    spec = _quick_specs()[0]
+    _write(grid / "runs", spec)
+    for name in ("checkpoint.pt", "reliability.png", "weight_stats.json", "history.json"):
+        (grid / "runs" / spec.run_id / name).write_text("x")
+    (grid / ".grid.lock").write_text("")
+    assert device_grid.pack(grid, tmp_path / "g.tar.gz") == 2
+    with tarfile.open(tmp_path / "g.tar.gz") as tar:
+        names = sorted(tar.getnames())
+    assert names == [f"leaky-calibration-gpu/runs/{spec.run_id}/{f}" for f in ("history.json", "result.json")]
+    rows = device_grid.run_times(grid)
+    assert rows == [(spec.label, "done", 0.0, None, 0.9)]
+    tiny = tmp_path / "data"
+    (tiny / "mnist").mkdir(parents=True)
+    assert device_grid.data_dirs_for("leaky-calibration", "gpu", tiny) == ["--data-dir", f"mnist={tiny / 'mnist'}"]
+    assert device_grid.data_dirs_for("leaky-calibration", "gpu", tmp_path / "none") == []
+
+
+def test_the_device_script_refuses_a_limit_that_leaves_no_time_to_pack():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "device_grid.py"), "--limit-s", "10", "leaky-calibration:gpu"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "--limit-s must exceed 25" in result.stderr
