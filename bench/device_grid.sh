@@ -18,4 +18,14 @@ export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 [ -f .devcommit ] && export PYRO_BNN_COMMIT=$(cat .devcommit)
 python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__,
     torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+# CUDA_TESTS_S=N: the CUDA tests (every test with cuda in its name or parameters) run beside the grids for at most
+# N seconds, on 4 processes, into $OUT/tests.log.
+if [ "${CUDA_TESTS_S:-0}" -gt 0 ]; then
+    timeout "$CUDA_TESTS_S" python3 -m pytest -q -p no:cacheprovider -n 4 -k cuda -rfEs \
+        --continue-on-collection-errors tests >"$OUT/tests.log" 2>&1 &
+fi
 python3 bench/device_grid.py "$@"
+status=$?
+wait
+[ -f "$OUT/tests.log" ] && grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/tests.log" | cut -c1-300
+exit $status
