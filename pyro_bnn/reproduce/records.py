@@ -70,8 +70,8 @@ def training_code() -> str:
 
 
 DECLARED_COMMIT_ENV = "PYRO_BNN_COMMIT"
-"""Names the commit of a copied tree that is no git checkout (``bench/device_grid.sh`` sets it on the GPU machine,
-from the commit it was sent at); ignored in a git checkout."""
+"""Names the commit of a tree copied to another machine (``bench/device_grid.sh`` sets it on the GPU machine, from
+``.devcommit``): there, git (if the copy has a git folder at all) may name another commit. Set, it wins over git."""
 
 
 @functools.cache
@@ -85,6 +85,12 @@ def code_version() -> str:
         return _inherited_code[0]
     root = Path(pyro_bnn.__file__).resolve().parent.parent
     version = f"pyro_bnn {pyro_bnn.__version__}"
+    declared = os.environ.get(DECLARED_COMMIT_ENV, "").strip()
+    if re.fullmatch(r"[0-9a-f]{7,40}", declared):
+        # A copy of a commit's tree sent to another machine (a GPU's), whose git folder, if it has one, is not the
+        # tree's: the commit it was sent at. Merging its runs back checks the claim (pyro_bnn.reproduce.merge: the
+        # runs' training-code fingerprint, computed from the files they ran, must equal that commit's).
+        return f"{version} at {declared[:12]}"
     try:
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
@@ -93,12 +99,6 @@ def code_version() -> str:
             ["git", "-C", str(root), "status", "--porcelain", "--", "pyro_bnn"], capture_output=True, text=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        declared = os.environ.get(DECLARED_COMMIT_ENV, "").strip()
-        if re.fullmatch(r"[0-9a-f]{7,40}", declared):
-            # A copy of a commit's tree without its git folder (a GPU machine's copy): the commit it says it is.
-            # Merging its runs back checks the claim (pyro_bnn.reproduce.merge: the runs' training-code
-            # fingerprint must equal that commit's).
-            return f"{version} at {declared[:12]}"
         return f"{version} (not a git checkout)"
     return f"{version} at {commit}{'+dirty' if dirty else ''}"
 

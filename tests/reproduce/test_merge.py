@@ -83,6 +83,16 @@ def test_declared_code_is_checked_only_where_this_checkout_holds_the_commit(monk
     assert declared_code_problem(dirty) is None  # a dirty run is counted by nothing anyway (code_state.counted)
 
 
+def test_a_copy_names_the_commit_it_declares_even_where_git_names_another(monkeypatch):
+    monkeypatch.setattr(records_module, "_inherited_code", ("", ""))
+    monkeypatch.setenv(records_module.DECLARED_COMMIT_ENV, "0123456789abcdef0123")
+    records_module.code_version.cache_clear()
+    try:
+        assert records_module.code_version().endswith(" at 0123456789ab")  # this test runs in a git checkout
+    finally:
+        records_module.code_version.cache_clear()
+
+
 def test_a_copy_without_git_names_the_commit_it_declares(tmp_path, monkeypatch):
     monkeypatch.setattr(records_module, "_inherited_code", ("", ""))
     monkeypatch.setattr(records_module.pyro_bnn, "__file__", str(tmp_path / "pyro_bnn" / "__init__.py"))
