@@ -396,7 +396,6 @@ def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: floa
         train_time_s=train_time,
         epochs_run=len(history),
         device=str(device),
-        **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
         num_train=len(data.train),
         **extra,
         history=history,

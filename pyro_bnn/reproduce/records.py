@@ -302,6 +302,13 @@ def _execute_run(spec: RunSpec, runs_dir: Path, progress: bool, attempt: Attempt
     return _record_result(spec, folder, result, start, attempt=attempt)
 
 
+def _device_name(device: object) -> dict[str, str]:
+    """``{"device_name": the GPU's name}`` for a run on a CUDA device (the report names the card), else empty."""
+    if not isinstance(device, str) or not device.startswith("cuda") or not torch.cuda.is_available():
+        return {}
+    return {"device_name": torch.cuda.get_device_name(torch.device(device))}
+
+
 def _record_result(
     spec: RunSpec, folder: Path, result: RunResult, start: float, shared: float = 0.0, attempt: Attempt = Attempt()
 ) -> RunRecord:
@@ -323,6 +330,7 @@ def _record_result(
                 f"{shown} (its network is kept as {NON_FINITE_CHECKPOINT}; --retry-failed trains it again from the "
                 "start)"
             )
+        metrics.update(_device_name(metrics.get("device")))
         record = RunRecord(spec, Status.DONE, metrics, binned_history(result.metrics.get("history", [])))
     except Exception as err:
         return _record_failure(spec, folder, err, shared + time.perf_counter() - start, attempt)

@@ -175,3 +175,19 @@ def test_the_device_script_refuses_a_limit_that_leaves_no_time_to_pack():
         text=True,
     )
     assert result.returncode == 2 and "--limit-s must exceed 25" in result.stderr
+
+
+def test_a_record_of_a_cuda_run_names_the_card_and_the_report_counts_runs_per_device(monkeypatch, tmp_path):
+    monkeypatch.setattr(records_module.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(records_module.torch.cuda, "get_device_name", lambda device: f"Card of {device}")
+    assert records_module._device_name("cuda") == {"device_name": "Card of cuda"}
+    assert records_module._device_name("cpu") == {} and records_module._device_name(None) == {}
+    from pyro_bnn.reproduce.report import _devices_line
+
+    specs = tiny_specs(3)
+    done = [
+        RunRecord(specs[0], Status.DONE, {"device": "cuda", "device_name": "H"}),
+        RunRecord(specs[1], Status.DONE, {"device": "cuda", "device_name": "H"}),
+        RunRecord(specs[2], Status.DONE, {"device": "cpu"}),
+    ]
+    assert _devices_line(done) == "cpu: 1, cuda (H): 2"
