@@ -18,6 +18,13 @@ export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 [ -f .devcommit ] && export PYRO_BNN_COMMIT=$(cat .devcommit)
 python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__,
     torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+# PROBE="EXPERIMENT PROFILE LABEL": first, that run alone for 2 epochs under cProfile (bench/run_probe.py), into
+# $OUT/probe.txt, at most 150 s: where one run's time goes, to set the next slot's workers and sizes.
+if [ -n "${PROBE:-}" ]; then
+    # shellcheck disable=SC2086
+    timeout 150 python3 bench/run_probe.py $PROBE --epochs 2 --device cuda >"$OUT/probe.txt" 2>&1
+    head -3 "$OUT/probe.txt"
+fi
 # CUDA_TESTS_S=N: the CUDA tests (every test with cuda in its name or parameters) run beside the grids for at most
 # N seconds, on 4 processes, into $OUT/tests.log.
 if [ "${CUDA_TESTS_S:-0}" -gt 0 ]; then
