@@ -111,17 +111,19 @@ def run_part(
     out: Path,
     data: Path | None,
     device: str,
-    batch_runs: str,
+    batch_runs: str | None,
+    suffix: str = "",
 ) -> None:
     """Runs one part for at most ``seconds``, then packs and reports it (see the module docstring)."""
-    name = f"{experiment}-{profile}"
+    name = f"{experiment}-{profile}{suffix}"
     grid = work / name
     committed = ROOT / "results" / name
     if committed.is_dir() and not grid.exists():
         shutil.copytree(committed, grid, ignore=shutil.ignore_patterns("*.lock"))
     command = [
         sys.executable, "-m", "pyro_bnn.cli", "reproduce", experiment, "--profile", profile, "--out", str(grid),
-        "--workers", str(workers), "--device", device, "--batch-runs", batch_runs, "--quiet",
+        "--workers", str(workers), "--device", device, "--quiet",
+        *(["--batch-runs", batch_runs] if batch_runs is not None else []),
         *data_dirs_for(experiment, profile, data),
     ]  # fmt: skip
     print(f"== {name}: {' '.join(command[2:])} (at most {seconds:.0f} s)", flush=True)
@@ -159,7 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/device-grids", help="where the grids run")
     parser.add_argument("--data", default=".devdata", help="folder of data-set folders (default %(default)s)")
     parser.add_argument("--device", default="cuda", help="device of every run (default %(default)s)")
-    parser.add_argument("--batch-runs", default="1", help="reproduce's --batch-runs (default %(default)s)")
+    parser.add_argument(
+        "--batch-runs",
+        default=None,
+        help="reproduce's --batch-runs (default: the experiment's own, auto for leaky-calibration and priors)",
+    )
+    parser.add_argument(
+        "--suffix",
+        default="",
+        help="added to each grid's folder name, e.g. -batched: a second grid of the same profile (the same run ids, "
+        "trained another way) kept apart from the first",
+    )
     args = parser.parse_args(argv)
     if args.limit_s <= PACK_MARGIN_S:
         parser.error(f"--limit-s must exceed {PACK_MARGIN_S} (the time kept for packing), got {args.limit_s:g}")
@@ -183,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             data=data,
             device=args.device,
             batch_runs=args.batch_runs,
+            suffix=args.suffix,
         )
     return 0
 

@@ -35,8 +35,9 @@ def test_profiles_change_sizes_only():
     assert len(methods["quick"]) == 5  # 2 priors x 2 weightings + one more input scaling
     assert methods["quick"] <= methods["cpu"] == methods["paper"]
     assert len(methods["cpu"]) == 8  # 3 priors x 2 weightings + 2 more input scalings
+    assert methods["gpu"] < methods["paper"] and len(methods["gpu"]) == 6  # 3 priors x 2 weightings, /126 only
     fashion = {name: {_method(s) for s in BbbFashion().plan(p, 1, {})} for name, p in FASHION_PROFILES.items()}
-    assert fashion["quick"] == fashion["cpu"] == fashion["paper"]
+    assert fashion["quick"] == fashion["cpu"] == fashion["gpu"] == fashion["paper"]
 
 
 def test_cpu_plan_is_the_papers_method_with_three_seeds_per_cell():
@@ -63,6 +64,26 @@ def test_cpu_plan_is_the_papers_method_with_three_seeds_per_cell():
     assert [s.config.seed for s in fashion] == [0, 1, 2]
     assert all(s.other_data == (("mnist", "/m"),) and s.config.val_size == 0 for s in fashion)
     assert all(s.config.normalization == "unit" and s.config.dataset == "fashion-mnist" for s in fashion)
+
+
+def test_the_gpu_plan_is_the_prior_and_weighting_grid_on_the_full_data_with_three_seeds():
+    gpu, paper = PROFILES["gpu"], PROFILES["paper"]
+    specs = BayesByBackprop().plan(gpu, gpu.seeds, {"mnist": "/data"})
+    assert gpu.seeds == paper.seeds == 3
+    assert len({s.run_id for s in specs}) == len(specs) == 18  # 3 priors x 2 weightings x 3 seeds
+    assert {(s.tag("prior"), s.tag("weighting"), s.tag("normalization")) for s in specs} == {
+        (prior, weighting, "bbb") for prior in PRIORS for weighting in WEIGHTINGS
+    }  # the prior and weighting contrasts, and the pruned network (mixture-0.5, uniform, /126) among them
+    assert sorted(s.config.seed for s in specs) == [0] * 6 + [1] * 6 + [2] * 6
+    # the paper's method, per cell: the paper profile's spec of the same cell and seed differs in its length only
+    by_cell = {(s.label, s.config.seed): s for s in BayesByBackprop().plan(paper, paper.seeds, {"mnist": "/data"})}
+    for spec in specs:
+        c, twin = spec.config, by_cell[(spec.label, spec.config.seed)]
+        assert _method(spec) == _method(twin) and spec.measures == twin.measures
+        assert (c.train_subset, c.val_size, c.test_subset) == (50_000, 10_000, None)  # the paper's data, all of it
+        assert (c.batch_size, c.num_particles, c.num_samples, c.num_val_samples) == (100, 2, 10, 10)
+        assert c.epochs == c.patience == 20 < twin.config.epochs == 600  # never stops early, as the paper's runs
+        assert spec.run_id != twin.run_id
 
 
 FLAT = [0.96, 0.97, 0.975, 0.977, 0.978, 0.979, 0.98, 0.98, 0.981, 0.981]

@@ -63,7 +63,7 @@ def test_bbb_rule_is_declared_beside_the_published_numbers():
     assert bbb.PUBLISHED_ACCURACY == {GAUSS: pytest.approx(0.9831), MIX: pytest.approx(0.9797)}
     assert "600 epochs without early stopping" in bbb.COMPARABLE.describe()
     # the plans never stop early (patience is the whole run), as Singh's 600 epochs did not
-    for profile in ("cpu", "paper"):
+    for profile in ("cpu", "gpu", "paper"):
         assert all(s.config.patience == s.config.epochs for s in _bbb_specs(profile).values())
 
 
@@ -266,6 +266,22 @@ def test_fashion_cpu_runs_are_not_comparable_whatever_their_numbers(tmp_path):
     assert table[0].endswith("| training |")
     assert table[2].endswith("| no validation history, 10 of 20 epochs |")
     assert "converged 0/3, epochs 10, accuracy 0.879 vs 0.876" in section.text
+
+
+def test_fashion_gpu_profile_is_the_paper_profile_s_runs():
+    gpu, paper = fashion.PROFILES["gpu"], fashion.PROFILES["paper"]
+    assert gpu.settings == paper.settings and gpu.seeds == paper.seeds == 5
+    specs = fashion.BbbFashion().plan(gpu, gpu.seeds, {"mnist": "/m", "fashion-mnist": "/f"})
+    # the same runs, so that the gpu and the paper grid complete each other (a device changes no run id)
+    assert [s.run_id for s in specs] == [s.run_id for s in fashion.BbbFashion().plan(paper, paper.seeds, {})]
+    assert len({s.run_id for s in specs}) == 5 and [s.config.seed for s in specs] == [0, 1, 2, 3, 4]
+    for spec in specs:
+        c = spec.config
+        assert (c.dataset, c.train_subset, c.val_size, c.test_subset) == ("fashion-mnist", None, 0, None)  # all
+        assert (c.epochs, c.batch_size, c.num_particles, c.num_samples) == (fashion.PAPER_EPOCHS, 100, 2, 10)
+        assert spec.measures == ("accuracies", "ood:mnist,100")
+    run = _fashion_run(0, TUTORIAL, profile="gpu")
+    assert training_state(run, paper_epochs=fashion.COMPARABLE.paper_epochs) is TrainingState.PAPER_SCHEDULE
 
 
 def test_fashion_paper_runs_are_judged(tmp_path):

@@ -42,6 +42,7 @@ def test_the_plans_change_sizes_only_and_the_cpu_grid_has_every_cell():
     experiment = Priors()
     methods = {name: {_method(s) for s in experiment.plan(p, 1, {})} for name, p in PROFILES.items()}
     assert methods["quick"] <= methods["cpu"] and methods["cpu"] == methods["paper"]
+    assert methods["gpu"] < methods["paper"] and {part for _, part in methods["gpu"]} == {"cnn"}  # the CNN alone
     specs = experiment.plan(PROFILES["cpu"], 5, {"mnist": "/m"})
     assert len({s.run_id for s in specs}) == len(specs) == 4 * 25 * 5 + 3
     synthetic = [s for s in specs if s.tag("part") == "synthetic"]
@@ -61,6 +62,27 @@ def test_the_plans_change_sizes_only_and_the_cpu_grid_has_every_cell():
     assert [s.config.model for s in cnn] == ["tanh-cnn"] * 3 and {s.config.data_dir for s in cnn} == {"/m"}
     assert all(s.config.val_size == 10_000 and s.config.train_subset is None for s in cnn)  # 50 000 / 10 000
     assert all(s.config.num_samples == 100 for s in cnn)
+
+
+def test_the_gpu_plan_is_the_paper_profile_s_cnn_runs():
+    gpu, paper = PROFILES["gpu"], PROFILES["paper"]
+    specs = Priors().plan(gpu, gpu.seeds, {"mnist": "/m"})
+    assert gpu.seeds == gpu["cnn_seeds"] == paper["cnn_seeds"] == 5
+    assert [s.tag("part") for s in specs] == ["cnn"] * 5 and [s.config.seed for s in specs] == [0, 1, 2, 3, 4]
+    # the paper profile's own CNN runs (a device changes no run id), so the two grids complete each other
+    twins = [s for s in Priors().plan(paper, paper.seeds, {}) if s.tag("part") == "cnn"]
+    assert [s.run_id for s in specs] == [s.run_id for s in twins]
+    for spec in specs:
+        c = spec.config
+        assert (c.dataset, c.model, c.prior, c.data_dir) == ("mnist", "tanh-cnn", "normal:0,1", "/m")
+        assert (c.train_subset, c.val_size, c.test_subset) == (None, 10_000, None)  # 50 000 / 10 000, all test
+        assert (c.epochs, c.batch_size, c.lr, c.num_samples) == (50, 128, 1e-3, 100)
+        assert spec.measures == ("uncertainty:15",)
+    # no moons or circles: the paper profile trains those on a CPU; its method settings are kept as they are
+    assert gpu["datasets"] == gpu["noises"] == ()
+    assert {k: v for k, v in gpu.settings.items() if k not in ("datasets", "noises")} == {
+        k: v for k, v in paper.settings.items() if k not in ("datasets", "noises")
+    }
 
 
 def test_the_split_is_700_300_with_a_1000_point_test_part():

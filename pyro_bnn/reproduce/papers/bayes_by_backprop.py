@@ -126,6 +126,27 @@ PROFILES = {
             "normalizations": list(NORMALIZATIONS),
         },
     ),
+    "gpu": Profile(
+        "gpu",
+        "the prior and KL-weighting contrasts (3 priors x 2 weightings on /126 inputs, the pruning network among them) "
+        "on the full data (50 000 training, 10 000 validation, all test images), batch 100, 10 posterior samples, 3 "
+        "seeds, for 20 of the paper's 600 epochs: a run must finish inside one slot (a run cut off at a slot's end "
+        "is trained again), and the bbb guide's eager Trace_ELBO step takes about 24 ms on a GPU (bench/RESULTS.md), "
+        "so 20 epochs of 500 steps are about 4-5 minutes a run alone, as bbb-fashion's gpu runs; no input-scaling "
+        "cells. For one GPU (bench/device_grid.sh), resuming across slots",
+        seeds=3,
+        settings={
+            **_COMMON,
+            "train_images": 50_000,
+            "val_images": 10_000,
+            "epochs": 20,
+            "test_subset": None,
+            "num_val_samples": 10,
+            "priors": list(PRIORS),
+            "weightings": list(WEIGHTINGS),
+            "normalizations": [BASE_NORMALIZATION],
+        },
+    ),
     "paper": Profile(
         "paper",
         "the published scale (600 epochs), for a GPU",

@@ -65,6 +65,15 @@ PROFILES = {
         seeds=3,
         settings={**_COMMON, "train_images": None, "epochs": 10, "test_subset": None, "ood_samples": 100},
     ),
+    "gpu": Profile(
+        "gpu",
+        "the paper profile on a GPU: the tutorial's scale (20 epochs on all 60 000 images, batch 100, 10 posterior "
+        "samples, the full Fashion-MNIST and MNIST test sets for the out-of-domain scores), 5 seeds, the paper "
+        "profile's runs (a device changes no run id, so either grid's runs complete the other's). For one GPU "
+        "(bench/device_grid.sh), resuming across slots",
+        seeds=5,
+        settings={**_COMMON, "train_images": None, "epochs": PAPER_EPOCHS, "test_subset": None, "ood_samples": 100},
+    ),
     "paper": Profile(
         "paper",
         "the tutorial's scale (20 epochs on all 60 000 images), 5 seeds: about 15 minutes a run on one CPU core",
