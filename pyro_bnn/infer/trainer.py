@@ -26,6 +26,7 @@ from pyro_bnn._spec import enum_member
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides import GuideSpec, init_to_network, parse_guide
 from pyro_bnn.guides.init import warn_symmetric_start
+from pyro_bnn.guides.movement import StartingPoint, start_of, warn_if_unmoved
 from pyro_bnn.infer.annealing import KLSchedule, constant
 from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
@@ -257,6 +258,7 @@ class Trainer:
         self.run_state = RunState()
         """Epochs, steps and history so far (also :attr:`epoch`, :attr:`global_step`, :attr:`history`)."""
         self.stop_training = False
+        self._start: StartingPoint | None = None  # the posterior's start, for the warning after fit()
 
     # ----------------------------------------------------------------------------------------------- set-up
     def setup(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -272,6 +274,7 @@ class Trainer:
             self.guide(x, y)  # AutoGuides create their parameters on the first call
         if built:
             warn_symmetric_start(self.guide, self.bnn)
+        self._start = start_of(self.guide)
         validate = getattr(self.objective, "validate", None)
         if validate is not None:
             with poutine.block():
@@ -371,6 +374,7 @@ class Trainer:
                 callback.on_epoch_end(self, record)
         for callback in self.callbacks:
             callback.on_train_end(self)
+        warn_if_unmoved(self.guide, self._start)
         return self.history
 
     def _train_epoch(self, loader: Iterable, num_steps: int, epochs: int) -> dict[str, Any]:
@@ -489,4 +493,5 @@ class Trainer:
         """Restores a checkpoint into this (already set-up) trainer, random state included."""
         state = load_checkpoint(path, map_location=self.device)
         self.step_runner = None  # a CUDA graph was captured with the optimiser state tensors that loading replaces
+        self._start = None  # the loaded posterior did not start at this trainer's initialisation
         self.checkpoint_state().load_state_dict(state, path, self.resume_may_change)
