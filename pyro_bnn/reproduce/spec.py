@@ -42,6 +42,11 @@ id hashes how its config differs from these, so a ``RunConfig`` field added late
 (and so every finished run of a grid) as it was, and a default changed later changes the ids of the runs that
 relied on it."""
 
+PLANNED_VI_GUIDE = "flat:rel=1"
+"""The weight-space guide of the grids that planned "the library's default" (implicit-bnn's VI, posterior-families'
+mean-field family and the configs of its other families, priors' CNN): the default when they ran, named in their
+plans so that a later default changes neither their method nor their run ids."""
+
 
 @dataclass(frozen=True)
 class RunSpec:

@@ -263,3 +263,26 @@ def test_a_member_whose_checkpoint_is_gone_is_trained_again_for_a_run_that_reads
     assert kept.stat().st_mtime_ns == kept_time
     assert records[1].metrics["nll"] == pytest.approx(first[members[0].run_id], rel=1e-6)
     assert f"training {members[0].run_id} again" in capsys.readouterr().err
+
+
+def test_no_paper_plan_depends_on_the_library_s_default_guide(monkeypatch):
+    """A grid names its guides: changing the default guide (issue 41) changes no paper's method or run ids."""
+    from pyro_bnn.experiments import config as config_module
+    from pyro_bnn.reproduce.api import get_experiment, listing
+
+    names = [line.split()[0] for line in listing().splitlines()]
+
+    def ids() -> dict[str, list[str]]:
+        found = {}
+        for name in names:
+            experiment = get_experiment(name)
+            found[name] = [
+                spec.run_id
+                for profile in experiment.profiles.values()
+                for spec in experiment.plan(profile, profile.seeds, {})
+            ]
+        return found
+
+    before = ids()
+    monkeypatch.setattr(config_module, "DEFAULT_GUIDE", "autonormal:0.123")
+    assert ids() == before

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
 
 OOD_DATA = "mnist"
 DROPOUT = 0.1
@@ -188,6 +188,7 @@ def cubic_specs(profile: Profile, seed: int) -> list[RunSpec]:
     for depth in profile["depths"]:
         base = RunConfig(
             dataset="cubic",
+            guide=PLANNED_VI_GUIDE,
             model="mlp:" + ",".join(["256"] * depth),
             epochs=steps,
             batch_size=400,  # the whole training set: full-batch steps
@@ -220,6 +221,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
     """Every LeNet run of one seed: the width sweep of every method and the K sweep."""
     base = RunConfig(
         dataset="fashion-mnist",
+        guide=PLANNED_VI_GUIDE,
         epochs=profile["epochs"],
         batch_size=128,
         train_subset=profile["train_images"],

@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
 
 RUNS = "pyro_bnn.reproduce.papers.posterior_families_runs"
 OOD_DATA = "mnist"
@@ -183,6 +183,7 @@ def moons_specs(profile: Profile, seed: int) -> list[RunSpec]:
     """NUTS and every family on two moons (640 training, 200 test points of the seed's pool)."""
     base = RunConfig(
         dataset="moons",
+        guide=PLANNED_VI_GUIDE,
         model="tanh-small",
         activation="tanh",
         prior="normal:0,1",
@@ -199,6 +200,7 @@ def moons_specs(profile: Profile, seed: int) -> list[RunSpec]:
     # are when the trained families' settings change.
     nuts_config = RunConfig(
         dataset="moons",
+        guide=PLANNED_VI_GUIDE,
         model="tanh-small",
         activation="tanh",
         prior="normal:0,1",
@@ -221,6 +223,7 @@ def fashion_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> lis
     """Every family but NUTS and the flow on a 3FC network on a Fashion-MNIST subset."""
     base = RunConfig(
         dataset="fashion-mnist",
+        guide=PLANNED_VI_GUIDE,
         model=profile["fashion_model"],
         prior="normal:0,1",
         epochs=profile["fashion_epochs"],

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
 
 FAMILIES = ("normal", "laplace", "cauchy")
 """Prior families with a scale; ``flat`` is the fourth prior."""
@@ -235,6 +235,7 @@ def cnn_spec(profile: Profile, seed: int, data_dirs: dict[str, str]) -> RunSpec:
     config = RunConfig(
         dataset="mnist",
         model="tanh-cnn",
+        guide=PLANNED_VI_GUIDE,
         activation="tanh",
         prior="normal:0,1",
         epochs=profile["cnn_epochs"],
