@@ -129,6 +129,14 @@ FIG_4_KNEE_WIDTH = 2
 (165 K parameters). The widths past it are the paper's 16x and 64x (``lenet:4`` and ``lenet:8``), which only the
 ``paper`` profile runs."""
 
+_PAPER = {
+    "depths": (1, 2, 3, 4, 5), "cubic_steps": 5000, "cubic_samples": 64,
+    "widths": (1, 2, 4, 8), "ks": (1, 2, 4, 8, 16), "members": 5, "train_images": None, "val_images": 5_000,
+    "epochs": 100, "test_subset": None, "shift_images": 10_000, "samples": 20,
+    "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": CIFAR_CELLS, "cifar_epochs": 300,
+}  # fmt: skip
+"""The paper profile's settings; the gpu profile trains its LeNet cells for 20 epochs and no CIFAR."""
+
 PROFILES = {
     "quick": Profile(
         "quick",
@@ -158,12 +166,7 @@ PROFILES = {
         "against weight-space VI, MC dropout, the deterministic network and a deep ensemble, with the shift "
         "evaluation; no CIFAR. For one GPU (bench/device_grid.sh), resuming across slots",
         seeds=3,
-        settings={
-            "depths": (1, 2, 3, 4, 5), "cubic_steps": 5000, "cubic_samples": 64,
-            "widths": (1, 2, 4, 8), "ks": (1, 2, 4, 8, 16), "members": 5, "train_images": None, "val_images": 5_000,
-            "epochs": 20, "test_subset": None, "shift_images": 10_000, "samples": 20,
-            "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": (),
-        },
+        settings={**_PAPER, "epochs": 20, "cifar": ()},
     ),
     "paper": Profile(
         "paper",
@@ -171,12 +174,7 @@ PROFILES = {
         "gives no LeNet schedule); VGG16 and WRN-28x10 on CIFAR-10/100 for 300 epochs (torchvision downloads CIFAR); "
         "for GPUs",
         seeds=3,
-        settings={
-            "depths": (1, 2, 3, 4, 5), "cubic_steps": 5000, "cubic_samples": 64,
-            "widths": (1, 2, 4, 8), "ks": (1, 2, 4, 8, 16), "members": 5, "train_images": None, "val_images": 5_000,
-            "epochs": 100, "test_subset": None, "shift_images": 10_000, "samples": 20,
-            "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": CIFAR_CELLS, "cifar_epochs": 300,
-        },
+        settings=_PAPER,
     ),
 }  # fmt: skip
 

@@ -60,6 +60,27 @@ COMPARABLE = ComparabilityRule(
 
 _COMMON = {"batch_size": 512, "patience": 3, "num_samples": 50, "ece_bins_sampled": 10, "ece_bins_mean": 15}
 
+_TABLE_1_AT_FULL_DATA = {
+    "datasets": ["mnist", "fashion-mnist"],
+    "models": ["3fc"],
+    "train_pool": {"3fc": None},
+    "max_epochs": {"3fc": 50},
+    **_COMMON,
+    "num_val_samples": 8,
+    "test_subset": None,
+    "slopes": [],
+    "sweep_models": [],
+    "sweep_datasets": [],
+    "sweep_seeds": 0,
+    "plateau_models": [],
+    "plateau_images": 0,
+    "plateau_epochs": 0,
+    "plateau_weights_per_layer": 0,
+    "objectives": ["paper"],
+    "ablation_models": ["3fc"],
+}
+"""full-3fc's settings: Table 1's 3FC cells at full data with the fused ablation; the gpu profile adds the CONV."""
+
 PROFILES = {
     "quick": Profile(
         "quick",
@@ -115,25 +136,7 @@ PROFILES = {
         "the full test set, up to 50 epochs with patience 3, the authors' objective and estimator, and the fused "
         "ablation; no CONV, slope sweep or plateaus. About 10 CPU-hours",
         seeds=3,
-        settings={
-            "datasets": ["mnist", "fashion-mnist"],
-            "models": ["3fc"],
-            "train_pool": {"3fc": None},
-            "max_epochs": {"3fc": 50},
-            **_COMMON,
-            "num_val_samples": 8,
-            "test_subset": None,
-            "slopes": [],
-            "sweep_models": [],
-            "sweep_datasets": [],
-            "sweep_seeds": 0,
-            "plateau_models": [],
-            "plateau_images": 0,
-            "plateau_epochs": 0,
-            "plateau_weights_per_layer": 0,
-            "objectives": ["paper"],
-            "ablation_models": ["3fc"],
-        },
+        settings=_TABLE_1_AT_FULL_DATA,
     ),
     "gpu": Profile(
         "gpu",
@@ -143,22 +146,10 @@ PROFILES = {
         "full-3fc does. No ablation, slope sweep or plateaus. Run it with bench/device_grid.sh",
         seeds=3,
         settings={
-            "datasets": ["mnist", "fashion-mnist"],
+            **_TABLE_1_AT_FULL_DATA,
             "models": ["3fc", "conv"],
             "train_pool": {"3fc": None, "conv": None},
             "max_epochs": {"3fc": 50, "conv": 50},
-            **_COMMON,
-            "num_val_samples": 8,
-            "test_subset": None,
-            "slopes": [],
-            "sweep_models": [],
-            "sweep_datasets": [],
-            "sweep_seeds": 0,
-            "plateau_models": [],
-            "plateau_images": 0,
-            "plateau_epochs": 0,
-            "plateau_weights_per_layer": 0,
-            "objectives": ["paper"],
             "ablation_models": [],
         },
     ),
