@@ -15,3 +15,61 @@ def test_every_guide_row_trains_and_the_table_is_written(tmp_path):
     table = (tmp_path / "table" / "table.md").read_text()
     assert table.count("\n| ") == len(ROWS) + 1 and "python -m pyro_bnn.experiments.guide_table" in table
     assert json.loads((tmp_path / "table" / "table.json").read_text())["setting"]["epochs"] == 1
+
+
+def _cell(accuracy, ece, sigma=0.02, mi=0.1):
+    return {"accuracy": accuracy, "ece": ece, "sigma": sigma, "mutual_information": mi}
+
+
+def test_the_default_is_the_candidate_that_passes_every_check():
+    from pyro_bnn.experiments.guide_table import REFERENCE, choose_default
+
+    sticks = ["small", "3FC"]
+    means = {
+        "good": {"small": _cell(0.85, 0.05), "3FC": _cell(0.80, 0.03, sigma=0.02, mi=0.15)},
+        "sharp": {"small": _cell(0.86, 0.04), "3FC": _cell(0.81, 0.02, sigma=0.005, mi=0.15)},  # sigma < 0.01
+        "noisy": {"small": _cell(0.80, 0.05), "3FC": _cell(0.80, 0.03, mi=0.15)},  # 0.06 below the best on small
+        "hot": {"small": _cell(0.86, 0.07), "3FC": _cell(0.80, 0.03, mi=0.15)},  # ECE 0.03 above the best on small
+        REFERENCE: {"small": _cell(0.85, 0.04), "3FC": _cell(0.81, 0.02, sigma=0.004, mi=0.06)},
+    }
+    choice = choose_default(means, sticks, "3FC")
+    assert choice["default"] == "good" and choice["all_pass"]
+    assert choice["failures"]["good"] == []
+    assert choice["failures"]["sharp"] == ["3FC: mean sigma 0.0050 < 0.01"]
+    assert choice["failures"]["noisy"] == ["small: accuracy 0.060 below the best"]
+    assert choice["failures"]["hot"] == ["small: ECE 0.030 above the best"]
+    assert "3FC: mutual information 0.0600 < twice" in choice["failures"][REFERENCE][-1]
+
+
+def test_without_a_candidate_that_passes_the_fewest_failures_then_the_smallest_accuracy_gap_decide():
+    from pyro_bnn.experiments.guide_table import REFERENCE, choose_default
+
+    means = {
+        "a": {"s": _cell(0.80, 0.05), "3FC": _cell(0.80, 0.03, sigma=0.005)},  # 2 failures
+        "b": {"s": _cell(0.85, 0.05), "3FC": _cell(0.70, 0.03)},  # 1: 0.11 below on 3FC
+        "c": {"s": _cell(0.82, 0.05), "3FC": _cell(0.77, 0.03)},  # 2: 0.03 below on both
+        REFERENCE: {"s": _cell(0.75, 0.05), "3FC": _cell(0.81, 0.02, sigma=0.001, mi=0.01)},
+    }
+    choice = choose_default(means, ["s", "3FC"], "3FC")
+    assert choice["default"] == "b" and not choice["all_pass"]
+    assert choice["failures"]["b"] == ["3FC: accuracy 0.110 below the best"]
+
+
+def test_the_suite_writes_its_table_and_resumes_from_its_cells(tmp_path, monkeypatch):
+    from pyro_bnn.experiments import guide_table
+
+    sticks = (guide_table.Yardstick("moons quick", "moons", "tanh-small", epochs=1, batch_size=128, lr=1e-2,
+                                    num_samples=4),)  # fmt: skip
+    guides = ("flat:0.01", "autonormal:0.001", "map")
+    result = guide_table.run_suite(tmp_path / "suite", guides=guides, yardsticks=sticks, seeds=(0,))
+    assert set(result["rows"]) == set(guides) and result["choice"]["default"] in ("flat:0.01", "autonormal:0.001")
+    text = (tmp_path / "suite" / "suite.md").read_text()
+    assert "## moons quick" in text and f"**{result['choice']['default']}**" in text and "| map |" in text
+    assert len(list((tmp_path / "suite" / "cells").glob("*.json"))) == 3
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a measured cell was measured again")
+
+    monkeypatch.setattr(guide_table, "measure_yardstick", no_training)
+    again = guide_table.run_suite(tmp_path / "suite", guides=guides, yardsticks=sticks, seeds=(0,))
+    assert again["rows"] == result["rows"]
