@@ -101,6 +101,14 @@ def pack(grid: Path, archive: Path) -> int:
     return count
 
 
+def _signal_group(pid: int, signal_number: int) -> None:
+    """Sends ``signal_number`` to the process group ``pid`` leads, if any of it is still there."""
+    try:
+        os.killpg(pid, signal_number)
+    except ProcessLookupError:
+        pass
+
+
 def run_part(
     experiment: str,
     profile: str,
@@ -133,13 +141,14 @@ def run_part(
         try:
             code = process.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)  # the pool's workers too
+            _signal_group(process.pid, signal.SIGTERM)  # the pool's workers too
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                pass
             code = "stopped at the time limit"
+        _signal_group(process.pid, signal.SIGKILL)  # whatever is left of the group: nothing writes while we pack
+        process.wait()
     elapsed = time.monotonic() - started
     rows = run_times(grid)
     done = sum(1 for row in rows if row[1] == "done")
@@ -172,14 +181,22 @@ def main(argv: list[str] | None = None) -> int:
         help="added to each grid's folder name, e.g. -batched: a second grid of the same profile (the same run ids, "
         "trained another way) kept apart from the first",
     )
+    parser.add_argument(
+        "--started",
+        type=float,
+        default=float(os.environ.get("DEVICE_GRID_STARTED", "0")) or None,
+        help="when the slot's command began (seconds since the epoch; default $DEVICE_GRID_STARTED, else now): the "
+        "limit counts from it, so set-up before this script (installing wheels, a probe) is inside it",
+    )
     args = parser.parse_args(argv)
     if args.limit_s <= PACK_MARGIN_S:
         parser.error(f"--limit-s must exceed {PACK_MARGIN_S} (the time kept for packing), got {args.limit_s:g}")
-    deadline = time.monotonic() + args.limit_s - PACK_MARGIN_S
+    spent = max(0.0, time.time() - args.started) if args.started else 0.0
+    deadline = time.monotonic() + args.limit_s - spent - PACK_MARGIN_S
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    data = Path(args.data) if args.data else None
+    data = Path(args.data).resolve() if args.data else None  # the grids run from the repository's root
     for experiment, profile, workers in args.parts:
         left = deadline - time.monotonic()
         if left < 30:

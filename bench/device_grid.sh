@@ -5,6 +5,7 @@
 # given, e.g.   bash bench/device_grid.sh --limit-s 540 leaky-calibration:gpu:8 implicit-bnn:gpu:8
 # Archives and logs land in $OUT, data sets are read from .devdata/<name>/ (both carried, see `make device-pack`).
 set -uo pipefail
+export DEVICE_GRID_STARTED=${DEVICE_GRID_STARTED:-$(date +%s)}  # --limit-s counts from here, set-up included
 export OUT=${OUT:-/tmp/device-out}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then

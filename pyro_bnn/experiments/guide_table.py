@@ -28,6 +28,7 @@ import pyro
 import torch
 from pyro.infer.autoguide import AutoDiagonalNormal, AutoLowRankMultivariateNormal, AutoNormal
 
+from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import load_dataset
 from pyro_bnn.data.corruptions import parse_corruption
@@ -189,6 +190,9 @@ CANDIDATES = (
 """The weight-space guides the default is chosen among (``map`` is measured beside them as the point-estimate
 reference; it carries no weight uncertainty and cannot be the default)."""
 
+POINT_ESTIMATES = ("map", "mle")
+"""Guides measured beside the candidates as references, never chosen: they carry no weight uncertainty."""
+
 REFERENCE = "autonormal:0.001"
 """The guide whose blended-input mutual information the default must double on the 3FC yardstick: a posterior that
 barely leaves its point start."""
@@ -258,7 +262,9 @@ def choose_default(means: dict[str, dict[str, dict[str, float]]], yardsticks: li
                 failures[guide].append(f"{stick}: accuracy {gap:.3f} below the best")
             if cell["ece"] - best_ece > 0.02:
                 failures[guide].append(f"{stick}: ECE {cell['ece'] - best_ece:.3f} above the best")
-    reference_mi = means[REFERENCE][reference_stick]["mutual_information"] if REFERENCE in means else 0.0
+    if REFERENCE not in means:
+        raise ValueError(f"the mutual-information check needs {REFERENCE} among the candidates")
+    reference_mi = means[REFERENCE][reference_stick]["mutual_information"]
     for guide in means:
         cell = means[guide][reference_stick]
         if cell["sigma"] < 0.01:
@@ -281,8 +287,13 @@ def run_suite(
     """Measures ``guides`` on every yardstick over ``seeds``, applies :func:`choose_default` to the candidates among
     them and writes ``suite.md`` and ``suite.json`` to ``out``; returns what ``suite.json`` holds."""
     check_writable(out)
-    cells = out / "cells"
-    cells.mkdir(parents=True, exist_ok=True)
+    if REFERENCE not in guides:  # the mutual-information check is against it
+        guides = (*guides, REFERENCE)
+    candidates = [guide for guide in guides if guide not in POINT_ESTIMATES]
+    if not candidates:
+        raise ValueError(f"--guides {' '.join(guides)}: no weight-space candidate (all are point estimates)")
+    cell_folder = out / "cells"
+    cell_folder.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, list[dict]]] = {guide: {} for guide in guides}
     for yardstick in yardsticks:
         data = None
@@ -291,14 +302,14 @@ def run_suite(
             for seed in seeds:
                 # One file per measurement: an interrupted suite resumes where it stopped (a changed yardstick
                 # measures again; after a change to the training code, delete OUT/cells).
-                cell = cells / f"{_slug(yardstick.name)}--{_slug(guide)}--s{seed}.json"
+                path = cell_folder / f"{_slug(yardstick.name)}--{_slug(guide)}--s{seed}.json"
                 key = {"yardstick": vars(yardstick), "guide": guide, "seed": seed}
-                stored = json.loads(cell.read_text()) if cell.exists() else None
+                stored = _read_cell(path)
                 if stored is None or stored.get("key") != key:
                     if data is None:
                         data = load_dataset(yardstick.dataset, seed=0, train_subset=yardstick.train_subset)
                     stored = {"key": key, "result": measure_yardstick(guide, yardstick, seed, data)}
-                    cell.write_text(json.dumps(stored, indent=2))
+                    write_json_atomically(path, stored)
                 runs.append(stored["result"])
             rows[guide][yardstick.name] = runs
             shown = _cell([r["accuracy"] for r in rows[guide][yardstick.name]])
@@ -307,7 +318,7 @@ def run_suite(
     means = {
         guide: {name: {k: statistics.fmean(r[k] for r in rows[guide][name]) for k in rows[guide][name][0]}
                 for name in names}
-        for guide in guides if guide in CANDIDATES
+        for guide in candidates
     }  # fmt: skip
     reference_stick = next((n for n in names if n.startswith("3FC")), names[-1])
     choice = choose_default(means, names, reference_stick)
@@ -338,11 +349,11 @@ def run_suite(
                   "|---|---|---|---|---|---|---:|"]  # fmt: skip
         for guide in guides:
             runs = rows[guide][name]
-            cells = [_cell([r[k] for r in runs], 4 if k in ("sigma", "mutual_information") else 3)
+            shown = [_cell([r[k] for r in runs], 4 if k in ("sigma", "mutual_information") else 3)
                      for k in ("accuracy", "ece", "nll", "sigma", "mutual_information")]  # fmt: skip
             label = f"**{guide}**" if guide == choice["default"] else guide
             seconds = statistics.fmean(r["seconds"] for r in runs)
-            lines.append(f"| {label} | {' | '.join(cells)} | {seconds:.1f} |")
+            lines.append(f"| {label} | {' | '.join(shown)} | {seconds:.1f} |")
         lines.append("")
     lines += ["## Checks each candidate fails", ""]
     lines += [f"- `{g}`: {'; '.join(f) if f else 'none'}" for g, f in choice["failures"].items()]
@@ -352,6 +363,14 @@ def run_suite(
               "rows": rows, "choice": choice}  # fmt: skip
     (out / "suite.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+def _read_cell(path: Path) -> dict | None:
+    """A stored measurement, or None when there is none or it cannot be read (measured again)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _slug(text: str) -> str:

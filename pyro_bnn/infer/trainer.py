@@ -274,7 +274,7 @@ class Trainer:
             self.guide(x, y)  # AutoGuides create their parameters on the first call
         if built:
             warn_symmetric_start(self.guide, self.bnn)
-        self._start = start_of(self.guide)
+            self._start = start_of(self.guide)  # a guide passed in may be trained already: its start is unknown
         validate = getattr(self.objective, "validate", None)
         if validate is not None:
             with poutine.block():
@@ -354,6 +354,7 @@ class Trainer:
             self.step_runner = self._make_step_runner()
         self.validation.loader = val_loader
         self.stop_training = False
+        first_epoch = self.epoch
         for callback in self.callbacks:
             callback.on_train_start(self)
         while self.epoch < epochs and not self.stop_training:
@@ -374,7 +375,8 @@ class Trainer:
                 callback.on_epoch_end(self, record)
         for callback in self.callbacks:
             callback.on_train_end(self)
-        warn_if_unmoved(self.guide, self._start)
+        if self.epoch > first_epoch:  # a fit that trained no epoch says nothing about the posterior
+            warn_if_unmoved(self.guide, self._start)
         return self.history
 
     def _train_epoch(self, loader: Iterable, num_steps: int, epochs: int) -> dict[str, Any]:

@@ -384,8 +384,13 @@ def merge(
     chosen, state = _check_state(out, experiment, profile)
     with grid_lock(out, _this_command()):
         if state is None:
-            seeds = theirs["seeds"] if theirs else chosen.seeds
-            command = _with_out(theirs["command"], out) if theirs else _this_command()
+            same = theirs is not None and theirs["profile"] == chosen.name
+            seeds = theirs["seeds"] if same else chosen.seeds
+            command = (
+                _with_out(theirs["command"], out)
+                if same
+                else shlex.join(["pyro-bnn", "reproduce", experiment.name, "--profile", chosen.name, "--out", str(out)])
+            )
             state = {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
             write_json_atomically(out / STATE, state)
         specs = plan(experiment, chosen, state["seeds"], data_dirs or {}, None)
@@ -397,9 +402,11 @@ def merge(
 def _with_out(command: str, out: Path) -> str:
     """``command`` with its ``--out`` value replaced by ``out``."""
     words = shlex.split(command)
-    for index, word in enumerate(words[:-1]):
-        if word == "--out":
+    for index, word in enumerate(words):
+        if word == "--out" and index + 1 < len(words):
             words[index + 1] = str(out)
+        elif word.startswith("--out="):
+            words[index] = f"--out={out}"
     return shlex.join(words)
 
 

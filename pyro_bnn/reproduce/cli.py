@@ -163,7 +163,7 @@ def _given(args: argparse.Namespace, flag: str) -> bool:
     """Whether ``flag`` (one of :data:`RESCORE_ALONE` or ``--rescore``) was given."""
     defaults = {"--executor": "local", "--threads": 1}
     value = getattr(args, flag.removeprefix("--").replace("-", "_"))
-    return value not in (None, False) and value != defaults.get(flag)
+    return value is not None and value is not False and value != defaults.get(flag)
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
@@ -172,10 +172,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
         print(listing())
         return 0
-    if args.rescore and args.name and args.out is not None:
-        return _cmd_rescore(args)
     if args.merge is not None and args.name and args.out is not None:
         return _cmd_merge(args)
+    if args.rescore and args.name and args.out is not None:
+        return _cmd_rescore(args)
     request = dict(
         profile=args.profile,
         seeds=args.seeds,

@@ -35,7 +35,7 @@ from pyro_bnn.experiments.batched_runs import train_runs_batched
 from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolderBusyError
 from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
 from pyro_bnn.predict import Prediction
-from pyro_bnn.reproduce.code_state import current_training_code
+from pyro_bnn.reproduce.code_state import current_training_code, training_code_at
 from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
@@ -90,7 +90,11 @@ def code_version() -> str:
         # A copy of a commit's tree sent to another machine (a GPU's), whose git folder, if it has one, is not the
         # tree's: the commit it was sent at. Merging its runs back checks the claim (pyro_bnn.reproduce.merge: the
         # runs' training-code fingerprint, computed from the files they ran, must equal that commit's).
-        return f"{version} at {declared[:12]}"
+        # Where this checkout holds that commit (a developer's shell with the variable left set), files that differ
+        # from it are uncommitted changes, as git would say.
+        committed = training_code_at(declared)
+        dirty = committed is not None and committed != current_training_code()
+        return f"{version} at {declared[:12]}{'+dirty' if dirty else ''}"
     try:
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True

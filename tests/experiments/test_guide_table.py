@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 from pyro_bnn.experiments.guide_table import ROWS, Setting, run
 
 
@@ -73,3 +75,18 @@ def test_the_suite_writes_its_table_and_resumes_from_its_cells(tmp_path, monkeyp
     monkeypatch.setattr(guide_table, "measure_yardstick", no_training)
     again = guide_table.run_suite(tmp_path / "suite", guides=guides, yardsticks=sticks, seeds=(0,))
     assert again["rows"] == result["rows"]
+
+
+def test_among_candidates_that_all_pass_the_smallest_worst_accuracy_gap_wins_and_the_reference_is_needed():
+    from pyro_bnn.experiments.guide_table import REFERENCE, choose_default
+
+    means = {
+        "close": {"s": _cell(0.85, 0.05), "3FC": _cell(0.80, 0.03, mi=0.2)},  # worst gap 0.005
+        "closer": {"s": _cell(0.855, 0.05), "3FC": _cell(0.805, 0.03, mi=0.2)},  # worst gap 0.0
+        REFERENCE: {"s": _cell(0.84, 0.05), "3FC": _cell(0.805, 0.03, sigma=0.001, mi=0.05)},
+    }
+    choice = choose_default(means, ["s", "3FC"], "3FC")
+    assert choice["all_pass"] and choice["default"] == "closer" and choice["failures"]["close"] == []
+    del means[REFERENCE]
+    with pytest.raises(ValueError, match=REFERENCE):
+        choose_default(means, ["s", "3FC"], "3FC")

@@ -63,6 +63,29 @@ def test_the_rule_on_hand_moved_posteriors(moons):
     assert unmoved_reason(guide, None) is None
 
 
+def test_the_rule_reads_medians_not_means(moons):
+    bnn = _bnn(moons)
+    guide = _flat_guide(bnn, moons)
+    start = start_of(guide)
+    with torch.no_grad():
+        few = guide.loc.numel() * 2 // 5  # 40 % of the weights move 100 starting sigmas, the rest half of one
+        guide.loc[:few] += 100 * 0.1
+        guide.loc[few:] += 0.5 * 0.1
+    assert unmoved_reason(guide, start) is not None  # a mean of 40.3 sigmas would call this moved
+
+
+def test_a_guide_passed_in_built_or_a_fit_of_no_epoch_is_not_judged():
+    digits = load_dataset("digits", seed=0)
+    bnn = _bnn(digits, "mlp:50,50,50")
+    guide = FlatMeanField(bnn, init_loc_fn=init_to_network(bnn), relative_scale=1.0)
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 3e-3}), seed=0, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(digits.loaders(128, seed=0)[0], 5)  # the run that warns when the trainer builds this guide
+    assert not [w for w in caught if issubclass(w.category, UnmovedPosteriorWarning)]
+    assert _fit(digits, "flat:rel=1", 0) == []
+
+
 def _fit(data, guide: str, epochs: int, lr: float = 3e-3):
     bnn = _bnn(data, "mlp:50,50,50")
     trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": lr}), seed=0, progress=False)

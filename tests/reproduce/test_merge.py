@@ -3,6 +3,7 @@ left out and why, the commit a copy without git declares, and the device script'
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyro_bnn.reproduce import code_state, merge
+from pyro_bnn.reproduce import merge
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.merge import declared_code_problem, merge_runs
 from pyro_bnn.reproduce.records import read_record, write_record
@@ -102,10 +103,17 @@ def test_a_copy_without_git_names_the_commit_it_declares(tmp_path, monkeypatch):
         records_module.code_version.cache_clear()
         assert records_module.code_version().endswith(expected)
     records_module.code_version.cache_clear()
-    assert code_state.training_code_of(RunRecord(tiny_specs(1)[0], Status.DONE, code="x at 0123456789ab")) in (
-        None,
-        code_state.training_code_at("0123456789ab"),
-    )
+
+
+def test_a_declared_commit_is_dirty_where_this_checkout_holds_it_and_the_files_differ(monkeypatch):
+    monkeypatch.setattr(records_module, "_inherited_code", ("", ""))
+    monkeypatch.setenv(records_module.DECLARED_COMMIT_ENV, "0123456789abcdef0123")
+    monkeypatch.setattr(records_module, "current_training_code", lambda: "files")
+    for committed, suffix in (("files", ""), ("other", "+dirty"), (None, "")):  # None: a commit this checkout lacks
+        monkeypatch.setattr(records_module, "training_code_at", lambda commit, value=committed: value)
+        records_module.code_version.cache_clear()
+        assert records_module.code_version().endswith(f" at 0123456789ab{suffix}"), committed
+    records_module.code_version.cache_clear()
 
 
 def test_the_merge_command_creates_the_grid_from_the_copied_state_and_writes_its_report(tmp_path, committed_fp):
@@ -147,8 +155,9 @@ def test_the_device_script_reads_parts_and_packs_no_checkpoint(tmp_path):
     device_grid = _device_grid()
     assert device_grid.parse_part("leaky-calibration:gpu:8") == ("leaky-calibration", "gpu", 8)
     assert device_grid.parse_part("priors:gpu") == ("priors", "gpu", 1)
-    for bad in ("leaky-calibration", "a:b:c", "a:b:0", ":gpu"):
-        with pytest.raises(Exception, match="part"):
+    for bad, why in (("leaky-calibration", "expected EXPERIMENT"), ("a:b:c", "WORKERS must be an int"),
+                     ("a:b:0", "WORKERS must be >= 1"), (":gpu", "expected EXPERIMENT")):  # fmt: skip
+        with pytest.raises(argparse.ArgumentTypeError, match=why):
             device_grid.parse_part(bad)
     grid = tmp_path / "leaky-calibration-gpu"
     spec = _quick_specs()[0]
@@ -191,3 +200,30 @@ def test_a_record_of_a_cuda_run_names_the_card_and_the_report_counts_runs_per_de
         RunRecord(specs[2], Status.DONE, {"device": "cpu"}),
     ]
     assert _devices_line(done) == "cpu: 1, cuda (H): 2"
+
+
+def test_merge_refuses_training_options_and_is_not_taken_for_rescore(tmp_path, capsys):
+    from pyro_bnn.cli import main
+
+    for extra, flag in ((["--workers", "0"], "--workers"), (["--rescore"], "--rescore"), (["--seeds", "2"], "--seeds")):
+        code = main(["reproduce", "leaky-calibration", "--out", str(tmp_path / "g"), "--merge", str(tmp_path), *extra])
+        assert code != 0
+        assert f"leave out {flag}" in capsys.readouterr().err
+
+
+def test_a_merge_into_a_new_grid_at_another_profile_writes_that_profile_s_command(tmp_path, committed_fp):
+    from pyro_bnn.reproduce.api import _with_out
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    grid = tmp_path / "back"
+    (grid / "runs").mkdir(parents=True)
+    (grid / "reproduce.json").write_text(
+        json.dumps({"experiment": "leaky-calibration", "profile": "gpu", "seeds": 3, "command": "pyro-bnn x"})
+    )
+    out = tmp_path / "quick"
+    merge_command("leaky-calibration", grid, out=out, profile="quick")
+    state = json.loads((out / "reproduce.json").read_text())
+    assert (
+        state["seeds"] == 1 and state["command"] == f"pyro-bnn reproduce leaky-calibration --profile quick --out {out}"
+    )
+    assert _with_out("pyro-bnn reproduce x --out=/a --seeds 2", Path("b")) == "pyro-bnn reproduce x --out=b --seeds 2"
