@@ -62,10 +62,15 @@ class Row:
 
 ROWS = (
     Row(
-        "flat:rel=1 (default)",
+        "flat:0.01 (default)",
+        "flat:0.01",
+        caveat="fused fast path; σ starts at 0.01, locations at the network's weights (chosen on the yardstick suite: "
+        "results/guide-suite/suite.md)",
+    ),
+    Row(
+        "flat:rel=1 (the old default)",
         "flat:rel=1",
-        caveat="fused fast path; starts at σ = each tensor's weight spread, which a run this short does not shrink "
-        "(chosen on Fashion-MNIST: docs/results.md)",
+        caveat="starts at σ = each tensor's weight spread, which a run this short does not shrink (warns)",
     ),
     Row("autonormal:0.01", "autonormal:0.01", caveat="Pyro's AutoNormal started at the network's weights"),
     Row("bbb", "bbb", caveat="sigma = softplus(rho), analytic KL with `--elbo meanfield`"),
@@ -236,9 +241,12 @@ def choose_default(means: dict[str, dict[str, dict[str, float]]], yardsticks: li
 
     A candidate passes a yardstick when its accuracy is within 0.02 of the best candidate's there and its ECE within
     0.02 of the best (lowest); on ``reference_stick`` it must also keep a mean sigma of at least 0.01 and a mutual
-    information on blended inputs at least twice :data:`REFERENCE`'s. The default is the candidate that passes
-    every check; when several do, the one with the best worst-case accuracy gap; when none does, the one that fails
-    the fewest checks, then the best worst-case accuracy gap (the trade-off is then shown in the table).
+    information on blended inputs at least twice :data:`REFERENCE`'s (it must carry epistemic uncertainty). The
+    default is the candidate that passes every check (several: the smallest worst accuracy gap). When none does, the
+    sigma and mutual-information checks stay hard (fewest of them failed first), and among the rest the candidate that
+    misses the accuracy and ECE tolerances by the least in total wins (the sum, over yardsticks, of how far each gap
+    exceeds 0.02): how far a guide misses, not how often, since three seeds put a gap of 0.0206 and one of 0.065 on
+    the same side of a 0.02 line. Ties: the smallest worst accuracy gap.
 
     Args:
         means: ``means[guide][yardstick]`` with keys ``accuracy``, ``ece``, ``sigma``, ``mutual_information``;
@@ -251,6 +259,8 @@ def choose_default(means: dict[str, dict[str, dict[str, float]]], yardsticks: li
     """
     failures: dict[str, list[str]] = {guide: [] for guide in means}
     worst_gap: dict[str, float] = {guide: 0.0 for guide in means}
+    excess: dict[str, float] = {guide: 0.0 for guide in means}
+    hard: dict[str, int] = {guide: 0 for guide in means}
     for stick in yardsticks:
         best_accuracy = max(means[g][stick]["accuracy"] for g in means)
         best_ece = min(means[g][stick]["ece"] for g in means)
@@ -258,24 +268,33 @@ def choose_default(means: dict[str, dict[str, dict[str, float]]], yardsticks: li
             cell = means[guide][stick]
             gap = best_accuracy - cell["accuracy"]
             worst_gap[guide] = max(worst_gap[guide], gap)
+            ece_gap = cell["ece"] - best_ece
             if gap > 0.02:
-                failures[guide].append(f"{stick}: accuracy {gap:.3f} below the best")
-            if cell["ece"] - best_ece > 0.02:
-                failures[guide].append(f"{stick}: ECE {cell['ece'] - best_ece:.3f} above the best")
+                failures[guide].append(f"{stick}: accuracy {gap:.4f} below the best")
+            if ece_gap > 0.02:
+                failures[guide].append(f"{stick}: ECE {ece_gap:.4f} above the best")
+            excess[guide] += max(0.0, gap - 0.02) + max(0.0, ece_gap - 0.02)
     if REFERENCE not in means:
         raise ValueError(f"the mutual-information check needs {REFERENCE} among the candidates")
     reference_mi = means[REFERENCE][reference_stick]["mutual_information"]
     for guide in means:
         cell = means[guide][reference_stick]
         if cell["sigma"] < 0.01:
+            hard[guide] += 1
             failures[guide].append(f"{reference_stick}: mean sigma {cell['sigma']:.4f} < 0.01")
         if cell["mutual_information"] < 2 * reference_mi:
+            hard[guide] += 1
             failures[guide].append(
                 f"{reference_stick}: mutual information {cell['mutual_information']:.4f} < twice {REFERENCE}'s "
                 f"{reference_mi:.4f}"
             )
-    chosen = min(means, key=lambda g: (len(failures[g]), worst_gap[g]))
-    return {"default": chosen, "failures": failures, "all_pass": not failures[chosen]}
+    chosen = min(means, key=lambda g: (hard[g], bool(failures[g]), round(excess[g], 12), worst_gap[g]))
+    return {
+        "default": chosen,
+        "failures": failures,
+        "excess": {guide: round(value, 4) for guide, value in excess.items()},
+        "all_pass": not failures[chosen],
+    }
 
 
 def run_suite(
@@ -340,7 +359,8 @@ def run_suite(
         f"*{reference_stick}* also mean σ ≥ 0.01 and MI at least twice `{REFERENCE}`'s. Chosen: "
         f"**`{choice['default']}`**"
         + (" (passes every check)." if choice["all_pass"] else
-           " (no candidate passes every check; it fails the fewest: "
+           " (no candidate passes every check; it keeps σ and MI and misses the accuracy and ECE tolerances by the "
+           f"least in total, {choice['excess'][choice['default']]:.4f}: "
            f"{'; '.join(choice['failures'][choice['default']])})."),
         "",
     ]  # fmt: skip
@@ -356,7 +376,8 @@ def run_suite(
             lines.append(f"| {label} | {' | '.join(shown)} | {seconds:.1f} |")
         lines.append("")
     lines += ["## Checks each candidate fails", ""]
-    lines += [f"- `{g}`: {'; '.join(f) if f else 'none'}" for g, f in choice["failures"].items()]
+    lines += [f"- `{g}` (total excess {choice['excess'][g]:.4f}): {'; '.join(f) if f else 'none'}"
+              for g, f in choice["failures"].items()]  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.md").write_text("\n".join(lines) + "\n")
     result = {"command": command, "seeds": list(seeds), "yardsticks": [vars(y) for y in yardsticks],
