@@ -94,8 +94,8 @@ SCOPE = (
     "activations compare after {epochs} epochs on {images} images with the library's default guide and the textbook "
     "ELBO. What it does not show: the paper's effect, which the authors measured with their own objective, guide and "
     "early stopping over up to 50 epochs on the full data. For that, run `pyro-bnn reproduce leaky-calibration "
-    "--profile cpu` (hours here; committed report: results/leaky-calibration/report.md), or `--profile quick` for a "
-    "one-minute smoke run of the same grid."
+    "--profile gpu` (Table 1 at full data, a GPU's job; committed report from an H200: "
+    "results/leaky-calibration-gpu/report.md), or `--profile quick` for a one-minute smoke run of the grid."
 )
 """The demo's closing sentences: what it does and does not show, and where the paper's experiment is."""
 
