@@ -45,6 +45,12 @@ runners of runs that are not Trainer runs): training code."""
 _COMMIT = re.compile(r" at ([0-9a-f]{7,40})(\+dirty)?$")
 
 
+def named_commit(record: RunRecord) -> tuple[str | None, bool]:
+    """The commit a record's code names (None: none) and whether it says ``+dirty``."""
+    match = _COMMIT.search(record.code)
+    return (match.group(1), bool(match.group(2))) if match else (None, False)
+
+
 def is_training_file(path: str) -> bool:
     """Whether ``path`` (``pyro_bnn/...``, with forward slashes) is part of the training code."""
     if not path.endswith(".py"):
@@ -111,9 +117,9 @@ def training_code_of(record: RunRecord) -> str | None:
     definition of training code), else the fingerprint it holds (a commit this checkout lacks). A run from a tree
     with uncommitted changes: its fingerprint only when that equals its commit's (the changes lay outside the
     training code, say in a report), else None."""
-    match = _COMMIT.search(record.code)
-    committed = training_code_at(match.group(1)) if match else None
-    if record.code.endswith("+dirty"):
+    commit, dirty = named_commit(record)
+    committed = training_code_at(commit) if commit else None
+    if dirty:
         return record.training_code if record.training_code and record.training_code == committed else None
     return committed or record.training_code or None
 

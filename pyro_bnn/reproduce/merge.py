@@ -9,16 +9,13 @@ training-code fingerprint must equal that commit's in this checkout (:mod:`.code
 
 from __future__ import annotations
 
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyro_bnn.reproduce.code_state import training_code_at
+from pyro_bnn.reproduce.code_state import named_commit, training_code_at
 from pyro_bnn.reproduce.records import read_record
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
-
-_COMMIT = re.compile(r" at ([0-9a-f]{7,40})$")
 
 
 @dataclass
@@ -38,14 +35,12 @@ class MergeSummary:
 def declared_code_problem(record: RunRecord) -> str | None:
     """Why a run's declared code cannot be trusted, or None: a clean commit whose training code in this checkout
     differs from the fingerprint the run computed of the files it ran."""
-    match = _COMMIT.search(record.code)
-    if match is None or not record.training_code:
+    commit, dirty = named_commit(record)
+    if commit is None or dirty or not record.training_code:
         return None
-    committed = training_code_at(match.group(1))
+    committed = training_code_at(commit)
     if committed is not None and committed != record.training_code:
-        return (
-            f"it names commit {match.group(1)}, whose training code is {committed}, but it ran {record.training_code}"
-        )
+        return f"it names commit {commit}, whose training code is {committed}, but it ran {record.training_code}"
     return None
 
 
