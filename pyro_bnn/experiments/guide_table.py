@@ -109,6 +109,17 @@ class Setting:
     num_samples: int = 32
 
 
+def _train(net, prior, guide, data, batch_size: int, lr: float, epochs: int, seed: int) -> tuple[BNN, Trainer, float]:
+    """``net`` under ``prior`` as a BNN of ``data``'s training set, trained with ``guide`` and Adam at ``lr`` for
+    ``epochs``, as a notebook user writes it; returns the BNN, its trainer and the training seconds."""
+    bnn = BNN(net, prior, Categorical(len(data.train)))
+    train, _, _ = data.loaders(batch_size, seed=seed)
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": lr}), seed=seed, progress=False)
+    start = time.perf_counter()
+    trainer.fit(train, epochs)
+    return bnn, trainer, time.perf_counter() - start
+
+
 def measure(row: Row, seed: int, setting: Setting, data) -> dict[str, float]:
     """Trains one guide for one seed; returns test accuracy, ECE, NLL, mean posterior sigma and seconds."""
     pyro.set_rng_seed(seed)
@@ -121,12 +132,7 @@ def measure(row: Row, seed: int, setting: Setting, data) -> dict[str, float]:
         prior = NodeNoisePrior(0.1)
     else:
         prior = NormalPrior(0.0, 1.0, select=None if spec is None or spec.random_weights else nothing)
-    bnn = BNN(net, prior, Categorical(len(data.train)))
-    train, _, _ = data.loaders(setting.batch_size, seed=seed)
-    trainer = Trainer(bnn, row.guide, optim=pyro.optim.Adam({"lr": setting.lr}), seed=seed, progress=False)
-    start = time.perf_counter()
-    trainer.fit(train, setting.epochs)
-    seconds = time.perf_counter() - start
+    bnn, trainer, seconds = _train(net, prior, row.guide, data, setting.batch_size, setting.lr, setting.epochs, seed)
     metrics = predict(bnn, trainer.guide, (data.test.x, data.test.y), num_samples=setting.num_samples).metrics()
     try:
         sigma = mean_posterior_scale(trainer.guide, bnn)[0] if bnn.sites else 0.0
@@ -213,12 +219,7 @@ def measure_yardstick(guide: str, yardstick: Yardstick, seed: int, data) -> dict
     spec = parse_guide(guide)
     net = build_model(yardstick.model, input_shape=data.input_shape, num_classes=data.num_classes)
     prior = NormalPrior(0.0, 1.0, select=None if spec.random_weights else nothing)
-    bnn = BNN(net, prior, Categorical(len(data.train)))
-    train, _, _ = data.loaders(yardstick.batch_size, seed=seed)
-    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": yardstick.lr}), seed=seed, progress=False)
-    start = time.perf_counter()
-    trainer.fit(train, yardstick.epochs)
-    seconds = time.perf_counter() - start
+    bnn, trainer, seconds = _train(net, prior, guide, data, yardstick.batch_size, yardstick.lr, yardstick.epochs, seed)
     x, y = data.test.x, data.test.y
     if yardstick.test_subset is not None:
         x, y = x[: yardstick.test_subset], y[: yardstick.test_subset]
