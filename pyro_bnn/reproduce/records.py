@@ -477,16 +477,25 @@ def record_failure(
 def _record_failure(
     spec: RunSpec, folder: Path, err: BaseException, seconds: float, attempt: Attempt = Attempt()
 ) -> RunRecord:
-    # A failing run is recorded and the grid goes on; the traceback is kept for a bug report.
+    # A failing run is recorded and the grid goes on; the traceback is kept for a bug report. Both name paths under
+    # the grid's folder relative to it, as a committed record must not name the machine that ran it.
+    root = folder.parent.parent
     record = RunRecord(
         spec,
         Status.FAILED,
-        reason=one_line(err),
+        reason=grid_relative(one_line(err), root),
         seconds=seconds,
         code=code_version(),
         threads=attempt.threads,
         retried=attempt.retried,
         training_code=training_code(),
     )
-    write_record(folder, record, traceback="".join(traceback.format_exception(err)))
+    write_record(folder, record, traceback=grid_relative("".join(traceback.format_exception(err)), root))
     return record
+
+
+def grid_relative(text: str, root: Path) -> str:
+    """``text`` with every path under the grid's folder ``root`` written relative to it (``runs/ID/...``)."""
+    for prefix in {str(root.resolve()), str(root.absolute())}:
+        text = text.replace(prefix + "/", "")
+    return text

@@ -244,6 +244,23 @@ def test_a_broken_pool_does_not_overwrite_a_run_that_finished(tmp_path):
     assert read_record(tmp_path, pending).status is Status.FAILED
 
 
+def test_a_failed_record_names_paths_under_the_grid_relative_to_it(tmp_path):
+    """A failure message that names a file of the run (a last good checkpoint) is kept relative to the grid's folder,
+    so a committed record does not name the machine that ran it."""
+    import json
+
+    from pyro_bnn.reproduce.records import read_record, record_failure
+
+    runs = tmp_path / "grid" / "runs"
+    spec = RunSpec(BASE, label="moons-s0")
+    checkpoint = runs / spec.run_id / "checkpoint.pt"
+    failed = record_failure(spec, runs, RuntimeError(f"NaN; the last good checkpoint is {checkpoint.absolute()}."))
+    assert failed.reason == f"RuntimeError: NaN; the last good checkpoint is runs/{spec.run_id}/checkpoint.pt."
+    assert read_record(runs, spec).reason == failed.reason
+    stored = json.loads((runs / spec.run_id / "result.json").read_text())
+    assert str(tmp_path) not in stored["traceback"] and f"runs/{spec.run_id}/checkpoint.pt" in stored["traceback"]
+
+
 def test_a_member_whose_checkpoint_is_gone_is_trained_again_for_a_run_that_reads_it(tmp_path, capsys):
     # Committed run folders have no checkpoints: resuming an ensemble on a fresh clone must retrain its members
     # rather than fail with "no checkpoint", and must leave members with checkpoints alone.

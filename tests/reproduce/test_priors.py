@@ -299,6 +299,14 @@ def test_the_cnn_verdict_needs_every_seed_more_uncertain_on_mistakes_and_rising(
     assert cnn_headline([]).verdict is Verdict.INCONCLUSIVE
 
 
+def test_a_profile_without_synthetic_data_sets_has_no_data_and_noise_section(tmp_path):
+    # The gpu profile trains the CNN alone: its report describes no moons/circles noise levels.
+    titles = [section.title for section in Priors().analyse([], PROFILES["gpu"], tmp_path).sections]
+    assert "Data and noise levels" not in titles
+    titles = [section.title for section in Priors().analyse([], PROFILES["quick"], tmp_path).sections]
+    assert "Data and noise levels" in titles
+
+
 # ---------------------------------------------------------------------------------------------------- end to end
 
 

@@ -556,7 +556,9 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         if "val_accuracy" not in record.metrics:
             add_validation_scores(record)
     cells = Cells(records, profile)
-    sections, headlines = [_noise_text(cells)], []
+    sections, headlines = [], []
+    if cells.profile["datasets"]:
+        sections.append(_noise_text(cells))
     if cells.panels():
         sections.append(_tuning_section(cells, out))
         results, csv_rows = _results_section(cells, out)
