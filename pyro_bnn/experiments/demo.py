@@ -22,12 +22,12 @@ import torch
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetSplits, parse_corruption
 from pyro_bnn.evaluation import calibration, entropy_decomposition
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.run_folder import check_writable
-from pyro_bnn.experiments.runs import RunResult, load_data, train_run
 from pyro_bnn.guides import DEFAULT_GUIDE
 from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure
 from pyro_bnn.predict import predict
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.run_folder import check_writable
+from pyro_bnn.runs.runs import RunResult, load_data, train_run
 
 ACTIVATIONS = {"ReLU": "relu", "Leaky ReLU (-0.5)": "leaky:-0.5"}
 DEMO_SEEDS = (0, 1)
@@ -129,7 +129,7 @@ def run_demo(
     by label. ``data`` is ``load_data(config)`` if given; each seed draws its own split otherwise.
 
     Raises:
-        ValueError: ``out_dir`` cannot be a run folder (:func:`~pyro_bnn.experiments.run_folder.check_writable`),
+        ValueError: ``out_dir`` cannot be a run folder (:func:`~pyro_bnn.runs.run_folder.check_writable`),
             before any data is loaded.
     """
     check_writable(out_dir)  # before the first seed's data is loaded

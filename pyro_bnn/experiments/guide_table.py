@@ -33,7 +33,6 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import load_dataset
 from pyro_bnn.data.corruptions import parse_corruption
 from pyro_bnn.evaluation.uncertainty import entropy_decomposition
-from pyro_bnn.experiments.run_folder import check_writable
 from pyro_bnn.guides import init_to_network, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import Trainer
 from pyro_bnn.likelihoods import Categorical
@@ -41,6 +40,7 @@ from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
 from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior, nothing
+from pyro_bnn.runs.run_folder import check_writable
 
 
 @dataclass(frozen=True)

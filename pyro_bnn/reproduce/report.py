@@ -56,7 +56,7 @@ def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
 CONFORMAL_NOTE = (
     "*Coverage* and *set size*: split conformal prediction sets at alpha = 0.1 with the threshold score (THR, a class "
     "is in the set when 1 - p is at most the calibrated quantile), calibrated on a seeded half of the test "
-    "predictions and scored on the other half (`pyro_bnn.experiments.scoring.conformal_metrics`): coverage is the "
+    "predictions and scored on the other half (`pyro_bnn.runs.scoring.conformal_metrics`): coverage is the "
     "share of sets holding the label (at least 0.9 by the guarantee, in expectation), set size the mean number of "
     "classes per set (a set may be empty, so a classifier more accurate than 0.9 averages below 1). — where a run's "
     "record predates them (`pyro-bnn reproduce NAME --rescore` adds them from its checkpoint)."

@@ -1,7 +1,7 @@
 """Deep ensembles from run folders: :func:`load_ensemble` reads M ``pyro-bnn train`` runs as one
 :class:`~pyro_bnn.predict.Ensemble`.
 
-It lives in the experiments layer because it reads run folders and configs; the ensemble itself
+It lives in the run engine (:mod:`pyro_bnn.runs`) because it reads run folders and configs; the ensemble itself
 (:mod:`pyro_bnn.predict.ensemble`) knows nothing of files.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import resolve_device
-from pyro_bnn.experiments.evaluate import check_data_dirs, check_data_dirs_used, read_run
-from pyro_bnn.experiments.run_folder import CHECKPOINT
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.predict.ensemble import Ensemble
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import resolve_device
+from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run
+from pyro_bnn.runs.run_folder import CHECKPOINT
 
 # Config keys in which the runs of one ensemble may differ: the seed is what makes them members, the rest says
 # only where and on what they ran.

@@ -28,8 +28,8 @@ from pyro_bnn.evaluation import (
     prediction_set_metrics,
 )
 from pyro_bnn.evaluation.conformal import check_alpha
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.predict import Prediction
+from pyro_bnn.runs.config import RunConfig
 
 SPLIT_SEED = 0
 """Seed of the calibration / scored split of the test set, and of the randomised APS / RAPS draws."""

@@ -11,10 +11,10 @@ import torch
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import TensorSplit
 from pyro_bnn.evaluation import calibration, min_calibration_size, predictive_moments, regression_metrics
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.conformal import ConformalOptions, conformal_record
 from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
 from pyro_bnn.predict import Prediction, predict
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.conformal import ConformalOptions, conformal_record
 
 CONFORMAL_ALPHA = 0.1
 """The miscoverage level of the conformal sets every classifier's test scoring records (:func:`conformal_metrics`)."""
@@ -26,8 +26,8 @@ CONFORMAL_KEYS = ("conformal_coverage", "conformal_set_size")
 def conformal_metrics(prediction: Prediction) -> dict[str, float]:
     """Split conformal prediction at :data:`CONFORMAL_ALPHA` with the threshold score (THR, ``1 - p_y``) on a test
     prediction: calibrated on a seeded half of the test inputs and scored on the other half, the split of
-    ``pyro-bnn evaluate RUN --conformal 0.1`` (:func:`~pyro_bnn.experiments.conformal.conformal_record`, seed
-    :data:`~pyro_bnn.experiments.conformal.SPLIT_SEED`), so both give the same numbers on the same prediction.
+    ``pyro-bnn evaluate RUN --conformal 0.1`` (:func:`~pyro_bnn.runs.conformal.conformal_record`, seed
+    :data:`~pyro_bnn.runs.conformal.SPLIT_SEED`), so both give the same numbers on the same prediction.
 
     Args:
         prediction: The test prediction with targets; classification probabilities ``(S, N, C)``.

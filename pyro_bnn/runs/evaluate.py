@@ -24,19 +24,19 @@ from pyro_bnn.data import (
     TensorSplit,
     parse_corruption,
 )
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig, check_corruption, resolve_device
-from pyro_bnn.experiments.conformal import (
+from pyro_bnn.infer import load_checkpoint
+from pyro_bnn.infer.checkpoint import config_differences
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.runs.conformal import (
     ConformalOptions,
     calibration_part_size,
     check_conformal_run,
     conformal_options,
     conformal_record,
 )
-from pyro_bnn.experiments.run_folder import CHECKPOINT, check_writable
-from pyro_bnn.experiments.selective import selective_record
-from pyro_bnn.infer import load_checkpoint
-from pyro_bnn.infer.checkpoint import config_differences
+from pyro_bnn.runs.run_folder import CHECKPOINT, check_writable
+from pyro_bnn.runs.selective import selective_record
 
 
 @dataclass
@@ -155,7 +155,7 @@ def load_evaluation(
     """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
 
     ``data_dirs`` (``{"mnist": path}``) names where a data set lies; an entry for the run's own data set replaces
-    the folder its config recorded. ``conformal`` (:mod:`pyro_bnn.experiments.conformal`) is checked against the
+    the folder its config recorded. ``conformal`` (:mod:`pyro_bnn.runs.conformal`) is checked against the
     run before any data is loaded, and its calibration size against the test set right after.
 
     Raises:
@@ -185,9 +185,9 @@ def load_evaluation(
 def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
     """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
     diagram (regression: ``predictive.png``) into the run folder and returns the metrics; with conformal options,
-    the metrics hold their record under ``"conformal"`` (:func:`~pyro_bnn.experiments.conformal.conformal_record`,
+    the metrics hold their record under ``"conformal"`` (:func:`~pyro_bnn.runs.conformal.conformal_record`,
     on the same test prediction). A classifier's also hold its selective-prediction record under ``"selective"``
-    (:func:`~pyro_bnn.experiments.selective.selective_record`), and its risk-coverage figure is written as
+    (:func:`~pyro_bnn.runs.selective.selective_record`), and its risk-coverage figure is written as
     ``risk_coverage[-<corruption>].png``."""
     e, config = evaluation, evaluation.config
     metrics, prediction = runs.score(e.bnn, e.guide, e.x, e.y, config)
@@ -223,7 +223,7 @@ def evaluate_run(
     Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram (regression: ``predictive.png``)
     into the run folder. ``conformal=alpha`` adds split conformal prediction, calibrated on ``calibration_size``
     test inputs (default half) and scored on the rest, with ``conformal_method`` ``"thr"`` (default), ``"aps"`` or
-    ``"raps"``; the record is under ``"conformal"`` (:mod:`pyro_bnn.experiments.conformal`).
+    ``"raps"``; the record is under ``"conformal"`` (:mod:`pyro_bnn.runs.conformal`).
     """
     options = conformal_options(conformal, conformal_method, calibration_size)
     loaded = load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device, conformal=options)

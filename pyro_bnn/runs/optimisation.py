@@ -7,11 +7,11 @@ from typing import Any
 
 import pyro
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.infer import ParamGroups, group_scheduler
 from pyro_bnn.infer.objective_registry import make_objective
 from pyro_bnn.infer.objectives import Objective
 from pyro_bnn.infer.optim import OptimizerKind
+from pyro_bnn.runs.config import RunConfig
 
 
 def _is_plain_adam(config: RunConfig) -> bool:

@@ -23,14 +23,14 @@ import torch
 
 from pyro_bnn.batched import fit_batched
 from pyro_bnn.data import dataset_shape
-from pyro_bnn.experiments.config import RunConfig, resolve_device
-from pyro_bnn.experiments.run_folder import RunFolder
-from pyro_bnn.experiments.runs import RunResult, finish_run, load_data, prepare_run_dir, prepare_trainer
 from pyro_bnn.guides import GuideKind, parse_guide
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.models import build_model
 from pyro_bnn.nn import Activation, parse_activation
 from pyro_bnn.priors.spec import PRIOR_FAMILY, PriorKind
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.run_folder import RunFolder
+from pyro_bnn.runs.runs import RunResult, finish_run, load_data, prepare_run_dir, prepare_trainer
 
 BATCHABLE_ELBOS = ("auto", "fast", "fast-single", "trace", "meanfield")
 """The ``--elbo`` values a batched run computes (one particle, no local noise)."""
@@ -97,7 +97,7 @@ def train_runs_batched(
         progress: One progress bar over the batch's epochs.
 
     Returns:
-        Per run, its :class:`~pyro_bnn.experiments.runs.RunResult` (``metrics["batched_runs"]`` says how many runs
+        Per run, its :class:`~pyro_bnn.runs.runs.RunResult` (``metrics["batched_runs"]`` says how many runs
         shared its batch; ``train_time_s`` is the batch's training time divided by them), or the exception that
         stopped it (a diverged run's ``NonFiniteLossError``, a busy folder's ``RunFolderBusyError``).
 

@@ -19,10 +19,6 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetName, DatasetSplits, Task, TensorSplit, dataset_shape, load_dataset
 from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
-from pyro_bnn.experiments.config import RunConfig, resolve_device
-from pyro_bnn.experiments.optimisation import run_lr_scheduler, run_objective, run_optimizer
-from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
-from pyro_bnn.experiments.scoring import save_prediction_figure, score
 from pyro_bnn.guides import Capability, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import (
     Checkpoint,
@@ -40,6 +36,10 @@ from pyro_bnn.plots import save_figure
 from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction, Samples
 from pyro_bnn.priors import nothing, parse_prior
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
+from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
+from pyro_bnn.runs.scoring import save_prediction_figure, score
 
 
 @dataclass
@@ -192,7 +192,7 @@ def prepare_run_dir(
     config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True
 ) -> bool:
     """Checks, before any data is loaded, that ``out_dir`` may receive this run; leaves nothing behind (the
-    writability probe of :func:`~pyro_bnn.experiments.run_folder.check_writable` is removed again).
+    writability probe of :func:`~pyro_bnn.runs.run_folder.check_writable` is removed again).
 
     Args:
         config: The run.
