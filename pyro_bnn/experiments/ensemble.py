@@ -1,0 +1,7 @@
+"""Deprecated: moved to :mod:`pyro_bnn.runs.ensemble`; this shim warns on import and forwards to it."""
+
+from pyro_bnn.experiments._moved import moved
+from pyro_bnn.runs import ensemble as _new
+from pyro_bnn.runs.ensemble import *  # noqa: F403
+
+__getattr__ = moved(__name__, _new)
