@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from pyro_bnn.experiments.runs import train_run
     from pyro_bnn.reproduce.api import get_experiment
+    from pyro_bnn.runs.runs import train_run
 
     torch.set_num_threads(1)  # as a grid's run trains
     experiment = get_experiment(args.experiment)

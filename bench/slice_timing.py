@@ -34,7 +34,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     from pyro_bnn.diagnostics.slices import likelihood_slice, likelihood_slices, point_values
-    from pyro_bnn.experiments.evaluate import load_evaluation
+    from pyro_bnn.runs.evaluate import load_evaluation
 
     evaluation = load_evaluation(args.run_dir, num_samples=1, device="cpu")
     bnn, train = evaluation.bnn, evaluation.data.train

@@ -15,9 +15,9 @@ from pyro_bnn import __version__
 from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.errors import GridBusyError, UserError
 from pyro_bnn.evaluation import TemperatureMode
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.conformal import add_conformal_arguments
 from pyro_bnn.infer import NonFiniteLossError
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.conformal import add_conformal_arguments
 from pyro_bnn.spec import catalogue
 
 _DEFAULTS = RunConfig()
@@ -127,7 +127,7 @@ def _user_errors():
 
     The rule every verb keeps: everything an argument or a path can get wrong is checked inside this block, before
     any data is read, any folder made or any training started (paths by
-    :func:`~pyro_bnn.experiments.run_folder.check_writable`), so that no exception from them reaches the user.
+    :func:`~pyro_bnn.runs.run_folder.check_writable`), so that no exception from them reaches the user.
     """
     try:
         yield
@@ -160,7 +160,7 @@ def _warn(command: str, warnings: list[str]) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.runs import load_data, prepare_run_dir, train_run
+    from pyro_bnn.runs.runs import load_data, prepare_run_dir, train_run
 
     with _user_errors():
         config = _config_from(args).validate()
@@ -192,9 +192,9 @@ def _dataset_dir(text: str) -> tuple[str, str]:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.conformal import conformal_options, format_conformal_table
-    from pyro_bnn.experiments.evaluate import load_evaluation, score_evaluation
     from pyro_bnn.experiments.ood import format_ood_table, load_ood_evaluation, score_ood_evaluation
+    from pyro_bnn.runs.conformal import conformal_options, format_conformal_table
+    from pyro_bnn.runs.evaluate import load_evaluation, score_evaluation
 
     data_dirs = dict(args.data_dir)
     with _user_errors():
@@ -265,8 +265,8 @@ def _evaluate_temperature(args: argparse.Namespace, data_dirs: dict[str, str]) -
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from pyro_bnn.experiments.demo import DEMO_CONFIG, DEMO_SEEDS, format_table, run_demo
-    from pyro_bnn.experiments.run_folder import check_writable
-    from pyro_bnn.experiments.runs import load_data
+    from pyro_bnn.runs.run_folder import check_writable
+    from pyro_bnn.runs.runs import load_data
 
     with _user_errors():
         seeds = tuple(range(args.seeds)) if args.seeds is not None else DEMO_SEEDS

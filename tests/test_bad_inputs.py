@@ -12,11 +12,11 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, run_folder, runs, train_run
 from pyro_bnn.infer import Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior
+from pyro_bnn.runs import RunConfig, run_folder, runs, train_run
 
 TINY = RunConfig(
     dataset="moons",
@@ -469,7 +469,7 @@ def test_an_interrupt_says_what_is_kept_and_names_only_flags_the_verb_has(monkey
 
 
 def test_a_busy_run_folder_is_refused(tmp_path, capsys, no_data):
-    from pyro_bnn.experiments.run_folder import _lock
+    from pyro_bnn.runs.run_folder import _lock
 
     folder = tmp_path / "run"
     folder.mkdir()

@@ -31,6 +31,8 @@ PROBES = {
     "guides-below-infer": ("guides/_layer_probe.py", "from pyro_bnn.infer.noise import standard_normal"),
     "predict-below-infer": ("predict/_layer_probe.py", "import pyro_bnn.infer"),
     "infer-below-batched": ("infer/_layer_probe.py", "import pyro_bnn.batched"),
+    "core-below-runs": ("diagnostics/_layer_probe.py", "import pyro_bnn.runs"),
+    "runs-below-front-ends": ("runs/_layer_probe.py", "import pyro_bnn.experiments"),
     "core-below-front-ends": ("plots/_layer_probe.py", "import pyro_bnn.experiments"),
     "front-end-order": ("experiments/_layer_probe.py", "import pyro_bnn.reproduce"),
 }

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from pyro_bnn.cli import build_parser, main
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.guides import GuideKind, GuideSpec, parse_guide
 from pyro_bnn.nn import ActivationSpec
 from pyro_bnn.priors import NormalPrior, ScaleMixturePrior, parse_prior
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.spec import (
     FLOAT32_TINY,
     Arg,

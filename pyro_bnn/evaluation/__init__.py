@@ -28,6 +28,8 @@ label with probability >= ``1 - alpha``, scored by :func:`prediction_set_metrics
 the same for a Gaussian regression predictive with intervals (:func:`interval_metrics`). Selective prediction
 (``selective``): :func:`risk_coverage_curve` and its AURC for a :class:`ReferralScore`.
 
+Over repeated runs (``seeds``): :func:`mean_sd`, a metric's mean and sample sd over the seeds' finite values.
+
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
 means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
 """
@@ -71,6 +73,7 @@ from pyro_bnn.evaluation.regression import (
     predictive_moments,
     regression_metrics,
 )
+from pyro_bnn.evaluation.seeds import mean_sd
 from pyro_bnn.evaluation.selective import RiskCoverageCurve, aurc_by_score, risk_coverage_curve
 from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize, summarize_runs
 from pyro_bnn.evaluation.temperature import TEMPERATURE_RANGE, TemperatureMode, apply_temperature, fit_temperature
@@ -119,6 +122,7 @@ __all__ = [
     "label_frequencies_from_samples",
     "least_confident",
     "maximum_calibration_error",
+    "mean_sd",
     "min_calibration_size",
     "most_confident_mistakes",
     "nll",

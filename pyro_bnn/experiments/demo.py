@@ -12,8 +12,8 @@ number is what this run produces.
 from __future__ import annotations
 
 import json
+import math
 import os
-import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,13 +21,13 @@ import torch
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetSplits, parse_corruption
-from pyro_bnn.evaluation import calibration, entropy_decomposition
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.run_folder import check_writable
-from pyro_bnn.experiments.runs import RunResult, load_data, train_run
+from pyro_bnn.evaluation import calibration, entropy_decomposition, mean_sd
 from pyro_bnn.guides import DEFAULT_GUIDE
 from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure
 from pyro_bnn.predict import predict
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.run_folder import check_writable
+from pyro_bnn.runs.runs import RunResult, load_data, train_run
 
 ACTIVATIONS = {"ReLU": "relu", "Leaky ReLU (-0.5)": "leaky:-0.5"}
 DEMO_SEEDS = (0, 1)
@@ -60,14 +60,15 @@ def blended_mutual_information(result: RunResult, x: torch.Tensor, config: RunCo
 
 
 def summarize_seeds(results: dict[str, list[RunResult]]) -> dict[str, dict[str, tuple[float, float]]]:
-    """``{label: {column: (mean, sd over seeds)}}`` (sd 0 for a single seed)."""
+    """``{label: {column: (mean, sd over seeds)}}`` (sd 0 for a single seed; NaN, NaN where a seed's value is not
+    finite, rather than the mean of fewer seeds than the table says)."""
     summary = {}
     for label, runs in results.items():
         summary[label] = {}
         for column in COLUMNS:
             values = [run.metrics[column] for run in runs]
-            sd = statistics.stdev(values) if len(values) > 1 else 0.0
-            summary[label][column] = (statistics.fmean(values), sd)
+            mean, sd, n = mean_sd(values)
+            summary[label][column] = (mean, sd) if n == len(values) else (math.nan, math.nan)
     return summary
 
 
@@ -129,7 +130,7 @@ def run_demo(
     by label. ``data`` is ``load_data(config)`` if given; each seed draws its own split otherwise.
 
     Raises:
-        ValueError: ``out_dir`` cannot be a run folder (:func:`~pyro_bnn.experiments.run_folder.check_writable`),
+        ValueError: ``out_dir`` cannot be a run folder (:func:`~pyro_bnn.runs.run_folder.check_writable`),
             before any data is loaded.
     """
     check_writable(out_dir)  # before the first seed's data is loaded

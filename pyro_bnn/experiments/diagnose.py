@@ -29,11 +29,11 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.evaluate import Evaluation, load_evaluation, read_run
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.plots import save_figure
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.evaluate import Evaluation, load_evaluation, read_run
 
 MAX_NUTS_PARAMETERS = 5_000
 """Random scalars above which ``nuts`` is refused: NUTS on a network's full posterior is a reference for small

@@ -32,8 +32,8 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import load_dataset
 from pyro_bnn.data.corruptions import parse_corruption
+from pyro_bnn.evaluation import mean_sd
 from pyro_bnn.evaluation.uncertainty import entropy_decomposition
-from pyro_bnn.experiments.run_folder import check_writable
 from pyro_bnn.guides import init_to_network, mean_posterior_scale, parse_guide
 from pyro_bnn.infer import Trainer
 from pyro_bnn.likelihoods import Categorical
@@ -41,6 +41,7 @@ from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
 from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior, nothing
+from pyro_bnn.runs.run_folder import check_writable
 
 
 @dataclass(frozen=True)
@@ -401,10 +402,10 @@ def _slug(text: str) -> str:
 
 
 def _cell(values: list[float], digits: int = 3) -> str:
-    if any(v != v for v in values):
+    """``mean ± sd`` over the seeds' values, ``n/a`` when one is not finite (a guide without a sigma, say)."""
+    mean, spread, n = mean_sd(values)
+    if n < len(values):
         return "n/a"
-    mean = statistics.fmean(values)
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
 

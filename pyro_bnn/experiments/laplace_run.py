@@ -1,7 +1,7 @@
 """A Laplace approximation around a saved MAP run: what ``pyro-bnn laplace`` does.
 
 The run folder is read as ``pyro-bnn evaluate`` reads it (the model from the config stored in its checkpoint,
-:func:`~pyro_bnn.experiments.evaluate.read_run`); :func:`check_laplace_run` refuses, before any data is loaded, a
+:func:`~pyro_bnn.runs.evaluate.read_run`); :func:`check_laplace_run` refuses, before any data is loaded, a
 run whose guide is not a point estimate and a model the approximation cannot take. :func:`laplace_run` then fits
 :func:`pyro_bnn.laplace.fit_laplace` on the run's training split, scores its test split with the metrics
 ``evaluate`` reports, and writes ``RUN/laplace-<subset>-<structure>.json``: one file per subset and structure, which
@@ -22,15 +22,15 @@ import torch
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetName, DatasetSplits, Task
 from pyro_bnn.evaluation import regression_metrics
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig, resolve_device
-from pyro_bnn.experiments.evaluate import read_run
-from pyro_bnn.experiments.run_folder import CHECKPOINT
 from pyro_bnn.guides import GuideKind, parse_guide
 from pyro_bnn.laplace import LaplaceOptions, Link, Predictive, fit_laplace, import_laplace, predict_laplace
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import Prediction
 from pyro_bnn.priors import NormalPrior
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.evaluate import read_run
+from pyro_bnn.runs.run_folder import CHECKPOINT
 from pyro_bnn.spec.values import enum_member
 
 
@@ -211,7 +211,7 @@ def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> di
 
 
 def _metrics(prediction: Prediction, config: RunConfig) -> dict[str, float]:
-    """The test metrics ``evaluate`` reports for a prediction (:func:`~pyro_bnn.experiments.scoring.score`'s)."""
+    """The test metrics ``evaluate`` reports for a prediction (:func:`~pyro_bnn.runs.scoring.score`'s)."""
     if prediction.is_classification:
         return prediction.metrics(n_bins=config.n_bins)
     return regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)

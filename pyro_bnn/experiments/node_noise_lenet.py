@@ -14,10 +14,10 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import load_data, train_run
 from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, count_latents
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import load_data, train_run
 
 BASE = RunConfig(
     dataset="fashion-mnist",

@@ -23,13 +23,13 @@ from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.data.normalization import normalize_pixels
 from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.evaluation import ood_metrics, ood_scores
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig, resolve_device
-from pyro_bnn.experiments.evaluate import check_data_dirs, check_data_dirs_used, read_run
-from pyro_bnn.experiments.run_folder import CHECKPOINT
 from pyro_bnn.plots import save_figure
 from pyro_bnn.plots.ood import plot_ood_histograms
 from pyro_bnn.predict import predict
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run
+from pyro_bnn.runs.run_folder import CHECKPOINT
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def _cmd_laplace(args: argparse.Namespace) -> int:
 
 def _load_data(config):
     """The run's data, read inside the checks so that missing files are one line (as ``train`` does)."""
-    from pyro_bnn.experiments.runs import load_data
+    from pyro_bnn.runs.runs import load_data
 
     return load_data(config)
 
@@ -160,8 +160,8 @@ def add_sample_parser(
 
 
 def _cmd_sample(args: argparse.Namespace, config_from: Callable) -> int:
-    from pyro_bnn.experiments.runs import prepare_run_dir
     from pyro_bnn.experiments.sgmcmc_run import SamplerOptions, format_sample_summary, sample_config, sample_run
+    from pyro_bnn.runs.runs import prepare_run_dir
 
     try:
         method = as_method(args.method)

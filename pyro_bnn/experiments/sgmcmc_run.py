@@ -3,7 +3,7 @@ model and training data a ``train`` run of the same config would use, written as
 evaluate`` re-scores like a trained one.
 
 The folder holds ``config.json`` (the model and data; the training-only options at their defaults),
-``checkpoint.pt`` (the draws ``{site: (chain, draw, *site_shape)}`` under :data:`~pyro_bnn.experiments.runs.DRAWS`,
+``checkpoint.pt`` (the draws ``{site: (chain, draw, *site_shape)}`` under :data:`~pyro_bnn.runs.runs.DRAWS`,
 the sampler's options and the model's other state, plain tensors for ``torch.load(weights_only=True)``),
 ``metrics.json`` (the test metrics over every draw, the r-hat / ESS summary, the sampler's options and wall time)
 and the test prediction's figure.
@@ -25,11 +25,11 @@ import torch
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetSplits
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig, resolve_device
-from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolder
-from pyro_bnn.experiments.scoring import save_prediction_figure, score
 from pyro_bnn.infer.checkpoint import save_checkpoint
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder
+from pyro_bnn.runs.scoring import save_prediction_figure, score
 from pyro_bnn.sgmcmc import Method, StepPlan, check_supported, sample_sgmcmc
 from pyro_bnn.sgmcmc.run import check_options
 from pyro_bnn.sgmcmc.samplers import as_method

@@ -17,11 +17,11 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetName, Task, TensorSplit
 from pyro_bnn.evaluation import SUMMARY_KEYS, TemperatureMode, fit_temperature, nll
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig, resolve_device
-from pyro_bnn.experiments.evaluate import check_data_dirs, check_data_dirs_used, read_run
-from pyro_bnn.experiments.run_folder import CHECKPOINT
 from pyro_bnn.predict import predict
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run
+from pyro_bnn.runs.run_folder import CHECKPOINT
 
 TEMPERATURE_FILE = "temperature.json"
 """The file ``--temperature`` writes into the run folder."""
@@ -166,7 +166,7 @@ def fit_run_temperature(
     """Temperature scaling of a saved classification run, fitted on the validation split it held out.
 
     Args:
-        run_dir: A run folder written by :func:`~pyro_bnn.experiments.train_run`.
+        run_dir: A run folder written by :func:`~pyro_bnn.runs.train_run`.
         mode: ``"mean"`` (temper the posterior predictive; the default and the one to report) or ``"samples"``
             (temper each posterior sample); see :class:`~pyro_bnn.evaluation.TemperatureMode`.
         num_samples: Posterior samples per input (default: the run's).

@@ -55,7 +55,7 @@ class _MemberTensors(Prior):
 class Ensemble(ParameterSource):
     """M point networks of one architecture; sample i is member ``i mod M`` (see the module docstring).
 
-    Build one with :meth:`from_networks` or :func:`pyro_bnn.experiments.ensemble.load_ensemble` and predict with
+    Build one with :meth:`from_networks` or :func:`pyro_bnn.runs.ensemble.load_ensemble` and predict with
     its own model: ``predict(ensemble.bnn, ensemble, data)``.
 
     Attributes:

@@ -11,8 +11,6 @@ from pathlib import Path
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import load_dataset
-from pyro_bnn.experiments.config import resolve_device
-from pyro_bnn.experiments.run_folder import check_writable
 from pyro_bnn.reproduce.code_state import check_committed_training_code, counted
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
@@ -22,6 +20,8 @@ from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.rescore import RescoreSummary, rescore_grid
 from pyro_bnn.reproduce.spec import Experiment, Profile, RunSpec
+from pyro_bnn.runs.config import resolve_device
+from pyro_bnn.runs.run_folder import check_writable
 
 STATE = "reproduce.json"
 """``OUT/reproduce.json``: which experiment, profile and seeds the folder holds, and the last command."""

@@ -1,7 +1,7 @@
 """The measurements of the Bayes-by-Backprop reproductions (``accuracies``, ``pruning``, ``ood`` in
 :mod:`.measures`): what a trained run is asked beyond its ``metrics.json``, as JSON-ready values.
 
-Every function takes the finished run (:class:`~pyro_bnn.experiments.runs.RunResult`: its model, guide and test
+Every function takes the finished run (:class:`~pyro_bnn.runs.runs.RunResult`: its model, guide and test
 prediction with the run's ``num_samples`` posterior samples) and returns a dict merged into ``result.json``.
 """
 
@@ -15,9 +15,9 @@ import torch
 from pyro_bnn.diagnostics.pruning import pruning_table
 from pyro_bnn.diagnostics.weight_stats import BIAS_ATTR, weight_posteriors
 from pyro_bnn.evaluation import calibration, entropy_decomposition
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, load_data
 from pyro_bnn.predict import predict
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult, load_data
 
 SNR_DB_EDGES = [-60.0 + 1.0 * i for i in range(101)]
 """Fixed edges of the pooled signal-to-noise histogram, ``10 log10(|mu| / sigma)`` from -60 to 40 dB, so runs can be

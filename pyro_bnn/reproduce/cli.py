@@ -223,7 +223,7 @@ def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
         help="train a deep ensemble of point networks (as a grid: local or on Ray) and score its mixture",
         description="Trains --members point networks (guide map or mle, seeds SEED .. SEED+M-1, the same training "
         "examples) into OUT/runs as one grid, resuming what is done, then scores their equally weighted mixture on "
-        "the test set. Read it back with pyro_bnn.experiments.load_ensemble.",
+        "the test set. Read it back with pyro_bnn.runs.load_ensemble.",
     )
     add_train_arguments(parser)
     parser.add_argument("--members", type=int, default=5, help="networks in the ensemble (default %(default)s)")
@@ -239,11 +239,11 @@ def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
 def _cmd_ensemble(args: argparse.Namespace, config_from) -> int:
     import json
 
-    from pyro_bnn.experiments.run_folder import check_writable
-    from pyro_bnn.experiments.runs import load_data
     from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
     from pyro_bnn.reproduce.executors import make_executor
     from pyro_bnn.reproduce.spec import Status
+    from pyro_bnn.runs.run_folder import check_writable
+    from pyro_bnn.runs.runs import load_data
 
     try:
         config = config_from(args)

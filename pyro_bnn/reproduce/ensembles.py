@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import run_grid
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 DEFAULT_MEMBERS = 5
 """Members of a deep ensemble unless told otherwise (Lakshminarayanan et al. use 5)."""
@@ -72,7 +72,7 @@ def train_ensemble(
     The members run as a grid on ``executor`` (``local``, ``ray`` or an executor), so an interrupted call resumes
     where it stopped and a finished member is never trained again. The ensemble's test metrics (``accuracy``,
     ``nll``, ``ece``, ... of the M-member mixture) are in its record and in ``out/runs/<ensemble id>/metrics.json``;
-    :func:`pyro_bnn.experiments.load_ensemble` reads the members back for :func:`pyro_bnn.predict.predict`.
+    :func:`pyro_bnn.runs.load_ensemble` reads the members back for :func:`pyro_bnn.predict.predict`.
 
     Members always predict with one sample and the mixture with M (sample i is member i mod M), whatever
     ``config.num_samples`` says. ``retry_failed`` trains failed members (and a failed ensemble) again.

@@ -27,7 +27,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from pyro_bnn.experiments.batched_runs import auto_batch_runs, batch_key
 from pyro_bnn.reproduce.records import (
     Attempt,
     code_version,
@@ -39,6 +38,7 @@ from pyro_bnn.reproduce.records import (
     training_code,
 )
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.runs.batched_runs import auto_batch_runs, batch_key
 
 
 class ExecutorKind(str, Enum):
@@ -59,12 +59,12 @@ class Executor(Protocol):
 
 AUTO = "auto"
 """``batch_runs="auto"``: as many compatible runs per batch as fit in memory
-(:func:`~pyro_bnn.experiments.batched_runs.auto_batch_runs`)."""
+(:func:`~pyro_bnn.runs.batched_runs.auto_batch_runs`)."""
 
 
 def group_specs(specs: list[RunSpec], batch_runs: int | str) -> list[list[RunSpec]]:
     """``specs`` in groups that train as one batch: compatible runs (equal
-    :func:`~pyro_bnn.experiments.batched_runs.batch_key`) in chunks of at most ``batch_runs`` (``"auto"``: a size
+    :func:`~pyro_bnn.runs.batched_runs.batch_key`) in chunks of at most ``batch_runs`` (``"auto"``: a size
     per kind of run from its memory estimate), in the order their first run appears; ensembles, runners and runs
     that train alone in groups of one."""
     if batch_runs == 1:

@@ -3,7 +3,7 @@ grid (runs it, rewrites its report, re-scores it), and naming that process for a
 
 The kernel releases a ``flock`` when its holder dies, however it dies, so a lock left by a killed process is simply
 taken by the next one (the file's stale text is overwritten); no process id is ever trusted to decide that. Runs
-inside the grid keep their own per-folder locks (:class:`~pyro_bnn.experiments.run_folder.RunFolder`): pool workers
+inside the grid keep their own per-folder locks (:class:`~pyro_bnn.runs.run_folder.RunFolder`): pool workers
 and Ray tasks never touch this one. ``flock`` is advisory and local to one machine's kernel (and on some network
 file systems local to one client): a Ray cluster's driver holds it, its tasks need not.
 

@@ -40,8 +40,8 @@ import torch
 
 from pyro_bnn.evaluation import calibration
 from pyro_bnn.evaluation.label_frequencies import label_frequencies
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, load_data
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult, load_data
 
 
 def _sampled_label_ece(

@@ -19,10 +19,10 @@ import torch
 from pyro_bnn.evaluation import entropy_decomposition
 from pyro_bnn.evaluation.galleries import GalleryEntry, least_confident, most_confident_mistakes
 from pyro_bnn.evaluation.referral import ReferralScore, referral_curve
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, load_data
 from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.predict import predict
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult, load_data
 
 DIGITS = 6
 """Significant digits kept of each stored posterior parameter."""

@@ -31,13 +31,13 @@ import torch
 
 import pyro_bnn
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.experiments.batched_runs import train_runs_batched
-from pyro_bnn.experiments.run_folder import CHECKPOINT, RunFolderBusyError
-from pyro_bnn.experiments.runs import RunResult, load_data, score, train_run
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce.code_state import current_training_code, training_code_at
 from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+from pyro_bnn.runs.batched_runs import train_runs_batched
+from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolderBusyError
+from pyro_bnn.runs.runs import RunResult, load_data, score, train_run
 
 RESULT = "result.json"
 RUNS = "runs"
@@ -353,7 +353,7 @@ def execute_batch(
     threads: int | None = None,
     retried: str = "",
 ) -> list[RunRecord]:
-    """Trains compatible runs as one batch (:func:`~pyro_bnn.experiments.batched_runs.train_runs_batched`), then
+    """Trains compatible runs as one batch (:func:`~pyro_bnn.runs.batched_runs.train_runs_batched`), then
     measures and records each as :func:`execute_run` does; the records in the order of ``specs``.
 
     Runs already done are returned as they are; when the batch is refused (its runs turn out incompatible once
@@ -438,8 +438,8 @@ def _call_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
 
 def score_members(spec: RunSpec, runs_dir: Path) -> tuple[dict[str, Any], Prediction, Any, Any]:
     """``(metrics, prediction, bnn, ensemble)``: the deep ensemble of ``spec``'s members (all done, their
-    checkpoints in ``runs_dir``) scored on its test set (:func:`~pyro_bnn.experiments.runs.score`)."""
-    from pyro_bnn.experiments.ensemble import load_ensemble
+    checkpoints in ``runs_dir``) scored on its test set (:func:`~pyro_bnn.runs.runs.score`)."""
+    from pyro_bnn.runs.ensemble import load_ensemble
 
     config = spec.config
     bnn, ensemble = load_ensemble(

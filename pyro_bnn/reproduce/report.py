@@ -4,7 +4,8 @@
 experiment's sections (tables of mean ± sd over seeds with the published number beside ours, CSV files of the
 per-seed values beside the report, PNG figures), one plain verdict per headline, and the runs that failed or are
 missing. The helpers here (``mean_sd``, ``format_mean_sd``, ``metric_cells``, ``write_csv``, ``compare``) are what the
-paper modules build their tables and verdicts from.
+paper modules build their tables and verdicts from; ``mean_sd`` is :func:`pyro_bnn.evaluation.mean_sd`, imported
+here as well.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import csv
 import math
 import platform
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,18 +21,11 @@ from typing import Any
 
 import torch
 
+from pyro_bnn.evaluation import mean_sd  # here too, where the paper modules have always imported it from
 from pyro_bnn.reproduce.code_state import training_code_of
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status, Verdict
 
 REPORT = "report.md"
-
-
-def mean_sd(values: Sequence[float]) -> tuple[float, float, int]:
-    """``(mean, sample sd, n)`` of the finite values (sd 0 for one value; NaN mean for none)."""
-    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not finite:
-        return math.nan, math.nan, 0
-    return statistics.fmean(finite), statistics.stdev(finite) if len(finite) > 1 else 0.0, len(finite)
 
 
 def select(records: Sequence[RunRecord], **tags: object) -> list[RunRecord]:
@@ -56,7 +49,7 @@ def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
 CONFORMAL_NOTE = (
     "*Coverage* and *set size*: split conformal prediction sets at alpha = 0.1 with the threshold score (THR, a class "
     "is in the set when 1 - p is at most the calibrated quantile), calibrated on a seeded half of the test "
-    "predictions and scored on the other half (`pyro_bnn.experiments.scoring.conformal_metrics`): coverage is the "
+    "predictions and scored on the other half (`pyro_bnn.runs.scoring.conformal_metrics`): coverage is the "
     "share of sets holding the label (at least 0.9 by the guarantee, in expectation), set size the mean number of "
     "classes per set (a set may be empty, so a classifier more accurate than 0.9 averages below 1). — where a run's "
     "record predates them (`pyro-bnn reproduce NAME --rescore` adds them from its checkpoint)."

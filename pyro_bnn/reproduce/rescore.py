@@ -3,7 +3,7 @@
 ``pyro-bnn reproduce NAME --out OUT --rescore`` (:func:`rescore_grid`) takes every done classifier run of the grid
 that lacks one of :data:`RESCORED_KEYS`, restores it from its checkpoint (the config stored in it, as ``pyro-bnn
 evaluate`` does; an ensemble from its members' checkpoints), predicts its test split once more with its own seed and
-sample count and scores it (:func:`pyro_bnn.experiments.runs.score`), and merges those keys alone into its
+sample count and scores it (:func:`pyro_bnn.runs.runs.score`), and merges those keys alone into its
 ``result.json`` and ``metrics.json``: every other value stays as it was. The posterior samples are drawn afresh, so
 the new numbers come from a prediction like the saved one, not the same draws (a point network's, an ensemble's or
 a posterior-mean prediction is the same); the re-scored accuracy is kept beside them, under ``"rescored"``, and the
@@ -25,17 +25,17 @@ from tqdm.auto import tqdm
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetName, Task
-from pyro_bnn.experiments.evaluate import load_evaluation
-from pyro_bnn.experiments.run_folder import CHECKPOINT
-from pyro_bnn.experiments.runs import score
-from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.reproduce.grid import unique
 from pyro_bnn.reproduce.records import RESULT, RUNS, code_version, one_line, read_record, score_members
 from pyro_bnn.reproduce.spec import RunSpec, Status
+from pyro_bnn.runs.evaluate import load_evaluation
+from pyro_bnn.runs.run_folder import CHECKPOINT
+from pyro_bnn.runs.runs import score
+from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 RESCORED_KEYS = CONFORMAL_KEYS
 """The metrics a re-score adds: the conformal coverage and mean set size at alpha 0.1
-(:func:`pyro_bnn.experiments.scoring.conformal_metrics`)."""
+(:func:`pyro_bnn.runs.scoring.conformal_metrics`)."""
 
 RESCORED = "rescored"
 """The ``result.json`` entry a re-score writes: ``{"keys", "code", "accuracy"}``, what it added, the code that
@@ -91,7 +91,7 @@ def _has_checkpoints(spec: RunSpec, runs_dir: Path) -> bool:
 
 def rescore_metrics(spec: RunSpec, runs_dir: str | Path) -> dict[str, Any]:
     """The test metrics of a done run restored from its checkpoint (an ensemble: from its members'), as
-    :func:`~pyro_bnn.experiments.runs.score` computes them now; writes nothing.
+    :func:`~pyro_bnn.runs.runs.score` computes them now; writes nothing.
 
     Args:
         spec: A training run or an ensemble of the grid; its config's ``device`` and ``data_dir`` say where to run

@@ -7,7 +7,7 @@
 - :func:`cubic_ranges`: RMSE, NLL and coverage of a 1-D regression run inside and outside its training inputs'
   range, and the predictive mean and standard deviation on the test grid (the paper's Fig. 1).
 
-Both read the trained run through its :class:`~pyro_bnn.experiments.runs.RunResult` (a model and a parameter
+Both read the trained run through its :class:`~pyro_bnn.runs.runs.RunResult` (a model and a parameter
 source: a guide, or a deep ensemble), so an ensemble is measured exactly as a BNN is.
 """
 
@@ -20,9 +20,9 @@ import torch
 from pyro_bnn.data.corruptions import parse_corruption
 from pyro_bnn.evaluation import entropy_decomposition, fit_temperature, ood_metrics
 from pyro_bnn.evaluation.regression import regression_metrics
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, load_data
 from pyro_bnn.predict import Prediction, predict
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult, load_data
 
 CORRUPTIONS: dict[str, tuple[float, ...]] = {
     "gaussian": (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),

@@ -23,7 +23,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pyro_bnn.experiments.config import RunConfig
+from pyro_bnn.runs.config import RunConfig
 
 IGNORED_IN_RUN_ID = ("device", "data_dir")
 """Config keys that do not change what a run computes (where it runs, where its data lies): left out of its id, so
@@ -65,7 +65,7 @@ class RunSpec:
         members: Makes this a **deep ensemble** of these runs (point networks, ``mle`` or ``map``, differing only
             in seed) instead of a training run: the grid trains the members first, as ordinary runs of the grid
             (on any executor), then this spec predicts with their equally weighted mixture
-            (:func:`pyro_bnn.experiments.load_ensemble`), scores it on ``config``'s test set with
+            (:func:`pyro_bnn.runs.load_ensemble`), scores it on ``config``'s test set with
             ``config.num_samples`` samples (sample i is member i mod M) and takes ``measures`` on it. ``config``
             is the members' (its seed seeds the measurements). With a :attr:`runner`, the runs it reads instead:
             it runs after them, and is told of them.

@@ -9,12 +9,12 @@ import json
 import pytest
 import torch
 
-from pyro_bnn.experiments.batched_runs import auto_batch_runs, batch_key, run_memory_bytes, train_runs_batched
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.evaluate import evaluate_run
 from pyro_bnn.reproduce import LocalExecutor, Status, run_grid
 from pyro_bnn.reproduce.executors import check_batch_runs, group_specs
 from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.runs.batched_runs import auto_batch_runs, batch_key, run_memory_bytes, train_runs_batched
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.evaluate import evaluate_run
 
 BASE = RunConfig(
     dataset="moons",
@@ -76,7 +76,7 @@ def test_specs_are_grouped_in_chunks_of_compatible_runs():
 
 
 def test_auto_batch_size_follows_the_memory_estimate(monkeypatch):
-    import pyro_bnn.experiments.batched_runs as module
+    import pyro_bnn.runs.batched_runs as module
 
     per_run = run_memory_bytes(BASE)
     monkeypatch.setattr(module, "free_memory_bytes", lambda device: int(per_run * 10 / module.AUTO_MEMORY_SHARE))

@@ -204,7 +204,7 @@ TINY_RUN = dict(
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    from pyro_bnn.experiments import RunConfig, train_run
+    from pyro_bnn.runs import RunConfig, train_run
 
     out = tmp_path_factory.mktemp("arviz") / "run"
     train_run(RunConfig(**TINY_RUN), out, progress=False)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pyro_bnn.experiments import runs
+from pyro_bnn.runs import runs
 
 
 @pytest.fixture

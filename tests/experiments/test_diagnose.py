@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, runs, train_run
+from pyro_bnn.runs import RunConfig, runs, train_run
 
 TINY = RunConfig(
     dataset="moons",

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, train_run
+from pyro_bnn.runs import RunConfig, train_run
 
 MAP_RUN = RunConfig(
     dataset="moons",

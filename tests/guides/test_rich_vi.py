@@ -16,7 +16,6 @@ from pyro_bnn import BNN
 from pyro_bnn.cli import main
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.diagnostics import draw_samples, to_inference_data
-from pyro_bnn.experiments import RunConfig, train_run
 from pyro_bnn.guides import (
     MAX_FLOW_WEIGHTS,
     MAX_FULL_COVARIANCE_WEIGHTS,
@@ -37,6 +36,7 @@ from pyro_bnn.infer.objective_registry import check_objective
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior, parse_prior
+from pyro_bnn.runs import RunConfig, train_run
 from pyro_bnn.spec import Form
 
 NEW_FAMILIES = ("lowrank:rank=2", "mvn", "iaf:flows=1,hidden=64")

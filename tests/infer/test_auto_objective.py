@@ -8,11 +8,11 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.guides import FlatMeanField, init_to_network
 from pyro_bnn.infer import AutoELBO, ElboKind, FastMeanFieldELBO, TraceELBO, Trainer, make_objective
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.priors import HierarchicalPrior, NormalPrior
+from pyro_bnn.runs.config import RunConfig
 
 X = torch.randn(8, 3)
 Y = torch.arange(8) % 2

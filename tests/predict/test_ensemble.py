@@ -9,12 +9,12 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.evaluation import entropy_decomposition, ood_metrics
-from pyro_bnn.experiments import RunConfig, train_run
-from pyro_bnn.experiments.ensemble import load_ensemble
 from pyro_bnn.guides import init_to_network
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.predict import Ensemble, PointEstimate, predict
 from pyro_bnn.priors import NormalPrior, nothing, weights_only
+from pyro_bnn.runs import RunConfig, train_run
+from pyro_bnn.runs.ensemble import load_ensemble
 
 X = torch.randn(30, 4)
 Y = torch.arange(30) % 3
@@ -141,7 +141,7 @@ def digits_runs(tmp_path_factory, request):
 
 
 def test_load_ensemble_scores_trained_runs_like_a_bnn(digits_runs):
-    from pyro_bnn.experiments import runs
+    from pyro_bnn.runs import runs
 
     _, folders = digits_runs
     bnn, ensemble = load_ensemble(folders)

@@ -7,9 +7,9 @@ import os
 import signal
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult
 from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult
 
 
 def dies_once(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:

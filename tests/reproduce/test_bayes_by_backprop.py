@@ -11,7 +11,6 @@ import math
 
 import pytest
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import Status, Verdict, reproduce
 from pyro_bnn.reproduce.papers.bayes_by_backprop import PRIOR_LABELS, PRIORS, PROFILES, WEIGHTINGS, BayesByBackprop
 from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import _error_table, _pruning
@@ -19,6 +18,7 @@ from pyro_bnn.reproduce.papers.bbb_fashion import PROFILES as FASHION_PROFILES
 from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
 from pyro_bnn.reproduce.papers.bbb_fashion_analysis import _accuracies, _ood
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 SIZE_FIELDS = {"epochs", "train_subset", "val_size", "test_subset", "num_val_samples", "seed", "data_dir", "patience"}
 """The RunConfig fields a profile may change: sizes and seeds (patience is the run's length), never the method."""

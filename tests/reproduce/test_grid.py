@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pyro_bnn.experiments import runs
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import LocalExecutor, RayExecutor, Status, make_executor, run_grid
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.grid import GRID
 from pyro_bnn.reproduce.records import RECORD_HISTORY_ROWS, binned_history
 from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig
 
 BASE = RunConfig(
     dataset="moons",
@@ -284,8 +284,8 @@ def test_a_member_whose_checkpoint_is_gone_is_trained_again_for_a_run_that_reads
 
 def test_no_paper_plan_depends_on_the_library_s_default_guide(monkeypatch):
     """A grid names its guides: changing the default guide (issue 41) changes no paper's method or run ids."""
-    from pyro_bnn.experiments import config as config_module
     from pyro_bnn.reproduce.api import get_experiment, listing
+    from pyro_bnn.runs import config as config_module
 
     names = [line.split()[0] for line in listing().splitlines()]
 

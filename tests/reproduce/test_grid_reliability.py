@@ -18,7 +18,6 @@ import pytest
 import torch
 
 from pyro_bnn.cli import main
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import LocalExecutor, Status, run_grid
 from pyro_bnn.reproduce import executors as executors_module
 from pyro_bnn.reproduce import records as records_module
@@ -26,6 +25,7 @@ from pyro_bnn.reproduce.grid import read_records
 from pyro_bnn.reproduce.lock import LOCK, GridBusyError, grid_lock
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))

@@ -14,9 +14,6 @@ import pytest
 import torch
 
 from pyro_bnn.data.cifar import CIFAR_CLASSES
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.ensemble import load_ensemble
-from pyro_bnn.experiments.runs import RunResult, load_data, train_run
 from pyro_bnn.models import build_model
 from pyro_bnn.predict import Prediction, predict
 from pyro_bnn.reproduce import Status, Verdict, make_executor, reproduce, run_grid
@@ -25,6 +22,9 @@ from pyro_bnn.reproduce.papers.implicit_bnn_analysis import METHOD_NAMES, _cifar
 from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_section
 from pyro_bnn.reproduce.shift_measures import CORRUPTIONS, cubic_ranges
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.ensemble import load_ensemble
+from pyro_bnn.runs.runs import RunResult, load_data, train_run
 
 SIZE_KEYS = {"epochs", "train_subset", "val_size", "test_subset", "num_samples", "seed", "data_seed", "data_dir",
              "kl_anneal"}  # fmt: skip

@@ -10,7 +10,6 @@ import math
 
 import pytest
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import FLAT, TrainingState, training_state
 from pyro_bnn.reproduce.papers.implicit_bnn import (
     CIFAR_COMPARABLE,
@@ -34,6 +33,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_check, cubic_sect
 from pyro_bnn.reproduce.report import compare
 from pyro_bnn.reproduce.shift_measures import CORRUPTIONS
 from pyro_bnn.reproduce.spec import Headline, RunRecord, RunSpec, Status, Verdict, run_tags
+from pyro_bnn.runs.config import RunConfig
 
 FLAT_CURVE = [0.5, 0.8, 0.9, 0.95, 0.96, 0.97, 0.97, 0.971, 0.972, 0.973]  # +0.003 over the last 3 epochs
 RISING = [0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94]  # +0.06 over the last 3 epochs

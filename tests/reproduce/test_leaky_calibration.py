@@ -10,11 +10,11 @@ import math
 
 import pytest
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import Status, Verdict, reproduce
 from pyro_bnn.reproduce.papers.leaky_calibration import LEAKY, PROFILES, LeakyCalibration, slope_activation
 from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _sweep_curve, _table_1, table_1_cell
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 SIZE_FIELDS = {
     "epochs",

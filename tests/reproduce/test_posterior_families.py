@@ -11,8 +11,6 @@ import pytest
 import torch
 
 from pyro_bnn.diagnostics.nuts import hidden_layers
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, build_bnn, load_data
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce import Verdict, reproduce, run_grid
 from pyro_bnn.reproduce.papers.posterior_families import FAMILIES, PROFILES, PosteriorFamilies
@@ -25,6 +23,8 @@ from pyro_bnn.reproduce.papers.posterior_families_scoring import (
 )
 from pyro_bnn.reproduce.records import resolve_runner
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, run_tags
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult, build_bnn, load_data
 
 # ------------------------------------------------------------------------------------------ the runner hook
 CALLS: list[str] = []

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from pyro_bnn.evaluation import ood_detection
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce import Verdict
 from pyro_bnn.reproduce.papers.posterior_families_analysis import (
     best_value,
@@ -22,6 +21,7 @@ from pyro_bnn.reproduce.papers.posterior_families_analysis import (
 )
 from pyro_bnn.reproduce.papers.posterior_families_scoring import entropy_auroc
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, run_tags
+from pyro_bnn.runs.config import RunConfig
 
 OOD_CLAIM = "A deep ensemble detects out-of-domain inputs better than mean-field VI"
 KFAC_CLAIM = "A KFAC Laplace approximation improves the NLL of its MAP network"

@@ -9,8 +9,6 @@ import math
 import pytest
 import torch
 
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import RunResult, load_data, train_run
 from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.predict import PointEstimate, Prediction, predict
 from pyro_bnn.reproduce import Verdict, reproduce
@@ -28,6 +26,8 @@ from pyro_bnn.reproduce.papers.priors_cnn import _headline as cnn_headline
 from pyro_bnn.reproduce.papers.priors_figures import near_zero_mass, sparsity_section
 from pyro_bnn.reproduce.priors_measures import decode_pixels, posterior_parameters, stored_posterior, uncertainty
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import RunResult, load_data, train_run
 
 SIZE_KEYS = {"epochs", "kl_anneal", "train_subset", "val_size", "test_subset", "num_samples", "num_val_samples", "seed",
              "data_dir"}  # fmt: skip

@@ -10,7 +10,6 @@ import math
 
 import pytest
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import TrainingState, training_state
 from pyro_bnn.reproduce.papers.priors import (
     ACCURACY_TOLERANCE,
@@ -37,6 +36,7 @@ from pyro_bnn.reproduce.papers.priors_cnn import _headline as cnn_headline
 from pyro_bnn.reproduce.papers.priors_figures import SPARSITY_TIGHT, sparsity_section
 from pyro_bnn.reproduce.report import compare
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
+from pyro_bnn.runs.config import RunConfig
 
 FLAT = [0.50, 0.70, 0.80, 0.84, 0.85, 0.85, 0.851, 0.85]
 """Validation accuracy per history row, flat over the last 3 rows: converged at the cap."""

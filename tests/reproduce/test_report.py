@@ -3,9 +3,9 @@ do, a dash when none does."""
 
 import pytest
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, metric_cells
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+from pyro_bnn.runs.config import RunConfig
 
 
 def _runs(*pairs) -> list[RunRecord]:

@@ -26,9 +26,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import ComparabilityRule
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 PRIORS = {
     "gaussian": "normal:0,1",

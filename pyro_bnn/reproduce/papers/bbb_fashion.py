@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import ComparabilityRule
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 PRIOR = f"mixture:0.5,1,{math.exp(-6):.10g}"
 OOD_DATA = "mnist"

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import ComparabilityRule
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.runs.config import RunConfig
 
 LEAKY = "leaky:-0.5"
 ACTIVATIONS = {"relu": "ReLU", LEAKY: "Leaky ReLU (-0.5)"}

@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.runs.config import RunConfig
 
 RUNS = "pyro_bnn.reproduce.papers.posterior_families_runs"
 OOD_DATA = "mnist"

@@ -48,7 +48,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.reproduce.comparability import check_cell
 from pyro_bnn.reproduce.papers.posterior_families import FAMILIES
 from pyro_bnn.reproduce.report import (
@@ -63,6 +62,7 @@ from pyro_bnn.reproduce.report import (
     write_csv,
 )
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
+from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 DATASETS = {"moons": "Two moons (2-5-5-2 tanh net, NUTS reference)", "fashion-mnist": "Fashion-MNIST subset (3FC)"}
 

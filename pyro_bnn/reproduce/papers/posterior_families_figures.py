@@ -21,7 +21,7 @@ COLUMNS = 5
 def _training_points(record: RunRecord) -> tuple[np.ndarray, np.ndarray] | None:
     """The training inputs ``(N, 2)`` and labels ``(N,)`` of a moons run (regenerated from its config: moons is
     drawn from its seed), or None where the data cannot be built."""
-    from pyro_bnn.experiments.runs import load_data
+    from pyro_bnn.runs.runs import load_data
 
     try:
         train = load_data(record.config).train

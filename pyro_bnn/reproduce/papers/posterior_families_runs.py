@@ -10,7 +10,7 @@ evaluate`, which scores every family the same way.
 - :func:`ensemble`: the equally weighted mixture of the spec's MAP members (:func:`pyro_bnn.experiments.
   load_ensemble`).
 
-Each returns a :class:`~pyro_bnn.experiments.runs.RunResult` whose metrics hold ``fit_seconds``: the seconds spent
+Each returns a :class:`~pyro_bnn.runs.runs.RunResult` whose metrics hold ``fit_seconds``: the seconds spent
 fitting the family, the members it was built from included (the NUTS reference excepted), its scoring not.
 """
 
@@ -22,13 +22,13 @@ from pathlib import Path
 import pyro
 import torch
 
-from pyro_bnn.experiments.config import resolve_device
-from pyro_bnn.experiments.run_folder import CHECKPOINT
-from pyro_bnn.experiments.runs import RunResult, build_bnn, load_data, restore, train_run
 from pyro_bnn.predict import Samples, draw_parameters
 from pyro_bnn.reproduce.papers.posterior_families_scoring import NUTS_DRAWS, Fit, evaluate, reference_of
 from pyro_bnn.reproduce.records import read_record
 from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.runs.config import resolve_device
+from pyro_bnn.runs.run_folder import CHECKPOINT
+from pyro_bnn.runs.runs import RunResult, build_bnn, load_data, restore, train_run
 
 
 def _members_seconds(spec: RunSpec, runs_dir: Path) -> float:
@@ -139,7 +139,7 @@ def sgmcmc(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
 
 def ensemble(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     """The mixture of the spec's MAP members (each member one chain of one draw for the marginals)."""
-    from pyro_bnn.experiments.ensemble import load_ensemble
+    from pyro_bnn.runs.ensemble import load_ensemble
 
     members = [m for m in spec.members if not m.runner]
     config = members[0].config

@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pyro_bnn.experiments.config import RunConfig
 from pyro_bnn.reproduce.comparability import ComparabilityRule
 from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.runs.config import RunConfig
 
 FAMILIES = ("normal", "laplace", "cauchy")
 """Prior families with a scale; ``flat`` is the fourth prior."""

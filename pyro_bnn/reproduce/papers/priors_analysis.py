@@ -49,8 +49,6 @@ from pathlib import Path
 from typing import Any
 
 from pyro_bnn.data.bayes_optimal import bayes_optimal_accuracy
-from pyro_bnn.experiments.runs import build_bnn, load_data
-from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.priors import (
@@ -74,6 +72,8 @@ from pyro_bnn.reproduce.report import (
     select,
 )
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
+from pyro_bnn.runs.runs import build_bnn, load_data
+from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 MIN_GAIN = 0.005
 """A test-accuracy gain below half a point is no gain worth the name."""

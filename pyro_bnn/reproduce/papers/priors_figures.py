@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from pyro_bnn.experiments.runs import build_bnn, load_data
 from pyro_bnn.plots import plot_predictive_map, save_figure
 from pyro_bnn.predict import Samples
 from pyro_bnn.predict.maps import map_bounds, predictive_map
@@ -43,6 +42,7 @@ from pyro_bnn.reproduce.papers.priors_analysis import (
 from pyro_bnn.reproduce.priors_measures import draw_stored_posterior, stored_posterior
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
 from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
+from pyro_bnn.runs.runs import build_bnn, load_data
 
 NEAR_ZERO = 0.05
 """Half-width of the interval around 0 that counts a weight's posterior mass as 'at zero'."""

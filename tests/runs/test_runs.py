@@ -7,10 +7,10 @@ import pytest
 
 from pyro_bnn.cli import main
 from pyro_bnn.evaluation import regression_metrics
-from pyro_bnn.experiments import RunConfig, evaluate_run, runs, train_run
 from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
-from pyro_bnn.experiments.scoring import CONFORMAL_KEYS
 from pyro_bnn.infer import load_checkpoint
+from pyro_bnn.runs import RunConfig, evaluate_run, runs, train_run
+from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 TINY = RunConfig(
     dataset="moons",

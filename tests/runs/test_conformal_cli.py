@@ -12,9 +12,9 @@ import torch
 from pyro_bnn.cli import main
 from pyro_bnn.data import load_dataset
 from pyro_bnn.evaluation import calibrate_classifier, prediction_set_metrics
-from pyro_bnn.experiments import RunConfig, evaluate_run, train_run
-from pyro_bnn.experiments.conformal import SPLIT_SEED, ConformalOptions, conformal_record
 from pyro_bnn.predict import Prediction
+from pyro_bnn.runs import RunConfig, evaluate_run, train_run
+from pyro_bnn.runs.conformal import SPLIT_SEED, ConformalOptions, conformal_record
 
 TINY_DIGITS = RunConfig(
     dataset="digits",
@@ -134,7 +134,7 @@ def test_evaluate_records_selective_prediction_and_draws_the_risk_coverage_figur
 
 
 def test_selective_accuracies_do_not_depend_on_the_order_of_tied_inputs():
-    from pyro_bnn.experiments.selective import selective_record
+    from pyro_bnn.runs.selective import selective_record
 
     # One sample (a point estimate): four inputs with the same probabilities, two right and two wrong. Referring 30 %
     # refers one and keeps three of the four tied inputs: over the orders of the tie, 1/2 of them are right, in

@@ -6,10 +6,10 @@ import json
 import pytest
 import torch
 
-from pyro_bnn.experiments import train_run
-from pyro_bnn.experiments.conformal import SPLIT_SEED, ConformalOptions, conformal_record
-from pyro_bnn.experiments.scoring import CONFORMAL_KEYS, conformal_metrics
 from pyro_bnn.predict import Prediction
+from pyro_bnn.runs import train_run
+from pyro_bnn.runs.conformal import SPLIT_SEED, ConformalOptions, conformal_record
+from pyro_bnn.runs.scoring import CONFORMAL_KEYS, conformal_metrics
 
 PROBS = (0.7, 0.2, 0.1)  # every input's predictive: the THR scores of its classes are 0.3, 0.8 and 0.9
 
@@ -55,7 +55,7 @@ def test_no_keys_where_half_the_test_set_is_too_few_for_alpha_or_for_regression(
 
 
 def test_a_trained_classifiers_metrics_hold_the_conformal_keys(tmp_path):
-    from pyro_bnn.experiments import RunConfig
+    from pyro_bnn.runs import RunConfig
 
     config = RunConfig(
         dataset="moons", model="tanh-small", activation="tanh", guide="flat:rel=1", epochs=1, batch_size=64,

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from pyro_bnn.data import load_dataset
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import load_data
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import load_data
 
 BASE = RunConfig(dataset="circles", model="tanh-small", val_size=300, seed=2)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, train_run
 from pyro_bnn.infer import NonFiniteLossError
+from pyro_bnn.runs import RunConfig, train_run
 
 TINY = RunConfig(
     dataset="moons",
@@ -88,7 +88,7 @@ CHILD = textwrap.dedent(
     import os, signal, sys
     import torch
     import pyro_bnn.infer.objectives as objectives
-    from pyro_bnn.experiments import RunConfig, train_run
+    from pyro_bnn.runs import RunConfig, train_run
 
     point, count, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     config = RunConfig(**{k: v for k, v in __import__("json").loads(sys.argv[4]).items()})

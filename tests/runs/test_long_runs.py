@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.experiments.runs import WEIGHT_STATS_PER_RUN, WRITES_PER_RUN, train_run
 from pyro_bnn.infer import Trainer, callbacks
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import WEIGHT_STATS_PER_RUN, WRITES_PER_RUN, train_run
 
 
 def test_a_run_of_many_epochs_writes_its_files_about_a_hundred_times(tmp_path, monkeypatch):

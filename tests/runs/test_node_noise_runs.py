@@ -5,10 +5,10 @@ import json
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.experiments import RunConfig, evaluate_run, train_run
-from pyro_bnn.experiments.optimisation import run_objective, run_optimizer
 from pyro_bnn.infer import AutoELBO, ParamGroups
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL
+from pyro_bnn.runs import RunConfig, evaluate_run, train_run
+from pyro_bnn.runs.optimisation import run_objective, run_optimizer
 
 
 def test_cli_node_noise_classification_run_writes_the_usual_folder(tmp_path, capsys):

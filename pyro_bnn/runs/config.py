@@ -1,0 +1,395 @@
+"""The description of one training run: every choice the CLI exposes, validated before any work starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyro_bnn._spec import enum_member
+from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
+from pyro_bnn.data.datasets import synthetic_split_sizes
+from pyro_bnn.data.partition import holdout_count
+from pyro_bnn.data.seeding import check_seed
+from pyro_bnn.data.synthetic import DEFAULT_N_SAMPLES
+from pyro_bnn.guides import DEFAULT_GUIDE, Capability, parse_guide
+from pyro_bnn.infer import KLWeighting, parse_kl_schedule
+from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
+from pyro_bnn.infer.objective_registry import check_objective, make_objective
+from pyro_bnn.infer.optim import OptimizerKind
+from pyro_bnn.likelihoods import KLScale
+from pyro_bnn.models import build_model, parse_model_spec
+from pyro_bnn.nn import parse_activation
+from pyro_bnn.priors import nothing, parse_prior
+
+
+@dataclass
+class RunConfig:
+    """One training run. Field names match the ``pyro-bnn train`` options.
+
+    The data set decides the task (``DatasetName.task``): classification sets train with a Categorical
+    likelihood, ``cubic`` with a Gaussian one of fixed scale ``noise_scale``. Options of the other task are
+    ignored (``noise_scale`` for classification; ``normalization`` and ``n_bins`` for regression).
+
+    Attributes:
+        dataset: ``mnist``, ``fashion-mnist``, ``digits``, ``moons``, ``circles`` or ``cubic`` (regression).
+        model: A registered model name, or a model string with arguments such as ``mlp:256,256``
+            (``pyro_bnn.models.parse_model_spec``; ``pyro-bnn list`` shows the forms).
+        activation: ``relu``, ``leaky:-0.5``, ``tanh``, ... (``pyro_bnn.nn.parse_activation``).
+        prior: ``normal:0,1``, ``mixture``, ``hierarchical:normal,halfcauchy,1``, ... (``parse_prior``). None: the
+            mode's default, ``normal:0,1`` on the weights, ``normal:1,0.1`` on node noise.
+        noise_scale: Regression only: the fixed standard deviation of the Gaussian likelihood (1.0 as in the
+            implicit-BNN authors' code); a finite number > 0.
+        guide: ``autonormal:1e-3``, ``bbb``, ``map``, ``mle``, ``mc-dropout:0.1``, ``mixture:4`` (``parse_guide``).
+            None: the mode's default, :data:`~pyro_bnn.guides.DEFAULT_GUIDE` or, with node noise, ``mixture:4``.
+        node_noise: Make the network an implicit BNN (:mod:`pyro_bnn.node_noise`): latent noise N(1, s^2) on the
+            inputs of every Linear and Conv layer, deterministic weights; the prior applies to the noise.
+        bias_noise: With ``node_noise``: one more noise scalar per layer, multiplying its bias.
+        samples_per_example: With the ``mixture`` guide: copies of every example per step, each on its own
+            component (S, 2 in the authors' training).
+        optimizer: ``adam`` or ``sgd`` (Nesterov momentum 0.9). None: ``adam`` on the weights, ``sgd`` with node
+            noise (the authors'). SGD learning rates are per training example: the step applies ``lr / N`` to the
+            summed full-data loss (and ``weight_decay`` to the mean), which is the authors' mean-loss SGD exactly.
+        elbo: ``auto`` (``fast`` for the flat guide where it applies, else ``trace``), ``trace``, ``meanfield``,
+            ``fast``, ``fast-single``, ``fast-local`` or ``fast-flipout`` (:class:`~pyro_bnn.infer.ElboKind`).
+        epochs: Maximum number of epochs.
+        batch_size: Minibatch size.
+        lr: Learning rate of the model's parameters (the guide's too, unless ``lr_variational`` is set). None:
+            1e-3 with Adam, 0.05 with SGD.
+        lr_variational: Learning rate of the guide's (variational) parameters; None: ``lr``, or 0.3 with SGD and node
+            noise.
+            The authors use 1.2-4.8 on VGG16/WRN (base times K); on LeNet 1.2 diverged in 2 of 3 ten-epoch runs
+            and 0.3 in none (``results/node-noise/sweep.md``).
+        weight_decay: L2 weight decay of the model's deterministic parameters (never of the guide's). None: 0, or
+            5e-4 with node noise.
+        lr_schedule: Schedule of the model's learning rate, ``constant`` or ``decay:RATIO[,START,END]``
+            (:mod:`pyro_bnn.infer.lr_schedules`; the authors decay to 0.01 between 50 % and 90 % of training).
+        lr_variational_schedule: Schedule of the guide's learning rate (the authors keep it constant).
+        num_particles: ELBO particles per step (vectorised).
+        kl_anneal: KL schedule, ``constant``, ``linear:EPOCHS`` or ``cyclical:PERIOD[,RAMP]``.
+        kl_weighting: ``uniform`` or ``blundell`` minibatch KL weights.
+        kl_scale: ``dataset`` (the full-data ELBO: minibatch log-likelihood times N/B) or ``paper`` (the One Simple
+            Trick objective: unscaled minibatch log-likelihood plus the KL on every step; not with ``blundell``).
+        seed: Seeds the network's initialisation and training, and the split unless ``data_seed`` is set.
+        data_seed: Seeds the validation split and the training subset instead of ``seed`` (None: ``seed``), so that
+            runs differing only in ``seed`` see the same examples: the members of a deep ensemble, which differ in
+            initialisation and minibatch order only.
+        data_noise: Moons and circles only: the generator's noise standard deviation (None: its default, 0.2).
+        data_samples: Moons and circles only: the size of the generated pool, test part included (None: 1000).
+        device: ``cpu``, ``cuda``, ``cuda:1`` or ``auto``.
+        train_subset: Train on this many examples (None: all).
+        test_subset: Score on this many test examples (None: all): a fixed uniform subset, the same for every seed.
+        val_size: Validation examples held out of the training set (None: the data set's default).
+        normalization: ``unit`` (/255), ``standard`` (mean/std) or ``bbb`` (/126).
+        data_dir: Where MNIST / Fashion-MNIST IDX files are (None: the usual places).
+        num_samples: Posterior samples for the test metrics.
+        num_val_samples: Posterior samples for the per-epoch validation metrics.
+        n_bins: Calibration bins.
+        patience: Early stopping after this many epochs without improvement of the validation accuracy
+            (regression: the validation NLL); 0: off.
+    """
+
+    dataset: str = "fashion-mnist"
+    model: str = "3fc"
+    activation: str = "relu"
+    prior: str | None = None
+    noise_scale: float = 1.0
+    guide: str | None = None
+    elbo: str = "auto"
+    node_noise: bool = False
+    bias_noise: bool = False
+    samples_per_example: int = 2
+    epochs: int = 10
+    batch_size: int = 128
+    optimizer: str | None = None
+    lr: float | None = None
+    lr_variational: float | None = None
+    weight_decay: float | None = None
+    lr_schedule: str = "constant"
+    lr_variational_schedule: str = "constant"
+    num_particles: int = 1
+    kl_anneal: str = "constant"
+    kl_weighting: str = "uniform"
+    kl_scale: str = "dataset"
+    seed: int = 0
+    data_seed: int | None = None
+    data_noise: float | None = None
+    data_samples: int | None = None
+    device: str = "auto"
+    train_subset: int | None = None
+    test_subset: int | None = None
+    val_size: float | None = None
+    normalization: str = "unit"
+    data_dir: str | None = None
+    num_samples: int = 100
+    num_val_samples: int = 16
+    n_bins: int = 15
+    patience: int = 0
+
+    def resolve_defaults(self) -> RunConfig:
+        """Fills the options whose default depends on the mode (weight space or node noise); returns self."""
+        node_noise = self.node_noise is True
+        if self.prior is None:
+            self.prior = "normal:1,0.1" if node_noise else "normal:0,1"
+        if self.guide is None:
+            self.guide = "mixture:4" if node_noise else DEFAULT_GUIDE
+        if self.optimizer is None:
+            self.optimizer = "sgd" if node_noise else "adam"
+        sgd = self.optimizer == "sgd"
+        if self.lr is None:
+            self.lr = 0.05 if sgd else 1e-3
+        if self.lr_variational is None and sgd and node_noise:
+            self.lr_variational = 0.3
+        if self.weight_decay is None:
+            self.weight_decay = 5e-4 if node_noise else 0.0
+        return self
+
+    def validate(self) -> RunConfig:
+        """Fills the mode's defaults and parses every option once so a typo fails before data loading or training;
+        returns self."""
+        self.resolve_defaults()
+        dataset = DatasetName(self.dataset)
+        Normalization(self.normalization)
+        parse_model_spec(self.model)
+        if (
+            isinstance(self.noise_scale, bool)
+            or not isinstance(self.noise_scale, numbers.Real)
+            or not (math.isfinite(self.noise_scale) and self.noise_scale > 0)
+        ):
+            raise ValueError(
+                f"noise_scale must be a finite number > 0 (the Gaussian likelihood's standard deviation), "
+                f"got {self.noise_scale!r}"
+            )
+        parse_activation(self.activation)
+        parse_prior(self.prior)
+        guide = parse_guide(self.guide)
+        net = check_model_fits(self.model, dataset, activation=self.activation, dropout=guide.dropout)
+        if net is not None and not self.node_noise:
+            # The guide family's size limit (a full covariance, a flow), from the weights the prior will select.
+            sites = parse_prior(self.prior, select=None if guide.random_weights else nothing).parameter_sites(net)
+            guide.family.check_network(guide, sum(math.prod(site.shape) for site in sites))
+        parse_kl_schedule(self.kl_anneal)
+        weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
+        if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
+            raise ValueError(
+                "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with kl_weighting 'blundell', "
+                "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
+            )
+        self._validate_node_noise()
+        check_objective(self.elbo, parse_guide(self.guide))
+        for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
+            value = getattr(self, name)
+            # epochs >= 1 too: a run of 0 epochs would write an untrained guide's checkpoint as if it were a result.
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        # The objective refuses options it cannot take (flipout: one particle) before any data is loaded.
+        make_objective(self.elbo, self.num_particles, samples_per_example=self.samples_per_example)
+        for name in ("lr", "lr_variational"):
+            value = getattr(self, name)
+            if value is None and name == "lr_variational":
+                continue
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        wd = self.weight_decay
+        if isinstance(wd, bool) or not (isinstance(wd, (int, float)) and math.isfinite(wd) and wd >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
+        enum_member(OptimizerKind, self.optimizer, "optimizer")
+        if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and (self.optimizer == "sgd" or wd):
+            raise ValueError(
+                "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with sgd or weight_decay, whose "
+                "per-example rates assume the full-data loss; use kl_scale 'dataset' or adam without weight decay"
+            )
+        LR_SCHEDULE_FAMILY.parse(self.lr_schedule)
+        LR_SCHEDULE_FAMILY.parse(self.lr_variational_schedule)
+        if not (isinstance(self.patience, int) and self.patience >= 0):
+            raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
+        check_seed(self.seed)
+        if self.data_seed is not None:
+            check_seed(self.data_seed, name="data_seed")
+        self._validate_generator_options(dataset)
+        if self.train_subset is not None and (
+            isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
+        ):
+            raise ValueError(f"train_subset must be None or an int >= 1, got {self.train_subset!r}")
+        if self.test_subset is not None and (
+            isinstance(self.test_subset, bool) or not isinstance(self.test_subset, int) or self.test_subset < 1
+        ):
+            raise ValueError(f"test_subset must be None or an int >= 1, got {self.test_subset!r}")
+        if self.val_size is not None:
+            # The count's upper bound depends on the data, checked when it loads (moons, circles: below); the form
+            # is checked here.
+            holdout_count(self.val_size, available=2**62, default=0)
+        if dataset in (DatasetName.MOONS, DatasetName.CIRCLES):
+            # A generated pool's parts are known from its size: one left empty is refused before anything runs.
+            pool = DEFAULT_N_SAMPLES if self.data_samples is None else self.data_samples
+            synthetic_split_sizes(pool, self.val_size, dataset=dataset.value, name="data_samples")
+        if self.patience and self.val_size == 0:
+            raise ValueError(f"patience={self.patience} needs a validation split, but val_size is 0")
+        if self.patience and self.val_size is None and dataset.task is Task.REGRESSION:
+            raise ValueError(
+                f"patience={self.patience} needs a validation split, but {dataset.value!r} holds none out by "
+                "default; pass val_size (--val-size)"
+            )
+        resolve_device(self.device)
+        return self
+
+    def _validate_generator_options(self, dataset: DatasetName) -> None:
+        """``data_noise`` and ``data_samples``: the moons / circles generator's options, refused elsewhere."""
+        for name in ("data_noise", "data_samples"):
+            value = getattr(self, name)
+            if value is not None and dataset not in (DatasetName.MOONS, DatasetName.CIRCLES):
+                raise ValueError(f"{name}={value!r} applies to moons and circles only, not {dataset.value!r}")
+        noise = self.data_noise
+        if noise is not None and (
+            isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0)
+        ):
+            raise ValueError(f"data_noise must be a finite number >= 0, got {noise!r}")
+        count = self.data_samples
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ValueError(f"data_samples must be None or an int >= 1, got {count!r}")
+
+    def generator_options(self) -> dict[str, float | int]:
+        """The ``load_dataset`` keyword arguments of ``data_noise`` and ``data_samples`` that are set."""
+        options: dict[str, float | int] = {}
+        if self.data_noise is not None:
+            options["noise"] = float(self.data_noise)
+        if self.data_samples is not None:
+            options["n_samples"] = self.data_samples
+        return options
+
+    def unused_options(self) -> list[str]:
+        """One line per option that is set but cannot affect this run, for the CLI to warn about: an option
+        ignored without a word looks as if it had been used.
+
+        ``data_dir`` for a data set not read from files is the one so far (``normalization`` and ``n_bins`` of
+        the other task keep their defaults in practice and are not reported).
+        """
+        dataset = DatasetName(self.dataset)
+        if self.data_dir is not None and not dataset.reads_data_dir:
+            return [
+                f"--data-dir {self.data_dir} is unused: dataset {dataset.value!r} is not read from files "
+                "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
+            ]
+        return []
+
+    def _validate_node_noise(self) -> None:
+        for name in ("node_noise", "bias_noise"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        value = self.samples_per_example
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"samples_per_example must be an int >= 1, got {value!r}")
+        guide = parse_guide(self.guide)
+        multiple = guide.samples_multiple
+        for name in ("num_samples", "num_val_samples"):
+            value = getattr(self, name)
+            if multiple > 1 and isinstance(value, int) and value % multiple:
+                raise ValueError(
+                    f"{name}={value} is not a multiple of {multiple}: guide {self.guide!r} takes the same number "
+                    f"of prediction samples from each of its {multiple} components (e.g. {name}="
+                    f"{max(1, value // multiple) * multiple})"
+                )
+        if guide.offers(Capability.NODE_NOISE_ONLY) and not self.node_noise:
+            raise ValueError(
+                f"guide {self.guide!r} is a node-noise guide; it needs --node-noise (weight-space BNNs: "
+                f"e.g. {DEFAULT_GUIDE!r})"
+            )
+        if self.bias_noise and not self.node_noise:
+            raise ValueError("bias_noise (--bias-noise) needs node_noise (--node-noise)")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunConfig:
+        """Builds a config from a dict (e.g. a run's ``config.json``), refusing unknown keys."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown run options {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        """Reads a ``config.json``.
+
+        Raises:
+            ValueError: the file is not JSON, not an object, or holds unknown options (naming the file).
+        """
+        try:
+            values = json.loads(Path(path).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not valid JSON ({err})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} must hold a JSON object of run options, found {type(values).__name__}")
+        try:
+            return cls.from_dict(values)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: {err}") from None
+
+
+def check_model_fits(
+    model: str, dataset: str | DatasetName, *, activation: str | None = None, dropout: float = 0.0
+) -> torch.nn.Module | None:
+    """Builds ``model`` for the data set's input shape and outputs (:func:`~pyro_bnn.data.dataset_shape`) on the
+    meta device, which allocates nothing and reads no data, so that a model that cannot take the data (a LeNet on
+    2-D points or on 8x8 digits) fails before anything is loaded, with the model's own message.
+
+    Returns:
+        The network on the meta device (its parameters' shapes are the real ones), or None for a user's model
+        that cannot be built there.
+
+    Raises:
+        ValueError: The model refuses the data set's shape (or an option), naming both.
+    """
+    shape = dataset_shape(dataset)
+    try:
+        with torch.device("meta"):
+            return build_model(
+                model,
+                input_shape=shape.input_shape,
+                num_classes=shape.output_dim,
+                activation=activation,
+                dropout=dropout,
+            )
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"model {model!r} cannot take dataset {DatasetName(dataset).value!r}: {err}") from None
+    except (RuntimeError, NotImplementedError):
+        return None  # a user's model that cannot be built on the meta device: its real build will speak for it
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` means CUDA where available, else the CPU; asking for CUDA without one is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but torch sees no CUDA device; use --device cpu")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ValueError(
+            f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0..cuda:{count - 1}"
+        )
+    return resolved
+
+
+def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
+    """Validates a ``--corruption`` string early, and refuses one for a regression run (given its ``config``):
+    the corruptions perturb images and 2-D points for classification shift experiments."""
+    if spec is None:
+        return
+    if config is not None and DatasetName(config.dataset).task is Task.REGRESSION:
+        raise ValueError(
+            f"corruption {spec!r} does not apply to a regression run (dataset {config.dataset!r}); "
+            "evaluate it without --corruption"
+        )
+    parse_corruption(spec)

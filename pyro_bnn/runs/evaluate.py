@@ -1,0 +1,233 @@
+"""Re-scoring a saved run: what ``pyro-bnn evaluate`` does (with ``--ood``: :mod:`pyro_bnn.experiments.ood`).
+
+The model is rebuilt from the config stored *in the checkpoint*, never from the editable ``config.json`` next to
+it; a ``config.json`` that differs is refused, naming the keys. The checkpoint is read (and vetted) before any data
+is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.bnn import BNN
+from pyro_bnn.data import (
+    DatasetName,
+    DatasetSplits,
+    TensorSplit,
+    parse_corruption,
+)
+from pyro_bnn.infer import load_checkpoint
+from pyro_bnn.infer.checkpoint import config_differences
+from pyro_bnn.runs import runs
+from pyro_bnn.runs.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.runs.conformal import (
+    ConformalOptions,
+    calibration_part_size,
+    check_conformal_run,
+    conformal_options,
+    conformal_record,
+)
+from pyro_bnn.runs.run_folder import CHECKPOINT, check_writable
+from pyro_bnn.runs.selective import selective_record
+
+
+@dataclass
+class Evaluation:
+    """A saved run made ready for re-scoring: its config, data, restored model and (corrupted) test inputs."""
+
+    run_dir: Path
+    config: RunConfig
+    bnn: BNN
+    guide: Any
+    x: torch.Tensor
+    y: torch.Tensor
+    corruption: str | None
+    data: DatasetSplits | None = None
+    conformal: ConformalOptions | None = None
+
+
+def check_run_folder(run_dir: str | os.PathLike) -> Path:
+    """Checks, before anything is loaded, that ``run_dir`` is a run folder that ``evaluate`` and ``diagnose`` can
+    write their results into; returns it as a path.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` holds no ``config.json`` (it is not a run folder, or does not exist).
+        ValueError: ``run_dir`` is empty, cannot be looked at (a name too long) or cannot be written.
+    """
+    if os.fspath(run_dir) == "":
+        raise ValueError("the run folder is empty; name the --out folder of a 'pyro-bnn train' run")
+    run = Path(run_dir)
+    try:
+        found = (run / "config.json").is_file()
+    except OSError as err:  # is_file() is False for a missing path, but a name too long raises
+        raise ValueError(f"run folder {run} cannot be used: {err.strerror or err}") from None
+    if not found:
+        raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
+    check_writable(run, option="run folder")
+    return run
+
+
+def read_run(
+    run_dir: str | os.PathLike, *, num_samples: int | None, device: str | None
+) -> tuple[Path, RunConfig, dict[str, Any]]:
+    """The run folder, the config its checkpoint was trained with (``num_samples`` and ``device`` replaced where
+    given, validated) and the checkpoint itself; reads no data.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` is not a run folder or has no checkpoint.
+        ValueError: ``config.json`` differs from the checkpoint's config, or a bad option.
+    """
+    run = check_run_folder(run_dir)
+    shown = RunConfig.load(run / "config.json")
+    # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
+    state = load_checkpoint(run / CHECKPOINT)
+    trained = runs.normalized_config(json.loads(state["config"]), run / CHECKPOINT)
+    differing = config_differences(trained, json.loads(shown.to_json()), ignore=runs.RESUME_MAY_CHANGE)
+    if differing:
+        raise ValueError(
+            f"{run / 'config.json'} does not match the config stored in {run / CHECKPOINT} ({differing}); "
+            "restore config.json or retrain"
+        )
+    config = RunConfig.from_dict(trained)
+    config.data_dir = shown.data_dir
+    if num_samples is not None:
+        config.num_samples = num_samples
+    if device is not None:
+        config.device = device
+    config.validate()
+    return run, config, state
+
+
+def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[str, str | os.PathLike]:
+    """Validates ``--data-dir DATASET=PATH`` entries before anything is read; returns them keyed by canonical data
+    set name (``"fmnist"`` becomes ``"fashion-mnist"``).
+
+    Raises:
+        ValueError: a name is not a data set, or names one that is not read from files (only MNIST and
+            Fashion-MNIST are).
+    """
+    checked: dict[str, str | os.PathLike] = {}
+    for name, path in (data_dirs or {}).items():
+        try:
+            dataset = DatasetName(name)
+        except ValueError as err:
+            raise ValueError(f"--data-dir {name}={path}: {err}") from None
+        if not dataset.reads_data_dir:
+            raise ValueError(
+                f"--data-dir {name}={path}: dataset {dataset.value!r} is not read from files "
+                "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
+            )
+        checked[dataset.value] = path
+    return checked
+
+
+def check_data_dirs_used(dirs: Mapping[str, Any], read: set[str]) -> None:
+    """Refuses a ``--data-dir`` entry for a data set this evaluation does not read (``read``: their names), which
+    is a typo, most likely.
+
+    Raises:
+        ValueError: one line naming the unused entry and the data sets read.
+    """
+    unused = sorted(set(dirs) - read)
+    if unused:
+        raise ValueError(
+            f"--data-dir {unused[0]}={dirs[unused[0]]} is unused: this evaluation reads {', '.join(sorted(read))}"
+        )
+
+
+def load_evaluation(
+    run_dir: str | os.PathLike,
+    *,
+    num_samples: int | None = None,
+    corruption: str | None = None,
+    device: str | None = None,
+    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    conformal: ConformalOptions | None = None,
+) -> Evaluation:
+    """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
+
+    ``data_dirs`` (``{"mnist": path}``) names where a data set lies; an entry for the run's own data set replaces
+    the folder its config recorded. ``conformal`` (:mod:`pyro_bnn.runs.conformal`) is checked against the
+    run before any data is loaded, and its calibration size against the test set right after.
+
+    Raises:
+        FileNotFoundError: no ``config.json`` or checkpoint in ``run_dir``, or the data cannot be found.
+        ValueError: ``run_dir`` cannot be written (:func:`check_run_folder`), a bad option or corruption string,
+            a corruption for a regression run, or conformal options the run or its test set cannot take.
+    """
+    dirs = check_data_dirs(data_dirs)
+    conformal = None if conformal is None else conformal.check()
+    run, config, state = read_run(run_dir, num_samples=num_samples, device=device)
+    check_corruption(corruption, config)
+    if conformal is not None:
+        check_conformal_run(conformal, config)
+    check_data_dirs_used(dirs, {config.dataset})
+    config.data_dir = dirs.get(config.dataset, config.data_dir)
+    resolved = resolve_device(config.device)
+    data = runs.load_data(config)
+    if conformal is not None:
+        calibration_part_size(conformal, len(data.test))
+    bnn, guide = runs.restore(config, data, run / CHECKPOINT, resolved, state)
+    x = data.test.x
+    if corruption is not None:
+        x = parse_corruption(corruption, generator=torch.Generator().manual_seed(config.seed))(x)
+    return Evaluation(run, config, bnn, guide, x.to(resolved), data.test.y.to(resolved), corruption, data, conformal)
+
+
+def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
+    """Scores a :func:`load_evaluation` result; writes ``evaluation[-<corruption>].json`` and a reliability
+    diagram (regression: ``predictive.png``) into the run folder and returns the metrics; with conformal options,
+    the metrics hold their record under ``"conformal"`` (:func:`~pyro_bnn.runs.conformal.conformal_record`,
+    on the same test prediction). A classifier's also hold its selective-prediction record under ``"selective"``
+    (:func:`~pyro_bnn.runs.selective.selective_record`), and its risk-coverage figure is written as
+    ``risk_coverage[-<corruption>].png``."""
+    e, config = evaluation, evaluation.config
+    metrics, prediction = runs.score(e.bnn, e.guide, e.x, e.y, config)
+    metrics.update(corruption=e.corruption or "none", num_samples=config.num_samples)
+    if e.conformal is not None:
+        metrics["conformal"] = conformal_record(prediction, e.conformal)
+    suffix = "" if e.corruption is None else "-" + e.corruption.replace(":", "_")
+    title = f"{config.model} {config.activation}, corruption {e.corruption or 'none'}"
+    if prediction.is_classification:
+        metrics["selective"] = selective_record(prediction, e.run_dir / f"risk_coverage{suffix}.png", title)
+    write_json_atomically(e.run_dir / f"evaluation{suffix}.json", metrics)
+    if not prediction.is_classification:
+        title = f"{config.model} {config.activation} on {config.dataset}, noise scale {config.noise_scale:g}"
+    train = e.data.train if e.data is not None else None
+    test = TensorSplit(e.x.cpu(), e.y.cpu())
+    runs.save_prediction_figure(prediction, config, e.run_dir, suffix=suffix, title=title, train=train, test=test)
+    return metrics
+
+
+def evaluate_run(
+    run_dir: str | os.PathLike,
+    *,
+    num_samples: int | None = None,
+    corruption: str | None = None,
+    device: str | None = None,
+    conformal: float | None = None,
+    conformal_method: str | None = None,
+    calibration_size: int | None = None,
+) -> dict[str, Any]:
+    """Re-scores a saved run on its test split, optionally with corrupted inputs (``"gaussian:0.5"``; not for
+    regression runs).
+
+    Writes ``evaluation[-<corruption>].json`` and a matching reliability diagram (regression: ``predictive.png``)
+    into the run folder. ``conformal=alpha`` adds split conformal prediction, calibrated on ``calibration_size``
+    test inputs (default half) and scored on the rest, with ``conformal_method`` ``"thr"`` (default), ``"aps"`` or
+    ``"raps"``; the record is under ``"conformal"`` (:mod:`pyro_bnn.runs.conformal`).
+    """
+    options = conformal_options(conformal, conformal_method, calibration_size)
+    loaded = load_evaluation(run_dir, num_samples=num_samples, corruption=corruption, device=device, conformal=options)
+    return score_evaluation(loaded)
+
+
+# ------------------------------------------------------------------------------------------------ OOD detection

@@ -1,0 +1,410 @@
+"""Training a run from a :class:`RunConfig`: what ``pyro-bnn train`` does (re-scoring: :mod:`.evaluate`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyro
+import torch
+from pyro import poutine
+
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.bnn import BNN
+from pyro_bnn.data import DatasetName, DatasetSplits, Task, TensorSplit, dataset_shape, load_dataset
+from pyro_bnn.data.partition import test_subset_indices
+from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder
+from pyro_bnn.guides import Capability, mean_posterior_scale, parse_guide
+from pyro_bnn.infer import (
+    Checkpoint,
+    EarlyStopping,
+    HistoryLogger,
+    Trainer,
+    load_checkpoint,
+    parse_kl_schedule,
+)
+from pyro_bnn.infer.checkpoint import config_differences
+from pyro_bnn.likelihoods import Categorical, Gaussian
+from pyro_bnn.models import build_model
+from pyro_bnn.node_noise import add_node_noise, count_latents, is_node_noise
+from pyro_bnn.plots import save_figure
+from pyro_bnn.plots.weight_stats import plot_weight_statistics
+from pyro_bnn.predict import Prediction, Samples
+from pyro_bnn.priors import nothing, parse_prior
+from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
+from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
+from pyro_bnn.runs.scoring import save_prediction_figure, score
+
+
+@dataclass
+class RunResult:
+    """What a finished run wrote and measured.
+
+    Attributes:
+        out_dir: The run folder.
+        metrics: What ``metrics.json`` holds.
+        prediction: The test-set prediction (``probs`` for classification, ``means`` for regression).
+        figure: The figure written: ``reliability.png`` (classification) or ``predictive.png`` (regression).
+    """
+
+    out_dir: Path
+    metrics: dict[str, Any]
+    prediction: Prediction
+    figure: Path | None = None
+    bnn: BNN | None = None
+    guide: Any = None
+
+
+WRITES_PER_RUN = 100
+"""About how often a run writes its checkpoint, history and weight statistics while it trains (and always at the
+end): after every epoch for runs of up to 100 epochs, after every ``epochs // 100``-th for longer ones."""
+
+
+WEIGHT_STATS_PER_RUN = 20
+"""About how many weight-statistics snapshots a run records (the first epoch, every ``epochs // 20``-th and the
+last; every epoch for runs of up to 39 epochs): each
+write re-encodes every snapshot so far, and the checkpoint carries them all, so 100 snapshots of a 1 000-step
+full-batch run spent more time in JSON and pickling (34 s) than in training (12 s)."""
+
+
+def load_data(config: RunConfig) -> DatasetSplits:
+    """The run's data splits (the split and training subset depend on the run's data seed, or its seed without
+    one; a ``test_subset`` does not, so every seed is scored on the same test examples)."""
+    data = load_dataset(
+        config.dataset,
+        data_dir=config.data_dir,
+        normalization=config.normalization,
+        val_size=config.val_size,
+        train_subset=config.train_subset,
+        seed=config.seed if config.data_seed is None else config.data_seed,
+        **config.generator_options(),
+    )
+    if config.test_subset is None:
+        return data
+    chosen = test_subset_indices(len(data.test), config.test_subset)
+    return replace(data, test=TensorSplit(data.test.x[chosen], data.test.y[chosen]))
+
+
+def build_bnn(config: RunConfig, data: DatasetSplits) -> tuple[BNN, Any]:
+    """The run's model and guide builder (the guide is built by the trainer once the model is on its device).
+
+    Classification data gets a Categorical likelihood, regression data (``data.task``) a Gaussian one with the
+    fixed scale ``config.noise_scale``.
+    """
+    return _build(config, data.input_shape, data.output_dim, data.task, len(data.train))
+
+
+def _build(config: RunConfig, input_shape, output_dim: int, task: Task, num_train: int, *, meta: bool = False):
+    guide_spec = parse_guide(config.guide)
+    with torch.device("meta") if meta else contextlib.nullcontext():
+        net = build_model(
+            config.model,
+            input_shape=input_shape,
+            num_classes=output_dim,
+            activation=config.activation,
+            dropout=guide_spec.dropout,
+        )
+        select = None
+        if config.node_noise:
+            add_node_noise(net, bias_noise=config.bias_noise)
+            select = is_node_noise  # the prior is on the noise; weights and biases stay deterministic
+    prior = parse_prior(config.prior, select=select if guide_spec.random_weights else nothing)
+    if task is Task.REGRESSION:
+        likelihood = Gaussian(num_train, scale=config.noise_scale, kl_scale=config.kl_scale)
+    else:
+        likelihood = Categorical(num_train, kl_scale=config.kl_scale)
+    return BNN(net, prior, likelihood), guide_spec.build
+
+
+DRAWS = "draws"
+"""The checkpoint key of a sampled run's posterior draws, ``{site: (chain, draw, *site_shape)}`` (``pyro-bnn
+sample``); such a checkpoint holds no guide."""
+
+
+def meta_bnn(config: RunConfig) -> BNN:
+    """The run's BNN as :func:`build_bnn` builds it, its network on the meta device (a data set size of 1): its sites,
+    prior and likelihood with no data read and no memory taken, for checks before any work.
+
+    Raises:
+        ValueError: a config ``validate`` refuses.
+    """
+    shape = dataset_shape(config.dataset)
+    task = DatasetName(config.dataset).task
+    return _build(config, shape.input_shape, shape.output_dim, task, 1, meta=True)[0]
+
+
+def restore(
+    config: RunConfig,
+    data: DatasetSplits,
+    checkpoint: str | os.PathLike,
+    device: torch.device,
+    state: dict[str, Any] | None = None,
+):
+    """Rebuilds a saved run's model and parameter source from its checkpoint (``state``: the checkpoint, if already
+    read): the trained guide, or for a sampled run (:data:`DRAWS`) its draws as a
+    :class:`~pyro_bnn.predict.Samples` source ``{site: (draw * chain, *site_shape)}``, the chains interleaved.
+
+    Raises:
+        ValueError: the checkpoint does not fit the model, or a sampled run holds fewer draws than
+            ``config.num_samples``.
+    """
+    pyro.set_rng_seed(config.seed)
+    bnn, guide_builder = build_bnn(config, data)
+    bnn.to(device)
+    state = state if state is not None else load_checkpoint(checkpoint, map_location=device)
+    sampled = DRAWS in state
+    if not sampled:
+        guide = guide_builder(bnn).to(device)
+        x, y = data.train.x[: config.batch_size].to(device), data.train.y[: config.batch_size].to(device)
+        with torch.no_grad(), poutine.block():
+            guide(x, y)  # creates the guide's parameters so the saved values can be loaded into them
+    try:
+        bnn.load_state_dict({k: v.to(device) for k, v in state["model"].items()})
+        if sampled:
+            # draw-major (chain 0 draw 0, chain 1 draw 0, ...): the first S of them, what predict takes for
+            # num_samples=S, come from every chain
+            guide = Samples({k: v.transpose(0, 1).flatten(0, 1).to(device) for k, v in state[DRAWS].items()})
+        else:
+            guide.load_state_dict({k: v.to(device) for k, v in state["guide"].items()})
+    except (RuntimeError, KeyError) as err:
+        first = str(err).strip().splitlines()[0]
+        raise ValueError(f"{checkpoint} does not fit the model its config describes: {first}") from None
+    if sampled and config.num_samples > guide.count:
+        raise ValueError(
+            f"num_samples={config.num_samples} but {checkpoint} holds {guide.count} posterior draws; ask for at most "
+            f"{guide.count}"
+        )
+    return bnn, guide
+
+
+RESUME_MAY_CHANGE = ("epochs", "device", "num_samples", "test_subset", "data_dir")
+"""Config keys a resume may change: more epochs extend a finished run; where it runs and how it is scored or where
+the data lies do not change what was trained."""
+
+
+def prepare_run_dir(
+    config: RunConfig, out_dir: str | os.PathLike, *, resume: bool, overwrite: bool, resumable: bool = True
+) -> bool:
+    """Checks, before any data is loaded, that ``out_dir`` may receive this run; leaves nothing behind (the
+    writability probe of :func:`~pyro_bnn.runs.run_folder.check_writable` is removed again).
+
+    Args:
+        config: The run.
+        out_dir: Its folder.
+        resume: Continue the run in ``out_dir`` (same config required).
+        overwrite: Replace the run in ``out_dir`` once the new one has finished.
+        resumable: Whether the verb can resume at all (``train``: ``--resume``; ``sample``: no): the message for a
+            folder that already holds a run names only the flags the verb has.
+
+    Returns:
+        Whether the run will resume from a checkpoint in ``out_dir``.
+
+    Raises:
+        ValueError: ``out_dir`` is empty or cannot be created or written, its checkpoint is not a safe pyro_bnn
+            checkpoint, or ``resume`` is set but the checkpoint was written by a different config (naming the keys
+            that differ).
+        FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is
+            set, or another run is using it right now.
+    """
+    check_writable(out_dir)  # the string as given: Path("") would be the current folder
+    out = Path(out_dir)
+    check_not_busy(out)
+    checkpoint = out / CHECKPOINT
+    if not checkpoint.exists():
+        return False
+    if resume:
+        saved = normalized_config(json.loads(load_checkpoint(checkpoint)["config"]), checkpoint)
+        differing = config_differences(saved, json.loads(config.to_json()), ignore=RESUME_MAY_CHANGE)
+        if differing:
+            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({differing})")
+        return True
+    if not overwrite:
+        flags = (
+            "pass --resume to continue it or --overwrite to start again"
+            if resumable
+            else "pass --overwrite to replace it"
+        )
+        raise FileExistsError(f"{out} already holds a run ({CHECKPOINT}); {flags}")
+    load_checkpoint(checkpoint)  # an unreadable or hostile file is refused here too, before any work
+    return False
+
+
+def _options_added_since(checkpoint: Path | None) -> tuple[str, ...]:
+    """Config keys a checkpoint's stored config lacks (options added since it was written; ``prepare_run_dir`` has
+    checked that this run leaves them at their defaults)."""
+    if checkpoint is None:
+        return ()
+    saved = json.loads(load_checkpoint(checkpoint)["config"])
+    return tuple(sorted(set(json.loads(RunConfig().to_json())) - set(saved)))
+
+
+def normalized_config(values: dict[str, Any], source: Path) -> dict[str, Any]:
+    """A stored config with the options added since it was written filled in at their defaults."""
+    try:
+        return json.loads(RunConfig.from_dict(values).resolve_defaults().to_json())
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{source} holds a config this version cannot read: {err}") from None
+
+
+def train_run(
+    config: RunConfig,
+    out_dir: str | os.PathLike,
+    *,
+    data: DatasetSplits | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    cuda_graph: bool = True,
+) -> RunResult:
+    """Trains one run and writes ``config.json``, ``checkpoint.pt``, ``history.json``, ``metrics.json`` and
+    ``reliability.png`` (classification) or ``predictive.png`` (regression) to ``out_dir``.
+
+    Args:
+        config: The run.
+        out_dir: Output folder (created).
+        data: The run's data if already loaded (``load_data(config)``); loaded here otherwise.
+        resume: Continue from ``out_dir/checkpoint.pt`` if it exists (same config required).
+        overwrite: Start afresh even if ``out_dir`` holds an earlier run's checkpoint.
+        progress: Show progress bars.
+        cuda_graph: On CUDA, replay training steps from a captured CUDA graph where possible (``Trainer``).
+
+    Returns:
+        The output folder, the metrics written, the test-set prediction and the figure's path.
+    """
+    config.validate()
+    resuming = prepare_run_dir(config, out_dir, resume=resume, overwrite=overwrite)
+    device = resolve_device(config.device)
+    data = data if data is not None else load_data(config)
+    final = Path(out_dir)
+    with RunFolder(final, overwrite=overwrite and not resuming) as out:
+        result = _train_in(config, out, data, device, resuming, progress, cuda_graph)
+    # A staged run has just replaced the old folder: report the final paths.
+    return replace(result, out_dir=final, figure=final / result.figure.name)
+
+
+def _train_in(
+    config: RunConfig,
+    out: Path,
+    data: DatasetSplits,
+    device: torch.device,
+    resuming: bool,
+    progress: bool,
+    cuda_graph: bool = True,
+) -> RunResult:
+    """Everything ``train_run`` does inside the (locked, possibly staging) run folder ``out``."""
+    run = prepare_trainer(config, out, data, device, resuming, progress, cuda_graph)
+    start = time.perf_counter()
+    history = run.trainer.fit(run.train, config.epochs, val_loader=run.val, resume_from=run.resume_from)
+    return finish_run(run, history, time.perf_counter() - start)
+
+
+@dataclass
+class PreparedRun:
+    """A run set up to train in its folder: what ``Trainer.fit`` (or a batch of runs) needs, and what
+    :func:`finish_run` scores and writes afterwards."""
+
+    config: RunConfig
+    out: Path
+    data: DatasetSplits
+    device: torch.device
+    trainer: Trainer
+    train: Any
+    val: Any
+    resume_from: Path | None
+    recorder: WeightStatsRecorder | None
+
+
+def prepare_trainer(
+    config: RunConfig,
+    out: Path,
+    data: DatasetSplits,
+    device: torch.device,
+    resuming: bool,
+    progress: bool,
+    cuda_graph: bool = True,
+) -> PreparedRun:
+    """Writes ``config.json`` into the run folder ``out`` and builds the run's model, loaders, callbacks and trainer
+    (nothing trains yet)."""
+    write_json_atomically(out / "config.json", json.loads(config.to_json()))
+    checkpoint = out / CHECKPOINT
+    pyro.set_rng_seed(config.seed)
+    bnn, _ = build_bnn(config, data)
+    train, val, _ = data.loaders(config.batch_size, seed=config.seed, device=device)
+    # Files written during training grow with the epochs, so a run of thousands of short epochs (full-batch toy
+    # problems) writes them about 100 times in all rather than after every epoch: once per epoch made a
+    # 5 000-epoch cubic run spend most of its time re-encoding JSON. An interrupted run then loses at most 1 % of
+    # its epochs.
+    every = max(1, config.epochs // WRITES_PER_RUN)
+    callbacks = [Checkpoint(checkpoint, every=every), HistoryLogger(out / "history.json", every=every)]
+    recorder = None
+    if parse_guide(config.guide).offers(Capability.NORMAL_SCALES):
+        # Histograms of mu, sigma and |mu| / sigma per layer (`pyro-bnn diagnose` plots them); before the
+        # checkpoint, so a checkpoint holds the statistics of its own epoch.
+        recorder = WeightStatsRecorder(out / "weight_stats.json", every=max(1, config.epochs // WEIGHT_STATS_PER_RUN))
+        callbacks.insert(0, recorder)
+    if config.patience:
+        # Before Checkpoint, so the final checkpoint holds the restored best epoch that metrics.json scores.
+        monitor, mode = ("val_nll", "min") if data.task is Task.REGRESSION else ("val_accuracy", "max")
+        callbacks.insert(0, EarlyStopping(monitor, patience=config.patience, mode=mode, restore_best=True))
+    trainer = Trainer(
+        bnn,
+        parse_guide(config.guide),  # a spec with loc=map starts the guide at a MAP warm start (not on a resume)
+        optim=run_optimizer(config, len(data.train)),
+        lr_scheduler=run_lr_scheduler(config, len(train)),
+        lr_scheduler_interval="step",
+        objective=run_objective(config),
+        kl_schedule=parse_kl_schedule(config.kl_anneal),
+        kl_weighting=config.kl_weighting,
+        device=device,
+        seed=config.seed,
+        num_val_samples=config.num_val_samples,
+        n_bins=config.n_bins,
+        callbacks=callbacks,
+        progress=progress,
+        cuda_graph=cuda_graph,
+        config=json.loads(config.to_json()),
+        resume_may_change=RESUME_MAY_CHANGE + _options_added_since(checkpoint if resuming else None),
+    )
+    val = val if len(data.val) else None
+    return PreparedRun(config, out, data, device, trainer, train, val, checkpoint if resuming else None, recorder)
+
+
+def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: float, **extra: Any) -> RunResult:
+    """Scores a trained run on its test set and writes ``metrics.json`` (with ``extra`` entries) and its figures
+    into its folder."""
+    config, out, data, device, trainer = run.config, run.out, run.data, run.device, run.trainer
+    bnn = trainer.bnn
+    metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
+    spec = parse_guide(config.guide)
+    if bnn.sites and (spec.offers(Capability.NORMAL_SCALES) or spec.offers(Capability.NORMAL_MIXTURE)):
+        # A Normal scale per weight (a mixture: the mean of its components' sigmas); other families declare none.
+        metrics["mean_posterior_sigma"] = mean_posterior_scale(trainer.guide, bnn)[0]
+    if config.node_noise:
+        counts = count_latents(bnn.net)
+        metrics.update(
+            latent_input_nodes=counts.input_nodes,
+            latent_bias_scalars=counts.bias_scalars,
+            deterministic_weights=counts.weights,
+        )
+    metrics.update(
+        train_time_s=train_time,
+        epochs_run=len(history),
+        device=str(device),
+        num_train=len(data.train),
+        **extra,
+        history=history,
+    )
+    write_json_atomically(out / "metrics.json", metrics)
+    if run.recorder is not None and run.recorder.history:
+        save_figure(plot_weight_statistics(run.recorder.history), out / "weight_stats.png")
+    title = f"{config.model} {config.activation} on {config.dataset}"
+    if data.task is Task.REGRESSION:
+        title += f", noise scale {config.noise_scale:g}"
+    figure = save_prediction_figure(prediction, config, out, title=title, train=data.train, test=data.test)
+    return RunResult(out, metrics, prediction, figure, bnn, trainer.guide)
