@@ -32,14 +32,12 @@ from pyro_bnn.batched.exchange import OptimizerBridge, check_adam
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.stack import RunStack
-from pyro_bnn.batched.step import BatchedForm, BatchedStep, RunNoise
+from pyro_bnn.batched.step import BatchedStep, RunNoise
 from pyro_bnn.batched.validation import gather, validation_metrics
-from pyro_bnn.infer.auto_objective import AutoELBO
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError
-from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
-from pyro_bnn.infer.objectives import MeanFieldELBO, TraceELBO
+from pyro_bnn.infer.objective_registry import batched_form
 from pyro_bnn.infer.trainer import SchedulerInterval, Trainer, _check_all_labels, _dataset_size
 
 
@@ -59,24 +57,6 @@ class RunOutcome:
     def failed(self) -> bool:
         """Whether the run stopped on a non-finite loss, parameter or prediction."""
         return self.error is not None
-
-
-def batched_form(objective: Any) -> BatchedForm:
-    """The :class:`~.step.BatchedForm` that computes what ``objective`` computes for one run (after the trainer's
-    set-up, which makes an ``AutoELBO`` choose).
-
-    Raises:
-        ValueError: An objective batched runs do not compute (several particles, local noise, a mixture, ...).
-    """
-    chosen = objective.chosen if isinstance(objective, AutoELBO) else objective
-    if isinstance(chosen, FastMeanFieldELBO):
-        if chosen.num_particles != 1 or chosen.local_reparameterization or chosen.flipout:
-            raise ValueError(f"batched runs compute one particle without local noise options, got {chosen!r}")
-        return BatchedForm(antithetic=chosen.antithetic, closed_form_kl=chosen.closed_form_kl)
-    if isinstance(chosen, TraceELBO) and chosen.num_particles == 1:
-        # Trace_ELBO draws every weight once and scores the KL by log q - log p; MeanFieldELBO uses the analytic KL.
-        return BatchedForm(antithetic=False, closed_form_kl=isinstance(chosen, MeanFieldELBO))
-    raise ValueError(f"batched runs compute the fast or Trace ELBO with one particle, not {chosen!r}")
 
 
 def _check_trainers(trainers: Sequence[Trainer], loaders: Sequence[Iterable], epochs: int) -> int:

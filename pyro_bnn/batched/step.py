@@ -29,15 +29,8 @@ from pyro_bnn.batched.draw import draw_stacked
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.layout import ScaleMap
 from pyro_bnn.batched.stack import RunStack
+from pyro_bnn.infer.objective_registry import BatchedForm
 from pyro_bnn.rng import PARALLEL_MIN_NUMEL, standard_normal
-
-
-@dataclass(frozen=True)
-class BatchedForm:
-    """Which single-run objective the batch computes: the antithetic pair or one draw, analytic KL or not."""
-
-    antithetic: bool = True
-    closed_form_kl: bool = True
 
 
 @dataclass
