@@ -28,13 +28,13 @@ train with ``cuda_graph=False``.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pyro
 import torch
 
 from pyro_bnn.batched.step import BatchedStep, BatchedTerms
+from pyro_bnn.infer.cuda_graph import SideStream
 
 
 class GraphedBatchedStep:
@@ -68,7 +68,8 @@ class GraphedBatchedStep:
         self._static: dict[str, torch.Tensor | list[torch.Tensor | None]] = {}
         self._key: tuple | None = None
         self._outputs: tuple[BatchedTerms, torch.Tensor] | None = None
-        self._stream: torch.cuda.Stream | None = None
+        self._side = SideStream()
+        """Where eager steps and captures run (:class:`pyro_bnn.infer.cuda_graph.SideStream`)."""
 
     def _key_of(self, x, y, kl_weight, eps, lrs, weight_decays, active) -> tuple:
         """What a capture bakes in: the shapes, dtypes and device of the inputs, which leaves decay, and for the
@@ -83,23 +84,6 @@ class GraphedBatchedStep:
             return key
         settings = tuple(tuple(t.tolist()) for t in [*lrs, *(wd for wd in weight_decays if wd is not None)])
         return (*key, settings, tuple(active.tolist()))
-
-    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
-        # Held as long as this object: eager steps allocate on it (the optimiser state), and autograd creates a
-        # leaf's gradient accumulator on the stream of the first backward pass that needs it; one made on the
-        # default stream breaks a later capture on another (see pyro_bnn.infer.cuda_graph).
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(device=device)
-        return self._stream
-
-    @contextlib.contextmanager
-    def _on_side_stream(self, device: torch.device) -> Iterator[None]:
-        stream = self._side_stream(device)
-        current = torch.cuda.current_stream(device)
-        stream.wait_stream(current)
-        with torch.cuda.device(device), torch.cuda.stream(stream):
-            yield
-        current.wait_stream(stream)
 
     def __call__(
         self,
@@ -132,7 +116,7 @@ class GraphedBatchedStep:
             if same_shapes:
                 self.eager_left -= 1
             self.last_replayed = False
-            with self._on_side_stream(x.device):
+            with self._side.use(x.device):
                 # Eagerly the rows update reads the runs that stayed finite back from the device and skips the others.
                 return self.eager.step(x, y, kl_weight, eps, lrs, weight_decays, active)
         with torch.cuda.device(x.device):
@@ -177,7 +161,7 @@ class GraphedBatchedStep:
             with (
                 pyro.validation_enabled(False),
                 self.eager.optimizer.capturable(),
-                torch.cuda.graph(graph, stream=self._side_stream(device), capture_error_mode="thread_local"),
+                torch.cuda.graph(graph, stream=self._side.stream(device), capture_error_mode="thread_local"),
             ):
                 outputs = self.eager.step(
                     static["x"],
