@@ -32,7 +32,7 @@ from pyro_bnn.batched.exchange import OptimizerBridge, check_adam
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.stack import RunStack
-from pyro_bnn.batched.step import BatchedStep, RunNoise
+from pyro_bnn.batched.step import BatchedStep, RunNoise, StepInputs
 from pyro_bnn.batched.validation import gather, validation_metrics
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError
@@ -160,13 +160,13 @@ class _Batch:
     def running(self) -> list[int]:
         return [r for r, active in enumerate(self.active) if active]
 
-    def run_step(self, x, y, kl_weight, eps, lrs, weight_decays) -> tuple:
+    def run_step(self, inputs: StepInputs) -> tuple:
         """One step of every run still training (:meth:`BatchedStep.step <.step.BatchedStep.step>`), replayed from
         the graph where there is one."""
-        active = torch.tensor(self.active)  # on the host: the step moves it where it is needed
+        inputs = inputs._replace(active=torch.tensor(self.active))  # on the host: the step moves it where needed
         if self.graph is not None:
-            return self.graph(x, y, kl_weight, eps, lrs, weight_decays, active)
-        return self.step.step(x, y, kl_weight, eps, lrs, weight_decays, active)
+            return self.graph(inputs)
+        return self.step.step(inputs)
 
     def applied_non_finite(self) -> bool:
         """Whether the last step updated a run whose loss turned non-finite in it (a graph replayed with the rows
@@ -284,9 +284,8 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weights.append(weight)
             kl_totals[run] += weight
         eps = batch.noise.draw((stack.loc.shape[1],), dtype=dtype, device=device)
-        terms, updated = batch.run_step(
-            x, y, torch.tensor(weights, dtype=dtype, device=device), eps, batch.bridge.learning_rates(), weight_decays
-        )
+        kl_weight = torch.tensor(weights, dtype=dtype, device=device)
+        terms, updated = batch.run_step(StepInputs(x, y, kl_weight, eps, batch.bridge.learning_rates(), weight_decays))
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:
             trainer = trainers[run]
             message = trainer._non_finite_message(float(terms.loss[run]), step, x[run], batch.applied_non_finite())
