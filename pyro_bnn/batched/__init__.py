@@ -13,7 +13,7 @@ from pyro_bnn.batched.fit import RunOutcome, batched_form, fit_batched
 from pyro_bnn.batched.kl import BatchedKL, Family, prior_family
 from pyro_bnn.batched.layout import GuideLayout, ScaleMap, guide_layout
 from pyro_bnn.batched.stack import RunStack
-from pyro_bnn.batched.step import BatchedForm, BatchedStep, BatchedTerms, RunNoise
+from pyro_bnn.batched.step import BatchedForm, BatchedStep, BatchedTerms, RunNoise, StepInputs
 
 __all__ = [
     "BatchedAdam",
@@ -27,6 +27,7 @@ __all__ = [
     "RunOutcome",
     "RunStack",
     "ScaleMap",
+    "StepInputs",
     "batched_form",
     "fit_batched",
     "guide_layout",

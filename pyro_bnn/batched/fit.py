@@ -32,14 +32,12 @@ from pyro_bnn.batched.exchange import OptimizerBridge, check_adam
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.stack import RunStack
-from pyro_bnn.batched.step import BatchedForm, BatchedStep, RunNoise
+from pyro_bnn.batched.step import BatchedStep, RunNoise, StepInputs
 from pyro_bnn.batched.validation import gather, validation_metrics
-from pyro_bnn.infer.auto_objective import AutoELBO
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError
-from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
-from pyro_bnn.infer.objectives import MeanFieldELBO, TraceELBO
+from pyro_bnn.infer.objective_registry import batched_form
 from pyro_bnn.infer.trainer import SchedulerInterval, Trainer, _check_all_labels, _dataset_size
 
 
@@ -59,24 +57,6 @@ class RunOutcome:
     def failed(self) -> bool:
         """Whether the run stopped on a non-finite loss, parameter or prediction."""
         return self.error is not None
-
-
-def batched_form(objective: Any) -> BatchedForm:
-    """The :class:`~.step.BatchedForm` that computes what ``objective`` computes for one run (after the trainer's
-    set-up, which makes an ``AutoELBO`` choose).
-
-    Raises:
-        ValueError: An objective batched runs do not compute (several particles, local noise, a mixture, ...).
-    """
-    chosen = objective.chosen if isinstance(objective, AutoELBO) else objective
-    if isinstance(chosen, FastMeanFieldELBO):
-        if chosen.num_particles != 1 or chosen.local_reparameterization or chosen.flipout:
-            raise ValueError(f"batched runs compute one particle without local noise options, got {chosen!r}")
-        return BatchedForm(antithetic=chosen.antithetic, closed_form_kl=chosen.closed_form_kl)
-    if isinstance(chosen, TraceELBO) and chosen.num_particles == 1:
-        # Trace_ELBO draws every weight once and scores the KL by log q - log p; MeanFieldELBO uses the analytic KL.
-        return BatchedForm(antithetic=False, closed_form_kl=isinstance(chosen, MeanFieldELBO))
-    raise ValueError(f"batched runs compute the fast or Trace ELBO with one particle, not {chosen!r}")
 
 
 def _check_trainers(trainers: Sequence[Trainer], loaders: Sequence[Iterable], epochs: int) -> int:
@@ -180,13 +160,13 @@ class _Batch:
     def running(self) -> list[int]:
         return [r for r, active in enumerate(self.active) if active]
 
-    def run_step(self, x, y, kl_weight, eps, lrs, weight_decays) -> tuple:
+    def run_step(self, inputs: StepInputs) -> tuple:
         """One step of every run still training (:meth:`BatchedStep.step <.step.BatchedStep.step>`), replayed from
         the graph where there is one."""
-        active = torch.tensor(self.active)  # on the host: the step moves it where it is needed
+        inputs = inputs._replace(active=torch.tensor(self.active))  # on the host: the step moves it where needed
         if self.graph is not None:
-            return self.graph(x, y, kl_weight, eps, lrs, weight_decays, active)
-        return self.step.step(x, y, kl_weight, eps, lrs, weight_decays, active)
+            return self.graph(inputs)
+        return self.step.step(inputs)
 
     def applied_non_finite(self) -> bool:
         """Whether the last step updated a run whose loss turned non-finite in it (a graph replayed with the rows
@@ -304,9 +284,8 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weights.append(weight)
             kl_totals[run] += weight
         eps = batch.noise.draw((stack.loc.shape[1],), dtype=dtype, device=device)
-        terms, updated = batch.run_step(
-            x, y, torch.tensor(weights, dtype=dtype, device=device), eps, batch.bridge.learning_rates(), weight_decays
-        )
+        kl_weight = torch.tensor(weights, dtype=dtype, device=device)
+        terms, updated = batch.run_step(StepInputs(x, y, kl_weight, eps, batch.bridge.learning_rates(), weight_decays))
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:
             trainer = trainers[run]
             message = trainer._non_finite_message(float(terms.loss[run]), step, x[run], batch.applied_non_finite())

@@ -28,13 +28,11 @@ train with ``cuda_graph=False``.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
-
 import pyro
 import torch
 
-from pyro_bnn.batched.step import BatchedStep, BatchedTerms
+from pyro_bnn.batched.step import BatchedStep, BatchedTerms, StepInputs
+from pyro_bnn.infer.cuda_graph import SideStream
 
 
 class GraphedBatchedStep:
@@ -65,52 +63,28 @@ class GraphedBatchedStep:
         self.last_replayed = False
         """Whether the last step was replayed (False: it ran eagerly)."""
         self._graph: torch.cuda.CUDAGraph | None = None
-        self._static: dict[str, torch.Tensor | list[torch.Tensor | None]] = {}
+        self._static: StepInputs | None = None
         self._key: tuple | None = None
         self._outputs: tuple[BatchedTerms, torch.Tensor] | None = None
-        self._stream: torch.cuda.Stream | None = None
+        self._side = SideStream()
+        """Where eager steps and captures run (:class:`pyro_bnn.infer.cuda_graph.SideStream`)."""
 
-    def _key_of(self, x, y, kl_weight, eps, lrs, weight_decays, active) -> tuple:
+    def _key_of(self, inputs: StepInputs) -> tuple:
         """What a capture bakes in: the shapes, dtypes and device of the inputs, which leaves decay, and for the
         rows update the learning rates, weight decays and active runs themselves."""
-        tensors = (x, y, kl_weight, eps)
+        tensors = (inputs.x, inputs.y, inputs.kl_weight, inputs.eps)
         key = (
             tuple((t.shape, t.dtype, t.device) for t in tensors),
-            len(lrs),
-            tuple(wd is None for wd in weight_decays),
+            len(inputs.lrs),
+            tuple(wd is None for wd in inputs.weight_decays),
         )
         if self.eager.optimizer.stacked:
             return key
-        settings = tuple(tuple(t.tolist()) for t in [*lrs, *(wd for wd in weight_decays if wd is not None)])
-        return (*key, settings, tuple(active.tolist()))
+        decays = (wd for wd in inputs.weight_decays if wd is not None)
+        settings = tuple(tuple(t.tolist()) for t in [*inputs.lrs, *decays])
+        return (*key, settings, tuple(inputs.active.tolist()))
 
-    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
-        # Held as long as this object: eager steps allocate on it (the optimiser state), and autograd creates a
-        # leaf's gradient accumulator on the stream of the first backward pass that needs it; one made on the
-        # default stream breaks a later capture on another (see pyro_bnn.infer.cuda_graph).
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(device=device)
-        return self._stream
-
-    @contextlib.contextmanager
-    def _on_side_stream(self, device: torch.device) -> Iterator[None]:
-        stream = self._side_stream(device)
-        current = torch.cuda.current_stream(device)
-        stream.wait_stream(current)
-        with torch.cuda.device(device), torch.cuda.stream(stream):
-            yield
-        current.wait_stream(stream)
-
-    def __call__(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        kl_weight: torch.Tensor,
-        eps: torch.Tensor,
-        lrs: Sequence[torch.Tensor],
-        weight_decays: Sequence[torch.Tensor | None] | None = None,
-        active: torch.Tensor | None = None,
-    ) -> tuple[BatchedTerms, torch.Tensor]:
+    def __call__(self, inputs: StepInputs) -> tuple[BatchedTerms, torch.Tensor]:
         """One step of every run (see :meth:`BatchedStep.step`): replayed, or eager while warming up and for a
         batch of another shape. ``lrs``, ``weight_decays`` and ``active`` are read on the host (CPU tensors are
         best: no read back from the device).
@@ -119,9 +93,11 @@ class GraphedBatchedStep:
             RuntimeError: The capture failed (the network's forward reads values back to the host, say); the message
                 says how to train without the graph.
         """
+        x, lrs, weight_decays, active = inputs.x, inputs.lrs, inputs.weight_decays, inputs.active
         weight_decays = list(weight_decays) if weight_decays is not None else [None] * len(lrs)
         active = torch.ones(x.shape[0], dtype=torch.bool) if active is None else active.cpu()
-        key = self._key_of(x, y, kl_weight, eps, lrs, weight_decays, active)
+        inputs = inputs._replace(weight_decays=weight_decays, active=active)
+        key = self._key_of(inputs)
         if self._key is None:
             self._key = key  # the first batch's shapes are the ones captured (the last batch may be smaller)
         same_shapes = key[0] == self._key[0]
@@ -132,19 +108,19 @@ class GraphedBatchedStep:
             if same_shapes:
                 self.eager_left -= 1
             self.last_replayed = False
-            with self._on_side_stream(x.device):
+            with self._side.use(x.device):
                 # Eagerly the rows update reads the runs that stayed finite back from the device and skips the others.
-                return self.eager.step(x, y, kl_weight, eps, lrs, weight_decays, active)
+                return self.eager.step(inputs)
         with torch.cuda.device(x.device):
             if self._graph is None:
-                self._capture(x, y, kl_weight, eps, lrs, weight_decays, active)
+                self._capture(inputs)
             static = self._static
-            for name, value in (("x", x), ("y", y), ("kl_weight", kl_weight), ("eps", eps), ("active", active)):
-                static[name].copy_(value, non_blocking=True)
+            for name in ("x", "y", "kl_weight", "eps", "active"):
+                getattr(static, name).copy_(getattr(inputs, name), non_blocking=True)
             if self.eager.optimizer.stacked:
-                for target, value in zip(static["lrs"], lrs, strict=True):
+                for target, value in zip(static.lrs, lrs, strict=True):
                     target.copy_(value)
-                for target, value in zip(static["weight_decays"], weight_decays, strict=True):
+                for target, value in zip(static.weight_decays, weight_decays, strict=True):
                     if target is not None:
                         target.copy_(value)
             self._graph.replay()
@@ -152,24 +128,24 @@ class GraphedBatchedStep:
         self.last_replayed = True
         return self._outputs
 
-    def _capture(self, x, y, kl_weight, eps, lrs, weight_decays, active) -> None:
+    def _capture(self, inputs: StepInputs) -> None:
         # Drop the previous capture and its outputs, so that its memory pool can be freed.
         self._graph, self._outputs = None, None
-        device = x.device
+        device = inputs.x.device
         stacked = self.eager.optimizer.stacked
-        static = {
-            "x": x.detach().clone(),
-            "y": y.detach().clone(),
-            "kl_weight": kl_weight.detach().clone(),
-            "eps": eps.detach().clone(),
-            "active": active.to(device, copy=True),
+        static = StepInputs(
+            x=inputs.x.detach().clone(),
+            y=inputs.y.detach().clone(),
+            kl_weight=inputs.kl_weight.detach().clone(),
+            eps=inputs.eps.detach().clone(),
+            active=inputs.active.to(device, copy=True),
             # The stacked update reads them on the device (a copy from the host cannot be captured); the rows update
             # reads them on the host while capturing, and they are baked in.
-            "lrs": [lr.to(device, copy=True) for lr in lrs] if stacked else list(lrs),
-            "weight_decays": [None if wd is None else wd.to(device, copy=True) for wd in weight_decays]
+            lrs=[lr.to(device, copy=True) for lr in inputs.lrs] if stacked else list(inputs.lrs),
+            weight_decays=[None if wd is None else wd.to(device, copy=True) for wd in inputs.weight_decays]
             if stacked
-            else list(weight_decays),
-        }
+            else list(inputs.weight_decays),
+        )
         for leaf in self.eager.stack.leaves:
             leaf.grad = None  # allocated by the captured backward pass from the graph's memory, rewritten each replay
         graph = torch.cuda.CUDAGraph()
@@ -177,18 +153,9 @@ class GraphedBatchedStep:
             with (
                 pyro.validation_enabled(False),
                 self.eager.optimizer.capturable(),
-                torch.cuda.graph(graph, stream=self._side_stream(device), capture_error_mode="thread_local"),
+                torch.cuda.graph(graph, stream=self._side.stream(device), capture_error_mode="thread_local"),
             ):
-                outputs = self.eager.step(
-                    static["x"],
-                    static["y"],
-                    static["kl_weight"],
-                    static["eps"],
-                    static["lrs"],
-                    static["weight_decays"],
-                    static["active"],
-                    host_active=active.tolist(),
-                )
+                outputs = self.eager.step(static, host_active=inputs.active.tolist())
         except RuntimeError as err:
             raise RuntimeError(
                 f"capturing the batched training step in a CUDA graph failed ({str(err).splitlines()[0]}); the "

@@ -1,42 +1,29 @@
 """Where a mean-field guide keeps its locations and scales, as flat ``(D,)`` vectors: the bridge between R ordinary
 guides and the stacked ``(R, D)`` tensors a batched step trains.
 
-Two guides are covered: :class:`~pyro_bnn.guides.FlatMeanField` (already flat: ``loc`` and ``log_scale``,
-``sigma = exp(log_scale)``) and :class:`~pyro_bnn.guides.BayesByBackprop` (``mu`` and ``rho`` per site,
-``sigma = softplus(rho)``). A :class:`GuideLayout` reads a guide's values into flat vectors and writes flat vectors
-back into the guide's own parameters, so a run trained in a batch leaves an ordinary guide behind.
+A guide family that batches declares where, as data: a :class:`~pyro_bnn.guides.BatchedLayout` on its registry entry
+and its guide class (:class:`~pyro_bnn.guides.BatchedPosterior`), naming the parameters that hold the locations and
+raw scales (one flat pair, as :class:`~pyro_bnn.guides.FlatMeanField`'s ``loc`` and ``log_scale``,
+``sigma = exp(log_scale)``; or a pair per site, as :class:`~pyro_bnn.guides.BayesByBackprop`'s ``mu`` and ``rho``,
+``sigma = softplus(rho)``). :func:`guide_layout` interprets it: a :class:`GuideLayout` reads a guide's values into
+flat vectors and writes flat vectors back into the guide's own parameters, so a run trained in a batch leaves an
+ordinary guide behind.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 import torch
-import torch.nn.functional as F
 from pyro.distributions import constraints
 from torch import nn
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.bbb import BayesByBackprop
-from pyro_bnn.guides.flat import FlatMeanField, FlatSite
+from pyro_bnn.guides.capabilities import BatchedPosterior, ScaleMap
+from pyro_bnn.guides.flat import FlatSite
 
-
-class ScaleMap(str, Enum):
-    """How a guide turns its raw scale parameter into the standard deviation sigma."""
-
-    EXP = "exp"
-    """``sigma = exp(raw)`` (:class:`~pyro_bnn.guides.FlatMeanField`'s ``log_scale``)."""
-    SOFTPLUS = "softplus"
-    """``sigma = softplus(raw)`` (:class:`~pyro_bnn.guides.BayesByBackprop`'s ``rho``)."""
-
-    def scale_and_log(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(sigma, log sigma)`` of ``raw``, any shape."""
-        if self is ScaleMap.EXP:
-            return raw.exp(), raw
-        scale = F.softplus(raw)
-        return scale, scale.log()
+__all__ = ["GuideLayout", "ScaleMap", "Segment", "guide_layout"]
 
 
 @dataclass(frozen=True)
@@ -94,36 +81,44 @@ def _real_sites(model: BNN) -> tuple[FlatSite, ...]:
 
 
 def guide_layout(guide: nn.Module, model: BNN) -> GuideLayout:
-    """The flat layout of a set-up mean-field ``guide`` of ``model`` (a weight-space BNN without hyperpriors).
+    """The flat layout of a set-up mean-field ``guide`` of ``model`` (a weight-space BNN without hyperpriors), from
+    the :class:`~pyro_bnn.guides.BatchedLayout` the guide carries for its family.
 
     Raises:
-        ValueError: The guide is neither a FlatMeanField nor a BayesByBackprop, has not run yet, or covers other
-            sites than the model's weights.
+        ValueError: The guide's family declares no batched layout (neither FlatMeanField nor BayesByBackprop), the
+            guide has not run yet, or it covers other sites than the model's weights.
     """
-    if not isinstance(guide, (FlatMeanField, BayesByBackprop)):
+    if not isinstance(guide, BatchedPosterior):
         raise ValueError(
             "batched runs train a FlatMeanField ('flat:...') or BayesByBackprop ('bbb') guide, "
             f"got {type(guide).__name__}"
         )
+    name = type(guide).__name__
     if guide.prototype_trace is None:
-        raise ValueError(f"the {type(guide).__name__} guide has no parameters yet: run it once first")
+        raise ValueError(f"the {name} guide has no parameters yet: run it once first")
+    layout = guide.batched_layout
     sites = _real_sites(model)
-    if isinstance(guide, FlatMeanField):
-        if guide.site_names != model.site_names:
+    params = dict(guide.named_parameters())
+    if not layout.per_site:  # one flat pair over the guide's sites, in the order it met them
+        guide_sites = [site for site, _ in guide.prototype_trace.iter_stochastic_nodes()]
+        if guide_sites != model.site_names:
             raise ValueError(
-                f"the guide covers the sites {guide.site_names[:4]}, the model's weights are {model.site_names[:4]}"
+                f"the guide covers the sites {guide_sites[:4]}, the model's weights are {model.site_names[:4]}"
             )
-        return GuideLayout(ScaleMap.EXP, sites, (Segment(0, guide.num_latents, guide.loc, guide.log_scale),))
-    if isinstance(guide, BayesByBackprop):
-        params = dict(guide.named_parameters())
-        segments = []
-        for site in sites:
-            loc, raw = params.get(f"locs.{site.name}_unconstrained"), params.get(f"rhos.{site.name}_unconstrained")
-            if loc is None or raw is None or loc.shape != site.shape:
-                raise ValueError(
-                    f"the BayesByBackprop guide has no mu and rho of shape {tuple(site.shape)} for {site.name!r}"
-                )
-            segments.append(Segment(site.start, site.stop, loc, raw))
-        if len(params) != 2 * len(sites):
-            raise ValueError("the BayesByBackprop guide has sites the model's weights do not (a hierarchical prior?)")
-        return GuideLayout(ScaleMap.SOFTPLUS, sites, tuple(segments))
+        size = sites[-1].stop if sites else 0
+        loc, raw = params.get(layout.loc), params.get(layout.raw_scale)
+        if loc is None or raw is None or loc.shape != (size,) or raw.shape != (size,):
+            raise ValueError(f"the {name} guide has no {layout.loc!r} and {layout.raw_scale!r} of shape ({size},)")
+        return GuideLayout(layout.scale_map, sites, (Segment(0, size, loc, raw),))
+    segments = []
+    for site in sites:
+        loc_name, raw_name = layout.loc.format(site=site.name), layout.raw_scale.format(site=site.name)
+        loc, raw = params.get(loc_name), params.get(raw_name)
+        if loc is None or raw is None or loc.shape != site.shape:
+            raise ValueError(
+                f"the {name} guide has no {loc_name!r} and {raw_name!r} of shape {tuple(site.shape)} for {site.name!r}"
+            )
+        segments.append(Segment(site.start, site.stop, loc, raw))
+    if len(params) != 2 * len(sites):
+        raise ValueError(f"the {name} guide has sites the model's weights do not (a hierarchical prior?)")
+    return GuideLayout(layout.scale_map, sites, tuple(segments))

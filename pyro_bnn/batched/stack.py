@@ -152,8 +152,8 @@ class RunStack:
 
     Args:
         models: The R models (the same network class, weight sites and likelihood; priors may differ).
-        guides: Their set-up guides (all :class:`~pyro_bnn.guides.FlatMeanField` or all
-            :class:`~pyro_bnn.guides.BayesByBackprop`).
+        guides: Their set-up guides, of families that declare a batched layout
+            (:class:`~pyro_bnn.guides.BatchedLayout`: ``flat``, ``bbb``), all with one scale map.
         loop_runs: Run the networks one after another (True) or in one vmapped pass (False); default: by the
             number of weights (:data:`LOOP_MIN_WEIGHTS`). The outputs are the same either way.
         chain: Run a chain of linear layers and activations (:func:`linear_chain`) as batched matrix products

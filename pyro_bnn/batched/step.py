@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyro
 import torch
@@ -29,15 +30,8 @@ from pyro_bnn.batched.draw import draw_stacked
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.layout import ScaleMap
 from pyro_bnn.batched.stack import RunStack
+from pyro_bnn.infer.objective_registry import BatchedForm
 from pyro_bnn.rng import PARALLEL_MIN_NUMEL, standard_normal
-
-
-@dataclass(frozen=True)
-class BatchedForm:
-    """Which single-run objective the batch computes: the antithetic pair or one draw, analytic KL or not."""
-
-    antithetic: bool = True
-    closed_form_kl: bool = True
 
 
 @dataclass
@@ -47,6 +41,30 @@ class BatchedTerms:
     loss: torch.Tensor
     data_term: torch.Tensor
     kl_term: torch.Tensor
+
+
+class StepInputs(NamedTuple):
+    """What one step of R runs reads, each value free to change from one step to the next (schedules, divergence and
+    early stopping change the rates, weights and mask): the argument of :meth:`BatchedStep.step` and of a
+    :class:`~.graph.GraphedBatchedStep`.
+
+    Attributes:
+        x: ``(R, B, *input_shape)``.
+        y: ``(R, B)`` or ``(R, B, D_out)``.
+        kl_weight: ``(R,)``, each run's factor on its KL.
+        eps: ``(R, D)`` standard normal draws.
+        lrs: Per leaf of ``stack.leaves``, the runs' learning rates ``(R,)``.
+        weight_decays: Per leaf, the runs' weight decays ``(R,)`` or None (no decay); None: no leaf decays.
+        active: ``(R,)`` bool, the runs still training (None: all), on any device.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    kl_weight: torch.Tensor
+    eps: torch.Tensor
+    lrs: Sequence[torch.Tensor]
+    weight_decays: Sequence[torch.Tensor | None] | None = None
+    active: torch.Tensor | None = None
 
 
 class RunNoise:
@@ -136,37 +154,26 @@ class BatchedStep:
         return loss, BatchedTerms(loss.detach(), data_value, loss.detach() - data_value)
 
     def step(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        kl_weight: torch.Tensor,
-        eps: torch.Tensor,
-        lrs: Sequence[torch.Tensor],
-        weight_decays: Sequence[torch.Tensor | None] | None = None,
-        active: torch.Tensor | None = None,
-        *,
-        host_active: Sequence[bool] | None = None,
+        self, inputs: StepInputs, *, host_active: Sequence[bool] | None = None
     ) -> tuple[BatchedTerms, torch.Tensor]:
         """Evaluates every run's loss and updates the active runs whose loss is finite.
 
         Args:
-            x, y, kl_weight, eps: As for :meth:`terms`.
-            lrs, weight_decays: Per leaf of ``stack.leaves``, the runs' learning rates and weight decays ``(R,)``.
-            active: ``(R,)`` bool, the runs still training (None: all), on any device.
-            host_active: ``active`` as a list, given when the step is captured in a CUDA graph with the rows Adam
-                update (:meth:`BatchedAdam.step <pyro_bnn.batched.adam.BatchedAdam.step>`): that update then skips
-                only the inactive runs, and applies the step of a run whose loss is not finite (its gradient is
-                not); the caller fails that run after the step.
+            inputs: The step's batches, KL weights, noise, learning rates, weight decays and active runs.
+            host_active: ``inputs.active`` as a list, given when the step is captured in a CUDA graph with the rows
+                Adam update (:meth:`BatchedAdam.step <pyro_bnn.batched.adam.BatchedAdam.step>`): that update then
+                skips only the inactive runs, and applies the step of a run whose loss is not finite (its gradient
+                is not); the caller fails that run after the step.
 
         Returns:
             The terms, and ``(R,)`` bool: the runs that were active and had a finite loss (the ones updated).
         """
-        loss, terms = self.terms(x, y, kl_weight, eps)
+        loss, terms = self.terms(inputs.x, inputs.y, inputs.kl_weight, inputs.eps)
         updated = torch.isfinite(terms.loss)
-        if active is not None:
-            updated = updated & active.to(updated.device, non_blocking=True)
+        if inputs.active is not None:
+            updated = updated & inputs.active.to(updated.device, non_blocking=True)
         for leaf in self.stack.leaves:
             leaf.grad = None
         torch.where(updated, loss, torch.zeros_like(loss)).sum().backward()
-        self.optimizer.step(lrs, weight_decays, updated, host_active=host_active)
+        self.optimizer.step(inputs.lrs, inputs.weight_decays, updated, host_active=host_active)
         return terms, updated

@@ -2,7 +2,15 @@
 
 from pyro_bnn.guides.autonormal import RelativeScaleNormal
 from pyro_bnn.guides.bbb import BayesByBackprop
-from pyro_bnn.guides.capabilities import Capability, DrawsPosterior, FlatNormalPosterior, NormalMixturePosterior
+from pyro_bnn.guides.capabilities import (
+    BatchedLayout,
+    BatchedPosterior,
+    Capability,
+    DrawsPosterior,
+    FlatNormalPosterior,
+    NormalMixturePosterior,
+    ScaleMap,
+)
 from pyro_bnn.guides.flat import FlatMeanField, FlatSite
 from pyro_bnn.guides.flow import MAX_FLOW_WEIGHTS, IAFNormal
 from pyro_bnn.guides.init import init_to_network
@@ -22,12 +30,15 @@ from pyro_bnn.guides.spec import DEFAULT_GUIDE, GuideKind, GuideSpec, LocInit, p
 
 __all__ = [
     "DEFAULT_GUIDE",
+    "BatchedLayout",
+    "BatchedPosterior",
     "BayesByBackprop",
     "Capability",
     "DrawsPosterior",
     "FlatNormalPosterior",
     "GuideFamily",
     "NormalMixturePosterior",
+    "ScaleMap",
     "families_with",
     "guide_families",
     "guide_family",

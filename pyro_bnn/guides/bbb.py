@@ -17,7 +17,8 @@ from pyro.infer.autoguide.utils import deep_setattr, helpful_support_errors
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import biject_to
 
-from pyro_bnn.guides.inspect import normal_quantiles
+from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
+from pyro_bnn.guides.inspect import NormalQuantiles
 
 
 def _check_interval(name: str, bounds: tuple[float, float]) -> tuple[float, float]:
@@ -34,7 +35,7 @@ def _is_real(support: constraints.Constraint) -> bool:
     return support is constraints.real
 
 
-class BayesByBackprop(AutoGuide):
+class BayesByBackprop(NormalQuantiles, AutoGuide):
     """Mean-field Normal guide with ``sigma = softplus(rho)`` and Blundell et al.'s initialisation.
 
     Every latent site gets ``q(w) = Normal(mu, softplus(rho)^2)`` element-wise, with ``mu ~ U(loc_init)`` and
@@ -56,6 +57,11 @@ class BayesByBackprop(AutoGuide):
             :class:`~pyro_bnn.guides.init_to_network` with a flat prior, which cannot be sampled).
         create_plates: As in :class:`~pyro.infer.autoguide.AutoNormal`.
     """
+
+    batched_layout = BatchedLayout(
+        ScaleMap.SOFTPLUS, loc="locs.{site}_unconstrained", raw_scale="rhos.{site}_unconstrained"
+    )
+    """Batched runs stack each weight site's mu and rho (:class:`~pyro_bnn.guides.capabilities.BatchedLayout`)."""
 
     def __init__(
         self,
@@ -150,22 +156,3 @@ class BayesByBackprop(AutoGuide):
             median = biject_to(self.prototype_trace.nodes[name]["fn"].support)(loc)
             medians[name] = median.clone() if median is loc else median
         return medians
-
-    @torch.no_grad()
-    def quantiles(self, quantiles: torch.Tensor | list[float], *args, **kwargs) -> dict[str, torch.Tensor]:
-        """Posterior quantiles of each latent site in its own space, e.g. ``guide.quantiles([0.05, 0.5, 0.95])``.
-
-        Args:
-            quantiles: Levels in (0, 1), shape ``(q,)``.
-            *args: The model's arguments, needed only when the guide has not run yet.
-            **kwargs: Likewise.
-
-        Returns:
-            ``{site name: values}`` with values of shape ``(q, *site_shape)``, detached.
-        """
-        self._set_up(*args, **kwargs)
-        results = {}
-        for name, (loc, scale) in self.loc_scale().items():
-            support = self.prototype_trace.nodes[name]["fn"].support
-            results[name] = normal_quantiles(loc, scale, support, quantiles)
-        return results

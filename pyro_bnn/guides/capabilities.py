@@ -9,16 +9,23 @@ Two views of the same facts:
   structural check of the methods below, never of a concrete class). A test builds every registered family and
   checks that the two views agree.
 
+A family whose runs batched runs (:mod:`pyro_bnn.batched`) can stack declares *how* as data, a
+:class:`BatchedLayout` (which parameters hold the locations and raw scales, and how a raw scale becomes sigma), on its
+registry entry (:attr:`GuideFamily.batched_layout <pyro_bnn.guides.GuideFamily.batched_layout>`, which adds
+:attr:`Capability.BATCHED`) and on its guide class (:class:`BatchedPosterior`); :mod:`pyro_bnn.batched` interprets it.
+
 Shapes follow :mod:`pyro_bnn.sites`: a draw of S samples is ``{site: (S, 1, *site_shape)}`` (the 1 is the data
 plate's slot), a flat vector over all latents is ``(D,)``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
+import torch.nn.functional as F
 
 if TYPE_CHECKING:
     from pyro_bnn.guides.flat import FlatSite
@@ -48,6 +55,54 @@ class Capability(str, Enum):
     """Only for node-noise BNNs (``--node-noise``)."""
     DETERMINISTIC = "deterministic"
     """Trains a network with no random parameter at all (the model must select none)."""
+    BATCHED = "batched"
+    """Its runs can train as one batch (:mod:`pyro_bnn.batched`): the family declares a :class:`BatchedLayout`
+    (:attr:`GuideFamily.batched_layout <pyro_bnn.guides.GuideFamily.batched_layout>`, which sets this flag) and its
+    guides carry it (:class:`BatchedPosterior`)."""
+
+
+class ScaleMap(str, Enum):
+    """How a guide turns its raw scale parameter into the standard deviation sigma."""
+
+    EXP = "exp"
+    """``sigma = exp(raw)`` (:class:`~pyro_bnn.guides.FlatMeanField`'s ``log_scale``)."""
+    SOFTPLUS = "softplus"
+    """``sigma = softplus(raw)`` (:class:`~pyro_bnn.guides.BayesByBackprop`'s ``rho``)."""
+
+    def scale_and_log(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(sigma, log sigma)`` of ``raw``, any shape."""
+        if self is ScaleMap.EXP:
+            return raw.exp(), raw
+        scale = F.softplus(raw)
+        return scale, scale.log()
+
+
+@dataclass(frozen=True)
+class BatchedLayout:
+    """Where a mean-field Normal guide keeps what batched runs stack: its locations and raw scales, read into and
+    written back from the flat ``(D,)`` rows of the ``(R, D)`` stack (the model's weight sites in order).
+
+    Attributes:
+        scale_map: How a raw scale becomes sigma.
+        loc: The name (in ``guide.named_parameters()``) of the locations: one flat ``(D,)`` parameter over every
+            weight site, or, holding ``{site}``, a template naming one parameter of the site's shape per site
+            (``{site}`` is replaced by the site's name).
+        raw_scale: The raw scales, named the same way.
+    """
+
+    scale_map: ScaleMap
+    loc: str
+    raw_scale: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale_map", ScaleMap(self.scale_map))
+        if ("{site}" in self.loc) != ("{site}" in self.raw_scale):
+            raise ValueError(f"loc {self.loc!r} and raw_scale {self.raw_scale!r}: both per site or both flat")
+
+    @property
+    def per_site(self) -> bool:
+        """Whether every site has a parameter pair of its own (else one flat pair covers all of them)."""
+        return "{site}" in self.loc
 
 
 @runtime_checkable
@@ -107,9 +162,22 @@ class NormalMixturePosterior(DrawsPosterior, Protocol):
         ...
 
 
+@runtime_checkable
+class BatchedPosterior(Protocol):
+    """A guide whose runs batched runs stack (:attr:`Capability.BATCHED`).
+
+    Attributes:
+        batched_layout: Where its locations and raw scales live (the family's
+            :attr:`~pyro_bnn.guides.GuideFamily.batched_layout`, the same object).
+    """
+
+    batched_layout: BatchedLayout
+
+
 PROTOCOLS: dict[Capability, type] = {
     Capability.DRAWS: DrawsPosterior,
     Capability.FLAT_NORMAL: FlatNormalPosterior,
     Capability.NORMAL_MIXTURE: NormalMixturePosterior,
+    Capability.BATCHED: BatchedPosterior,
 }
 """The protocol a guide instance implements when its family declares the capability."""

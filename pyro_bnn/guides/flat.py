@@ -30,8 +30,9 @@ from torch import nn
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 from pyro_bnn.guides.init import init_to_network
-from pyro_bnn.guides.inspect import normal_quantiles
+from pyro_bnn.guides.inspect import NormalQuantiles
 from pyro_bnn.rng import standard_normal
 
 
@@ -82,7 +83,7 @@ def split_sites(sites: tuple[FlatSite, ...], flat: torch.Tensor) -> dict[str, to
     return {site.name: piece.reshape(lead + site.shape) for site, piece in zip(sites, pieces, strict=True)}
 
 
-class FlatMeanField(AutoGuide):
+class FlatMeanField(NormalQuantiles, AutoGuide):
     """Mean-field Normal guide over every latent site, stored as two flat vectors of length D.
 
     ``q(z) = prod_i Normal(z_i; loc_i, exp(log_scale_i))`` in each site's unconstrained space, the family of Pyro's
@@ -113,6 +114,9 @@ class FlatMeanField(AutoGuide):
     Example:
         >>> guide = FlatMeanField(bnn, init_loc_fn=init_to_network(bnn), relative_scale=0.1)
     """
+
+    batched_layout = BatchedLayout(ScaleMap.EXP, loc="loc", raw_scale="log_scale")
+    """Batched runs stack ``loc`` and ``log_scale`` whole (:class:`~pyro_bnn.guides.capabilities.BatchedLayout`)."""
 
     def __init__(
         self,
@@ -291,24 +295,6 @@ class FlatMeanField(AutoGuide):
         self._set_up(*args, **kwargs)
         locs = self.split(self.loc.detach())
         return {site.name: biject_to(site.support)(locs[site.name]).clone() for site in self.sites}
-
-    @torch.no_grad()
-    def quantiles(self, quantiles: torch.Tensor | list[float], *args, **kwargs) -> dict[str, torch.Tensor]:
-        """Posterior quantiles of each latent site in its own space, e.g. ``guide.quantiles([0.05, 0.5, 0.95])``.
-
-        Args:
-            quantiles: Levels in (0, 1), shape ``(q,)``.
-            *args: The model's arguments, needed only when the guide has not run yet.
-            **kwargs: Likewise.
-
-        Returns:
-            ``{site name: values}`` with values of shape ``(q, *site_shape)``, detached.
-        """
-        self._set_up(*args, **kwargs)
-        results = {}
-        for site, (loc, scale) in zip(self.sites, self.loc_scale().values(), strict=True):
-            results[site.name] = normal_quantiles(loc, scale, site.support, quantiles)
-        return results
 
     def extra_repr(self) -> str:
         if not self.sites:

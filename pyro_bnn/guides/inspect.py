@@ -91,3 +91,28 @@ def normal_quantiles(
     """
     levels = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device).reshape((-1,) + (1,) * loc.dim())
     return biject_to(support)(torch.distributions.Normal(loc, scale).icdf(levels))
+
+
+class NormalQuantiles:
+    """Posterior quantiles of a mean-field Normal guide, from its ``loc_scale()``: mixed into
+    :class:`~pyro_bnn.guides.FlatMeanField` and :class:`~pyro_bnn.guides.BayesByBackprop` ahead of their Pyro base
+    (the guide's ``_set_up(*args, **kwargs)`` runs it first where it has not run yet)."""
+
+    @torch.no_grad()
+    def quantiles(self, quantiles: torch.Tensor | list[float], *args, **kwargs) -> dict[str, torch.Tensor]:
+        """Posterior quantiles of each latent site in its own space, e.g. ``guide.quantiles([0.05, 0.5, 0.95])``.
+
+        Args:
+            quantiles: Levels in (0, 1), shape ``(q,)``.
+            *args: The model's arguments, needed only when the guide has not run yet.
+            **kwargs: Likewise.
+
+        Returns:
+            ``{site name: values}`` with values of shape ``(q, *site_shape)``, detached.
+        """
+        self._set_up(*args, **kwargs)
+        nodes = self.prototype_trace.nodes
+        return {
+            name: normal_quantiles(loc, scale, nodes[name]["fn"].support, quantiles)
+            for name, (loc, scale) in self.loc_scale().items()
+        }

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pyro.infer.autoguide import AutoGuide
 
-from pyro_bnn.guides.capabilities import Capability
+from pyro_bnn.guides.capabilities import BatchedLayout, Capability
 from pyro_bnn.spec import Form, ParsedSpec
 
 if TYPE_CHECKING:
@@ -49,6 +49,10 @@ class GuideFamily:
         check: ``check(spec, num_weights) -> None``: refuses a network the family cannot take, given only its
             number of random weights D, with a one-line ValueError (a full covariance refuses a D too large for
             D x D); run validation calls it before any data is loaded (:meth:`check_network`). Default: any D.
+        batched_layout: Where its guides keep the locations and raw scales that batched runs stack
+            (:class:`~pyro_bnn.guides.capabilities.BatchedLayout`, data that :mod:`pyro_bnn.batched` interprets), or
+            None: its runs train alone. Setting it declares :attr:`~Capability.BATCHED`, and the guides the family
+            builds must carry the same layout (:class:`~pyro_bnn.guides.capabilities.BatchedPosterior`).
     """
 
     form: Form
@@ -58,9 +62,15 @@ class GuideFamily:
     format: Callable[[GuideSpec], str] | None = None
     samples_multiple: Callable[[GuideSpec], int] | None = None
     check: Callable[[GuideSpec, int], None] | None = None
+    batched_layout: BatchedLayout | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "capabilities", frozenset(Capability(c) for c in self.capabilities))
+        capabilities = frozenset(Capability(c) for c in self.capabilities)
+        if self.batched_layout is not None:
+            capabilities |= {Capability.BATCHED}
+        elif Capability.BATCHED in capabilities:
+            raise TypeError(f"guide {self.name!r}: the batched capability is declared by a batched_layout")
+        object.__setattr__(self, "capabilities", capabilities)
         if Capability.LOCAL_REPARAMETERIZATION in self.capabilities and Capability.FLAT_NORMAL not in self.capabilities:
             raise TypeError(f"guide {self.name!r}: local-reparameterization needs the flat-normal capability")
 

@@ -261,6 +261,7 @@ for _family in (
         capabilities={*_MEAN_FIELD, Capability.DRAWS, Capability.FLAT_NORMAL, Capability.LOCAL_REPARAMETERIZATION},
         parse=_parse_mean_field,
         format=_format_mean_field,
+        batched_layout=FlatMeanField.batched_layout,
     ),
     GuideFamily(
         Form(
@@ -273,6 +274,7 @@ for _family in (
         capabilities=_MEAN_FIELD,
         parse=lambda parsed: GuideSpec(parsed.kind, rho_init=(parsed["rho low"], parsed["rho high"])),
         format=lambda spec: f"bbb:{spec.rho_init[0]:g},{spec.rho_init[1]:g}",
+        batched_layout=BayesByBackprop.batched_layout,
     ),
     GuideFamily(
         Form(GuideKind.MAP),

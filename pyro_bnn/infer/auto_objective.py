@@ -9,7 +9,7 @@ import torch
 from pyro_bnn.guides.capabilities import FlatNormalPosterior, NormalMixturePosterior
 from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL
-from pyro_bnn.infer.objective_registry import register_objective
+from pyro_bnn.infer.objective_registry import BatchedForm, batched_form, register_objective
 from pyro_bnn.infer.objectives import ElboKind, Objective, ObjectiveTerms, TraceELBO
 from pyro_bnn.spec.docs import member_doc
 
@@ -62,6 +62,14 @@ class AutoELBO:
     def __repr__(self) -> str:
         return f"AutoELBO(chosen={self.chosen!r}; {self.reason})"
 
+    def batched_form(self) -> BatchedForm:
+        """The batched form of the objective it chose (:func:`~pyro_bnn.infer.objective_registry.batched_form`).
+
+        Raises:
+            ValueError: It has not chosen yet, or chose an objective batched runs do not compute.
+        """
+        return batched_form(self.chosen)
+
     def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
         """Chooses the objective for this model and guide (and validates the pair for it)."""
         if isinstance(guide, NormalMixturePosterior):
@@ -95,4 +103,5 @@ register_objective(
     ElboKind.AUTO,
     options=("num_particles", "vectorize_particles", "samples_per_example"),
     doc=member_doc(ElboKind.AUTO),
+    batched=True,
 )(AutoELBO)

@@ -80,6 +80,38 @@ def _settings(optimizer: torch.optim.Optimizer) -> tuple:
     )
 
 
+class SideStream:
+    """The CUDA stream a graphed step runs its eager steps and captures on, made at first use and held as long as
+    its owner (:class:`GraphedStep`, :class:`~pyro_bnn.batched.graph.GraphedBatchedStep`).
+
+    Held, not made per step: the eager steps' allocations (optimiser state among them) are recorded against it. A
+    benchmark variant that let its warm-up stream be freed while such memory was in use corrupted other steps'
+    memory on an H100 (NaN losses, illegal addresses); keeping it alive fixed that. And autograd creates a leaf's
+    gradient accumulator on the stream of the first backward pass that needs it: one created on the default stream
+    and still alive at a capture on another stream breaks the capture, so eager steps run here too.
+    """
+
+    def __init__(self) -> None:
+        self._stream: torch.cuda.Stream | None = None
+
+    def stream(self, device: torch.device) -> torch.cuda.Stream:
+        """The stream (made on ``device`` the first time)."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=device)
+        return self._stream
+
+    @contextlib.contextmanager
+    def use(self, device: torch.device) -> Iterator[None]:
+        """Runs the enclosed work on the stream, with ``device`` current, ordered after the work queued before it on
+        the device's current stream and before the work queued there after it."""
+        stream = self.stream(device)
+        current = torch.cuda.current_stream(device)
+        stream.wait_stream(current)
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            yield
+        current.wait_stream(stream)
+
+
 class GraphedStep:
     """Replays the training step of a model, guide, objective and optimiser from a CUDA graph.
 
@@ -98,9 +130,7 @@ class GraphedStep:
     otherwise it has taken the step and returns the graph's :class:`~pyro_bnn.infer.ObjectiveTerms` (detached),
     whose tensors are overwritten by the next replay (read or copy them before the next call).
 
-    Eager steps and captures run on a side stream owned by this object. Autograd creates a parameter's gradient
-    accumulator on the stream of the backward pass that first needs it; one created on the default stream and still
-    alive at a capture on another stream breaks the capture.
+    Eager steps and captures run on a side stream owned by this object (:class:`SideStream` says why).
 
     Shapes:
         ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` or ``(B, D_out)``; returned terms: scalars.
@@ -131,7 +161,7 @@ class GraphedStep:
         self._terms: ObjectiveTerms | None = None
         self._signature: tuple | None = None
         self._captured: tuple | None = None
-        self._stream: torch.cuda.Stream | None = None
+        self._side = SideStream()
 
     def new_fit(self) -> None:
         """Starts a new ``fit``: its first batch sets the captured shape again (a capture of another shape is made
@@ -145,25 +175,10 @@ class GraphedStep:
         objective_key = graph_key(self.model, self.guide) if graph_key is not None else None
         return _settings(self.optimizer), objective_key
 
-    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
-        # Held as long as this object: the eager steps' allocations (optimiser state among them) are recorded
-        # against this stream. A benchmark variant that let its warm-up stream be freed while such memory was in
-        # use corrupted other steps' memory on an H100 (NaN losses, illegal addresses); keeping it alive fixed that.
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(device=device)
-        return self._stream
-
-    @contextlib.contextmanager
-    def eager_stream(self) -> Iterator[None]:
+    def eager_stream(self) -> contextlib.AbstractContextManager[None]:
         """Runs the enclosed eager step on this object's side stream, ordered after the work queued before it and
         before the work queued after it (call after :meth:`step` returned None)."""
-        device = self._signature[2]
-        stream = self._side_stream(device)
-        current = torch.cuda.current_stream(device)
-        stream.wait_stream(current)
-        with torch.cuda.device(device), torch.cuda.stream(stream):
-            yield
-        current.wait_stream(stream)
+        return self._side.use(self._signature[2])
 
     @staticmethod
     def _signature_of(x: torch.Tensor, y: torch.Tensor) -> tuple:
@@ -235,7 +250,7 @@ class GraphedStep:
             # thread_local: work other threads queue meanwhile (a DataLoader's pin-memory thread) does not break it.
             with (
                 pyro.validation_enabled(False),
-                torch.cuda.graph(graph, stream=self._side_stream(x.device), capture_error_mode="thread_local"),
+                torch.cuda.graph(graph, stream=self._side.stream(x.device), capture_error_mode="thread_local"),
             ):
                 terms = self.objective(
                     self.model, self.guide, self._static["x"], self._static["y"], self._static["kl_weight"]

@@ -47,7 +47,7 @@ from pyro_bnn.infer.local_reparam import (
     local_noise_hook,
     run_with_linear_noise,
 )
-from pyro_bnn.infer.objective_registry import register_objective
+from pyro_bnn.infer.objective_registry import BatchedForm, register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.rng import standard_normal
@@ -148,6 +148,16 @@ class FastMeanFieldELBO:
     def __getstate__(self) -> dict:
         # The cached plan holds weak references and tensors of one model; a copy rebuilds its own on first use.
         return {**self.__dict__, "_plan": None}
+
+    def batched_form(self) -> BatchedForm:
+        """What batched runs compute for this objective: its antithetic pair or single draw, its KL.
+
+        Raises:
+            ValueError: Several particles or a local noise option, which batched runs do not compute.
+        """
+        if self.num_particles != 1 or self.local_reparameterization or self.flipout:
+            raise ValueError(f"batched runs compute one particle without local noise options, got {self!r}")
+        return BatchedForm(antithetic=self.antithetic, closed_form_kl=self.closed_form_kl)
 
     def __repr__(self) -> str:
         return (
@@ -384,11 +394,11 @@ class FastMeanFieldELBO:
 
 _FLAT = {Capability.FLAT_NORMAL}
 _LINEAR_NOISE = {Capability.FLAT_NORMAL, Capability.LOCAL_REPARAMETERIZATION}
-register_objective(ElboKind.FAST, options=("num_particles",), requires=_FLAT, doc=member_doc(ElboKind.FAST))(
-    FastMeanFieldELBO
-)
 register_objective(
-    ElboKind.FAST_SINGLE, options=("num_particles",), requires=_FLAT, doc=member_doc(ElboKind.FAST_SINGLE)
+    ElboKind.FAST, options=("num_particles",), requires=_FLAT, doc=member_doc(ElboKind.FAST), batched=True
+)(FastMeanFieldELBO)
+register_objective(
+    ElboKind.FAST_SINGLE, options=("num_particles",), requires=_FLAT, doc=member_doc(ElboKind.FAST_SINGLE), batched=True
 )(partial(FastMeanFieldELBO, antithetic=False))
 register_objective(
     ElboKind.FAST_LOCAL, options=("num_particles",), requires=_LINEAR_NOISE, doc=member_doc(ElboKind.FAST_LOCAL)

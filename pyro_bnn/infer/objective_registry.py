@@ -11,6 +11,12 @@ An objective's module registers it where it is defined::
 options it declares), and :meth:`ObjectiveEntry.refusal` says, from a guide family's declared capabilities alone,
 whether the objective can train it: run validation asks that before any data is loaded. Which objective ``auto``
 picks for a built guide is decided in one place, :class:`~pyro_bnn.infer.AutoELBO`.
+
+Batched runs (:mod:`pyro_bnn.batched`) compute an objective for R runs at once in one of a few forms
+(:class:`BatchedForm`). An entry says whether its objective has one (``batched=True``, for the run grids to group
+runs before anything is built), and an objective instance says which, from its own options, through a
+``batched_form()`` method; :func:`batched_form` asks it (an :class:`~pyro_bnn.infer.AutoELBO` answers for the
+objective it chose).
 """
 
 from __future__ import annotations
@@ -28,6 +34,30 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class BatchedForm:
+    """Which single-run objective a batch of runs computes (:class:`~pyro_bnn.batched.BatchedStep`): the antithetic
+    pair or one draw, the analytic KL (for Normal priors) or ``log q - log p`` of the drawn weights."""
+
+    antithetic: bool = True
+    closed_form_kl: bool = True
+
+
+def batched_form(objective: Any) -> BatchedForm:
+    """The :class:`BatchedForm` that computes what ``objective`` computes for one run (after the trainer's set-up,
+    which makes an ``AutoELBO`` choose): the objective's own ``batched_form()``.
+
+    Raises:
+        ValueError: An objective batched runs do not compute (several particles, local noise, a mixture, ...), or
+            an ``AutoELBO`` that has not chosen yet.
+    """
+    method = getattr(objective, "batched_form", None)
+    form = method() if callable(method) else None
+    if form is None:
+        raise ValueError(f"batched runs compute the fast or Trace ELBO with one particle, not {objective!r}")
+    return form
+
+
+@dataclass(frozen=True)
 class ObjectiveEntry:
     """One registered objective.
 
@@ -38,6 +68,8 @@ class ObjectiveEntry:
         requires: Guide capabilities it needs (all of them).
         excludes: Guide capabilities it cannot score (any of them).
         doc: One paragraph for ``pyro-bnn list`` and the docs.
+        batched: Whether batched runs compute it with one particle (its instances' ``batched_form()`` says how;
+            :func:`batched_form`).
     """
 
     name: str
@@ -46,6 +78,7 @@ class ObjectiveEntry:
     requires: frozenset[Capability] = field(default_factory=frozenset)
     excludes: frozenset[Capability] = field(default_factory=frozenset)
     doc: str = ""
+    batched: bool = False
 
     def refusal(self, capabilities: Iterable[Capability]) -> str | None:
         """Why this objective cannot train a guide with ``capabilities`` (a clause), or None if it can."""
@@ -85,6 +118,7 @@ def register_objective(
     requires: Iterable[Capability] = (),
     excludes: Iterable[Capability] = (),
     doc: str = "",
+    batched: bool = False,
     replace: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering an objective class or factory under ``name`` (``--elbo NAME``, :func:`make_objective`).
@@ -95,6 +129,8 @@ def register_objective(
         requires: Guide capabilities it needs.
         excludes: Guide capabilities it cannot score.
         doc: Its description.
+        batched: Batched runs compute it with one particle: its instances have a ``batched_form()`` method
+            returning the :class:`BatchedForm` (None, or a ValueError, for options that have none).
         replace: Allow replacing another factory registered under ``name``.
 
     Raises:
@@ -109,7 +145,7 @@ def register_objective(
         if existing is not None and existing.factory is not factory and not replace:
             raise ValueError(f"elbo {key!r} is already registered to {existing.factory!r}; pass replace=True")
         _ENTRIES[key] = ObjectiveEntry(
-            key, factory, tuple(options), frozenset(requires), frozenset(excludes), " ".join(doc.split())
+            key, factory, tuple(options), frozenset(requires), frozenset(excludes), " ".join(doc.split()), batched
         )
         return factory
 
@@ -136,6 +172,11 @@ def objective_entry(name: object) -> ObjectiveEntry:
 def objective_entries() -> tuple[ObjectiveEntry, ...]:
     """Every registered objective, in registration order."""
     return tuple(_ENTRIES.values())
+
+
+def batched_objectives() -> tuple[str, ...]:
+    """The names of the objectives batched runs compute (with one particle), in registration order."""
+    return tuple(entry.name for entry in _ENTRIES.values() if entry.batched)
 
 
 def make_objective(name: object, num_particles: int = 1, vectorize_particles: bool = False, **options: Any) -> Any:

@@ -33,7 +33,7 @@ from torch.distributions import kl_divergence
 
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.infer.annealing import scale_latents
-from pyro_bnn.infer.objective_registry import make_objective, register_objective
+from pyro_bnn.infer.objective_registry import BatchedForm, make_objective, register_objective
 from pyro_bnn.sites import MAX_PLATE_NESTING, is_likelihood_site, sample_plate
 from pyro_bnn.spec.docs import member_doc
 
@@ -128,6 +128,13 @@ class TraceELBO:
             raise ValueError(f"num_particles must be an int >= 1, got {num_particles!r}")
         self.num_particles = num_particles
         self.vectorize_particles = bool(vectorize_particles) and num_particles > 1
+
+    def batched_form(self) -> BatchedForm | None:
+        """What batched runs compute for this objective: one draw of every weight, the KL by ``log q - log p`` (the
+        analytic KL for :class:`MeanFieldELBO`); None with several particles."""
+        if self.num_particles != 1:
+            return None
+        return BatchedForm(antithetic=False, closed_form_kl=self.analytic_kl)
 
     def __call__(
         self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor, kl_weight: float = 1.0
@@ -244,12 +251,13 @@ def _likelihood_log_prob(model_trace) -> torch.Tensor:
     return sum(sites)
 
 
-register_objective(ElboKind.TRACE, options=("num_particles", "vectorize_particles"), doc=member_doc(ElboKind.TRACE))(
-    TraceELBO
-)
+register_objective(
+    ElboKind.TRACE, options=("num_particles", "vectorize_particles"), doc=member_doc(ElboKind.TRACE), batched=True
+)(TraceELBO)
 register_objective(
     ElboKind.MEAN_FIELD,
     options=("num_particles", "vectorize_particles"),
     excludes={Capability.NORMAL_MIXTURE},  # the mixture's auxiliary site has no analytic KL against anything
     doc=member_doc(ElboKind.MEAN_FIELD),
+    batched=True,
 )(MeanFieldELBO)

@@ -23,7 +23,8 @@ import torch
 
 from pyro_bnn.batched import fit_batched
 from pyro_bnn.data import dataset_shape
-from pyro_bnn.guides import GuideKind, parse_guide
+from pyro_bnn.guides import Capability, parse_guide
+from pyro_bnn.infer.objective_registry import batched_objectives
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.models import build_model
 from pyro_bnn.nn import Activation, parse_activation
@@ -31,9 +32,6 @@ from pyro_bnn.priors.spec import PRIOR_FAMILY, PriorKind
 from pyro_bnn.runs.config import RunConfig, resolve_device
 from pyro_bnn.runs.run_folder import RunFolder
 from pyro_bnn.runs.runs import RunResult, finish_run, load_data, prepare_run_dir, prepare_trainer
-
-BATCHABLE_ELBOS = ("auto", "fast", "fast-single", "trace", "meanfield")
-"""The ``--elbo`` values a batched run computes (one particle, no local noise)."""
 
 _MAY_DIFFER = frozenset(
     {
@@ -63,19 +61,19 @@ _MAY_DIFFER = frozenset(
 
 def batch_key(config: RunConfig) -> tuple | None:
     """What runs sharing a batch with this one must agree on, or None when it trains alone (node noise, a guide
-    other than ``flat`` or ``bbb``, a MAP warm start, MC dropout, a hierarchical or scale-mixture prior, SGD,
+    that does not batch, a MAP warm start, MC dropout, a hierarchical or scale-mixture prior, SGD,
     several particles or an objective with local noise).
 
     Two configs with equal keys can train in one batch; :func:`pyro_bnn.batched.fit_batched` still checks the
     built runs and refuses, before any step, what this static look cannot see.
     """
     config = RunConfig(**vars(config)).resolve_defaults()
-    if config.node_noise or config.num_particles != 1 or config.elbo not in BATCHABLE_ELBOS:
+    if config.node_noise or config.num_particles != 1 or config.elbo not in batched_objectives():
         return None
     if config.optimizer != OptimizerKind.ADAM.value:
         return None
     guide = parse_guide(config.guide)
-    if guide.kind not in (GuideKind.FLAT, GuideKind.BBB) or guide.map_warm_start_epochs or guide.dropout:
+    if not guide.offers(Capability.BATCHED) or guide.map_warm_start_epochs or guide.dropout:
         return None
     if PRIOR_FAMILY.parse(config.prior).kind in (PriorKind.HIERARCHICAL, PriorKind.MIXTURE):
         return None
@@ -83,7 +81,7 @@ def batch_key(config: RunConfig) -> tuple | None:
     values = {k: v for k, v in vars(config).items() if k not in _MAY_DIFFER}
     # Leaky slopes may differ (a per-run buffer); other activations must agree.
     kind = activation.kind.value if activation.kind is Activation.LEAKY_RELU else str(config.activation)
-    return (tuple(sorted(values.items())), kind, guide.kind.value)
+    return (tuple(sorted(values.items())), kind, guide.family.name)
 
 
 def train_runs_batched(

@@ -9,7 +9,7 @@ from torch.distributions import Normal, kl_divergence
 
 import pyro_bnn.infer.fast as fast_module
 from pyro_bnn import BNN
-from pyro_bnn.batched import BatchedAdam, BatchedForm, BatchedKL, BatchedStep, RunStack
+from pyro_bnn.batched import BatchedAdam, BatchedForm, BatchedKL, BatchedStep, RunStack, StepInputs
 from pyro_bnn.batched.stack import linear_chain
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import FastMeanFieldELBO
@@ -52,7 +52,7 @@ def _batched(runs, form, lrs, kl_weights, eps, xs, ys):
     for t in range(STEPS):
         x = torch.stack([xr[t] for xr in xs])
         y = torch.stack([yr[t] for yr in ys])
-        terms, updated = step.step(x, y, torch.tensor(kl_weights, dtype=torch.float64), eps[t], [lr, lr])
+        terms, updated = step.step(StepInputs(x, y, torch.tensor(kl_weights, dtype=torch.float64), eps[t], [lr, lr]))
         assert bool(updated.all())
         losses.append(terms.loss)
     return stack, torch.stack(losses)
@@ -154,7 +154,7 @@ def test_a_diverging_run_leaves_the_others_bit_identical():
             x = torch.stack([xr[t] for xr in xs])
             y = torch.stack([yr[t] for yr in ys])
             eps = torch.randn(3, stack.loc.shape[1], generator=gen, dtype=torch.float64)
-            _, updated = step.step(x, y, torch.ones(3, dtype=torch.float64), eps, [lr, lr], active=active)
+            _, updated = step.step(StepInputs(x, y, torch.ones(3, dtype=torch.float64), eps, [lr, lr], active=active))
             active = active & updated
         return stack, active
 
