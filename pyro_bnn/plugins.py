@@ -138,10 +138,12 @@ def _one_line(err: BaseException) -> str:
 
 
 def _register_guide(obj: object) -> tuple[str, ...]:
-    from pyro_bnn.guides.registry import GuideFamily, register_guide
+    from pyro_bnn.guides.registry import GuideFamily, guide_families, register_guide
 
     if not isinstance(obj, GuideFamily):
         raise TypeError(f"a pyro_bnn.guides entry point names a GuideFamily, this one a {type(obj).__name__}")
+    if obj.name in {family.name for family in guide_families()}:  # even the same object: it is not the plugin's
+        raise ValueError(f"guide {obj.name!r} is already registered; a plugin adds names, never replaces")
     register_guide(obj)
     return (obj.name,)
 
@@ -184,8 +186,10 @@ def _register_objectives(obj: object) -> tuple[str, ...]:
 
 
 def _register_paper(obj: object) -> tuple[str, ...]:
-    from pyro_bnn.reproduce.papers import register_experiment
+    from pyro_bnn.reproduce.papers import EXPERIMENTS, register_experiment
 
+    if getattr(obj, "name", None) in EXPERIMENTS:  # even the same object: it is not the plugin's
+        raise ValueError(f"experiment {obj.name!r} is already registered; a plugin adds names, never replaces")
     register_experiment(obj)
     return (obj.name,)
 
