@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -28,73 +30,24 @@ from pyro_bnn.plugins import (
 from pyro_bnn.reproduce import records
 from pyro_bnn.reproduce.papers import EXPERIMENTS, register_experiment, unregister_experiment
 
-TOY_MODULE = '''
-"""A plugin of pyro_bnn: a guide family, an objective and a paper, as another package would ship them."""
-
-import dataclasses
-
-from pyro_bnn.experiments.config import RunConfig
-from pyro_bnn.guides import guide_family
-from pyro_bnn.infer import TraceELBO
-from pyro_bnn.infer.objective_registry import register_objective
-from pyro_bnn.reproduce.report import markdown_table
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunSpec, Section
-
-# the flat mean-field family under another name: its grammar, builder and capabilities
-_FLAT = guide_family("flat")
-TOYFLAT = dataclasses.replace(
-    _FLAT,
-    form=dataclasses.replace(_FLAT.form, kind="toyflat", aliases=(), example="toyflat:0.05", doc="Flat, renamed."),
-)
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
 
 
-class ToyELBO(TraceELBO):
-    """TraceELBO that counts its steps."""
-
-    calls = 0
-
-    def __call__(self, *args, **kwargs):
-        ToyELBO.calls += 1
-        return super().__call__(*args, **kwargs)
+def _docs_block(language: str) -> str:
+    """The first ``language`` code block of docs/plugins.md: the recipe's plugin is the one tested here."""
+    match = re.search(rf"^```{language}\n(.*?)^```$", DOCS.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+    assert match, f"docs/plugins.md has no {language} block"
+    return match.group(1)
 
 
-def register_toy_elbo():
-    register_objective("toy-elbo", options=("num_particles", "vectorize_particles"), doc="TraceELBO, counted.")(
-        ToyELBO
-    )
+def _entry_points_txt(pyproject: str) -> str:
+    """``[project.entry-points."GROUP"]`` tables of a pyproject.toml as the ``entry_points.txt`` they install."""
+    text = re.sub(r'^\[project\.entry-points\."([^"]+)"\]$', r"[\1]", pyproject, flags=re.MULTILINE)
+    return re.sub(r'^(\S+) = "([^"]+)"$', r"\1 = \2", text, flags=re.MULTILINE)
 
 
-CONFIG = RunConfig(dataset="moons", model="tanh-small", activation="tanh", guide="toyflat:0.05", elbo="toy-elbo",
-                   epochs=1, lr=0.01, batch_size=64, num_samples=4, num_val_samples=2, device="cpu")
-
-
-class ToyPaper:
-    name = "toypaper"
-    title = "A toy paper"
-    summary = "one moons run with the toy guide and objective"
-    profiles = {"quick": Profile("quick", "seconds", seeds=1, settings={"epochs": 1})}
-
-    def plan(self, profile, seeds, data_dirs):
-        return [RunSpec(dataclasses.replace(CONFIG, seed=s), label=f"toy{s}") for s in range(seeds)]
-
-    def analyse(self, records, profile, out):
-        rows = [[r.spec.run_id, r.status.value, r.metrics.get("accuracy", float("nan"))] for r in records]
-        return Analysis([Section("Runs", tables=[markdown_table(["run", "status", "accuracy"], rows)])], [])
-
-
-TOYPAPER = ToyPaper()
-'''
-
-TOY_ENTRY_POINTS = """
-[pyro_bnn.guides]
-toyflat = toy_plugin:TOYFLAT
-
-[pyro_bnn.objectives]
-toy-elbo = toy_plugin:register_toy_elbo
-
-[pyro_bnn.papers]
-toypaper = toy_plugin:TOYPAPER
-"""
+TOY_MODULE = _docs_block("python")
+TOY_ENTRY_POINTS = _entry_points_txt(_docs_block("toml"))
 
 BROKEN_MODULE = """
 from pyro_bnn.guides import guide_family
@@ -193,15 +146,20 @@ def test_load_plugins_registers_the_guide_the_objective_and_the_paper_once(toy, 
 
 
 @pytest.mark.filterwarnings("ignore:the posterior has barely left its start")  # 2 epochs of a toy run
-def test_the_cli_trains_with_the_plugin_guide_and_objective(toy, tmp_path, capsys):
+def test_the_cli_trains_with_the_plugin_guide_and_objective(toy, tmp_path, monkeypatch):
     out = tmp_path / "run"
     argv = ["train", "--dataset", "moons", "--model", "tanh-small", "--activation", "tanh", "--guide", "toyflat:0.05"]
     argv += ["--elbo", "toy-elbo", "--epochs", "2", "--batch-size", "64", "--num-samples", "4"]
-    assert main([*argv, "--num-val-samples", "2", "--quiet", "--out", str(out)]) == 0  # main loads the plugins
+    load_plugins(on_error="raise")
+    calls = []
+    toy_elbo = sys.modules["toy_plugin"].ToyELBO
+    train_step = toy_elbo.__call__
+    monkeypatch.setattr(toy_elbo, "__call__", lambda self, *a, **k: calls.append(1) or train_step(self, *a, **k))
+    assert main([*argv, "--num-val-samples", "2", "--quiet", "--out", str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
     assert (config["guide"], config["elbo"]) == ("toyflat:0.05", "toy-elbo")
     assert math.isfinite(json.loads((out / "metrics.json").read_text())["nll"])
-    assert sys.modules["toy_plugin"].ToyELBO.calls > 0  # the plugin's objective trained it
+    assert len(calls) >= 2  # the plugin's objective trained it, a step per batch
 
 
 def test_reproduce_lists_and_runs_the_plugin_paper(toy, tmp_path, capsys):
