@@ -1,5 +1,6 @@
 """The ``pyro-bnn`` command: ``train``, ``evaluate``, ``demo``, ``diagnose``, ``reproduce``, ``ensemble``,
-``laplace``, ``sample`` and ``list``."""
+``laplace``, ``sample``, ``list`` and ``plugins``. Installed plugins (:mod:`pyro_bnn.plugins`) are loaded before the
+arguments are read, so their guides, objectives and papers are names the command accepts."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.errors import GridBusyError, UserError
 from pyro_bnn.evaluation import TemperatureMode
 from pyro_bnn.infer import NonFiniteLossError
+from pyro_bnn.plugins import DISABLE_ENV, GROUPS, discovered_plugins, load_plugins, plugins_disabled
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.conformal import add_conformal_arguments
 from pyro_bnn.spec import catalogue
@@ -316,9 +318,31 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    if plugins_disabled():
+        print(f"plugin loading is off ({DISABLE_ENV} is set): no plugin was loaded")
+        return 0
+    plugins = discovered_plugins()
+    if not plugins:
+        print(f"no plugins installed (entry-point groups {', '.join(GROUPS)})")
+        return 0
+    for plugin in plugins:
+        print(plugin.describe())
+    return 1 if any(not plugin.loaded for plugin in plugins) else 0
+
+
+def _load_plugins(quiet: bool) -> None:
+    """Loads the installed plugins; each that fails is one warning line on stderr (none when ``quiet``: ``pyro-bnn
+    plugins`` lists it), and the command goes on without it."""
+    for plugin in load_plugins(on_error="record"):
+        if plugin.error and not quiet:
+            print(f"pyro-bnn: warning: {plugin.message}; skipped ({DISABLE_ENV}=1 loads no plugin)", file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``pyro-bnn`` argument parser with every verb (``train``, ``evaluate``, ``diagnose``, ``demo``, ``list``,
-    ``reproduce``, ``ensemble``, ``laplace``, ``sample``); the docs' CLI page is generated from it."""
+    ``plugins``, ``reproduce``, ``ensemble``, ``laplace``, ``sample``); the docs' CLI page is generated from it.
+    It offers the names registered when it is built: :func:`main` loads the plugins first."""
     parser = argparse.ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
     parser.add_argument("--version", action="version", version=f"pyro-bnn {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -413,6 +437,16 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list the option strings (models, priors, ...) and their grammar")
     listing.set_defaults(func=_cmd_list)
 
+    plugins = commands.add_parser(
+        "plugins",
+        help="list the installed plugins (guides, objectives, papers of other packages), loaded or failed",
+        description="Lists every entry point of the groups "
+        + ", ".join(GROUPS)
+        + " as loaded (with what it registered) or failed (with the cause); exits with status 1 when one failed. "
+        f"Plugins load before every command reads its arguments; {DISABLE_ENV}=1 loads none.",
+    )
+    plugins.set_defaults(func=_cmd_plugins)
+
     from pyro_bnn.experiments.posteriors import add_laplace_parser, add_sample_parser
     from pyro_bnn.reproduce.cli import add_ensemble_parser, add_reproduce_parser
 
@@ -431,7 +465,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     (:data:`_REFUSED_WRITES`) one line naming the file and status 1, as is a diverged training; an interruption
     status 130, with what the verb keeps of its work and how to take it up again (:data:`_INTERRUPTED`). Any other
     exception keeps its traceback: it is a bug to report.
+
+    Installed plugins are loaded first (:func:`~pyro_bnn.plugins.load_plugins`); one that fails is a warning line and
+    the command goes on without it.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _load_plugins(quiet=argv[:1] == ["plugins"])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
