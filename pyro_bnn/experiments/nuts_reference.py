@@ -7,8 +7,9 @@
 * NUTS (:func:`pyro_bnn.diagnostics.nuts.run_nuts`): 4 chains of 250 warm-up and 250 kept iterations, each from its
   own prior draw, full-batch likelihood, diagonal mass matrix, maximum tree depth 8, one chain after another (on the
   shared 2-core machine two worker processes made each gradient 2.3x slower, more than they gained);
-* VI: the ``flat:rel=1`` guide (the default when this comparison was made) trained by :class:`~pyro_bnn.infer.Trainer` (batch 64, Adam 1e-2 with a
-  cosine decay to 0 over 1000 epochs, 8 particles), which reaches a flat ELBO well before the end.
+* VI: the ``flat:rel=1`` guide (the default when this comparison was made) trained by
+  :class:`~pyro_bnn.infer.Trainer` (batch 64, Adam 1e-2 with a cosine decay to 0 over 1000 epochs, 8 particles),
+  which reaches a flat ELBO well before the end.
 
 It writes ``results/diagnostics/nuts-moons.md`` and ``.json`` (and two figures) with: r-hat and ESS of the weights
 from ArviZ, before and after aligning the chains' hidden units (:func:`~pyro_bnn.diagnostics.nuts.
