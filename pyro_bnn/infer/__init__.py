@@ -28,6 +28,13 @@ from pyro_bnn.infer.objectives import (
 from pyro_bnn.infer.optim import ParamGroups
 from pyro_bnn.infer.steps import EagerStep, GraphedStepRunner, NonFiniteStep, StepParts, StepRunner
 from pyro_bnn.infer.trainer import NonFiniteLossError, SchedulerInterval, Trainer
+from pyro_bnn.infer.trainer_options import (
+    LRSchedulerOptions,
+    ObjectiveOptions,
+    ResumeOptions,
+    RuntimeOptions,
+    ValidationOptions,
+)
 from pyro_bnn.infer.validation import Validation
 from pyro_bnn.infer.warm_start import map_warm_start
 
@@ -44,6 +51,7 @@ __all__ = [
     "MeanFieldELBO",
     "MixtureMeanKL",
     "Objective",
+    "ObjectiveOptions",
     "ObjectiveTerms",
     "ParamGroups",
     "SchedulerInterval",
@@ -51,13 +59,17 @@ __all__ = [
     "KLSchedule",
     "KLWeighting",
     "LRSchedule",
+    "LRSchedulerOptions",
     "NonFiniteLossError",
     "NonFiniteStep",
+    "ResumeOptions",
+    "RuntimeOptions",
     "ScheduleKind",
     "StepParts",
     "StepRunner",
     "Trainer",
     "Validation",
+    "ValidationOptions",
     "blundell_fraction",
     "component_of_rows",
     "constant",
