@@ -21,19 +21,28 @@ from pyro.infer.autoguide import AutoGuide
 from torch import nn
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides import GuideSpec, parse_guide
+from pyro_bnn.guides import GuideSpec
 from pyro_bnn.guides.init import warn_symmetric_start
 from pyro_bnn.guides.movement import StartingPoint, start_of, warn_if_unmoved
 from pyro_bnn.infer.annealing import constant
-from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
+from pyro_bnn.infer.callbacks import Callback
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
-from pyro_bnn.infer.divergence import NonFiniteLossError, non_finite_loss_message
+from pyro_bnn.infer.divergence import NonFiniteLossError
 from pyro_bnn.infer.objectives import ElboKind, Objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer
 from pyro_bnn.infer.steps import StepRunner, parameters_finite
 from pyro_bnn.infer.trainer_loop import check_all_labels as _check_all_labels
-from pyro_bnn.infer.trainer_loop import dataset_size as _dataset_size
-from pyro_bnn.infer.trainer_loop import make_step_runner, train_epoch
+from pyro_bnn.infer.trainer_loop import (
+    check_dataset_size,
+    check_parameters_finite,
+    guide_parts,
+    make_step_runner,
+    non_finite_message,
+    spec_warm_start,
+    train_epoch,
+    trainable_parameters,
+)
+from pyro_bnn.infer.trainer_loop import dataset_size as _dataset_size  # noqa: F401 (pyro_bnn.batched imports it)
 from pyro_bnn.infer.trainer_options import (
     LRSchedulerOptions,
     ObjectiveOptions,
@@ -127,17 +136,9 @@ class Trainer:
             raise ValueError(f"Trainer trains a pyro_bnn.BNN, got {type(bnn).__name__}")
         self.device = runtime.device if runtime.device is not None else model_device(bnn)
         self.bnn = bnn.to(self.device)
-        self.guide_spec: GuideSpec | None = parse_guide(guide) if isinstance(guide, str) else None
-        if isinstance(guide, GuideSpec):
-            self.guide_spec = guide
-        if self.guide_spec is not None:
-            guide = self.guide_spec.build
-        self.guide: AutoGuide | None = guide if isinstance(guide, nn.Module) else None
-        self._guide_builder = None if isinstance(guide, nn.Module) else guide
-        if self.guide is None and not callable(guide):
-            raise ValueError(
-                f"guide must be a guide module, a builder bnn -> guide or a guide spec like 'flat:rel=1', got {guide!r}"
-            )
+        self.guide_spec: GuideSpec | None
+        self.guide: AutoGuide | None  # built by setup() where a builder or spec was given
+        self.guide_spec, self.guide, self._guide_builder = guide_parts(guide)
         objective.check_kl_scale(bnn.likelihood.kl_scale)
         self.objective = objective.build()
         self.kl_schedule = objective.kl_schedule if objective.kl_schedule is not None else constant(1.0)
@@ -183,14 +184,7 @@ class Trainer:
         if validate is not None:
             with poutine.block():
                 validate(self.bnn, self.guide, x, y)
-        named, seen = [], set()
-        for prefix, module in (("model", self.bnn), ("guide", self.guide)):
-            for name, param in module.named_parameters():
-                if id(param) not in seen and param.requires_grad:
-                    seen.add(id(param))
-                    named.append((f"{prefix}.{name}", param))
-        if not named:
-            raise ValueError("nothing to train: neither the model nor the guide has parameters")
+        named = trainable_parameters(self.bnn, self.guide)
         self._params = [p for _, p in named]
         self.optimizer, self._clip = build_optimizer(self.optim, named)
         self.scheduler = self.lr_scheduler_factory(self.optimizer) if self.lr_scheduler_factory else None
@@ -224,24 +218,10 @@ class Trainer:
         """
         if not (isinstance(epochs, int) and epochs >= 0):
             raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
-        dataset_size = _dataset_size(train_loader)
-        if dataset_size != self.bnn.likelihood.dataset_size:
-            raise ValueError(
-                f"the training loader has {dataset_size} examples but the likelihood was built with "
-                f"dataset_size={self.bnn.likelihood.dataset_size}; they must match for the N/B scaling"
-            )
+        check_dataset_size(train_loader, self.bnn)
         num_steps = len(train_loader)
-        warm_start = self.guide_spec.map_warm_start_epochs if self.guide_spec is not None else 0
-        if warm_start and resume_from is None and self.optimizer is None and self.guide is None:
-            # The spec asks for a MAP warm start (loc=map): the guide's locations start at a short MAP fit, from
-            # Python as from the CLI. A resumed run takes everything from its checkpoint instead.
-            map_warm_start(
-                self.bnn,
-                train_loader,
-                warm_start,
-                optim=self.optim,
-                runtime=RuntimeOptions(device=self.device, seed=self.seed, progress=self.progress),
-            )
+        if resume_from is None:  # a resumed run takes everything from its checkpoint instead
+            spec_warm_start(self, train_loader)
         if resume_from is None and self.seed is not None and self.optimizer is None:
             pyro.set_rng_seed(self.seed)  # only a fresh run: a second fit() continues the same random stream
         x, y = next(iter(train_loader))
@@ -250,10 +230,7 @@ class Trainer:
         _check_all_labels(train_loader, self.bnn, x)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
-        if hasattr(self.step_runner, "new_fit"):  # one that keeps state (a CUDA graph) is kept across fit() calls
-            self.step_runner.new_fit()
-        else:
-            self.step_runner = make_step_runner(self)
+        self.step_runner = make_step_runner(self)
         self.validation.loader = val_loader
         self.stop_training = False
         first_epoch = self.epoch
@@ -261,13 +238,7 @@ class Trainer:
             callback.on_train_start(self)
         while self.epoch < epochs and not self.stop_training:
             record = train_epoch(self, train_loader, num_steps, epochs)
-            if not parameters_finite(self._params):
-                # The last steps' updates can overflow although every loss was finite: never checkpoint that.
-                raise NonFiniteLossError(
-                    f"parameters became NaN or infinite during epoch {self.epoch + 1} (after its last checked loss); "
-                    f"training stopped and {last_checkpoint_text(self.callbacks)}. Try a lower learning rate, a "
-                    "smaller init scale or gradient clipping."
-                )
+            check_parameters_finite(self)  # the last updates can overflow although every loss was finite
             self.validation.on_epoch_end(self, record)
             self.epoch += 1
             self.history.append(record)
@@ -283,15 +254,7 @@ class Trainer:
 
     def _non_finite_message(self, loss_value: float, step: int, x: torch.Tensor, applied: bool = False) -> str:
         """``applied``: the step's optimiser update was already made (a step replayed from a CUDA graph)."""
-        return non_finite_loss_message(
-            loss_value,
-            epoch=self.epoch + 1,
-            step=step,
-            x=x,
-            nan_check_every=self.nan_check_every,
-            where=last_checkpoint_text(self.callbacks),
-            applied=applied,
-        )
+        return non_finite_message(self, loss_value, step, x, applied)
 
     def evaluate(self, loader: Iterable, num_samples: int | None = None) -> dict[str, float]:
         """Posterior predictive metrics on ``loader`` (accuracy, nll, brier, ece, mce; or rmse, nll)."""

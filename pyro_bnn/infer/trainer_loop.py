@@ -1,5 +1,6 @@
-"""One epoch of a :class:`~pyro_bnn.infer.Trainer`'s fit: the batches, their KL weights, the steps and the NaN checks,
-the scheduler's per-step updates and the epoch's record; and the checks a fit makes of its training loader."""
+"""The pieces of a :class:`~pyro_bnn.infer.Trainer`'s fit: one epoch (the batches, their KL weights, the steps and the
+NaN checks, the scheduler's per-step updates and the epoch's record), the step runner, the guide and parameters it
+trains, and the checks a fit makes of its training loader and of the parameters after each epoch."""
 
 from __future__ import annotations
 
@@ -8,15 +9,26 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.infer.divergence import NonFiniteLossError
+from pyro_bnn.guides import GuideSpec, parse_guide
+from pyro_bnn.infer.callbacks import last_checkpoint_text
+from pyro_bnn.infer.divergence import NonFiniteLossError, non_finite_loss_message
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
 from pyro_bnn.infer.objectives import ObjectiveTerms
 from pyro_bnn.infer.optim import clip_gradients
-from pyro_bnn.infer.steps import GraphedStepRunner, NonFiniteStep, StepParts, StepRunner, default_step_runner
-from pyro_bnn.infer.trainer_options import SchedulerInterval
+from pyro_bnn.infer.steps import (
+    GraphedStepRunner,
+    NonFiniteStep,
+    StepParts,
+    StepRunner,
+    default_step_runner,
+    parameters_finite,
+)
+from pyro_bnn.infer.trainer_options import RuntimeOptions, SchedulerInterval
+from pyro_bnn.infer.warm_start import map_warm_start
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
@@ -28,6 +40,52 @@ def dataset_size(loader: Iterable) -> int:
     if dataset is None:
         raise ValueError("the training loader must expose .dataset (a torch DataLoader or pyro_bnn BatchLoader)")
     return len(dataset)
+
+
+def check_dataset_size(loader: Iterable, bnn: BNN) -> None:
+    """Refuses a training loader whose dataset is not the one the likelihood scales the data term for."""
+    size = dataset_size(loader)
+    if size != bnn.likelihood.dataset_size:
+        raise ValueError(
+            f"the training loader has {size} examples but the likelihood was built with "
+            f"dataset_size={bnn.likelihood.dataset_size}; they must match for the N/B scaling"
+        )
+
+
+def check_parameters_finite(trainer: Trainer) -> None:
+    """Refuses, after an epoch, parameters that are NaN or infinite: a checkpoint must never hold them."""
+    if not parameters_finite(trainer._params):
+        raise NonFiniteLossError(
+            f"parameters became NaN or infinite during epoch {trainer.epoch + 1} (after its last checked loss); "
+            f"training stopped and {last_checkpoint_text(trainer.callbacks)}. Try a lower learning rate, a "
+            "smaller init scale or gradient clipping."
+        )
+
+
+def guide_parts(guide: Any) -> tuple[GuideSpec | None, nn.Module | None, Any]:
+    """The Trainer's ``guide`` argument as (its spec or None, the guide module or None, a builder ``bnn -> guide``
+    or None)."""
+    spec = parse_guide(guide) if isinstance(guide, str) else guide if isinstance(guide, GuideSpec) else None
+    if spec is not None:
+        guide = spec.build
+    if not isinstance(guide, nn.Module) and not callable(guide):
+        raise ValueError(
+            f"guide must be a guide module, a builder bnn -> guide or a guide spec like 'flat:rel=1', got {guide!r}"
+        )
+    return (spec, guide, None) if isinstance(guide, nn.Module) else (spec, None, guide)
+
+
+def trainable_parameters(bnn: nn.Module, guide: nn.Module) -> list[tuple[str, nn.Parameter]]:
+    """The model's and the guide's trainable parameters, each once, named ``model.<name>`` / ``guide.<name>``."""
+    named, seen = [], set()
+    for prefix, module in (("model", bnn), ("guide", guide)):
+        for name, param in module.named_parameters():
+            if id(param) not in seen and param.requires_grad:
+                seen.add(id(param))
+                named.append((f"{prefix}.{name}", param))
+    if not named:
+        raise ValueError("nothing to train: neither the model nor the guide has parameters")
+    return named
 
 
 def check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
@@ -44,8 +102,22 @@ def check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
         bnn.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
 
 
+def spec_warm_start(trainer: Trainer, loader: Iterable) -> None:
+    """Runs the MAP warm start a ``loc=map`` guide spec asks for (:func:`~pyro_bnn.infer.warm_start.map_warm_start`)
+    before a fresh trainer builds its guide: the guide's locations start at a short MAP fit, from Python as from the
+    CLI."""
+    epochs = trainer.guide_spec.map_warm_start_epochs if trainer.guide_spec is not None else 0
+    if epochs and trainer.optimizer is None and trainer.guide is None:
+        runtime = RuntimeOptions(device=trainer.device, seed=trainer.seed, progress=trainer.progress)
+        map_warm_start(trainer.bnn, loader, epochs, optim=trainer.optim, runtime=runtime)
+
+
 def make_step_runner(trainer: Trainer) -> StepRunner:
-    """The fit's step runner; sets ``trainer.graph_reason`` (why it replays no CUDA graph, if it does not)."""
+    """The fit's step runner: ``trainer``'s own renewed where it keeps state across fits (``new_fit()``, as a CUDA
+    graph does), a new one otherwise; sets ``trainer.graph_reason`` (why it replays no CUDA graph, if it does not)."""
+    if hasattr(trainer.step_runner, "new_fit"):
+        trainer.step_runner.new_fit()
+        return trainer.step_runner
     clip = (lambda params: clip_gradients(params, **trainer._clip)) if trainer._clip else None
     parts = StepParts(trainer.objective, trainer.bnn, trainer.guide, trainer.optimizer, trainer._params, clip)
     if trainer._step_runner_factory is None:
@@ -58,6 +130,20 @@ def make_step_runner(trainer: Trainer) -> StepRunner:
     graphed = isinstance(runner, GraphedStepRunner)
     trainer.graph_reason = None if graphed else f"the step runner passed in is a {type(runner).__name__}"
     return runner
+
+
+def non_finite_message(trainer: Trainer, loss: float, step: int, x: torch.Tensor, applied: bool = False) -> str:
+    """The error for a NaN or infinite ``loss`` at ``step`` of the current epoch (``applied``: the step's optimiser
+    update was already made, as in a step replayed from a CUDA graph)."""
+    return non_finite_loss_message(
+        loss,
+        epoch=trainer.epoch + 1,
+        step=step,
+        x=x,
+        nan_check_every=trainer.nan_check_every,
+        where=last_checkpoint_text(trainer.callbacks),
+        applied=applied,
+    )
 
 
 def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int) -> dict[str, Any]:

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
+from pyro_bnn._spec import enum_member
 from pyro_bnn.infer.annealing import KLSchedule
 from pyro_bnn.infer.kl_weighting import KLWeighting
 from pyro_bnn.infer.objective_registry import objective_entry
 from pyro_bnn.infer.objectives import ElboKind, Objective, make_objective
 from pyro_bnn.infer.steps import StepRunnerFactory
 from pyro_bnn.likelihoods import KLScale
-from pyro_bnn._spec import enum_member
 
 __all__ = [
     "LRSchedulerOptions",
