@@ -22,7 +22,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import load_dataset, parse_corruption
 from pyro_bnn.evaluation import entropy_decomposition, summarize
 from pyro_bnn.guides import mean_posterior_scale, parse_guide
-from pyro_bnn.infer import Callback, Trainer
+from pyro_bnn.infer import Callback, RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.predict import predict
@@ -93,7 +93,8 @@ def measure(guide_spec: str, activation: str, data, setting: Setting) -> dict:
     optim = pyro.optim.Adam({"lr": setting.lr})
     scorer = _ScoreAt(setting.epochs, lambda guide: score_guide(bnn, guide, x, y, x_blend, setting.num_samples))
     # the spec's MAP warm start (loc=map) runs inside fit(), with the same optimiser settings, before the guide
-    trainer = Trainer(bnn, spec, optim=optim, seed=setting.seed, progress=False, callbacks=[scorer])
+    runtime = RuntimeOptions(seed=setting.seed, progress=False)
+    trainer = Trainer(bnn, spec, optim=optim, runtime=runtime, callbacks=[scorer])
     trainer.fit(train, max(setting.epochs))
     return {
         "guide": guide_spec,

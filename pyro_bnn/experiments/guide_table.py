@@ -35,7 +35,7 @@ from pyro_bnn.data.corruptions import parse_corruption
 from pyro_bnn.evaluation import mean_sd
 from pyro_bnn.evaluation.uncertainty import entropy_decomposition
 from pyro_bnn.guides import init_to_network, mean_posterior_scale, parse_guide
-from pyro_bnn.infer import Trainer
+from pyro_bnn.infer import RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
@@ -115,7 +115,7 @@ def _train(net, prior, guide, data, batch_size: int, lr: float, epochs: int, see
     ``epochs``, as a notebook user writes it; returns the BNN, its trainer and the training seconds."""
     bnn = BNN(net, prior, Categorical(len(data.train)))
     train, _, _ = data.loaders(batch_size, seed=seed)
-    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": lr}), seed=seed, progress=False)
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": lr}), runtime=RuntimeOptions(seed=seed, progress=False))
     start = time.perf_counter()
     trainer.fit(train, epochs)
     return bnn, trainer, time.perf_counter() - start

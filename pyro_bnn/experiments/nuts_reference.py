@@ -53,7 +53,7 @@ from pyro_bnn.experiments.nuts_comparison import (
 )
 from pyro_bnn.experiments.nuts_report import NOTES, markdown_report
 from pyro_bnn.guides import parse_guide
-from pyro_bnn.infer import Trainer
+from pyro_bnn.infer import ObjectiveOptions, RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.plots.figures import save_figure
@@ -122,9 +122,8 @@ def _fit_vi(bnn: BNN, data, settings: Settings):
         parse_guide(settings.guide).build,
         optim=pyro.optim.Adam({"lr": settings.vi_lr}),
         lr_scheduler=lambda optimizer: torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs),
-        num_particles=settings.vi_particles,
-        seed=settings.seed,
-        progress=False,
+        objective=ObjectiveOptions(num_particles=settings.vi_particles),
+        runtime=RuntimeOptions(seed=settings.seed, progress=False),
     )
     history = trainer.fit(train, epochs)
     losses = [record["loss"] for record in history]

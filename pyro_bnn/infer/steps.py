@@ -4,9 +4,9 @@
 The trainer builds its runner once its optimiser exists, from a factory ``StepParts -> StepRunner``: by default
 :func:`default_step_runner` (the CUDA-graph step on a CUDA device where
 :func:`~pyro_bnn.infer.cuda_graph.unavailable_reason` allows it, the eager step otherwise);
-``Trainer(step_runner=...)`` takes another factory, e.g. ``EagerStep`` or a class of one's own. The trainer keeps
-everything around the step: KL weights, the NaN policy (which steps are checked and the error raised), counters,
-schedulers and checkpoints.
+``Trainer(runtime=RuntimeOptions(step_runner=...))`` takes another factory, e.g. ``EagerStep`` or a class of one's
+own. The trainer keeps everything around the step: KL weights, the NaN policy (which steps are checked and the error
+raised), counters, schedulers and checkpoints.
 """
 
 from __future__ import annotations

@@ -24,7 +24,12 @@ from pyro_bnn.infer import (
     Checkpoint,
     EarlyStopping,
     HistoryLogger,
+    LRSchedulerOptions,
+    ObjectiveOptions,
+    ResumeOptions,
+    RuntimeOptions,
     Trainer,
+    ValidationOptions,
     load_checkpoint,
     parse_kl_schedule,
 )
@@ -356,20 +361,16 @@ def prepare_trainer(
         bnn,
         parse_guide(config.guide),  # a spec with loc=map starts the guide at a MAP warm start (not on a resume)
         optim=run_optimizer(config, len(data.train)),
-        lr_scheduler=run_lr_scheduler(config, len(train)),
-        lr_scheduler_interval="step",
-        objective=run_objective(config),
-        kl_schedule=parse_kl_schedule(config.kl_anneal),
-        kl_weighting=config.kl_weighting,
-        device=device,
-        seed=config.seed,
-        num_val_samples=config.num_val_samples,
-        n_bins=config.n_bins,
+        objective=ObjectiveOptions(
+            run_objective(config), kl_schedule=parse_kl_schedule(config.kl_anneal), kl_weighting=config.kl_weighting
+        ),
+        lr_scheduler=LRSchedulerOptions(run_lr_scheduler(config, len(train)), interval="step"),
+        validation=ValidationOptions(config.num_val_samples, config.n_bins),
+        runtime=RuntimeOptions(device=device, seed=config.seed, progress=progress, cuda_graph=cuda_graph),
+        resume=ResumeOptions(
+            json.loads(config.to_json()), RESUME_MAY_CHANGE + _options_added_since(checkpoint if resuming else None)
+        ),
         callbacks=callbacks,
-        progress=progress,
-        cuda_graph=cuda_graph,
-        config=json.loads(config.to_json()),
-        resume_may_change=RESUME_MAY_CHANGE + _options_added_since(checkpoint if resuming else None),
     )
     val = val if len(data.val) else None
     return PreparedRun(config, out, data, device, trainer, train, val, checkpoint if resuming else None, recorder)
