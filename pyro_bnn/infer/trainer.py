@@ -130,8 +130,7 @@ class Trainer:
         **deprecated: Any,
     ) -> None:
         given = dict(objective=objective, lr_scheduler=lr_scheduler, validation=validation, runtime=runtime)
-        groups = regroup({**given, "resume": resume}, deprecated)
-        objective, schedule, runtime, resume = (groups[k] for k in ("objective", "lr_scheduler", "runtime", "resume"))
+        objective, schedule, validation, runtime, resume = regroup({**given, "resume": resume}, deprecated)
         if not isinstance(bnn, BNN):
             raise ValueError(f"Trainer trains a pyro_bnn.BNN, got {type(bnn).__name__}")
         self.device = runtime.device if runtime.device is not None else model_device(bnn)
@@ -145,7 +144,7 @@ class Trainer:
         self.kl_weighting = objective.kl_weighting
         self.optim, self.lr_scheduler_factory = optim, schedule.factory
         self.lr_scheduler_interval = schedule.interval
-        self.validation = Validation(groups["validation"].num_val_samples, groups["validation"].n_bins)
+        self.validation = Validation(validation.num_val_samples, validation.n_bins)
         """The per-epoch validation metrics, run before :attr:`callbacks` on ``fit``'s ``val_loader``."""
         self.seed, self.progress, self.cuda_graph = runtime.seed, runtime.progress, runtime.cuda_graph
         self.nan_check_every, self._step_runner_factory = runtime.nan_check_every, runtime.step_runner

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -220,7 +220,17 @@ _GROUPS = {
 group's first field bare)."""
 
 
-def regroup(groups: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+class TrainerOptions(NamedTuple):
+    """A trainer's option groups, as :func:`regroup` returns them."""
+
+    objective: ObjectiveOptions
+    lr_scheduler: LRSchedulerOptions
+    validation: ValidationOptions
+    runtime: RuntimeOptions
+    resume: ResumeOptions
+
+
+def regroup(groups: dict[str, Any], old: dict[str, Any]) -> TrainerOptions:
     """The Trainer's option groups from its group parameters (``groups``: name -> a group, None or, for
     ``objective`` and ``lr_scheduler``, the group's first field bare) and the keywords the groups replaced
     (``old``), with one DeprecationWarning naming the groups to use when ``old`` is not empty.
@@ -253,7 +263,7 @@ def regroup(groups: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
             DeprecationWarning,
             stacklevel=3,
         )
-    return result
+    return TrainerOptions(**result)
 
 
 def _advice(name: str, bare: object, fields: list[str]) -> str:
