@@ -47,8 +47,11 @@ def non_negative_int(value: object, name: str) -> int:
 
 
 def optional_positive_int(value: object, name: str) -> int | None:
-    """``None``, or :func:`positive_int` of ``value`` (an optional cap such as ``batch_size=None``)."""
-    return None if value is None else positive_int(value, name)
+    """``None``, or an int >= 1 (not a bool) as an ``int``: an optional count such as ``batch_size=None``;
+    ``"{name} must be None or an int >= 1, got 0"``."""
+    if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
+        raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
+    return None if value is None else int(value)  # type: ignore[call-overload]
 
 
 def positive_ints(values: object, name: str) -> tuple[int, ...]:

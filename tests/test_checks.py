@@ -49,7 +49,8 @@ def test_int_at_least():
 def test_optional_positive_int():
     assert checks.optional_positive_int(None, "n") is None
     assert checks.optional_positive_int(4, "n") == 4
-    _refuses(checks.optional_positive_int, 0, "n must be an int >= 1, got 0")
+    _refuses(checks.optional_positive_int, 0, "n must be None or an int >= 1, got 0")
+    _refuses(checks.optional_positive_int, False, "n must be None or an int >= 1, got False")
 
 
 def test_positive_ints():

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.diagnostics.slices import LikelihoodSlice, likelihood_slices
 
 PLATEAU_NUM_POINTS = 101
@@ -239,8 +240,7 @@ def plateau_fractions(
             :func:`~pyro_bnn.diagnostics.slices.likelihood_slice` or :func:`find_plateau` raise.
     """
     _check_plateau_options(min_fraction, floor, flatness)
-    if isinstance(per_layer, bool) or not isinstance(per_layer, int) or per_layer < 1:
-        raise ValueError(f"per_layer must be an int >= 1, got {per_layer!r}")
+    per_layer = positive_int(per_layer, "per_layer")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
     own = _tensor_names(net)

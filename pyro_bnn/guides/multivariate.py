@@ -25,6 +25,7 @@ from pyro.infer.autoguide.utils import helpful_support_errors
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatSite, split_sites
 from pyro_bnn.guides.init import init_to_network
@@ -168,8 +169,7 @@ class LowRankNormal(_Marginals, AutoLowRankMultivariateNormal):
         init_loc_fn: Callable | None = None,
         init_scale: float = 0.1,
     ) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"rank must be an int >= 1, got {rank!r}")
+        rank = positive_int(rank, "rank")
         init_scale = check_init_scale(init_scale)
         super().__init__(model, init_loc_fn=default_init_loc_fn(model, init_loc_fn), init_scale=init_scale, rank=rank)
 
