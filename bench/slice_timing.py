@@ -5,8 +5,8 @@ The network is a deterministic run written by ``pyro-bnn train`` (by default ``r
 made with ``pyro-bnn train --dataset fashion-mnist --model 3fc --guide mle --train-subset 6000 --val-size 0
 --normalization unit --epochs 10 --out results/diagnostics/3fc-relu-mle``). For 5 random weights of each layer:
 
-- a 25-point slice on its own (``likelihood_slice(..., max_half_width=0.1)``: the starting window, no search), which
-  includes the one forward pass over the images that fills the slice cache;
+- a 25-point slice on its own (``likelihood_slice(..., options=SliceOptions(max_half_width=0.1))``: the starting
+  window, no search), which includes the one forward pass over the images that fills the slice cache;
 - the default slice (25 points after the window search), 5 weights sharing one cache
   (``likelihood_slices``), the way ``plateau_fractions`` and ``pyro-bnn diagnose --slices`` run them.
 
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from pyro_bnn.diagnostics.slices import likelihood_slice, likelihood_slices, point_values
+    from pyro_bnn.diagnostics.slices import SliceOptions, likelihood_slice, likelihood_slices, point_values
     from pyro_bnn.runs.evaluate import load_evaluation
 
     evaluation = load_evaluation(args.run_dir, num_samples=1, device="cpu")
@@ -41,6 +41,7 @@ def main() -> None:
     x, y = train.x[:6000], train.y[:6000]
     values = point_values(bnn, None)
     generator = torch.Generator().manual_seed(0)
+    window_only = SliceOptions(max_half_width=0.1)
     rows = []
     for name in [n for n in values if n.endswith("weight")]:
         shape = values[name].shape
@@ -48,7 +49,7 @@ def main() -> None:
         alone = []
         for index in indices:
             start = time.perf_counter()
-            likelihood_slice(bnn.net, bnn.likelihood, x, y, values, name, index, max_half_width=0.1)
+            likelihood_slice(bnn.net, bnn.likelihood, x, y, values, name, index, options=window_only)
             alone.append(time.perf_counter() - start)
         start = time.perf_counter()
         likelihood_slices(bnn.net, bnn.likelihood, x, y, values, name, indices)

@@ -571,7 +571,7 @@ def _bnn():
         (lambda: Trainer(_bnn(), lambda b: None, nan_check_every=0), "nan_check_every must be an int >= 1, got 0"),
         (lambda: Trainer(_bnn(), lambda b: None, objective="elbo2"), "unknown ELBO 'elbo2'"),
         (lambda: Trainer(_bnn(), lambda b: None, lr_scheduler_interval="batch"), "'batch'"),
-        (lambda: Categorical(0), "dataset_size must be a positive int"),
+        (lambda: Categorical(0), "dataset_size must be an int >= 1, got 0"),
         (lambda: Categorical(10, kl_scale="full"), "unknown KL scale 'full'"),
         (lambda: replace(TINY, lr=float("inf")).validate(), "lr must be a finite number > 0, got inf"),
     ],

@@ -25,6 +25,7 @@ CONFIG = REPO / ".importlinter"
 # guides probe is the import that pyro_bnn.guides.flat once made (infer builds on guides, not the other way round).
 PROBES = {
     "rng-leaf": ("rng.py", "import pyro_bnn.sites"),
+    "checks-leaf": ("checks.py", "import pyro_bnn.rng"),
     "evaluation-pure": ("evaluation/_layer_probe.py", "import pyro_bnn.bnn"),
     "zoo-below-model": ("nn/_layer_probe.py", "import pyro_bnn.priors"),
     "model-below-infer": ("priors/_layer_probe.py", "import pyro_bnn.infer"),
@@ -97,3 +98,18 @@ def test_every_contract_fails_on_an_upward_import(tmp_path):
         probe_module = "pyro_bnn." + path.removesuffix(".py").replace("/", ".")
         assert f"{probe_module} -> " in report, f"{contract_id}: the report does not name {probe_module}:\n{report}"
     assert f"Contracts: 0 kept, {len(contracts)} broken." in report, report
+
+
+def test_evaluation_may_import_only_the_checks_leaf():
+    """evaluation-pure lists its forbidden modules one by one (``pyro_bnn.*`` would forbid pyro_bnn.checks too): the
+    list must name every top-level module of the package but evaluation itself and the checks leaf."""
+    parser = configparser.ConfigParser()
+    parser.read(CONFIG)
+    forbidden = set(parser["importlinter:contract:evaluation-pure"]["forbidden_modules"].split())
+    package = REPO / "pyro_bnn"
+    top_level = {
+        f"pyro_bnn.{path.stem}"
+        for path in package.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert forbidden == top_level - {"pyro_bnn.evaluation", "pyro_bnn.checks"}

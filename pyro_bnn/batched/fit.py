@@ -34,6 +34,7 @@ from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.stack import RunStack
 from pyro_bnn.batched.step import BatchedStep, RunNoise, StepInputs
 from pyro_bnn.batched.validation import gather, validation_metrics
+from pyro_bnn.checks import non_negative_int
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
@@ -66,8 +67,7 @@ def _check_trainers(trainers: Sequence[Trainer], loaders: Sequence[Iterable], ep
         raise ValueError(f"fit_batched needs one training loader per trainer, got {len(loaders)} for {len(trainers)}")
     if len({id(t) for t in trainers}) != len(trainers):
         raise ValueError("the same trainer appears twice in the batch")
-    if not (isinstance(epochs, int) and epochs >= 0):
-        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    non_negative_int(epochs, "epochs")
     devices = {str(t.device) for t in trainers}
     if len(devices) != 1:
         raise ValueError(f"the runs of a batch train on one device, got {sorted(devices)}")

@@ -32,6 +32,7 @@ import pyro
 import torch
 
 from pyro_bnn.batched.step import BatchedStep, BatchedTerms, StepInputs
+from pyro_bnn.checks import positive_int
 from pyro_bnn.infer.cuda_graph import SideStream
 
 
@@ -52,8 +53,7 @@ class GraphedBatchedStep:
     """
 
     def __init__(self, step: BatchedStep, *, warmup: int = 2) -> None:
-        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
-            raise ValueError(f"warmup must be an int >= 1, got {warmup!r}")
+        warmup = positive_int(warmup, "warmup")
         self.eager = step
         self.eager_left = warmup
         self.captures = 0

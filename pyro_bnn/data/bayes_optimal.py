@@ -11,10 +11,10 @@ equal class sizes the Bayes classifier picks the larger density and is right wit
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
+from pyro_bnn.checks import positive_float
 from pyro_bnn.data.synthetic import DEFAULT_CIRCLES_FACTOR, two_circles, two_moons
 
 CURVE_POINTS = 2_000
@@ -43,8 +43,7 @@ def class_posterior(
     """
     if name not in ("moons", "circles"):
         raise ValueError(f"Bayes-optimal accuracy is known for 'moons' and 'circles', got {name!r}")
-    if isinstance(noise, bool) or not isinstance(noise, numbers.Real) or not 0 < float(noise) < math.inf:
-        raise ValueError(f"noise must be a positive finite number, got {noise!r}")
+    positive_float(noise, "noise")
     x = x.to(torch.float64)
     log_densities = []
     for curve in _curves(name, factor):

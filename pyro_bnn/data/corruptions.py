@@ -13,19 +13,13 @@ Both corruptions return a new tensor of the input's shape, dtype and device, and
 from __future__ import annotations
 
 import functools
-import numbers
 from collections.abc import Callable
 from enum import Enum
 
 import torch
 
+from pyro_bnn.checks import probability
 from pyro_bnn.spec import Arg, Family, Form, Interval
-
-
-def _check_unit_interval(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a float in [0, 1], got {value!r}")
-    return float(value)
 
 
 def _noise_device(x: torch.Tensor, generator: torch.Generator | None) -> torch.device:
@@ -51,7 +45,7 @@ def gaussian_blend(x: torch.Tensor, gamma: float, *, generator: torch.Generator 
         ValueError: If ``gamma`` is not a float in [0, 1].
         TypeError: If ``x`` is not a floating-point tensor.
     """
-    gamma = _check_unit_interval(gamma, "gamma")
+    gamma = probability(gamma, "gamma")
     if not x.is_floating_point():
         raise TypeError(f"gaussian_blend needs a floating-point tensor, got dtype {x.dtype}")
     eps = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=_noise_device(x, generator))
@@ -84,7 +78,7 @@ def salt_and_pepper(
     Raises:
         ValueError: If ``p`` is not a float in [0, 1].
     """
-    p = _check_unit_interval(p, "p")
+    p = probability(p, "p")
     if x.numel() == 0:
         return x.clone()
     low_value = x.min() if low is None else torch.tensor(low, dtype=x.dtype, device=x.device)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.data.cifar import CIFAR_CLASSES, CIFAR_IMAGE_SHAPE, load_cifar_images
 from pyro_bnn.data.images import (
     FASHION_MNIST_MEAN_STD,
@@ -194,8 +195,7 @@ def synthetic_split_sizes(
             part would be empty: the training or test part, or the validation part unless ``val_size`` is 0. One
             line naming the three sizes, ``n_samples`` and the smallest pool that fills every part.
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
-        raise ValueError(f"{name} must be a positive int, got {n_samples!r}")
+    n_samples = positive_int(n_samples, name)
     holdout_count(val_size, available=2**62, default=0)  # its form only; the count is checked below
     wants_val = val_size is None or val_size != 0
 

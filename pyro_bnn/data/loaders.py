@@ -8,13 +8,13 @@ copy.
 from __future__ import annotations
 
 import math
-import numbers
 import weakref
 from collections.abc import Iterator
 
 import torch
 from torch.utils.data import TensorDataset
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.data.seeding import STREAM_SHUFFLE, check_seed, seeded_generator
 
 DEVICE_COPY_MAX_BYTES = 1 << 30
@@ -91,10 +91,8 @@ class BatchLoader:
     ) -> None:
         if len(x) != len(y):
             raise ValueError(f"x and y must hold the same number of examples, got {len(x)} and {len(y)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.batch_size = positive_int(batch_size, "batch_size")
         self.dataset = TensorDataset(x, y)
-        self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.seed = check_seed(seed)
         self.drop_last = bool(drop_last)

@@ -8,10 +8,10 @@ a model's initialisation nor another split changes the draw: a resumed run sees 
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
+
+from pyro_bnn.checks import non_negative_int
 
 # Stream labels: fixed, so that a given seed keeps meaning the same split across releases.
 STREAM_TEST_HOLDOUT = 1
@@ -36,9 +36,7 @@ def check_seed(seed: int, *, name: str = "seed") -> int:
     """
     if type(seed) is int and seed >= 0:  # the common case, without the slower ABC check below
         return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {seed!r}")
-    return int(seed)
+    return non_negative_int(seed, name)
 
 
 def derived_seed(seed: int, *stream: int, bits: int = 64) -> int:

@@ -8,6 +8,7 @@ from enum import Enum
 
 import torch
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.data.loaders import BatchLoader
 from pyro_bnn.data.normalization import Normalization
 
@@ -89,8 +90,8 @@ class DatasetSplits:
             if any(part.y.dim() != 2 for part in parts) or len({part.y.shape[1] for part in parts}) != 1:
                 shapes = [tuple(part.y.shape) for part in parts]
                 raise ValueError(f"regression targets must be (N, D) with one D in every part, got {shapes}")
-        elif isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or self.num_classes < 1:
-            raise ValueError(f"a classification data set needs num_classes, a positive int; got {self.num_classes!r}")
+        else:
+            positive_int(self.num_classes, "num_classes of a classification data set")
 
     @property
     def output_dim(self) -> int:

@@ -13,23 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from pyro_bnn.checks import non_negative_float, positive_float, positive_int
 from pyro_bnn.data.seeding import STREAM_SYNTHETIC, check_seed, derived_seed, seeded_generator
 
 DEFAULT_N_SAMPLES = 1000
 DEFAULT_NOISE = 0.2
 DEFAULT_CIRCLES_FACTOR = 0.5
-
-
-def _check_n_samples(n_samples: int) -> int:
-    if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    return int(n_samples)
-
-
-def _check_non_negative(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < math.inf:
-        raise ValueError(f"{name} must be a finite float >= 0, got {value!r}")
-    return float(value)
 
 
 def _as_tensors(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,8 +47,8 @@ def two_moons(
     from sklearn.datasets import make_moons
 
     x, y = make_moons(
-        n_samples=_check_n_samples(n_samples),
-        noise=_check_non_negative(noise, "noise"),
+        n_samples=positive_int(n_samples, "n_samples"),
+        noise=non_negative_float(noise, "noise"),
         random_state=derived_seed(seed, STREAM_SYNTHETIC, bits=32),
     )
     return _as_tensors(x, y)
@@ -93,8 +82,8 @@ def two_circles(
     if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0.0 <= float(factor) < 1.0:
         raise ValueError(f"factor must be a float in [0, 1) (inner radius / outer radius), got {factor!r}")
     x, y = make_circles(
-        n_samples=_check_n_samples(n_samples),
-        noise=_check_non_negative(noise, "noise"),
+        n_samples=positive_int(n_samples, "n_samples"),
+        noise=non_negative_float(noise, "noise"),
         factor=float(factor),
         random_state=derived_seed(seed, STREAM_SYNTHETIC, bits=32),
     )
@@ -154,10 +143,9 @@ def cubic_regression(
     Raises:
         ValueError: If an argument is out of range.
     """
-    for name, value in (("step", step), ("test_step", test_step)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < math.inf:
-            raise ValueError(f"{name} must be a finite float > 0, got {value!r}")
-    noise_scale = _check_non_negative(noise_scale, "noise_scale")
+    positive_float(step, "step")
+    positive_float(test_step, "test_step")
+    noise_scale = non_negative_float(noise_scale, "noise_scale")
     low, high = (float(v) for v in test_range)
     if not low < high:
         raise ValueError(f"test_range must be (low, high) with low < high, got {test_range!r}")

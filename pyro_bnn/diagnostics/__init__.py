@@ -11,7 +11,7 @@ from pyro_bnn.diagnostics.gaussian_fit import fit_gaussian, gaussian_tv_distance
 from pyro_bnn.diagnostics.nuts import align_hidden_units, predictive_distance, run_nuts, wasserstein_1d
 from pyro_bnn.diagnostics.plateaus import Plateau, PlateauSummary, find_plateau, plateau_fractions
 from pyro_bnn.diagnostics.pruning import PrunedSource, Ranking, format_pruning_table, prune, pruning_table
-from pyro_bnn.diagnostics.slices import LikelihoodSlice, likelihood_slice, likelihood_slices, point_values
+from pyro_bnn.diagnostics.slices import LikelihoodSlice, SliceOptions, likelihood_slice, likelihood_slices, point_values
 from pyro_bnn.diagnostics.weight_stats import WeightStatsRecorder, weight_statistics
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "PlateauSummary",
     "PrunedSource",
     "Ranking",
+    "SliceOptions",
     "WeightStatsRecorder",
     "align_hidden_units",
     "convergence_summary",

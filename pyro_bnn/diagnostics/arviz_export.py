@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.diagnostics import arviz_compat
 from pyro_bnn.diagnostics.normality import normality_scores
 from pyro_bnn.predict.predictive import Data, predict
@@ -67,12 +68,6 @@ def _check_sites(sites: Sequence[str] | None, available, default: list[str]) -> 
     if missing:
         raise ValueError(f"the source has no values for site(s) {missing[:5]}; it has {sorted(available)[:8]}")
     return sites
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
 
 
 def _leading_dims(bnn: BNN, values: Mapping[str, torch.Tensor]) -> int:
@@ -166,9 +161,9 @@ def draw_samples(
             fits no layout above.
     """
     if chains is not None:
-        _positive_int(chains, "chains")
+        positive_int(chains, "chains")
     if num_samples is not None:
-        _positive_int(num_samples, "num_samples")
+        positive_int(num_samples, "num_samples")
     if isinstance(source, (Samples, PointEstimate)):
         source = source.samples if isinstance(source, Samples) else source.values
     elif callable(source) and not isinstance(source, ParameterSource):
@@ -246,7 +241,7 @@ def to_inference_data(
     if not names:
         raise ValueError("there is nothing to export: samples hold no site")
     if max_scalars_per_site is not None:
-        _positive_int(max_scalars_per_site, "max_scalars_per_site")
+        positive_int(max_scalars_per_site, "max_scalars_per_site")
     num_chains, num_draws = _chain_draw(samples, names)
     posterior, dims, coords = {}, {}, {}
     for name in names:

@@ -25,6 +25,7 @@ from pyro.infer import MCMC, NUTS
 from pyro.infer.mcmc.util import initialize_model
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import non_negative_int, positive_int
 from pyro_bnn.diagnostics.alignment import (
     ODD_ACTIVATIONS,
     HiddenLayer,
@@ -319,10 +320,8 @@ def run_nuts(
         ValueError: a likelihood whose dataset_size is not ``len(x)``, bad counts, or an unknown ``potential``.
     """
     for name, value in (("num_chains", num_chains), ("num_samples", num_samples), ("workers", workers)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+        positive_int(value, name)
+    warmup = non_negative_int(warmup, "warmup")
     if len(x) != bnn.likelihood.dataset_size:
         raise ValueError(
             f"NUTS uses the full-batch likelihood: len(x) = {len(x)} but the likelihood's dataset_size is "

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from pyro_bnn.diagnostics.slices import LikelihoodSlice, likelihood_slices
+from pyro_bnn.checks import positive_int
+from pyro_bnn.diagnostics.slices import LikelihoodSlice, SliceOptions, likelihood_slices
+from pyro_bnn.diagnostics.slices import slice_options as slice_options_with
 
 PLATEAU_NUM_POINTS = 101
 """Grid points per slice in :func:`plateau_fractions` unless given: 4x the paper's 25 (see :func:`find_plateau`)."""
@@ -215,7 +217,8 @@ def plateau_fractions(
     min_fraction: float = 0.05,
     floor: float = 0.01,
     flatness: float = 1e-6,
-    **slice_kwargs,
+    slice_options: SliceOptions | None = None,
+    **deprecated_slice_options,
 ) -> dict[str, PlateauSummary]:
     """For each weight tensor, the fraction of sampled entries whose likelihood slice has a plateau.
 
@@ -228,8 +231,11 @@ def plateau_fractions(
             two or more dimensions that is a parameter or buffer of ``net`` (Linear and convolution weights, not
             biases or normalisation scales), in the network's order.
         min_fraction, floor, flatness: The plateau rule (:func:`find_plateau`).
-        **slice_kwargs: Options of :func:`~pyro_bnn.diagnostics.slices.likelihood_slice`; ``num_points`` defaults
-            to :data:`PLATEAU_NUM_POINTS` (101) here.
+        slice_options: The slices' :class:`~pyro_bnn.diagnostics.slices.SliceOptions`; None: the defaults but
+            ``num_points`` :data:`PLATEAU_NUM_POINTS` (101).
+        **deprecated_slice_options: The same options as loose keywords (``num_points=25``), as before
+            :class:`~pyro_bnn.diagnostics.slices.SliceOptions`: still taken (over ``slice_options``), with a
+            ``DeprecationWarning``.
 
     Returns:
         ``{tensor name: PlateauSummary}`` in layer order.
@@ -239,8 +245,14 @@ def plateau_fractions(
             :func:`~pyro_bnn.diagnostics.slices.likelihood_slice` or :func:`find_plateau` raise.
     """
     _check_plateau_options(min_fraction, floor, flatness)
-    if isinstance(per_layer, bool) or not isinstance(per_layer, int) or per_layer < 1:
-        raise ValueError(f"per_layer must be an int >= 1, got {per_layer!r}")
+    options = slice_options_with(
+        slice_options,
+        deprecated_slice_options,
+        "plateau_fractions",
+        default=SliceOptions(num_points=PLATEAU_NUM_POINTS),
+        parameter="slice_options",
+    )
+    per_layer = positive_int(per_layer, "per_layer")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
     own = _tensor_names(net)
@@ -253,14 +265,13 @@ def plateau_fractions(
         for name in layers:
             if name not in own:
                 raise ValueError(f"unknown parameter name {name!r} in layers; it is not a tensor of the network")
-    slice_kwargs.setdefault("num_points", PLATEAU_NUM_POINTS)
     summaries = {}
     for name in layers:
         tensor = values[name] if name in values else own[name]
         generator = torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
         flat = torch.randperm(tensor.numel(), generator=generator)[:per_layer].tolist()
         indices = [tuple(int(i) for i in np.unravel_index(k, tuple(tensor.shape))) for k in flat]
-        slices = likelihood_slices(net, likelihood, x, y, values, name, indices, **slice_kwargs)
+        slices = likelihood_slices(net, likelihood, x, y, values, name, indices, options=options)
         plateaus = [find_plateau(s, min_fraction=min_fraction, floor=floor, flatness=flatness) for s in slices]
         summaries[name] = PlateauSummary(name, tuple(tensor.shape), indices, plateaus, slices)
     return summaries

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import probability
 from pyro_bnn.diagnostics.weight_stats import BIAS_ATTR, weight_posteriors
 from pyro_bnn.predict.predictive import Data, model_device, predict
 from pyro_bnn.predict.sources import GuideSource, ParameterSource
@@ -48,9 +49,7 @@ def _ranking(by: str | Ranking) -> Ranking:
 
 
 def _check_fraction(fraction: float) -> float:
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-        raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
-    return float(fraction)
+    return probability(fraction, "fraction")
 
 
 def num_pruned(fraction: float, num_weights: int) -> int:

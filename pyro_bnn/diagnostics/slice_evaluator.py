@@ -36,16 +36,13 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from pyro_bnn.checks import int_at_least, positive_int
 from pyro_bnn.diagnostics.slice_plan import Plan
 
 Index = tuple[int, ...]
 
-
-def check_int(value, name: str, minimum: int) -> int:
-    """``value`` as an int, or a ValueError naming ``name`` unless it is an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+check_int = int_at_least
+"""``pyro_bnn.checks.int_at_least`` under its old name here, for old imports."""
 
 
 @contextmanager
@@ -122,8 +119,8 @@ class SliceEvaluator:
         self.tensor = self.values[name]
         if not self.tensor.dtype.is_floating_point:
             raise ValueError(f"{name!r} is a {self.tensor.dtype} tensor; only floating-point values can vary")
-        self.batch_points = check_int(batch_points, "batch_points", 1)
-        self.batch_size = check_int(batch_size, "batch_size", 1)
+        self.batch_points = positive_int(batch_points, "batch_points")
+        self.batch_size = positive_int(batch_size, "batch_size")
         self.net, self.name, self.x, self.y = net, name, x, y
         self.plan = Plan.build(net, name) if incremental else None
         self._base: _Base | None = None

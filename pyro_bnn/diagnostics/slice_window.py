@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributions import Distribution
 
-from pyro_bnn.diagnostics.slice_evaluator import check_int
+from pyro_bnn.checks import int_at_least
 
 LogPrior = Callable[[torch.Tensor], torch.Tensor] | Distribution
 
@@ -34,11 +34,11 @@ class SearchOptions:
         start = _number(start, "start", lambda v: v > 0, "a finite number > 0")
         growth = _number(growth, "growth", lambda v: v > 1, "a finite number > 1")
         threshold = _number(threshold, "threshold", lambda v: 0 < v < 1, "a number in (0, 1)")
-        num_points = check_int(num_points, "num_points", 3)
+        num_points = int_at_least(num_points, "num_points", 3)
         max_half_width = _number(
             max_half_width, "max_half_width", lambda v: v >= start, f"a finite number >= start ({start!r})"
         )
-        max_steps = check_int(max_steps, "max_steps", 1)
+        max_steps = int_at_least(max_steps, "max_steps", 1)
         return cls(start, growth, threshold, num_points, max_half_width, max_steps)
 
 

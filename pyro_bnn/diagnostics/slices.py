@@ -21,13 +21,15 @@ Plateaus are found by :mod:`pyro_bnn.diagnostics.plateaus`; :mod:`pyro_bnn.plots
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import nn
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.diagnostics.gaussian_fit import fit_gaussian, gaussian_tv_distance
 from pyro_bnn.diagnostics.slice_evaluator import Index, SliceEvaluator
 from pyro_bnn.diagnostics.slice_window import LogPrior, SearchOptions, log_prior_function, prior_values
@@ -37,6 +39,86 @@ DEFAULT_MAX_HALF_WIDTH = 5.0
 
 DEFAULT_MAX_STEPS = 100
 """Most window-search evaluations on one side."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceOptions:
+    """The options of a likelihood slice: the window search, the grid and the evaluation, as
+    :func:`likelihood_slice` describes them. One value serves :func:`likelihood_slice`, :func:`likelihood_slices`
+    and :func:`~pyro_bnn.diagnostics.plateaus.plateau_fractions` alike.
+
+    Checked when made: a bad value raises a one-line ``ValueError`` naming it (``prior`` is checked when a slice
+    uses it). Numbers are stored as ``float``, counts as ``int``.
+
+    Attributes:
+        prior: Adds a log prior density of the scalar: a scalar ``torch.distributions.Distribution`` or a function
+            mapping values ``(G,)`` to log densities ``(G,)``; None: the likelihood alone.
+        start: First half-width of the window on each side, > 0.
+        growth: Factor by which a side's half-width grows per step, > 1.
+        threshold: A side stops at its first edge where ``exp(ll - ll(w0)) < threshold``; in (0, 1).
+        num_points: Grid points, >= 3 (the paper: 25).
+        max_half_width: Cap on each side's half-width, >= ``start``.
+        max_steps: Cap on each side's number of window-search evaluations, >= 1.
+        batch_points: Grid values per vectorised call, >= 1.
+        batch_size: Rows of data per call, >= 1 (memory grows with ``batch_points * batch_size``).
+        incremental: Reuse what does not change; False always runs the whole network under vmap.
+    """
+
+    prior: LogPrior | None = None
+    start: float = 0.1
+    growth: float = 1.1
+    threshold: float = 0.01
+    num_points: int = 25
+    max_half_width: float = DEFAULT_MAX_HALF_WIDTH
+    max_steps: int = DEFAULT_MAX_STEPS
+    batch_points: int = 25
+    batch_size: int = 2048
+    incremental: bool = True
+
+    def __post_init__(self) -> None:
+        search = self.search
+        for name in ("start", "growth", "threshold", "num_points", "max_half_width", "max_steps"):
+            object.__setattr__(self, name, getattr(search, name))
+        object.__setattr__(self, "batch_points", positive_int(self.batch_points, "batch_points"))
+        object.__setattr__(self, "batch_size", positive_int(self.batch_size, "batch_size"))
+
+    @property
+    def search(self) -> SearchOptions:
+        """The window-search options, checked."""
+        return SearchOptions.checked(
+            self.start, self.growth, self.threshold, self.num_points, self.max_half_width, self.max_steps
+        )
+
+
+_OPTION_NAMES = tuple(field.name for field in fields(SliceOptions))
+
+
+def slice_options(
+    options: SliceOptions | None,
+    keywords: Mapping[str, object],
+    caller: str,
+    *,
+    default: SliceOptions | None = None,
+    parameter: str = "options",
+) -> SliceOptions:
+    """``options`` (or ``default``, or ``SliceOptions()``) with the deprecated loose keyword options of ``caller``
+    applied over it; those raise a ``DeprecationWarning``, an unknown one a ``TypeError`` as Python would.
+    ``parameter`` is what ``caller`` calls its :class:`SliceOptions` argument, for the messages."""
+    unknown = [key for key in keywords if key not in _OPTION_NAMES]
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    if options is not None and not isinstance(options, SliceOptions):
+        raise TypeError(f"{parameter} must be a SliceOptions, got {type(options).__name__}")
+    base = options if options is not None else default if default is not None else SliceOptions()
+    if not keywords:
+        return base
+    loose = ", ".join(f"{key}=..." for key in keywords)
+    warnings.warn(
+        f"{caller}({loose}) is deprecated: pass {parameter}=SliceOptions({loose}) instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return replace(base, **keywords)
 
 
 def point_values(bnn: BNN, source: Callable | Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
@@ -160,16 +242,8 @@ def likelihood_slice(
     name: str,
     index: int | Sequence[int],
     *,
-    prior: LogPrior | None = None,
-    start: float = 0.1,
-    growth: float = 1.1,
-    threshold: float = 0.01,
-    num_points: int = 25,
-    max_half_width: float = DEFAULT_MAX_HALF_WIDTH,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    batch_points: int = 25,
-    batch_size: int = 2048,
-    incremental: bool = True,
+    options: SliceOptions | None = None,
+    **deprecated_options,
 ) -> LikelihoodSlice:
     """The summed data log-likelihood as the scalar ``values[name][index]`` varies, all else fixed.
 
@@ -217,17 +291,11 @@ def likelihood_slice(
             network's own values.
         name: The tensor holding the varied scalar (``"fc1.weight"``); a parameter or buffer of ``net``.
         index: The scalar's index in it (an int for a 1-D tensor; negative entries count from the end).
-        prior: Adds a log prior density of the scalar: a scalar ``torch.distributions.Distribution`` (its
-            ``log_prob``) or a function mapping a tensor of values ``(G,)`` elementwise to log densities ``(G,)``.
-        start: First half-width of the window on each side, > 0.
-        growth: Factor by which a side's half-width grows per step, > 1.
-        threshold: A side stops at its first edge where ``exp(ll - ll(w0)) < threshold``; in (0, 1).
-        num_points: Grid points, >= 3 (the paper: 25).
-        max_half_width: Cap on each side's half-width, >= ``start``.
-        max_steps: Cap on each side's number of window-search evaluations, >= 1.
-        batch_points: Grid values per vectorised call, >= 1.
-        batch_size: Rows of data per call, >= 1 (memory grows with ``batch_points * batch_size``).
-        incremental: Reuse what does not change (above); False always runs the whole network under vmap.
+        options: A :class:`SliceOptions` (``prior``, ``start``, ``growth``, ``threshold``, ``num_points``,
+            ``max_half_width``, ``max_steps``, ``batch_points``, ``batch_size``, ``incremental``); None: the
+            defaults.
+        **deprecated_options: The same options as loose keywords, as before :class:`SliceOptions`: still taken
+            (over ``options``), with a ``DeprecationWarning``.
 
     Returns:
         A :class:`LikelihoodSlice`.
@@ -236,25 +304,8 @@ def likelihood_slice(
         ValueError: one line naming the bad value: an unknown tensor name, an index out of range, an option out of
             range, data whose row counts differ, or a log-likelihood at ``w0`` that is not finite.
     """
-    return likelihood_slices(
-        net,
-        likelihood,
-        x,
-        y,
-        values,
-        name,
-        [index],
-        prior=prior,
-        start=start,
-        growth=growth,
-        threshold=threshold,
-        num_points=num_points,
-        max_half_width=max_half_width,
-        max_steps=max_steps,
-        batch_points=batch_points,
-        batch_size=batch_size,
-        incremental=incremental,
-    )[0]
+    options = slice_options(options, deprecated_options, "likelihood_slice")
+    return likelihood_slices(net, likelihood, x, y, values, name, [index], options=options)[0]
 
 
 def likelihood_slices(
@@ -266,33 +317,34 @@ def likelihood_slices(
     name: str,
     indices: Iterable[int | Sequence[int]],
     *,
-    prior: LogPrior | None = None,
-    start: float = 0.1,
-    growth: float = 1.1,
-    threshold: float = 0.01,
-    num_points: int = 25,
-    max_half_width: float = DEFAULT_MAX_HALF_WIDTH,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    batch_points: int = 25,
-    batch_size: int = 2048,
-    incremental: bool = True,
+    options: SliceOptions | None = None,
+    **deprecated_options,
 ) -> list[LikelihoodSlice]:
     """:func:`likelihood_slice` for several entries of one tensor, in the order given, sharing one cache (the
     unperturbed network's intermediate values are computed once for all of them).
 
     Arguments as for :func:`likelihood_slice`, with ``indices`` a list of indices into ``values[name]``.
     """
-    options = SearchOptions.checked(start, growth, threshold, num_points, max_half_width, max_steps)
-    log_prior = log_prior_function(prior)
+    options = slice_options(options, deprecated_options, "likelihood_slices")
+    search = options.search
+    log_prior = log_prior_function(options.prior)
     evaluator = SliceEvaluator(
-        net, likelihood, x, y, values, name, batch_points=batch_points, batch_size=batch_size, incremental=incremental
+        net,
+        likelihood,
+        x,
+        y,
+        values,
+        name,
+        batch_points=options.batch_points,
+        batch_size=options.batch_size,
+        incremental=options.incremental,
     )
     checked = [evaluator.check_index(index) for index in indices]
     # Entries that share a changed column share remembered evaluations; the cache keeps one column at a time.
     order = sorted(range(len(checked)), key=lambda k: checked[k])
     slices: list[LikelihoodSlice | None] = [None] * len(checked)
     for k in order:
-        slices[k] = _one_slice(evaluator, checked[k], log_prior, options)
+        slices[k] = _one_slice(evaluator, checked[k], log_prior, search)
     return slices  # type: ignore[return-value]
 
 
@@ -361,6 +413,7 @@ def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: Sear
 
 __all__ = [
     "LikelihoodSlice",
+    "SliceOptions",
     "fit_gaussian",
     "gaussian_tv_distance",
     "likelihood_slice",

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.infer.callbacks import Callback
 
@@ -205,8 +206,7 @@ def weight_statistics(guide, bnn: BNN, *, bins: int = DEFAULT_BINS) -> dict[str,
         ValueError: ``bins`` is not a positive int; the guide is of another kind; some sigma is 0 (a point
             estimate has no signal-to-noise ratio).
     """
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be an int >= 1, got {bins!r}")
+    bins = positive_int(bins, "bins")
     groups: dict[str, dict[str, list[tuple[torch.Tensor, torch.Tensor]]]] = {}
     for site, loc, scale in weight_posteriors(guide, bnn):
         if not bool((scale > 0).all()):
@@ -258,10 +258,8 @@ class WeightStatsRecorder(Callback):
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, bins: int = DEFAULT_BINS, every: int = 1) -> None:
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-            raise ValueError(f"bins must be an int >= 1, got {bins!r}")
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        bins = positive_int(bins, "bins")
+        every = positive_int(every, "every")
         self.path = None if path is None else Path(path)
         self.bins, self.every = bins, every
         self.history: list[dict[str, Any]] = []

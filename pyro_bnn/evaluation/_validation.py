@@ -6,7 +6,6 @@ and its index, a row sum) next to what was expected.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import torch
@@ -177,27 +176,6 @@ def check_sampled_labels(sampled_labels: torch.Tensor, *, num_classes: int) -> t
     sampled_labels = sampled_labels.to(torch.int64)
     _check_class_range(sampled_labels, name="sampled_labels", num_classes=num_classes)
     return sampled_labels
-
-
-def check_positive_int(value: object, *, name: str) -> int:
-    """Validates a count such as ``n_bins`` or ``num_classes``.
-
-    Args:
-        value: the count; any integral type except ``bool``.
-        name: the argument's name, for the message.
-
-    Returns:
-        ``value`` as a Python int.
-
-    Raises:
-        ValueError: ``value`` is not an integer >= 1.
-    """
-    # bool is an Integral, but n_bins=True is always a mistake.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int >= 1; got {value!r} of type {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1; got {value}")
-    return int(value)
 
 
 def check_predictive(probs: torch.Tensor, labels: torch.Tensor | None = None) -> CheckedPredictive:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pyro_bnn.evaluation._validation import CheckedPredictive, check_positive_int, check_predictive
+from pyro_bnn.checks import positive_int
+from pyro_bnn.evaluation._validation import CheckedPredictive, check_predictive
 from pyro_bnn.evaluation.classification import _confidence_and_prediction
 
 DEFAULT_NUM_BINS = 15
@@ -152,7 +153,7 @@ def calibration(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = DEFAULT
     Raises:
         ValueError: the inputs fail validation (see ``pyro_bnn.evaluation``).
     """
-    n_bins = check_positive_int(n_bins, name="n_bins")
+    n_bins = positive_int(n_bins, "n_bins")
     return _calibration_of(check_predictive(probs, labels), n_bins)
 
 

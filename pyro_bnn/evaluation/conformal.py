@@ -22,13 +22,13 @@ Scores are computed in float64.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Protocol
 
 import torch
 
+from pyro_bnn.checks import non_negative_float, non_negative_int, open_unit
 from pyro_bnn.evaluation._validation import check_labels, check_probs
 
 
@@ -65,9 +65,7 @@ def check_alpha(alpha: object) -> float:
     Raises:
         ValueError: ``alpha`` is not a number strictly between 0 and 1.
     """
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    return float(alpha)
+    return open_unit(alpha, "alpha")
 
 
 def _quantile_rank(num_calibration: int, alpha: float) -> int:
@@ -127,10 +125,8 @@ def _check_options(method: object, lam: object, k_reg: object, source: object) -
     except ValueError:
         known = ", ".join(s.value for s in ScoreSource)
         raise ValueError(f"unknown score source {source!r}; expected one of {known}") from None
-    if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not 0.0 <= float(lam) < math.inf:
-        raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-    if isinstance(k_reg, bool) or not isinstance(k_reg, numbers.Integral) or k_reg < 0:
-        raise ValueError(f"k_reg must be an int >= 0, got {k_reg!r}")
+    non_negative_float(lam, "lam")
+    non_negative_int(k_reg, "k_reg")
     return method, source
 
 

@@ -7,11 +7,11 @@ standard deviation of that class's probability over the posterior samples.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import torch
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.evaluation._validation import check_labels, check_probs
 
 
@@ -46,8 +46,7 @@ def _entries(samples: torch.Tensor, labels: torch.Tensor, order: torch.Tensor) -
 
 
 def _checked(probs: torch.Tensor, labels: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
-        raise ValueError(f"count must be an int >= 1, got {count!r}")
+    count = positive_int(count, "count")
     checked = check_probs(probs)
     samples = checked if checked.dim() == 3 else checked.unsqueeze(0)
     labels = check_labels(labels, num_points=samples.shape[1], num_classes=samples.shape[2], device=samples.device)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from pyro_bnn.evaluation._validation import check_positive_int, check_probs, check_sampled_labels
+from pyro_bnn.checks import positive_int
+from pyro_bnn.evaluation._validation import check_probs, check_sampled_labels
 
 
 def label_frequencies_from_samples(
@@ -29,7 +30,7 @@ def label_frequencies_from_samples(
         ValueError: ``sampled_labels`` is not a non-empty rank-2 integer tensor with values in
             ``[0, num_classes)``, ``num_classes`` is not an int >= 1, or ``dtype`` is not floating.
     """
-    num_classes = check_positive_int(num_classes, name="num_classes")
+    num_classes = positive_int(num_classes, "num_classes")
     sampled_labels = check_sampled_labels(sampled_labels, num_classes=num_classes)
     if dtype is None:
         dtype = torch.get_default_dtype()

@@ -18,6 +18,8 @@ import numbers
 
 import torch
 
+from pyro_bnn.checks import positive_float
+
 DEFAULT_NUM_SD = 2.0
 """Half-width of the predictive interval ``mean ± num_sd * sd`` whose coverage is reported (2: about 95 % for a
 Gaussian)."""
@@ -117,8 +119,7 @@ def regression_metrics(
     Raises:
         ValueError: An input fails the checks above (shapes, finiteness, ``noise_scale`` or ``num_sd`` not > 0).
     """
-    if isinstance(num_sd, bool) or not isinstance(num_sd, numbers.Real) or not 0 < float(num_sd) < math.inf:
-        raise ValueError(f"num_sd must be a finite number > 0; got {num_sd!r}")
+    positive_float(num_sd, "num_sd")
     means = _check_means(means)
     scale = _check_noise_scale(noise_scale, means.device)
     targets = _check_targets(targets, means)

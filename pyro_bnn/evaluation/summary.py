@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from pyro_bnn.evaluation._validation import check_positive_int, check_predictive
+from pyro_bnn.checks import positive_int
+from pyro_bnn.evaluation._validation import check_predictive
 from pyro_bnn.evaluation.calibration import DEFAULT_NUM_BINS, _calibration_of, assign_bins
 from pyro_bnn.evaluation.classification import _accuracy_of, _brier_score_of, _nll_of
 
@@ -29,7 +30,7 @@ def summarize(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = DEFAULT_N
     Raises:
         ValueError: the inputs fail validation (see ``pyro_bnn.evaluation``).
     """
-    n_bins = check_positive_int(n_bins, name="n_bins")
+    n_bins = positive_int(n_bins, "n_bins")
     checked = check_predictive(probs, labels)
     calibration_result = _calibration_of(checked, n_bins)
     return {
@@ -56,7 +57,7 @@ def summarize_runs(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = DEFA
     Returns:
         One dict per run with the keys :data:`SUMMARY_KEYS`.
     """
-    n_bins = check_positive_int(n_bins, name="n_bins")
+    n_bins = positive_int(n_bins, "n_bins")
     if probs.dim() != 4 or labels.shape != probs.shape[:1] + probs.shape[2:3]:
         raise ValueError(
             f"summarize_runs takes probs (R, S, N, C) and labels (R, N), got {tuple(probs.shape)} and "

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.plots import save_figure
 from pyro_bnn.runs import runs
@@ -74,8 +75,7 @@ class DiagnoseOptions:
             value = getattr(self, name)
             if value is None and name == "slices":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be an int >= 1, got {value!r}")
+            positive_int(value, name.replace("_", "-"))
         if not (self.slices or self.pruning or self.shape or self.nuts):
             raise ValueError("nothing to diagnose: pass --slices N, --pruning, --shape and/or --nuts")
         return self

@@ -30,6 +30,7 @@ from torch import nn
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_float
 from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import NormalQuantiles
@@ -126,13 +127,8 @@ class FlatMeanField(NormalQuantiles, AutoGuide):
         init_scale: float = 0.1,
         relative_scale: float | None = None,
     ) -> None:
-        for name, value in (("init_scale", init_scale), ("relative_scale", relative_scale)):
-            if value is None and name == "relative_scale":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        self.init_scale = float(init_scale)
-        self.relative_scale = None if relative_scale is None else float(relative_scale)
+        self.init_scale = positive_float(init_scale, "init_scale")
+        self.relative_scale = None if relative_scale is None else positive_float(relative_scale, "relative_scale")
         if init_loc_fn is None:
             init_loc_fn = init_to_network(model) if isinstance(model, BNN) else init_to_median
         self.init_loc_fn = init_loc_fn

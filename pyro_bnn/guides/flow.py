@@ -30,6 +30,7 @@ from torch import nn
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import split_sites
 from pyro_bnn.guides.init import init_to_network
@@ -131,9 +132,9 @@ class IAFNormal(AutoContinuous):
         init_loc_fn: Callable | None = None,
         init_scale: float = 0.1,
     ) -> None:
-        for name, value in (("num_flows", num_flows), ("hidden", 1 if hidden is None else hidden)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")  # hidden=None: Pyro's 3 D + 1
+        num_flows = positive_int(num_flows, "num_flows")
+        if hidden is not None:  # None: Pyro's 3 D + 1
+            positive_int(hidden, "hidden")
         self.num_flows = num_flows
         self.hidden = hidden
         self.init_scale = check_init_scale(init_scale)
@@ -171,8 +172,7 @@ class IAFNormal(AutoContinuous):
             if not (args or kwargs):
                 raise ValueError(f"{type(self).__name__} has no parameters yet: run it (or train) once first")
             self._setup_prototype(*args, **kwargs)
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+        num_samples = positive_int(num_samples, "num_samples")
         return self.get_posterior().sample((num_samples,))  # (S, D)
 
     @torch.no_grad()

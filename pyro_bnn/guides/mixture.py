@@ -24,6 +24,7 @@ from pyro.distributions import TorchDistribution, constraints
 from pyro.infer.autoguide import AutoGuide
 from torch import nn
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.flat import FlatSite, split_sites
 
 MIN_INIT_SCALE = 1e-3
@@ -98,8 +99,7 @@ class NodeNoiseMixture(AutoGuide):
         init_loc_std: float = 0.5,
         init_scale: tuple[float, float] = (0.05, 0.02),
     ) -> None:
-        if isinstance(num_components, bool) or not isinstance(num_components, int) or num_components < 1:
-            raise ValueError(f"num_components must be an int >= 1, got {num_components!r}")
+        num_components = positive_int(num_components, "num_components")
         if not (isinstance(init_loc_std, (int, float)) and 0 <= init_loc_std < math.inf):
             raise ValueError(f"init_loc_std must be a finite number >= 0, got {init_loc_std!r}")
         scale_mean, scale_std = (float(v) for v in init_scale)

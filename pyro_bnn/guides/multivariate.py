@@ -15,7 +15,6 @@ Cost in D (the number of random weights): the low-rank guide stores ``D (R + 2)`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from pyro.infer.autoguide.utils import helpful_support_errors
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_float, positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatSite, split_sites
 from pyro_bnn.guides.init import init_to_network
@@ -95,9 +95,7 @@ def check_full_covariance_size(num_weights: int, limit: int = MAX_FULL_COVARIANC
 
 def check_init_scale(init_scale: float) -> float:
     """``init_scale`` as a float, or a one-line ValueError when it is not a finite number > 0."""
-    if isinstance(init_scale, bool) or not isinstance(init_scale, (int, float)) or not 0 < init_scale < math.inf:
-        raise ValueError(f"init_scale must be a finite number > 0, got {init_scale!r}")
-    return float(init_scale)
+    return positive_float(init_scale, "init_scale")
 
 
 def default_init_loc_fn(model: Callable, init_loc_fn: Callable | None) -> Callable:
@@ -168,8 +166,7 @@ class LowRankNormal(_Marginals, AutoLowRankMultivariateNormal):
         init_loc_fn: Callable | None = None,
         init_scale: float = 0.1,
     ) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"rank must be an int >= 1, got {rank!r}")
+        rank = positive_int(rank, "rank")
         init_scale = check_init_scale(init_scale)
         super().__init__(model, init_loc_fn=default_init_loc_fn(model, init_loc_fn), init_scale=init_scale, rank=rank)
 

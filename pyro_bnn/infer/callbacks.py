@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.checks import positive_int
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
@@ -52,8 +53,7 @@ class EarlyStopping(Callback):
     def __init__(self, monitor: str = "val_accuracy", patience: int = 3, mode: str = "max", restore_best: bool = False):
         if mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-        if not (isinstance(patience, int) and patience >= 1):
-            raise ValueError(f"patience must be an int >= 1, got {patience!r}")
+        patience = positive_int(patience, "patience")
         self.monitor, self.patience, self.mode, self.restore_best = monitor, patience, mode, restore_best
         self.best: float | None = None
         self.best_epoch: int | None = None
@@ -102,8 +102,7 @@ class Checkpoint(Callback):
     """
 
     def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
-        if not (isinstance(every, int) and every >= 1):
-            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        every = positive_int(every, "every")
         self.path, self.every = Path(path), every
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
@@ -126,8 +125,7 @@ class HistoryLogger(Callback):
     watching a long run."""
 
     def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        every = positive_int(every, "every")
         self.path, self.every = Path(path), every
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:

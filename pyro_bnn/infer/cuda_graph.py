@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 import pyro
 import torch
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.infer.objectives import ObjectiveTerms
 
 GRAPHABLE_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
@@ -147,8 +148,7 @@ class GraphedStep:
         clip: Callable[[list[torch.nn.Parameter]], None] | None = None,
         warmup: int = 3,
     ) -> None:
-        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
-            raise ValueError(f"warmup must be an int >= 1, got {warmup!r}")
+        warmup = positive_int(warmup, "warmup")
         self.objective, self.model, self.guide = objective, model, guide
         self.optimizer, self.params, self.clip = optimizer, params, clip
         self.eager_left = warmup

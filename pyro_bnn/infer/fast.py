@@ -35,6 +35,7 @@ from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, FlatNormalPosterior
 from pyro_bnn.infer.fast_plan import ScoringPlan, build_plan, prior_key
 from pyro_bnn.infer.fused_draw import (
@@ -125,8 +126,7 @@ class FastMeanFieldELBO:
         flipout: bool = False,
         antithetic: bool | None = None,
     ) -> None:
-        if isinstance(num_particles, bool) or not isinstance(num_particles, int) or num_particles < 1:
-            raise ValueError(f"num_particles must be an int >= 1, got {num_particles!r}")
+        num_particles = positive_int(num_particles, "num_particles")
         if local_reparameterization and flipout:
             raise ValueError("choose one of local_reparameterization and flipout")
         if (local_reparameterization or flipout) and not closed_form_kl:

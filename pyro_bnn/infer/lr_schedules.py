@@ -42,6 +42,7 @@ from enum import Enum
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.infer.optim import ParamGroups
 from pyro_bnn.spec import Arg, Family, Form, Interval, ParsedSpec
 
@@ -86,8 +87,7 @@ LR_SCHEDULE_FAMILY = Family(
 
 
 def _check_total(total_steps: object) -> int:
-    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
-        raise ValueError(f"total_steps must be an int >= 1, got {total_steps!r}")
+    total_steps = positive_int(total_steps, "total_steps")
     return total_steps
 
 

@@ -33,6 +33,7 @@ import torch
 from torch.distributions import kl_divergence
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, NormalMixturePosterior
 from pyro_bnn.infer.objective_registry import register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
@@ -78,8 +79,7 @@ class MixtureMeanKL:
     analytic_kl = True
 
     def __init__(self, samples_per_example: int = 2) -> None:
-        if isinstance(samples_per_example, bool) or not isinstance(samples_per_example, int) or samples_per_example < 1:
-            raise ValueError(f"samples_per_example must be an int >= 1, got {samples_per_example!r}")
+        samples_per_example = positive_int(samples_per_example, "samples_per_example")
         self.samples_per_example = samples_per_example
 
     def validate(self, model: BNN, guide: NormalMixturePosterior, x: torch.Tensor, y: torch.Tensor) -> None:

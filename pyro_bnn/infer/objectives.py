@@ -31,6 +31,7 @@ from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 from torch.distributions import kl_divergence
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.infer.annealing import scale_latents
 from pyro_bnn.infer.objective_registry import BatchedForm, make_objective, register_objective
@@ -124,8 +125,7 @@ class TraceELBO:
     analytic_kl = False
 
     def __init__(self, num_particles: int = 1, vectorize_particles: bool = False) -> None:
-        if isinstance(num_particles, bool) or not isinstance(num_particles, int) or num_particles < 1:
-            raise ValueError(f"num_particles must be an int >= 1, got {num_particles!r}")
+        num_particles = positive_int(num_particles, "num_particles")
         self.num_particles = num_particles
         self.vectorize_particles = bool(vectorize_particles) and num_particles > 1
 

@@ -4,7 +4,6 @@ optimiser."""
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -13,6 +12,8 @@ from typing import ClassVar
 import torch
 from pyro.optim import PyroOptim
 from pyro.optim.lr_scheduler import PyroLRScheduler
+
+from pyro_bnn.checks import non_negative_float, positive_float
 
 
 class OptimizerKind(str, Enum):
@@ -58,11 +59,7 @@ _NON_NEGATIVE_OPTIONS = ("weight_decay", "momentum", "dampening")
 
 def _check_number(where: str, key: str, value: object, positive: bool) -> None:
     """A one-line ValueError unless ``value`` is a finite real number > 0 (``positive``) or >= 0."""
-    bound = "> 0" if positive else ">= 0"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}: {key} must be a finite number {bound}, got {value!r}")
-    if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
-        raise ValueError(f"{where}: {key} must be a finite number {bound}, got {value!r}")
+    (positive_float if positive else non_negative_float)(value, f"{where}: {key}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError
 from pyro_bnn.predict import predict
@@ -32,9 +33,8 @@ class Validation(Callback):
     """
 
     def __init__(self, num_samples: int = 16, n_bins: int = 15, loader: Iterable | None = None) -> None:
-        for name, value in (("num_val_samples", num_samples), ("n_bins", n_bins)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        num_samples = positive_int(num_samples, "num_val_samples")
+        n_bins = positive_int(n_bins, "n_bins")
         self.num_samples, self.n_bins, self.loader = num_samples, n_bins, loader
 
     @torch.no_grad()

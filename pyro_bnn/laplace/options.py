@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from pyro_bnn.checks import positive_float, positive_int
 from pyro_bnn.spec.values import enum_member
 
 
@@ -103,12 +104,8 @@ class LaplaceOptions:
             object.__setattr__(self, "prior_precision", float(value))
         if not isinstance(self.tune_prior, bool):
             raise ValueError(f"tune_prior must be True or False, got {self.tune_prior!r}")
-        steps = self.marglik_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"marglik_steps must be an int >= 1, got {steps!r}")
-        lr = self.marglik_lr
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (0 < lr < math.inf):
-            raise ValueError(f"marglik_lr must be a finite number > 0, got {lr!r}")
+        positive_int(self.marglik_steps, "marglik_steps")
+        positive_float(self.marglik_lr, "marglik_lr")
 
 
 __all__ = ["LaplaceOptions", "Link", "Predictive", "PriorStructure", "Structure", "Subset"]

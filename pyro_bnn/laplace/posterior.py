@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.predict import ParameterSource
 
 
@@ -88,8 +89,7 @@ class LaplacePosterior:
 
     def sample_vectors(self, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``num_samples`` draws of the sampled sites, flattened: ``(S, P)``, in laplace-torch's order."""
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+        num_samples = positive_int(num_samples, "num_samples")
         with torch.no_grad():
             with on_model_device(self.laplace.model):
                 return self.laplace.sample(num_samples, generator=generator).detach()

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from pyro_bnn.checks import optional_positive_int, positive_int
 from pyro_bnn.laplace.options import Link, Predictive
 from pyro_bnn.laplace.posterior import LaplacePosterior, on_model_device
 from pyro_bnn.predict import PointEstimate, Prediction, predict, predict_posterior_mean
@@ -70,10 +71,8 @@ def predict_laplace(
     """
     predictive = enum_member(Predictive, predictive, "Laplace predictive")
     link = enum_member(Link, link, "GLM link")
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
+    num_samples = positive_int(num_samples, "num_samples")
+    batch_size = optional_positive_int(batch_size, "batch_size")
     bnn = posterior.bnn
     if predictive is Predictive.MC:
         size = MC_BATCH_SIZE if batch_size is None else batch_size

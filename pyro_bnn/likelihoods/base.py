@@ -10,6 +10,7 @@ from pyro.distributions import Distribution
 from torch import nn
 
 from pyro_bnn._spec import enum_member
+from pyro_bnn.checks import positive_int
 from pyro_bnn.sites import DATA_DIM, LIKELIHOOD_TAG
 
 
@@ -45,11 +46,7 @@ class Likelihood(nn.Module):
 
     def __init__(self, dataset_size: int, kl_scale: KLScale | str = KLScale.DATASET) -> None:
         super().__init__()
-        if isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1:
-            raise ValueError(
-                f"dataset_size must be a positive int (the number of training examples), got {dataset_size!r}"
-            )
-        self.dataset_size = dataset_size
+        self.dataset_size = positive_int(dataset_size, "dataset_size")
         self.kl_scale = enum_member(KLScale, kl_scale, "KL scale")
 
     def distribution(self, output: torch.Tensor) -> Distribution:

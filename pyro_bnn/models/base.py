@@ -9,21 +9,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from pyro_bnn.checks import positive_int, positive_ints  # noqa: F401 - also importable from here, as before
 from pyro_bnn.nn import ActivationLike, make_activation
-
-
-def positive_int(value: int, name: str) -> int:
-    """Returns ``value`` if it is a positive int (not a bool), else raises ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
-def positive_ints(values: Sequence[int], name: str) -> tuple[int, ...]:
-    """Returns ``values`` as a tuple if every entry is a positive int (the tuple may be empty)."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"{name} must be a sequence of positive ints, got {values!r}")
-    return tuple(positive_int(v, f"every entry of {name}") for v in values)
 
 
 def dropout_probability(dropout: float) -> float:

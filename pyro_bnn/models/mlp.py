@@ -11,13 +11,8 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from pyro_bnn.models.base import (
-    SequentialNet,
-    dropout_probability,
-    hidden_activation,
-    positive_int,
-    positive_ints,
-)
+from pyro_bnn.checks import positive_int, positive_ints
+from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_input_shape
 from pyro_bnn.nn import ActivationLike

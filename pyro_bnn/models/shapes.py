@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from pyro_bnn.checks import positive_ints
+
 SpatialStage = tuple[int, int, int]
 """A conv or pooling stage as ``(kernel, stride, padding)``; PyTorch's floor arithmetic, dilation 1."""
 
@@ -27,12 +29,13 @@ def as_input_shape(input_shape: Sequence[int]) -> tuple[int, ...]:
         "input_shape must be a non-empty tuple of positive ints giving one example's shape without the batch "
         f"dimension, e.g. (1, 28, 28) or (2,); got {input_shape!r}"
     )
-    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence):
+    try:
+        shape = positive_ints(input_shape, "input_shape")
+    except ValueError:
+        raise error from None
+    if not shape:
         raise error
-    shape = tuple(input_shape)
-    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
-        raise error
-    return tuple(int(d) for d in shape)
+    return shape
 
 
 def as_image_shape(input_shape: Sequence[int], model: str) -> tuple[int, int, int]:

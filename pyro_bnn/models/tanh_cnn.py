@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation, positive_int
+from pyro_bnn.checks import positive_int
+from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation
 from pyro_bnn.models.registry import register_model
 from pyro_bnn.models.shapes import SpatialStage, as_image_shape, final_spatial_size
 from pyro_bnn.nn import ActivationLike

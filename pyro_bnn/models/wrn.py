@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from pyro_bnn.models.base import SequentialNet, dropout_probability, positive_int
+from pyro_bnn.checks import positive_int
+from pyro_bnn.models.base import SequentialNet, dropout_probability
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_image_shape
 from pyro_bnn.nn import ActivationLike, make_activation

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 from matplotlib.figure import Figure
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.evaluation.galleries import GalleryEntry
 
 
@@ -39,8 +40,7 @@ def plot_gallery(
     """
     if not entries:
         raise ValueError("a gallery needs at least one entry, got none")
-    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
-        raise ValueError(f"columns must be an int >= 1, got {columns!r}")
+    columns = positive_int(columns, "columns")
     if images.dim() != 4 or images.shape[1] not in (1, 3):
         raise ValueError(f"images must be (N, C, H, W) with C = 1 or 3, got shape {tuple(images.shape)}")
     bad = [e.index for e in entries if not 0 <= e.index < images.shape[0]]

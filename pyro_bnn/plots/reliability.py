@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
+from pyro_bnn.checks import int_below
 from pyro_bnn.evaluation.calibration import DEFAULT_NUM_BINS, CalibrationResult, calibration
 
 if TYPE_CHECKING:  # the plots take a Prediction without importing the prediction machinery (pyro, the model)
@@ -187,8 +188,7 @@ def plot_reliability_comparison(
     """
     accuracies = prediction.accuracies()  # raises for regression or missing targets
     num_samples = prediction.num_samples
-    if isinstance(sample, bool) or not isinstance(sample, int) or not 0 <= sample < num_samples:
-        raise ValueError(f"sample must be an int in [0, {num_samples}) for S={num_samples}; got {sample!r}")
+    int_below(sample, "sample", num_samples)
     targets = prediction.targets
     results = {
         f"sample {sample} (accuracy {accuracies.per_sample[sample]:.2%})": calibration(

@@ -24,6 +24,7 @@ from pyro.distributions import Distribution
 from torch import nn
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.predict.sources import ParameterSource, _check_values
 from pyro_bnn.priors.base import ParameterSite, Prior
 from pyro_bnn.priors.selection import nothing
@@ -66,8 +67,7 @@ class Ensemble(ParameterSource):
     """
 
     def __init__(self, bnn: BNN, members: Mapping[str, torch.Tensor], num_members: int) -> None:
-        if isinstance(num_members, bool) or not isinstance(num_members, int) or num_members < 1:
-            raise ValueError(f"an ensemble needs at least one member, got {num_members!r}")
+        num_members = positive_int(num_members, "num_members")
         bad = {name: tuple(v.shape) for name, v in members.items() if v.dim() == 0 or v.shape[0] != num_members}
         if bad:
             name = next(iter(bad))

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import torch
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
 from pyro_bnn.predict.prediction import Prediction
 from pyro_bnn.predict.sources import ParameterSource, PointEstimate, as_source
 
@@ -137,8 +138,7 @@ def predict(
     source = as_source(bnn, source)
     if num_samples is None:
         num_samples = source.default_num_samples()
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    num_samples = positive_int(num_samples, "num_samples")
     batches = _batches(data, batch_size)
     if not batches:
         raise ValueError("predict got no data (an empty tensor or loader)")

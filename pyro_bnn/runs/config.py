@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from pyro_bnn._spec import enum_member
+from pyro_bnn.checks import non_negative_int, optional_positive_int, positive_int
 from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
 from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
@@ -186,8 +187,7 @@ class RunConfig:
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)
             # epochs >= 1 too: a run of 0 epochs would write an untrained guide's checkpoint as if it were a result.
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            positive_int(value, name)
         # The objective refuses options it cannot take (flipout: one particle) before any data is loaded.
         make_objective(self.elbo, self.num_particles, samples_per_example=self.samples_per_example)
         for name in ("lr", "lr_variational"):
@@ -207,20 +207,13 @@ class RunConfig:
             )
         LR_SCHEDULE_FAMILY.parse(self.lr_schedule)
         LR_SCHEDULE_FAMILY.parse(self.lr_variational_schedule)
-        if not (isinstance(self.patience, int) and self.patience >= 0):
-            raise ValueError(f"patience must be an int >= 0, got {self.patience!r}")
+        non_negative_int(self.patience, "patience")
         check_seed(self.seed)
         if self.data_seed is not None:
             check_seed(self.data_seed, name="data_seed")
         self._validate_generator_options(dataset)
-        if self.train_subset is not None and (
-            isinstance(self.train_subset, bool) or not isinstance(self.train_subset, int) or self.train_subset < 1
-        ):
-            raise ValueError(f"train_subset must be None or an int >= 1, got {self.train_subset!r}")
-        if self.test_subset is not None and (
-            isinstance(self.test_subset, bool) or not isinstance(self.test_subset, int) or self.test_subset < 1
-        ):
-            raise ValueError(f"test_subset must be None or an int >= 1, got {self.test_subset!r}")
+        optional_positive_int(self.train_subset, "train_subset")
+        optional_positive_int(self.test_subset, "test_subset")
         if self.val_size is not None:
             # The count's upper bound depends on the data, checked when it loads (moons, circles: below); the form
             # is checked here.
@@ -250,9 +243,7 @@ class RunConfig:
             isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0)
         ):
             raise ValueError(f"data_noise must be a finite number >= 0, got {noise!r}")
-        count = self.data_samples
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-            raise ValueError(f"data_samples must be None or an int >= 1, got {count!r}")
+        optional_positive_int(self.data_samples, "data_samples")
 
     def generator_options(self) -> dict[str, float | int]:
         """The ``load_dataset`` keyword arguments of ``data_noise`` and ``data_samples`` that are set."""
@@ -282,9 +273,7 @@ class RunConfig:
         for name in ("node_noise", "bias_noise"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        value = self.samples_per_example
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"samples_per_example must be an int >= 1, got {value!r}")
+        positive_int(self.samples_per_example, "samples_per_example")
         guide = parse_guide(self.guide)
         multiple = guide.samples_multiple
         for name in ("num_samples", "num_val_samples"):

@@ -11,6 +11,7 @@ from pyro import poutine
 from tqdm.auto import tqdm
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import non_negative_int, positive_int
 from pyro_bnn.sgmcmc.log_joint import LogJoint
 from pyro_bnn.sgmcmc.result import SGMCMCDivergenceError, SGMCMCResult, divergence_message
 from pyro_bnn.sgmcmc.samplers import Method, StepPlan, as_method, sghmc_step, sgld_step
@@ -70,16 +71,14 @@ def _start(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chai
 
 def check_options(num_chains: int, friction: float, init: object, seed: int = 0) -> None:
     """One-line ValueErrors for the chains' options that :class:`StepPlan` does not check (reads no data)."""
-    if isinstance(num_chains, bool) or not isinstance(num_chains, int) or num_chains < 1:
-        raise ValueError(f"num_chains must be an int >= 1, got {num_chains!r}")
+    num_chains = positive_int(num_chains, "num_chains")
     if isinstance(friction, bool) or not isinstance(friction, (int, float)) or not (0 < friction <= 1):
         raise ValueError(f"friction must be a number in (0, 1], got {friction!r}")
     if isinstance(init, str) and init not in INITS:
         raise ValueError(f"unknown init {init!r}; expected one of {INITS} or a dict {{site: value}}")
     if not isinstance(init, (str, Mapping)):
         raise ValueError(f"init must be one of {INITS} or a dict {{site: value}}, got {type(init).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    seed = non_negative_int(seed, "seed")
 
 
 def sample_sgmcmc(

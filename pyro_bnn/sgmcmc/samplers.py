@@ -23,6 +23,7 @@ from enum import Enum
 import torch
 
 from pyro_bnn._spec import enum_member
+from pyro_bnn.checks import int_at_least, positive_int
 
 
 class Method(str, Enum):
@@ -88,11 +89,9 @@ class StepPlan:
             ("thin", self.thin, 1),
             ("burn_in", self.burn_in, 0),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+            int_at_least(value, name, least)
         if self.num_cycles is not None:
-            if isinstance(self.num_cycles, bool) or not isinstance(self.num_cycles, int) or self.num_cycles < 1:
-                raise ValueError(f"num_cycles must be an int >= 1, got {self.num_cycles!r}")
+            positive_int(self.num_cycles, "num_cycles")
             if self.num_draws % self.num_cycles:
                 raise ValueError(
                     f"num_draws={self.num_draws} must be a multiple of num_cycles={self.num_cycles} (the same number "

@@ -26,7 +26,7 @@ def test_accuracy_falls_from_one_towards_a_half_with_the_noise():
     values = [bayes_optimal_accuracy("moons", noise, n_points=4_000) for noise in (0.05, 0.3, 0.6, 10.0)]
     # at noise 10 only the class means, about 1.1 apart, tell the classes apart
     assert values[0] > 0.999 and values == sorted(values, reverse=True) and values[-1] < 0.53
-    with pytest.raises(ValueError, match="noise must be a positive finite number, got 0"):
+    with pytest.raises(ValueError, match="noise must be a finite number > 0, got 0"):
         bayes_optimal_accuracy("moons", 0)
     with pytest.raises(ValueError, match="'moons' and 'circles', got 'spirals'"):
         class_posterior(two_moons(n_samples=4)[0], "spirals", 0.1)

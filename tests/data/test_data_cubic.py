@@ -63,11 +63,11 @@ def test_step_sets_the_number_of_points():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"step": 0.0}, "step must be a finite float > 0"),
-        ({"test_step": -1.0}, "test_step must be a finite float > 0"),
-        ({"noise_scale": -1.0}, "noise_scale must be a finite float >= 0"),
+        ({"step": 0.0}, "step must be a finite number > 0, got 0.0"),
+        ({"test_step": -1.0}, "test_step must be a finite number > 0, got -1.0"),
+        ({"noise_scale": -1.0}, "noise_scale must be a finite number >= 0, got -1.0"),
         ({"test_range": (2.0, -2.0)}, r"test_range must be \(low, high\) with low < high"),
-        ({"seed": -3}, "seed must be a non-negative integer"),
+        ({"seed": -3}, "seed must be an int >= 0, got -3"),
     ],
 )
 def test_bad_arguments(kwargs, match):
@@ -127,5 +127,5 @@ def test_dataset_splits_check_num_classes_against_the_task():
     flat = TensorSplit(torch.zeros(3, 1), torch.zeros(3))
     with pytest.raises(ValueError, match=r"regression targets must be \(N, D\)"):
         DatasetSplits("cubic", flat, flat, flat, None, (1,), None, Task.REGRESSION)
-    with pytest.raises(ValueError, match="needs num_classes"):
+    with pytest.raises(ValueError, match="num_classes of a classification data set must be an int >= 1, got None"):
         DatasetSplits("moons", flat, flat, flat, None, (1,), None)

@@ -77,7 +77,7 @@ def test_generator_kwargs_are_checked():
 
 @pytest.mark.parametrize("seed", [-1, 1.5, "0"])
 def test_bad_seed(seed):
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
         load_dataset("moons", seed=seed)
 
 

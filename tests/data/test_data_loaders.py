@@ -106,7 +106,7 @@ def test_empty_data():
 
 @pytest.mark.parametrize("batch_size", [0, -1, 1.5, True, "4"])
 def test_bad_batch_size(data, batch_size):
-    with pytest.raises(ValueError, match=f"batch_size must be a positive int, got {batch_size!r}"):
+    with pytest.raises(ValueError, match=f"batch_size must be an int >= 1, got {batch_size!r}"):
         BatchLoader(*data, batch_size)
 
 

@@ -44,7 +44,7 @@ def test_derived_seeds_keep_streams_apart():
     assert derived_seed(0, 1) != derived_seed(1, 0)
     assert derived_seed(5, 2, 3) == derived_seed(5, 2, 3)
     assert 0 <= derived_seed(5, bits=32) < 2**32
-    with pytest.raises(ValueError, match="non-negative integer"):
+    with pytest.raises(ValueError, match="seed must be an int >= 0, got -1"):
         derived_seed(-1)
 
 

@@ -14,12 +14,14 @@ from torch import nn
 from torch.func import functional_call
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.diagnostics.plateaus import Plateau, find_plateau, plateau_fractions
+from pyro_bnn.diagnostics.plateaus import PLATEAU_NUM_POINTS, Plateau, find_plateau, plateau_fractions
 from pyro_bnn.diagnostics.slices import (
     LikelihoodSlice,
+    SliceOptions,
     fit_gaussian,
     gaussian_tv_distance,
     likelihood_slice,
+    likelihood_slices,
     point_values,
 )
 from pyro_bnn.guides import parse_guide
@@ -92,8 +94,9 @@ def test_relu_slice_is_exactly_flat_beyond_the_analytic_threshold(incremental):
     x, y = kinked_data(net)
     likelihood = Gaussian(len(x), scale=NOISE_SCALE)
     slice_ = likelihood_slice(
-        net, likelihood, x, y, own_values(net), "fc1.weight", (0, 0), max_half_width=4.0, incremental=incremental
-    )
+        net, likelihood, x, y, own_values(net), "fc1.weight", (0, 0),
+        options=SliceOptions(max_half_width=4.0, incremental=incremental),
+    )  # fmt: skip
     threshold = -1.0 / X_MIN
     assert slice_.capped == (True, False)  # the likelihood never falls on the flat side
     assert slice_.half_widths[0] == 4.0
@@ -112,8 +115,9 @@ def test_the_same_net_with_leaky_relu_has_no_plateau():
     net = kinked_net(LeakyReLU(-0.5))
     x, y = kinked_data(net)
     slice_ = likelihood_slice(
-        net, Gaussian(len(x), scale=NOISE_SCALE), x, y, own_values(net), "fc1.weight", (0, 0), max_half_width=4.0
-    )
+        net, Gaussian(len(x), scale=NOISE_SCALE), x, y, own_values(net), "fc1.weight", (0, 0),
+        options=SliceOptions(max_half_width=4.0),
+    )  # fmt: skip
     assert find_plateau(slice_) is None
     assert find_plateau(slice_, min_fraction=0.01) is None
 
@@ -122,7 +126,7 @@ def test_plateau_fractions_flag_the_relu_weight_only():
     relu, leaky = kinked_net(nn.ReLU()), kinked_net(LeakyReLU(-0.5))
     x, y = kinked_data(relu)
     likelihood = Gaussian(len(x), scale=NOISE_SCALE)
-    options = dict(per_layer=5, max_half_width=4.0, num_points=41)
+    options = dict(per_layer=5, slice_options=SliceOptions(max_half_width=4.0, num_points=41))
     relu_result = plateau_fractions(relu, likelihood, x, y, own_values(relu), **options)
     leaky_result = plateau_fractions(leaky, likelihood, x, y, own_values(leaky), **options)
     assert list(relu_result) == ["fc1.weight", "out.weight"]  # weights with >= 2 dimensions, biases left out
@@ -167,7 +171,7 @@ def test_gaussian_fit_recovers_the_analytic_posterior_slice(prior):
     }[prior]
     slice_ = likelihood_slice(
         net, Gaussian(len(x), scale=NOISE_SCALE), x, y, {"fc.weight": torch.tensor([[w0]])}, "fc.weight", (0, 0),
-        prior=log_prior, start=0.01,
+        options=SliceOptions(prior=log_prior, start=0.01),
     )  # fmt: skip
     assert slice_.capped == (False, False)
     assert slice_.half_widths[0] != slice_.half_widths[1]
@@ -200,8 +204,9 @@ def test_window_grows_until_the_threshold_on_each_side():
     values = {"fc.weight": torch.tensor([[0.72]])}
     start, growth, threshold = 0.003, 1.2, 0.01
     slice_ = likelihood_slice(
-        net, likelihood, x, y, values, "fc.weight", (0, 0), start=start, growth=growth, threshold=threshold
-    )
+        net, likelihood, x, y, values, "fc.weight", (0, 0),
+        options=SliceOptions(start=start, growth=growth, threshold=threshold),
+    )  # fmt: skip
     w0 = slice_.w0
     for side, sign in ((0, -1), (1, 1)):
         steps, half = slice_.steps[side], slice_.half_widths[side]
@@ -221,12 +226,12 @@ def test_the_caps_stop_the_window():
     net, x, y, _, _ = linear_gaussian_problem()
     likelihood = Gaussian(len(x), scale=NOISE_SCALE)
     values = {"fc.weight": torch.tensor([[0.72]])}
-    by_steps = likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), start=1e-4, max_steps=3)
+    capped = SliceOptions(start=1e-4, max_steps=3)
+    by_steps = likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), options=capped)
     assert by_steps.capped == (True, True) and by_steps.steps == (3, 3)
     assert by_steps.half_widths == pytest.approx((1e-4 * 1.1**2,) * 2)
-    by_width = likelihood_slice(
-        net, likelihood, x, y, values, "fc.weight", (0, 0), start=1e-4, max_half_width=2e-4, num_points=5
-    )
+    narrow = SliceOptions(start=1e-4, max_half_width=2e-4, num_points=5)
+    by_width = likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), options=narrow)
     assert by_width.capped == (True, True) and by_width.half_widths == (2e-4, 2e-4)
     assert by_width.evaluations == 1 + 2 * by_width.steps[0] + 5
 
@@ -270,8 +275,9 @@ def test_vectorised_evaluation_equals_a_plain_loop(model, names, incremental):
         index = tuple(min(1, size - 1) for size in values[name].shape)
         # Small batches, so that grid values and rows are split over several calls.
         slice_ = likelihood_slice(
-            net, likelihood, x, y, values, name, index, num_points=9, start=0.3, max_half_width=0.6,
-            batch_points=4, batch_size=32, incremental=incremental,
+            net, likelihood, x, y, values, name, index, options=SliceOptions(
+                num_points=9, start=0.3, max_half_width=0.6, batch_points=4, batch_size=32, incremental=incremental
+            ),
         )  # fmt: skip
         reference = loop_log_likelihood(net, likelihood, x, y, values, name, index, slice_.grid)
         torch.testing.assert_close(slice_.log_likelihood, reference, rtol=1e-5, atol=1e-4)
@@ -285,7 +291,9 @@ def test_network_modes_are_restored():
     net.train()
     net.drop1.eval()
     x, y = torch.randn(20, 3), torch.randint(0, 2, (20,))
-    likelihood_slice(net, Categorical(20), x, y, own_values(net), "fc1.weight", (0, 0), num_points=5)
+    likelihood_slice(
+        net, Categorical(20), x, y, own_values(net), "fc1.weight", (0, 0), options=SliceOptions(num_points=5)
+    )
     assert net.training and not net.drop1.training
 
 
@@ -306,6 +314,7 @@ def test_network_modes_are_restored():
         (dict(prior=dist.Normal(torch.zeros(2), 1.0)), r"prior must be a scalar distribution"),
     ],
 )
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the loose keyword options, still taken
 def test_bad_arguments_fail_with_one_line_naming_the_value(change, message):
     net = kinked_net(nn.ReLU())
     x, y = kinked_data(net)
@@ -387,7 +396,9 @@ def test_point_values_from_the_network_a_dict_and_a_guide():
     for name in bnn.site_names:
         torch.testing.assert_close(from_guide[name], median[name])
         assert not from_guide[name].requires_grad
-    slice_ = likelihood_slice(bnn.net, bnn.likelihood, x, y, from_guide, "out.weight", (0, 1), num_points=5)
+    slice_ = likelihood_slice(
+        bnn.net, bnn.likelihood, x, y, from_guide, "out.weight", (0, 1), options=SliceOptions(num_points=5)
+    )
     assert slice_.w0 == pytest.approx(float(median["out.weight"][0, 1]))
 
 
@@ -398,7 +409,8 @@ def test_plots_draw_the_slice_the_fit_the_plateau_and_the_fractions():
     relu = kinked_net(nn.ReLU())
     x, y = kinked_data(relu)
     likelihood = Gaussian(len(x), scale=NOISE_SCALE)
-    slice_ = likelihood_slice(relu, likelihood, x, y, own_values(relu), "fc1.weight", (0, 0), max_half_width=4.0)
+    wide = SliceOptions(max_half_width=4.0)
+    slice_ = likelihood_slice(relu, likelihood, x, y, own_values(relu), "fc1.weight", (0, 0), options=wide)
     figure = plot_likelihood_slice(slice_)
     assert isinstance(figure, Figure)
     ax = figure.axes[0]
@@ -407,7 +419,9 @@ def test_plots_draw_the_slice_the_fit_the_plateau_and_the_fractions():
     assert any(line.get_linestyle() == "--" for line in ax.get_lines())
     assert len(plot_likelihood_slice(slice_, plateau=False).axes[0].patches) == 0
 
-    summaries = plateau_fractions(relu, likelihood, x, y, own_values(relu), per_layer=2, num_points=25)
+    summaries = plateau_fractions(
+        relu, likelihood, x, y, own_values(relu), per_layer=2, slice_options=SliceOptions(num_points=25)
+    )
     assert isinstance(plot_plateau_fractions(summaries), Figure)
     grouped = plot_plateau_fractions({"ReLU": summaries, "again": summaries}, title="plateaus")
     assert len(grouped.axes[0].patches) == 4
@@ -434,3 +448,56 @@ def test_timing_of_a_3fc_slice_over_6000_images():
     )
     assert len(slice_.grid) == 25
     assert seconds < 10.0  # a sanity bound; about 1-3 s here
+
+
+# --- SliceOptions: one options object for likelihood_slice, likelihood_slices and plateau_fractions -------------
+
+
+def test_slice_options_are_checked_when_made_and_normalised():
+    options = SliceOptions(start=1, num_points=5, batch_size=64)
+    assert isinstance(options.start, float) and options.num_points == 5 and options.batch_size == 64
+    for change, message in [
+        (dict(num_points=2), "num_points must be an int >= 3, got 2"),
+        (dict(growth=1.0), "growth must be a finite number > 1, got 1.0"),
+        (dict(threshold=1.5), r"threshold must be a number in \(0, 1\), got 1.5"),
+        (dict(max_half_width=0.01), r"max_half_width must be a finite number >= start \(0.1\), got 0.01"),
+        (dict(batch_points=0), "batch_points must be an int >= 1, got 0"),
+        (dict(batch_size=True), "batch_size must be an int >= 1, got True"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SliceOptions(**change)
+    with pytest.raises(TypeError):
+        SliceOptions(0.1)  # keyword-only
+
+
+def test_loose_keyword_options_still_work_with_a_deprecation_warning():
+    net, x, y, _, _ = linear_gaussian_problem()
+    likelihood = Gaussian(len(x), scale=NOISE_SCALE)
+    values = {"fc.weight": torch.tensor([[0.72]])}
+    new = likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), options=SliceOptions(num_points=7))
+    with pytest.warns(DeprecationWarning, match=r"likelihood_slice\(num_points=...\) is deprecated"):
+        old = likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), num_points=7)
+    assert torch.equal(new.grid, old.grid) and torch.equal(new.log_likelihood, old.log_likelihood)
+    with pytest.warns(DeprecationWarning, match="likelihood_slices"):
+        (both,) = likelihood_slices(
+            net, likelihood, x, y, values, "fc.weight", [(0, 0)], options=SliceOptions(num_points=9), num_points=7
+        )
+    assert len(both.grid) == 7  # a loose keyword goes over the options object
+    with pytest.raises(TypeError, match="likelihood_slice\\(\\) got an unexpected keyword argument 'num_point'"):
+        likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), num_point=7)
+    with pytest.raises(TypeError, match="options must be a SliceOptions, got dict"):
+        likelihood_slice(net, likelihood, x, y, values, "fc.weight", (0, 0), options={"num_points": 7})
+
+
+def test_plateau_fractions_take_slice_options():
+    relu = kinked_net(nn.ReLU())
+    x, y = kinked_data(relu)
+    likelihood = Gaussian(len(x), scale=NOISE_SCALE)
+    options = SliceOptions(max_half_width=4.0, num_points=11)
+    result = plateau_fractions(relu, likelihood, x, y, own_values(relu), per_layer=1, slice_options=options)
+    assert all(len(s.grid) == 11 for summary in result.values() for s in summary.slices)
+    default = plateau_fractions(relu, likelihood, x, y, own_values(relu), per_layer=1, layers=["fc1.weight"])
+    assert len(default["fc1.weight"].slices[0].grid) == PLATEAU_NUM_POINTS
+    with pytest.warns(DeprecationWarning, match=r"pass slice_options=SliceOptions\(num_points=...\) instead"):
+        loose = plateau_fractions(relu, likelihood, x, y, own_values(relu), per_layer=1, num_points=11)
+    assert [len(s.grid) for s in loose["fc1.weight"].slices] == [11]

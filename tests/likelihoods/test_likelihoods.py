@@ -1,4 +1,5 @@
 import math
+import re
 
 import pytest
 import torch
@@ -41,7 +42,7 @@ def test_learned_scale_is_a_parameter():
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5, True, "100"])
 def test_dataset_size_must_be_a_positive_int(bad):
-    with pytest.raises(ValueError, match="dataset_size must be a positive int"):
+    with pytest.raises(ValueError, match=f"^dataset_size must be an int >= 1, got {re.escape(repr(bad))}$"):
         Categorical(bad)
 
 
