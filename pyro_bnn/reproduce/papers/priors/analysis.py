@@ -1,5 +1,5 @@
-"""Tables and verdicts of ``priors`` on moons and circles, from its run records (figures: :mod:`.priors_figures`;
-the CNN: :mod:`.priors_cnn`).
+"""Tables and verdicts of ``priors`` on moons and circles, from its run records (figures: :mod:`.figures`;
+the CNN: :mod:`.cnn`).
 
 A **cell** is one (data set, noise, prior) of the grid. The fixed scale of each family is **tuned** per data set and
 noise: the scale of :data:`~.priors.FIXED_SCALES` with the highest mean validation accuracy over seeds (ties: the
@@ -51,7 +51,8 @@ from typing import Any
 from pyro_bnn.data.bayes_optimal import bayes_optimal_accuracy
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.priors import (
+from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior
+from pyro_bnn.reproduce.papers.priors.plan import (
     ACCURACY_TOLERANCE,
     COMPARABLE,
     HYPERPRIORS,
@@ -61,7 +62,6 @@ from pyro_bnn.reproduce.papers.priors import (
     TRAIN,
     VAL,
 )
-from pyro_bnn.reproduce.priors_measures import draw_stored_posterior
 from pyro_bnn.reproduce.report import (
     CONFORMAL_NOTE,
     compare,
@@ -548,8 +548,8 @@ def _comparability_section(cells: Cells, judged: dict[tuple[str, str], dict[tupl
 
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-    from pyro_bnn.reproduce.papers.priors_cnn import cnn_section
-    from pyro_bnn.reproduce.papers.priors_figures import SHARED_SCALE, loss_section, map_section, sparsity_section
+    from pyro_bnn.reproduce.papers.priors.cnn import cnn_section
+    from pyro_bnn.reproduce.papers.priors.figures import SHARED_SCALE, loss_section, map_section, sparsity_section
     from pyro_bnn.reproduce.report import write_csv
 
     for record in select(records, part="synthetic"):
