@@ -1,5 +1,6 @@
 """The ``priors`` reproduction as one package: :mod:`.plan` (its runs, profiles and constants),
-:mod:`.analysis` (its report), :mod:`.measures` (the measurements it registers) and the experiment class below."""
+:mod:`.report` (its report, from :mod:`.analysis`, :mod:`.figures` and :mod:`.cnn`), :mod:`.measures` (the
+measurements it registers) and the experiment class below."""
 
 from __future__ import annotations
 
@@ -32,6 +33,6 @@ class Priors:
         return specs
 
     def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-        from pyro_bnn.reproduce.papers.priors.analysis import analyse
+        from pyro_bnn.reproduce.papers.priors.report import analyse
 
         return analyse(records, profile, out)
