@@ -15,6 +15,9 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
 )
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
 
+__all__ = ["BayesByBackprop"]
+"""The experiment class."""
+
 
 class BayesByBackprop:
     """Paper 001 as a grid and an analysis (see the module docstring)."""

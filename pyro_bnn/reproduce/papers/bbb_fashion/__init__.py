@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyro_bnn.reproduce.papers.bayes_by_backprop import measures  # noqa: F401  (accuracies and ood, shared with bbb)
-from pyro_bnn.reproduce.papers.bbb_fashion.plan import OOD_DATA, PRIOR, PROFILES
+from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, OOD_DATA, PRIOR, PROFILES
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
+
+__all__ = ["BbbFashion", "COMPARABLE"]
+"""The experiment class, and the plan constants its report names."""
 
 
 class BbbFashion:

@@ -6,8 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyro_bnn.reproduce.papers.implicit_bnn import measures  # noqa: F401  (registers the paper's measurements)
-from pyro_bnn.reproduce.papers.implicit_bnn.plan import PROFILES, cifar_specs, cubic_specs, lenet_specs
+from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
+    CUBIC_BLOCK,
+    CUBIC_COMPARABLE,
+    PROFILES,
+    cifar_specs,
+    cubic_specs,
+    lenet_specs,
+)
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+
+__all__ = ["ImplicitBnn", "CUBIC_BLOCK", "CUBIC_COMPARABLE"]
+"""The experiment class, and the plan constants its report names."""
 
 
 class ImplicitBnn:

@@ -7,12 +7,16 @@ from pathlib import Path
 
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import (
     ACTIVATIONS,
+    COMPARABLE,
     PROFILES,
     _bnn_spec,
     _plateau_spec,
     slope_activation,
 )
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+
+__all__ = ["LeakyCalibration", "COMPARABLE"]
+"""The experiment class, and the plan constants its report names."""
 
 
 class LeakyCalibration:

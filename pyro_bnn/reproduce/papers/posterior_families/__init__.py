@@ -9,6 +9,9 @@ from pyro_bnn.reproduce.papers.posterior_families import runs  # noqa: F401  (re
 from pyro_bnn.reproduce.papers.posterior_families.plan import PROFILES, fashion_specs, moons_specs
 from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
 
+__all__ = ["PosteriorFamilies"]
+"""The experiment class."""
+
 
 class PosteriorFamilies:
     """Issue 23's comparison of posterior families as a grid and an analysis (see the module docstring)."""
