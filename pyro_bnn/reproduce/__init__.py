@@ -6,7 +6,7 @@ Example:
 
 Layers: :mod:`.spec` (runs, profiles, verdicts as data), :mod:`.records` (one run executed and recorded),
 :mod:`.executors` (in-process, process pool, Ray), :mod:`.grid` (skip what finished, run the rest),
-:mod:`.report` (``report.md`` from the run folders) and :mod:`.papers` (one module per paper).
+:mod:`.report` (``report.md`` from the run folders) and :mod:`.papers` (one package per paper).
 """
 
 from pyro_bnn.reproduce.api import experiment_names, get_experiment, listing, reproduce, rescore

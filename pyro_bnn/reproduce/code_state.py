@@ -34,13 +34,19 @@ the report."""
 
 MEASURING = (
     "pyro_bnn/reproduce/measures.py",
-    "pyro_bnn/reproduce/*_measures.py",
     "pyro_bnn/reproduce/ensembles.py",
+    "pyro_bnn/reproduce/papers/*/measures.py",
+    "pyro_bnn/reproduce/papers/*/runs.py",
+    "pyro_bnn/reproduce/papers/*/scoring.py",
+    # where they lay before each paper became one package (older commits' trees)
+    "pyro_bnn/reproduce/*_measures.py",
     "pyro_bnn/reproduce/papers/*_runs.py",
     "pyro_bnn/reproduce/papers/*_scoring.py",
 )
 """Files of :data:`NOT_TRAINING`'s folders that compute a run's numbers all the same (measurements, ensembles, the
-runners of runs that are not Trainer runs): training code."""
+runners of runs that are not Trainer runs): training code. A paper's package keeps them as ``measures.py``,
+``runs.py`` and ``scoring.py``; its plan, analysis and figures are not training code. The older locations stay
+listed so that an older commit's training code is named as it was."""
 
 _COMMIT = re.compile(r" at ([0-9a-f]{7,40})(\+dirty)?$")
 

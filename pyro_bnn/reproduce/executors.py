@@ -27,14 +27,17 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from pyro_bnn.reproduce.measures import registered_measures
 from pyro_bnn.reproduce.records import (
     Attempt,
+    adopt_registries,
     code_version,
     execute_batch,
     execute_run,
     inherit_code_version,
     one_line,
     record_failure,
+    registered_runners,
     training_code,
 )
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
@@ -95,15 +98,25 @@ def _execute_group(
     threads: int | None = None,
     retried: str = "",
     code: tuple[str, str] = ("", ""),
+    registries: tuple[dict, dict] | None = None,
 ) -> list[RunRecord]:
     """The records of one group: :func:`execute_run` for a single run, :func:`execute_batch` for several
     (``retried``: why this is the group's second attempt, kept in each record; ``code``: the grid's code version
-    and training code, which a Ray task names instead of reading its own checkout)."""
+    and training code, which a Ray task names instead of reading its own checkout; ``registries``: the parent's
+    measurements and runners, :func:`_registries`, which a worker process registers before it runs the group)."""
     if code[0]:
         inherit_code_version(*code)
+    if registries is not None:
+        adopt_registries(*registries)
     if len(group) == 1:
         return [execute_run(group[0], runs_dir, progress=progress, threads=threads, retried=retried)]
     return execute_batch(group, runs_dir, progress=progress, threads=threads, retried=retried)
+
+
+def _registries() -> tuple[dict, dict]:
+    """This process's registered measurements and runners, for a worker (a spawned process or a Ray task) that
+    imported none of the modules that registered them: their functions travel by module and name."""
+    return registered_measures(), registered_runners()
 
 
 def _cores() -> int:
@@ -226,6 +239,7 @@ class LocalExecutor:
             for group in groups:
                 yield from _execute_group(group, runs_dir, progress=progress, threads=self.threads)
             return
+        registries = _registries()
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
@@ -235,7 +249,9 @@ class LocalExecutor:
             initargs=(os.getpid(), code_version(), training_code()),
         ) as pool:
             futures = {
-                pool.submit(_execute_group, group, runs_dir, progress=False, threads=self.threads): group
+                pool.submit(
+                    _execute_group, group, runs_dir, progress=False, threads=self.threads, registries=registries
+                ): group
                 for group in groups
             }
             try:
@@ -354,6 +370,7 @@ class RayExecutor:
         task = self.ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0)(_execute_group)
         waiting = [(group, "") for group in group_specs(specs, self.batch_runs)]
         code = (code_version(), training_code())  # what every task's records name
+        registries = _registries()
         limit = self.workers or len(waiting)
         in_flight: dict = {}
         runs_dir = Path(runs_dir).resolve()  # tasks may start in another working folder, or on another node
@@ -362,7 +379,13 @@ class RayExecutor:
                 while waiting and len(in_flight) < limit:
                     group, retried = waiting.pop(0)
                     ref = task.remote(
-                        group, str(runs_dir), progress=False, threads=self.cpus_per_run, retried=retried, code=code
+                        group,
+                        str(runs_dir),
+                        progress=False,
+                        threads=self.cpus_per_run,
+                        retried=retried,
+                        code=code,
+                        registries=registries,
                     )
                     in_flight[ref] = (group, retried)
                 done, _ = self.ray.wait(list(in_flight), num_returns=1)

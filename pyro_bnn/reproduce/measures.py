@@ -7,31 +7,16 @@
   of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), the
   fraction of them with a flat plateau, per layer, and the fraction of input features that are 0 on every one of
   those images (``dead_input_fraction``).
-- ``accuracies``: the test accuracy of each posterior sample alone, of the posterior-mean network and of the
-  ensemble of all samples (the run's ``num_samples``), with the reliability bins of the first sample, the
-  posterior mean and the ensemble.
-- ``pruning:F1,F2,...``: test error and NLL of the predictive after removing the fractions ``F`` of the weights by
-  ``|mu| / sigma`` and by ``|mu|`` (:func:`pyro_bnn.diagnostics.pruning.pruning_table`, biases kept, the run's
-  ``num_samples``), the pooled signal-to-noise histogram in dB and its thresholds at those fractions.
-- ``ood:NAME,SAMPLES``: the test set of the data set ``NAME`` (same scaling as the run's own) as out-of-domain
-  inputs, ``SAMPLES`` posterior samples on both test sets: detection metrics by entropy, mutual information and
-  max probability (:func:`pyro_bnn.evaluation.ood_metrics`), histograms of entropy and mutual information on both
-  sides, and the sampled predicted classes of the first five images of each.
-- ``shift:SAMPLES,IMAGES,NAME[,temperature]``: corruption curves (Gaussian blend, salt-and-pepper) on the first
-  ``IMAGES`` test images and out-of-domain detection against the first ``IMAGES`` test images of ``NAME``, with
-  ``SAMPLES`` posterior samples; with ``temperature`` also after temperature scaling fitted on the validation split
-  (:func:`pyro_bnn.reproduce.shift_measures.shift`).
-- ``cubic``: RMSE, NLL and coverage of a 1-D regression run inside and outside the training inputs' range, and its
-  predictive curve (:func:`pyro_bnn.reproduce.shift_measures.cubic_ranges`).
-- ``posterior``: the mean-field guide's location and scale of every latent site, so that a report can draw from
-  the posterior without the checkpoint (:func:`pyro_bnn.reproduce.priors_measures.posterior_parameters`).
-- ``uncertainty:GALLERY``: per-class error, expected error and predictive variance, entropy and mutual information
-  of right and wrong predictions, referral curves and galleries of ``GALLERY`` images
-  (:func:`pyro_bnn.reproduce.priors_measures.uncertainty`).
+
+These two are shared; a paper registers its own with :func:`register_measure` in its package's ``measures`` module
+(``accuracies``, ``pruning`` and ``ood`` in :mod:`pyro_bnn.reproduce.papers.bayes_by_backprop.measures`; ``shift``
+and ``cubic`` in :mod:`pyro_bnn.reproduce.papers.implicit_bnn.measures`; ``posterior`` and ``uncertainty`` in
+:mod:`pyro_bnn.reproduce.papers.priors.measures`). A name the registry lacks loads the built-in papers first.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -78,95 +63,73 @@ def _plateaus(
     }
 
 
-def _accuracies(
-    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]
-) -> dict[str, Any]:
-    from pyro_bnn.reproduce.bbb_measures import accuracies
+Measure = Callable[..., dict[str, Any]]
+"""``fn(result, run_folder, config, data_dirs, *args) -> values``: a measurement (``data_dirs``: the folders of the
+other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.spec.RunSpec.other_data`; ``args``: the strings
+after ``NAME:``, split at commas)."""
 
-    return accuracies(result, config)
+MEASURES: dict[str, Measure] = {}
+"""Measurement name -> function (:data:`Measure`), filled by :func:`register_measure`: the shared ones below, a
+paper's own by its package (``pyro_bnn.reproduce.papers.<paper>.measures``) when it is imported."""
 
-
-def _pruning(
-    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], *fractions: str
-) -> dict[str, Any]:
-    from pyro_bnn.reproduce.bbb_measures import pruning
-
-    return pruning(result, config, [float(f) for f in fractions])
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
-def _ood(
-    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], name: str, samples: str
-) -> dict[str, Any]:
-    from pyro_bnn.reproduce.bbb_measures import out_of_domain
+def register_measure(name: str, function: Measure, *, replace: bool = False) -> Measure:
+    """Makes ``function`` the measurement ``name`` (``RunSpec(measures=("NAME:ARGS",))``).
 
-    return out_of_domain(result, config, name, data_dirs.get(name), int(samples))
+    A paper registers its own measurements when its package is imported; a process-pool worker receives the
+    parent's registry (:func:`registered_measures`), so a measurement registered anywhere in the parent, a test
+    included, is taken there too provided its function is importable by module and name.
 
+    Args:
+        name: Letters, digits, ``_``, ``.`` and ``-`` (no ``:`` or ``,``, which separate its arguments).
+        function: ``fn(result, run_folder, config, data_dirs, *args) -> dict`` of the values to record.
+        replace: Allow replacing another function registered under ``name`` (the same one again is always fine).
 
-def _shift(
-    result: RunResult,
-    folder: Path,
-    config: RunConfig,
-    data_dirs: Mapping[str, str | None],
-    samples: str,
-    images: str,
-    name: str,
-    *flags: str,
-) -> dict[str, Any]:
-    from pyro_bnn.reproduce.shift_measures import shift
+    Returns:
+        ``function``, unchanged (so it also serves as a decorator's body).
 
-    if any(flag != "temperature" for flag in flags):
-        raise ValueError(f"shift takes SAMPLES,IMAGES,NAME[,temperature], got extra {','.join(flags)!r}")
-    return shift(
-        result,
-        config,
-        num_samples=int(samples),
-        images=int(images),
-        ood_name=name,
-        ood_dir=data_dirs.get(name),
-        temperature="temperature" in flags,
-    )
+    Raises:
+        ValueError: An invalid name, or one taken by another function without ``replace``.
+        TypeError: ``function`` is not callable.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"a measurement name is letters, digits, '_', '.' and '-', got {name!r}")
+    if not callable(function):
+        raise TypeError(f"measurement {name!r}: {function!r} is not callable")
+    existing = MEASURES.get(name)
+    if existing is not None and existing is not function and not replace:
+        raise ValueError(f"measurement {name!r} is already registered; pass replace=True to override it")
+    MEASURES[name] = function
+    return function
 
 
-def _cubic(result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]) -> dict[str, Any]:
-    from pyro_bnn.reproduce.shift_measures import cubic_ranges
-
-    return cubic_ranges(result, config)
-
-
-def _posterior(
-    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]
-) -> dict[str, Any]:
-    from pyro_bnn.reproduce.priors_measures import posterior_parameters
-
-    return posterior_parameters(result)
+def registered_measures() -> dict[str, Measure]:
+    """A copy of the registry (what a pool worker is given, :func:`adopt_measures`)."""
+    return dict(MEASURES)
 
 
-def _uncertainty(
-    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], gallery: str
-) -> dict[str, Any]:
-    from pyro_bnn.reproduce.priors_measures import uncertainty
-
-    return uncertainty(result, config, int(gallery))
+def adopt_measures(measures: Mapping[str, Measure]) -> None:
+    """Registers, in a worker process, the measurements its parent had registered."""
+    for name, function in measures.items():
+        MEASURES.setdefault(name, function)
 
 
-MEASURES: dict[str, Callable[..., dict[str, Any]]] = {
-    "sampled_label_ece": _sampled_label_ece,
-    "plateaus": _plateaus,
-    "accuracies": _accuracies,
-    "pruning": _pruning,
-    "ood": _ood,
-    "shift": _shift,
-    "cubic": _cubic,
-    "posterior": _posterior,
-    "uncertainty": _uncertainty,
-}
-"""Measurement name -> ``fn(result, run_folder, config, data_dirs, *args) -> values`` (``data_dirs``: the folders
-of the other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.spec.RunSpec.other_data`)."""
+def _load_papers() -> None:
+    """Imports the built-in papers (and the registered plugins'), whose packages register their measurements."""
+    import pyro_bnn.reproduce.papers  # noqa: F401
+
+
+register_measure("sampled_label_ece", _sampled_label_ece)
+register_measure("plateaus", _plateaus)
 
 
 def check_measure(spec: str) -> None:
     """Raises ValueError naming ``spec`` when it names no measurement."""
     name = spec.split(":", 1)[0]
+    if name not in MEASURES:
+        _load_papers()
     if name not in MEASURES:
         raise ValueError(f"unknown measurement {spec!r}; expected one of {sorted(MEASURES)}")
 

@@ -33,7 +33,7 @@ import pyro_bnn
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce.code_state import current_training_code, training_code_at
-from pyro_bnn.reproduce.measures import take_measure
+from pyro_bnn.reproduce.measures import adopt_measures, take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 from pyro_bnn.runs.batched_runs import train_runs_batched
 from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolderBusyError
@@ -408,15 +408,60 @@ def _members_done(spec: RunSpec, runs_dir: Path) -> bool:
     return True
 
 
-def resolve_runner(runner: str) -> Callable[[RunSpec, Path, Path], RunResult]:
-    """The function a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` names (``"package.module:function"``).
+Runner = Callable[[RunSpec, Path, Path], RunResult]
+"""``function(spec, runs_dir, folder) -> RunResult``: a run that is not a Trainer run (:attr:`RunSpec.runner`)."""
+
+RUNNERS: dict[str, Runner] = {}
+"""Runner name (what a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` says) -> function, filled by
+:func:`register_runner` (a paper's package registers its own when imported)."""
+
+
+def register_runner(name: str, function: Runner, *, replace: bool = False) -> Runner:
+    """Makes ``function`` the runner called ``name`` (``RunSpec(runner=name)``; the name is part of the run id, so
+    a paper keeps its runners' names when their code moves). A pool worker receives the parent's registry.
 
     Raises:
-        ValueError: not of that form, or naming nothing importable (one line).
+        ValueError: An empty name, or one taken by another function without ``replace``.
+        TypeError: ``function`` is not callable.
     """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a runner name is a non-empty string, got {name!r}")
+    if not callable(function):
+        raise TypeError(f"runner {name!r}: {function!r} is not callable")
+    existing = RUNNERS.get(name)
+    if existing is not None and existing is not function and not replace:
+        raise ValueError(f"runner {name!r} is already registered; pass replace=True to override it")
+    RUNNERS[name] = function
+    return function
+
+
+def registered_runners() -> dict[str, Runner]:
+    """A copy of the runner registry (what a pool worker is given)."""
+    return dict(RUNNERS)
+
+
+def adopt_registries(measures: dict[str, Any], runners: dict[str, Runner]) -> None:
+    """Registers, in a worker process, the measurements and runners its parent had registered."""
+    adopt_measures(measures)
+    for name, function in runners.items():
+        RUNNERS.setdefault(name, function)
+
+
+def resolve_runner(runner: str) -> Runner:
+    """The function a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` names: a registered runner
+    (:func:`register_runner`; the built-in papers are loaded when the name is not), else ``"package.module:function"``
+    imported.
+
+    Raises:
+        ValueError: neither registered nor of that form, or naming nothing importable (one line).
+    """
+    if runner not in RUNNERS:
+        import pyro_bnn.reproduce.papers  # noqa: F401  (the built-in papers register their runners)
+    if runner in RUNNERS:
+        return RUNNERS[runner]
     module_name, _, function_name = runner.partition(":")
     if not module_name or not function_name.isidentifier():
-        raise ValueError(f"a runner must be 'package.module:function', got {runner!r}")
+        raise ValueError(f"a runner must be registered or 'package.module:function', got {runner!r}")
     try:
         function = getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError):

@@ -12,11 +12,12 @@ import math
 import pytest
 
 from pyro_bnn.reproduce import Status, Verdict, reproduce
-from pyro_bnn.reproduce.papers.bayes_by_backprop import PRIOR_LABELS, PRIORS, PROFILES, WEIGHTINGS, BayesByBackprop
-from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import _error_table, _pruning
-from pyro_bnn.reproduce.papers.bbb_fashion import PROFILES as FASHION_PROFILES
+from pyro_bnn.reproduce.papers.bayes_by_backprop import BayesByBackprop
+from pyro_bnn.reproduce.papers.bayes_by_backprop.analysis import _error_table, _pruning
+from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import PRIOR_LABELS, PRIORS, PROFILES, WEIGHTINGS
 from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
-from pyro_bnn.reproduce.papers.bbb_fashion_analysis import _accuracies, _ood
+from pyro_bnn.reproduce.papers.bbb_fashion.analysis import _accuracies, _ood
+from pyro_bnn.reproduce.papers.bbb_fashion.plan import PROFILES as FASHION_PROFILES
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 

@@ -9,11 +9,13 @@ import dataclasses
 import pytest
 
 from pyro_bnn.reproduce.comparability import TrainingState, training_state
-from pyro_bnn.reproduce.papers import bayes_by_backprop as bbb
-from pyro_bnn.reproduce.papers import bbb_fashion as fashion
-from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import _error_table, _pruning, cell_check
-from pyro_bnn.reproduce.papers.bbb_fashion_analysis import _accuracies, _ood
-from pyro_bnn.reproduce.papers.bbb_fashion_analysis import cell_check as fashion_check
+from pyro_bnn.reproduce.papers.bayes_by_backprop import BayesByBackprop
+from pyro_bnn.reproduce.papers.bayes_by_backprop import plan as bbb
+from pyro_bnn.reproduce.papers.bayes_by_backprop.analysis import _error_table, _pruning, cell_check
+from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
+from pyro_bnn.reproduce.papers.bbb_fashion import plan as fashion
+from pyro_bnn.reproduce.papers.bbb_fashion.analysis import _accuracies, _ood
+from pyro_bnn.reproduce.papers.bbb_fashion.analysis import cell_check as fashion_check
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
 
 FLAT = [0.96, 0.97, 0.975, 0.977, 0.978, 0.979, 0.98, 0.98, 0.981, 0.981]
@@ -27,7 +29,7 @@ MIXTURE = 1 - bbb.PUBLISHED["pruning"][0.0][0]  # Singh: 2.03 %
 
 def _bbb_specs(profile: str) -> dict[tuple[str, str, str], RunSpec]:
     """The plan's specs of seed 0 by cell (prior, weighting, inputs)."""
-    specs = bbb.BayesByBackprop().plan(bbb.PROFILES[profile], 1, {})
+    specs = BayesByBackprop().plan(bbb.PROFILES[profile], 1, {})
     return {(s.tag("prior"), s.tag("weighting"), s.tag("normalization")): s for s in specs}
 
 
@@ -198,7 +200,7 @@ def test_pruning_is_judged_on_comparable_networks_only(tmp_path, curve, snr, mag
 def _fashion_run(seed, ensemble, profile="cpu", curve=None, epochs_run=None, mean_net=None, best_sample=None):
     """A done run of the ``profile`` plan (seed ``seed``) with hand-made accuracies; ``curve``: a validation history
     (the plan keeps none)."""
-    spec = fashion.BbbFashion().plan(fashion.PROFILES[profile], seed + 1, {})[seed]
+    spec = BbbFashion().plan(fashion.PROFILES[profile], seed + 1, {})[seed]
     epochs = epochs_run or spec.config.epochs
     history = [{"epoch": i + 1, "loss": 1.0, **({"val_accuracy": curve[i]} if curve else {})} for i in range(epochs)]
     detection = {"auroc": 0.9, "aupr_in": 0.9, "aupr_out": 0.9, "fpr_at_95_tpr": 0.3}
@@ -271,9 +273,9 @@ def test_fashion_cpu_runs_are_not_comparable_whatever_their_numbers(tmp_path):
 def test_fashion_gpu_profile_is_the_paper_profile_s_runs():
     gpu, paper = fashion.PROFILES["gpu"], fashion.PROFILES["paper"]
     assert gpu.settings == paper.settings and gpu.seeds == paper.seeds == 5
-    specs = fashion.BbbFashion().plan(gpu, gpu.seeds, {"mnist": "/m", "fashion-mnist": "/f"})
+    specs = BbbFashion().plan(gpu, gpu.seeds, {"mnist": "/m", "fashion-mnist": "/f"})
     # the same runs, so that the gpu and the paper grid complete each other (a device changes no run id)
-    assert [s.run_id for s in specs] == [s.run_id for s in fashion.BbbFashion().plan(paper, paper.seeds, {})]
+    assert [s.run_id for s in specs] == [s.run_id for s in BbbFashion().plan(paper, paper.seeds, {})]
     assert len({s.run_id for s in specs}) == 5 and [s.config.seed for s in specs] == [0, 1, 2, 3, 4]
     for spec in specs:
         c = spec.config

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from pyro_bnn.reproduce.comparability import FLAT, TrainingState, check_cell, training_state
-from pyro_bnn.reproduce.papers.leaky_calibration import LEAKY, PROFILES
-from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _table_1
+from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _table_1
+from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES
 from pyro_bnn.reproduce.report import overall_verdict
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
 from pyro_bnn.runs.config import RunConfig

@@ -17,10 +17,11 @@ from pyro_bnn.data.cifar import CIFAR_CLASSES
 from pyro_bnn.models import build_model
 from pyro_bnn.predict import Prediction, predict
 from pyro_bnn.reproduce import Status, Verdict, make_executor, reproduce, run_grid
-from pyro_bnn.reproduce.papers.implicit_bnn import CIFAR_CELLS, CUBIC_PAPER_STEPS, PROFILES, ImplicitBnn
-from pyro_bnn.reproduce.papers.implicit_bnn_analysis import METHOD_NAMES, _cifar, _widths, rival_verdicts
-from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_section
-from pyro_bnn.reproduce.shift_measures import CORRUPTIONS, cubic_ranges
+from pyro_bnn.reproduce.papers.implicit_bnn import ImplicitBnn
+from pyro_bnn.reproduce.papers.implicit_bnn.analysis import METHOD_NAMES, _cifar, _widths, rival_verdicts
+from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_section
+from pyro_bnn.reproduce.papers.implicit_bnn.measures import CORRUPTIONS, cubic_ranges
+from pyro_bnn.reproduce.papers.implicit_bnn.plan import CIFAR_CELLS, CUBIC_PAPER_STEPS, PROFILES
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.ensemble import load_ensemble
@@ -358,7 +359,7 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
 
 
 def test_the_shift_measure_scores_level_zero_as_the_clean_images(tmp_path, tiny_image_sets):
-    from pyro_bnn.reproduce.shift_measures import shift
+    from pyro_bnn.reproduce.papers.implicit_bnn.measures import shift
 
     config = RunConfig(dataset="fashion-mnist", model="lenet", guide="map", epochs=1, train_subset=200, val_size=100,
                        num_samples=1, device="cpu", data_dir=tiny_image_sets["fashion-mnist"])  # fmt: skip

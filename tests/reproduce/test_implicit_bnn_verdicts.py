@@ -11,7 +11,16 @@ import math
 import pytest
 
 from pyro_bnn.reproduce.comparability import FLAT, TrainingState, training_state
-from pyro_bnn.reproduce.papers.implicit_bnn import (
+from pyro_bnn.reproduce.papers.implicit_bnn.analysis import (
+    _corruptions,
+    _widths,
+    contrast,
+    half_width,
+    rival_verdicts,
+)
+from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_check, cubic_section, loss_blocks
+from pyro_bnn.reproduce.papers.implicit_bnn.measures import CORRUPTIONS
+from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     CIFAR_COMPARABLE,
     COMPARABLE,
     CUBIC_BLOCK,
@@ -22,16 +31,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn import (
     PROFILES,
     PUBLISHED_TABLES_3_TO_5,
 )
-from pyro_bnn.reproduce.papers.implicit_bnn_analysis import (
-    _corruptions,
-    _widths,
-    contrast,
-    half_width,
-    rival_verdicts,
-)
-from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_check, cubic_section, loss_blocks
 from pyro_bnn.reproduce.report import compare
-from pyro_bnn.reproduce.shift_measures import CORRUPTIONS
 from pyro_bnn.reproduce.spec import Headline, RunRecord, RunSpec, Status, Verdict, run_tags
 from pyro_bnn.runs.config import RunConfig
 

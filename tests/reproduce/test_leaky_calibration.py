@@ -11,8 +11,9 @@ import math
 import pytest
 
 from pyro_bnn.reproduce import Status, Verdict, reproduce
-from pyro_bnn.reproduce.papers.leaky_calibration import LEAKY, PROFILES, LeakyCalibration, slope_activation
-from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _sweep_curve, _table_1, table_1_cell
+from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
+from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve, _table_1, table_1_cell
+from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES, slope_activation
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
@@ -221,7 +222,7 @@ def _plateau_record(activation: str, fractions: dict[str, float]) -> RunRecord:
     ],
 )
 def test_plateau_verdicts(tmp_path, relu, leaky, expected):
-    from pyro_bnn.reproduce.papers.leaky_calibration_analysis import _plateaus
+    from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _plateaus
 
     layers = ("fc1.weight", "fc2.weight", "out.weight")
     records = [

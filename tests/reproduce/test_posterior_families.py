@@ -13,9 +13,10 @@ import torch
 from pyro_bnn.diagnostics.nuts import hidden_layers
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce import Verdict, reproduce, run_grid
-from pyro_bnn.reproduce.papers.posterior_families import FAMILIES, PROFILES, PosteriorFamilies
-from pyro_bnn.reproduce.papers.posterior_families_analysis import best_families, best_value, dataset_table, headlines
-from pyro_bnn.reproduce.papers.posterior_families_scoring import (
+from pyro_bnn.reproduce.papers.posterior_families import PosteriorFamilies
+from pyro_bnn.reproduce.papers.posterior_families.analysis import best_families, best_value, dataset_table, headlines
+from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES, PROFILES
+from pyro_bnn.reproduce.papers.posterior_families.scoring import (
     aligned_sd,
     entropy_auroc,
     moons_ood_inputs,

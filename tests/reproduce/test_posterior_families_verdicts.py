@@ -10,7 +10,7 @@ import torch
 
 from pyro_bnn.evaluation import ood_detection
 from pyro_bnn.reproduce import Verdict
-from pyro_bnn.reproduce.papers.posterior_families_analysis import (
+from pyro_bnn.reproduce.papers.posterior_families.analysis import (
     best_value,
     dataset_table,
     detection,
@@ -19,7 +19,7 @@ from pyro_bnn.reproduce.papers.posterior_families_analysis import (
     run_cost,
     summary_lines,
 )
-from pyro_bnn.reproduce.papers.posterior_families_scoring import entropy_auroc
+from pyro_bnn.reproduce.papers.posterior_families.scoring import entropy_auroc
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, run_tags
 from pyro_bnn.runs.config import RunConfig
 

@@ -12,8 +12,8 @@ import torch
 from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.predict import PointEstimate, Prediction, predict
 from pyro_bnn.reproduce import Verdict, reproduce
-from pyro_bnn.reproduce.papers.priors import FIXED_SCALES, HYPERPRIORS, NOISE, PROFILES, Priors, prior_cells
-from pyro_bnn.reproduce.papers.priors_analysis import (
+from pyro_bnn.reproduce.papers.priors import Priors
+from pyro_bnn.reproduce.papers.priors.analysis import (
     Cells,
     _gain_table,
     _hierarchical_headline,
@@ -22,9 +22,10 @@ from pyro_bnn.reproduce.papers.priors_analysis import (
     add_validation_scores,
     gains,
 )
-from pyro_bnn.reproduce.papers.priors_cnn import _headline as cnn_headline
-from pyro_bnn.reproduce.papers.priors_figures import near_zero_mass, sparsity_section
-from pyro_bnn.reproduce.priors_measures import decode_pixels, posterior_parameters, stored_posterior, uncertainty
+from pyro_bnn.reproduce.papers.priors.cnn import _headline as cnn_headline
+from pyro_bnn.reproduce.papers.priors.figures import near_zero_mass, sparsity_section
+from pyro_bnn.reproduce.papers.priors.measures import decode_pixels, posterior_parameters, stored_posterior, uncertainty
+from pyro_bnn.reproduce.papers.priors.plan import FIXED_SCALES, HYPERPRIORS, NOISE, PROFILES, prior_cells
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, load_data, train_run

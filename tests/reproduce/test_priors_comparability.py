@@ -11,16 +11,7 @@ import math
 import pytest
 
 from pyro_bnn.reproduce.comparability import TrainingState, training_state
-from pyro_bnn.reproduce.papers.priors import (
-    ACCURACY_TOLERANCE,
-    CNN_COMPARABLE,
-    COMPARABLE,
-    HYPERPRIORS,
-    PROFILES,
-    PUBLISHED,
-    VAL,
-)
-from pyro_bnn.reproduce.papers.priors_analysis import (
+from pyro_bnn.reproduce.papers.priors.analysis import (
     TIGHT,
     Cells,
     _comparability_section,
@@ -32,8 +23,17 @@ from pyro_bnn.reproduce.papers.priors_analysis import (
     no_effect_width,
     welch_interval,
 )
-from pyro_bnn.reproduce.papers.priors_cnn import _headline as cnn_headline
-from pyro_bnn.reproduce.papers.priors_figures import SPARSITY_TIGHT, sparsity_section
+from pyro_bnn.reproduce.papers.priors.cnn import _headline as cnn_headline
+from pyro_bnn.reproduce.papers.priors.figures import SPARSITY_TIGHT, sparsity_section
+from pyro_bnn.reproduce.papers.priors.plan import (
+    ACCURACY_TOLERANCE,
+    CNN_COMPARABLE,
+    COMPARABLE,
+    HYPERPRIORS,
+    PROFILES,
+    PUBLISHED,
+    VAL,
+)
 from pyro_bnn.reproduce.report import compare
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
 from pyro_bnn.runs.config import RunConfig

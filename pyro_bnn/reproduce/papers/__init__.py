@@ -1,6 +1,7 @@
-"""The registered reproductions, one module per paper: a paper is one module and one :func:`register_experiment`
-call (the built-in ones below; a paper from another package registers the same way, or through the
-``pyro_bnn.papers`` entry-point group of :mod:`pyro_bnn.plugins`)."""
+"""The registered reproductions, one package per paper: a paper is one package (``<paper>/``: ``plan``,
+``analysis``, figures, its own ``measures`` or ``runs``, the experiment class in its ``__init__``) and one
+:func:`register_experiment` call (the built-in ones below; a paper from another package registers the same way, or
+through the ``pyro_bnn.papers`` entry-point group of :mod:`pyro_bnn.plugins`)."""
 
 from __future__ import annotations
 

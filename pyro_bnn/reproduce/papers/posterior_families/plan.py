@@ -7,13 +7,13 @@ low-rank VI, flow VI (IAF; moons only, the flow guide refuses more than 1 024 we
 likelihood and the GLM probit predictive), SGLD, cyclical SGLD, a deep ensemble of MAP networks and the node-noise
 mixture (the implicit BNN). Every family sees the same training examples, the same N(0, 1) prior on every weight
 and bias (node noise: its own N(1, 0.1^2) prior on the noise) and is scored by one function
-(:func:`.posterior_families_scoring.evaluate`): test accuracy, NLL, ECE (15 bins), out-of-domain AUROC by the
+(:func:`.scoring.evaluate`): test accuracy, NLL, ECE (15 bins), out-of-domain AUROC by the
 predictive entropy (moons: a circle far around the data; Fashion-MNIST: MNIST test images), the wall time of the
 fit (the MAP members a Laplace fit or an ensemble is built from included) and on moons the KL from the NUTS
 predictive and the median ratio of each weight's marginal sd to NUTS's.
 
 Each (data set, family, seed) is one run of the grid. The families that are not a Trainer run are
-:attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` specs (:mod:`.posterior_families_runs`); on moons every family
+:attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` specs (:mod:`.runs`); on moons every family
 reads the same seed's NUTS run (its members), so the grid runs NUTS and the MAP members first.
 
 Cost of the ``cpu`` profile, from its records on this shared 2-core machine (one torch thread per run): moons NUTS
@@ -28,12 +28,13 @@ machine), less with ``--workers 2``.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
-from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 RUNS = "pyro_bnn.reproduce.papers.posterior_families_runs"
+"""Prefix of the runners' names ({RUNS}:trained, ...), registered by :mod:`.runs`: the module these runners once lived
+in, kept because a runner's name is part of its run's id."""
 OOD_DATA = "mnist"
 
 FAMILIES = (
@@ -241,24 +242,3 @@ def fashion_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> lis
     specs = family_specs("fashion-mnist", base, profile, seed, None)
     ood = ((OOD_DATA, data_dirs.get(OOD_DATA)),)
     return [replace(s, other_data=ood) if not s.trains else s for s in specs]
-
-
-class PosteriorFamilies:
-    """Issue 23's comparison of posterior families as a grid and an analysis (see the module docstring)."""
-
-    name = "posterior-families"
-    title = "Posterior families side by side: VI, Laplace, SG-MCMC, ensembles and node noise against NUTS"
-    summary = "issue 23: every posterior family on two moons (NUTS reference) and a 3FC on Fashion-MNIST"
-    profiles = PROFILES
-
-    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
-        specs = []
-        for seed in range(seeds):
-            specs.extend(moons_specs(profile, seed))
-            specs.extend(fashion_specs(profile, seed, data_dirs))
-        return specs
-
-    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-        from pyro_bnn.reproduce.papers.posterior_families_analysis import analyse
-
-        return analyse(records, profile, out)

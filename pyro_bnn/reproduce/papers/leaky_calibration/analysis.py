@@ -38,7 +38,13 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.leaky_calibration import ACTIVATIONS, COMPARABLE, LEAKY, OBJECTIVES, PUBLISHED_TABLE_1
+from pyro_bnn.reproduce.papers.leaky_calibration.plan import (
+    ACTIVATIONS,
+    COMPARABLE,
+    LEAKY,
+    OBJECTIVES,
+    PUBLISHED_TABLE_1,
+)
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,

@@ -16,17 +16,15 @@ A run is judged only when it trained the tutorial's 20 epochs and reached its ac
 
 The tutorial's own code has the reference implementation's slip of summing layer 2's variational log-density twice
 and skipping layer 3 (``shared/papers/REFERENCE_NOTES.md``); this reproduction uses the correct ELBO. The analysis is
-in :mod:`.bbb_fashion_analysis`.
+in :mod:`.analysis`.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
-from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.reproduce.spec import Profile
 
 PRIOR = f"mixture:0.5,1,{math.exp(-6):.10g}"
 OOD_DATA = "mnist"
@@ -81,48 +79,3 @@ PROFILES = {
         settings={**_COMMON, "train_images": None, "epochs": 20, "test_subset": None, "ood_samples": 100},
     ),
 }
-
-
-class BbbFashion:
-    """Paper 004 as a grid and an analysis (see the module docstring)."""
-
-    name = "bbb-fashion"
-    title = "Bayes by Backprop on Fashion-MNIST: samples, posterior mean and ensemble; MNIST as out-of-domain data"
-    summary = "paper 004: BBB tutorial on Fashion-MNIST, ensemble vs posterior mean vs samples, MNIST out-of-domain"
-    profiles = PROFILES
-
-    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
-        specs = []
-        for seed in range(seeds):
-            config = RunConfig(
-                dataset="fashion-mnist",
-                model="bbb-mlp",
-                activation="relu",
-                prior=PRIOR,
-                guide="bbb",
-                epochs=profile["epochs"],
-                batch_size=profile["batch_size"],
-                num_particles=profile["num_particles"],
-                lr=profile["lr"],
-                seed=seed,
-                train_subset=profile["train_images"],
-                val_size=0,
-                test_subset=profile["test_subset"],
-                normalization="unit",
-                data_dir=data_dirs.get("fashion-mnist"),
-                num_samples=profile["num_samples"],
-            )
-            specs.append(
-                RunSpec(
-                    config.validate(),
-                    label=f"bbb-fashion-s{seed}",
-                    measures=("accuracies", f"ood:{OOD_DATA},{profile['ood_samples']}"),
-                    other_data=((OOD_DATA, data_dirs.get(OOD_DATA)),),
-                )
-            )
-        return specs
-
-    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-        from pyro_bnn.reproduce.papers.bbb_fashion_analysis import analyse
-
-        return analyse(records, profile, out)

@@ -30,18 +30,17 @@ The method, at every profile:
 - **The MNIST CNN** (``tanh-cnn``: conv 32 5x5 tanh, max-pool 2, conv 32 5x5 tanh, max-pool 2, dense 64 tanh,
   dense 10; 59 946 parameters), 50 000 / 10 000 training / validation split, N(0, 1) prior and the default guide,
   Adam 1e-3, batch 128, 100 posterior samples per test image: per-class expected error and predictive variance,
-  galleries and referral curves (``uncertainty:`` measurement, :mod:`pyro_bnn.reproduce.priors_measures`).
+  galleries and referral curves (``uncertainty:`` measurement, :mod:`pyro_bnn.reproduce.papers.priors.measures`).
 
-The analysis is in :mod:`.priors_analysis`.
+The analysis is in :mod:`.analysis`.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 FAMILIES = ("normal", "laplace", "cauchy")
@@ -81,12 +80,12 @@ COMPARABLE = {
 the runs are full-batch and stop at their step cap (no early stopping), and the paper states no step count, so
 there is no paper's schedule (``paper_epochs=None``): a run converged when its validation accuracy (each history row
 the mean over its bin of steps) is flat over its last rows, within the default margin of half a point: a run still
-rising by less cannot make a gain the verdicts count (``priors_analysis.MIN_GAIN``, also half a point). Validation
+rising by less cannot make a gain the verdicts count (``analysis.MIN_GAIN``, also half a point). Validation
 accuracy rises as a run improves, so it needs no negation; it is the number the paper reports and tunes on. (The
 negative ELBO is no measure of convergence here: it rises during the KL warm-up and the flat prior's has no minimum,
 see the report's loss curves.) The accuracy check applies only where the paper has a number: a hierarchical cell at
 the high noise, against the paper's best (a hierarchical prior); fixed-scale, flat and low-noise cells are checked
-for convergence alone (:func:`~pyro_bnn.reproduce.papers.priors_analysis.cell_check`)."""
+for convergence alone (:func:`~pyro_bnn.reproduce.papers.priors.analysis.cell_check`)."""
 
 CNN_COMPARABLE = ComparabilityRule(
     accuracy_tolerance=math.inf,
@@ -255,30 +254,3 @@ def cnn_spec(profile: Profile, seed: int, data_dirs: dict[str, str]) -> RunSpec:
         measures=(f"uncertainty:{CNN_GALLERY}",),
         tags=run_tags(part="cnn", seed=seed),
     )
-
-
-class Priors:
-    """Paper 002 as a grid and an analysis (see the module docstring)."""
-
-    name = "priors"
-    title = "Priors and hyperpriors under ADVI, and the uncertainty of an MNIST CNN (Zharikov et al.)"
-    summary = "paper 002: Normal/Laplace/Cauchy/flat priors x fixed scale or hyperprior on moons and circles; CNN"
-    profiles = PROFILES
-    batch_runs = "auto"
-    """Compatible runs train together (:mod:`pyro_bnn.batched`): the fixed-scale and flat cells of one data set and
-    noise (seeds, families, scales) up to 32 to a batch, the CNN's seeds together; the hyperprior cells alone."""
-
-    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
-        # Seed-major, so that an interrupted grid has every cell at its first seeds; each CNN seed after the
-        # synthetic runs of the same seed.
-        specs = []
-        for seed in range(seeds):
-            specs += synthetic_specs(profile, seed)
-            if seed < profile["cnn_seeds"]:
-                specs.append(cnn_spec(profile, seed, data_dirs))
-        return specs
-
-    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-        from pyro_bnn.reproduce.papers.priors_analysis import analyse
-
-        return analyse(records, profile, out)

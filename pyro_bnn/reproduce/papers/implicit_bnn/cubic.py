@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from pyro_bnn.data.synthetic import cubic_regression
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import FLAT, WINDOW, CellCheck
-from pyro_bnn.reproduce.papers.implicit_bnn import CUBIC_BLOCK, CUBIC_COMPARABLE, CUBIC_FIT
+from pyro_bnn.reproduce.papers.implicit_bnn.plan import CUBIC_BLOCK, CUBIC_COMPARABLE, CUBIC_FIT
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, select, write_csv
 from pyro_bnn.reproduce.spec import Headline, Profile, RunRecord, Section, Verdict
 

@@ -11,7 +11,7 @@ the t quantile at the Welch-Satterthwaite degrees of freedom times its standard 
   over its last epochs at the cap; the paper prints no LeNet accuracy, so there is none to check); a CIFAR cell when
   every run converged (or trained the paper's 300 epochs) and each method's accuracy lies within 0.02 of its row of
   the paper's Table 3 (:data:`~pyro_bnn.reproduce.papers.implicit_bnn.CIFAR_COMPARABLE`); the cubic by
-  :func:`~pyro_bnn.reproduce.papers.implicit_bnn_cubic.cubic_check`. A cell that fails is *not comparable at this
+  :func:`~pyro_bnn.reproduce.papers.implicit_bnn.cubic.cubic_check`. A cell that fails is *not comparable at this
   scale*, with the reason and the numbers its runs reached (unjudged), never *does not hold*; a cell whose runs are
   missing is *inconclusive*, so an unfinished grid never reads *holds*. Every headline counts its comparable cells
   (:func:`~pyro_bnn.reproduce.report.overall_verdict`: *holds* when every comparable cell holds, *does not hold* when
@@ -36,7 +36,7 @@ the t quantile at the Welch-Satterthwaite degrees of freedom times its standard 
   (no separated rise); *does not hold* when VI's falls (separated) or node noise's rises (separated); *no effect
   within ±x* when VI's change lies inside ± the error threshold; *inconclusive* otherwise. With no width past x2 the
   claim is untested, and the headline says so (*not comparable at this scale*).
-- **Weight-space VI underfits more as depth grows; node noise does not**: :mod:`.implicit_bnn_cubic`.
+- **Weight-space VI underfits more as depth grows; node noise does not**: :mod:`.cubic`.
 - **Node noise's predictive entropy rises with corruption** (the paper's Fig. 8): per corruption, at the first
   width, *holds* when the mean predictive entropy at the strongest level is above the clean one (separated), *does
   not hold* when it is not above (separated gap <= 0), *inconclusive* otherwise (the paper prints no effect size,
@@ -57,7 +57,9 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.implicit_bnn import (
+from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_section
+from pyro_bnn.reproduce.papers.implicit_bnn.measures import CORRUPTIONS
+from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     CIFAR_COMPARABLE,
     COMPARABLE,
     FIG_4_KNEE_WIDTH,
@@ -67,7 +69,6 @@ from pyro_bnn.reproduce.papers.implicit_bnn import (
     PUBLISHED_LENET_ACCURACY,
     PUBLISHED_TABLES_3_TO_5,
 )
-from pyro_bnn.reproduce.papers.implicit_bnn_cubic import cubic_section
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,
@@ -80,7 +81,6 @@ from pyro_bnn.reproduce.report import (
     select,
     write_csv,
 )
-from pyro_bnn.reproduce.shift_measures import CORRUPTIONS
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
 
 METHOD_NAMES = {

@@ -8,6 +8,8 @@ prediction with the run's ``num_samples`` posterior samples) and returns a dict 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,6 +18,7 @@ from pyro_bnn.diagnostics.pruning import pruning_table
 from pyro_bnn.diagnostics.weight_stats import BIAS_ATTR, weight_posteriors
 from pyro_bnn.evaluation import calibration, entropy_decomposition
 from pyro_bnn.predict import predict
+from pyro_bnn.reproduce.measures import register_measure
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, load_data
 
@@ -168,3 +171,26 @@ def out_of_domain(
         "ood_uncertainty": {"edges_high": high, "bins": UNCERTAINTY_BINS, **uncertainty},
         "ood_examples": examples,
     }
+
+
+def _accuracies(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]
+) -> dict[str, Any]:
+    return accuracies(result, config)
+
+
+def _pruning(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], *fractions: str
+) -> dict[str, Any]:
+    return pruning(result, config, [float(f) for f in fractions])
+
+
+def _ood(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], name: str, samples: str
+) -> dict[str, Any]:
+    return out_of_domain(result, config, name, data_dirs.get(name), int(samples))
+
+
+register_measure("accuracies", _accuracies)
+register_measure("pruning", _pruning)
+register_measure("ood", _ood)

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,6 +23,7 @@ from pyro_bnn.evaluation.galleries import GalleryEntry, least_confident, most_co
 from pyro_bnn.evaluation.referral import ReferralScore, referral_curve
 from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.predict import predict
+from pyro_bnn.reproduce.measures import register_measure
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, load_data
 
@@ -204,3 +207,19 @@ def _errors(probs: torch.Tensor, labels: torch.Tensor) -> tuple[dict[str, Any], 
         "confident_mistakes": int((wrong & (expected_error == 0)).sum()),
     }
     return values, expected_error
+
+
+def _posterior(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]
+) -> dict[str, Any]:
+    return posterior_parameters(result)
+
+
+def _uncertainty(
+    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], gallery: str
+) -> dict[str, Any]:
+    return uncertainty(result, config, int(gallery))
+
+
+register_measure("posterior", _posterior)
+register_measure("uncertainty", _uncertainty)

@@ -13,6 +13,8 @@ source: a guide, or a deep ensemble), so an ensemble is measured exactly as a BN
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,6 +23,7 @@ from pyro_bnn.data.corruptions import parse_corruption
 from pyro_bnn.evaluation import entropy_decomposition, fit_temperature, ood_metrics
 from pyro_bnn.evaluation.regression import regression_metrics
 from pyro_bnn.predict import Prediction, predict
+from pyro_bnn.reproduce.measures import register_measure
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, load_data
 
@@ -183,3 +186,34 @@ def cubic_ranges(result: RunResult, config: RunConfig) -> dict[str, Any]:
             "sd": sd.tolist(),
         }
     }
+
+
+def _shift(
+    result: RunResult,
+    folder: Path,
+    config: RunConfig,
+    data_dirs: Mapping[str, str | None],
+    samples: str,
+    images: str,
+    name: str,
+    *flags: str,
+) -> dict[str, Any]:
+    if any(flag != "temperature" for flag in flags):
+        raise ValueError(f"shift takes SAMPLES,IMAGES,NAME[,temperature], got extra {','.join(flags)!r}")
+    return shift(
+        result,
+        config,
+        num_samples=int(samples),
+        images=int(images),
+        ood_name=name,
+        ood_dir=data_dirs.get(name),
+        temperature="temperature" in flags,
+    )
+
+
+def _cubic(result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None]) -> dict[str, Any]:
+    return cubic_ranges(result, config)
+
+
+register_measure("shift", _shift)
+register_measure("cubic", _cubic)

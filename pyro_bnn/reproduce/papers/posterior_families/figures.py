@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
-from pyro_bnn.reproduce.papers.posterior_families import FAMILIES
+from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES
 from pyro_bnn.reproduce.report import select
 from pyro_bnn.reproduce.spec import RunRecord
 

@@ -18,16 +18,15 @@ The grid: the prior (a N(0, 1) Gaussian; the scale mixture ``pi N(0, 1) + (1 - p
 and ``pi = 0.25``) times the KL weighting (uniform, Blundell), all on the paper's /126 inputs, and the input
 scaling (/255, standardised, /126) for the first scale mixture with uniform weighting. The profiles change sizes
 only (:data:`PROFILES`). A cell is judged only when it is comparable with the papers' (:data:`COMPARABLE`, against
-:data:`PUBLISHED_ACCURACY`). The analysis is in :mod:`.bayes_by_backprop_analysis`.
+:data:`PUBLISHED_ACCURACY`). The analysis is in :mod:`.analysis`.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.spec import Profile, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 PRIORS = {
@@ -197,29 +196,3 @@ def _spec(profile: Profile, prior: str, weighting: str, normalization: str, seed
         measures=("accuracies", f"pruning:{fractions}"),
         tags=(("normalization", normalization), ("prior", prior), ("weighting", weighting)),
     )
-
-
-class BayesByBackprop:
-    """Paper 001 as a grid and an analysis (see the module docstring)."""
-
-    name = "bayes-by-backprop"
-    title = "Bayes by Backprop on MNIST: priors, KL weighting, input scaling and pruning (Singh; Blundell et al. 2015)"
-    summary = "paper 001: BBB test error by prior, KL weighting and input scaling; signal-to-noise pruning"
-    profiles = PROFILES
-
-    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
-        cells = [
-            (prior, weighting, BASE_NORMALIZATION) for prior in profile["priors"] for weighting in profile["weightings"]
-        ]
-        cells += [
-            (BASE_PRIOR, BASE_WEIGHTING, normalization)
-            for normalization in profile["normalizations"]
-            if normalization != BASE_NORMALIZATION
-        ]
-        # seed-major: every cell gets its first seed before any gets its second
-        return [_spec(profile, *cell, seed, data_dirs) for seed in range(seeds) for cell in cells]
-
-    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-        from pyro_bnn.reproduce.papers.bayes_by_backprop_analysis import analyse
-
-        return analyse(records, profile, out)

@@ -1,5 +1,5 @@
 """Tables, the "which family for what" summary and the verdicts of ``posterior-families``, from its run records
-(the figure: :mod:`.posterior_families_figures`).
+(the figure: :mod:`.figures`).
 
 Every number is a mean ± sd over the seeds a family finished. Comparisons between two families use Welch's t-test
 over seeds (:func:`~pyro_bnn.reproduce.report.compare`, level 0.05): a difference is called one only when the seeds
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from pyro_bnn.reproduce.comparability import check_cell
-from pyro_bnn.reproduce.papers.posterior_families import FAMILIES
+from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES
 from pyro_bnn.reproduce.report import (
     CONFORMAL_NOTE,
     compare,
@@ -454,7 +454,7 @@ CAVEATS = """- **Label switching.** A tanh network's function is unchanged by pe
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
     """The report's sections (a table per data set, the moons maps, the summary, the caveats) and verdicts."""
-    from pyro_bnn.reproduce.papers.posterior_families_figures import moons_maps
+    from pyro_bnn.reproduce.papers.posterior_families.figures import moons_maps
 
     sections = []
     for dataset, title in DATASETS.items():

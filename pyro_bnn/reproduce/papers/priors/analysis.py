@@ -1,5 +1,5 @@
-"""Tables and verdicts of ``priors`` on moons and circles, from its run records (figures: :mod:`.priors_figures`;
-the CNN: :mod:`.priors_cnn`).
+"""Tables and verdicts of ``priors`` on moons and circles, from its run records (figures: :mod:`.figures`;
+the CNN: :mod:`.cnn`).
 
 A **cell** is one (data set, noise, prior) of the grid. The fixed scale of each family is **tuned** per data set and
 noise: the scale of :data:`~.priors.FIXED_SCALES` with the highest mean validation accuracy over seeds (ties: the
@@ -51,7 +51,8 @@ from typing import Any
 from pyro_bnn.data.bayes_optimal import bayes_optimal_accuracy
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.priors import (
+from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior
+from pyro_bnn.reproduce.papers.priors.plan import (
     ACCURACY_TOLERANCE,
     COMPARABLE,
     HYPERPRIORS,
@@ -61,7 +62,6 @@ from pyro_bnn.reproduce.papers.priors import (
     TRAIN,
     VAL,
 )
-from pyro_bnn.reproduce.priors_measures import draw_stored_posterior
 from pyro_bnn.reproduce.report import (
     CONFORMAL_NOTE,
     compare,
@@ -71,7 +71,7 @@ from pyro_bnn.reproduce.report import (
     overall_verdict,
     select,
 )
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
+from pyro_bnn.reproduce.spec import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.runs.runs import build_bnn, load_data
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
@@ -545,41 +545,3 @@ def _comparability_section(cells: Cells, judged: dict[tuple[str, str], dict[tupl
     training = "training (converged runs, epochs = full-batch steps, test accuracy vs the paper's)"
     header = ["data set", "noise", "prior", "read by", training, "comparable"]
     return Section("Comparability with the paper", text, [markdown_table(header, rows)])
-
-
-def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-    from pyro_bnn.reproduce.papers.priors_cnn import cnn_section
-    from pyro_bnn.reproduce.papers.priors_figures import SHARED_SCALE, loss_section, map_section, sparsity_section
-    from pyro_bnn.reproduce.report import write_csv
-
-    for record in select(records, part="synthetic"):
-        if "val_accuracy" not in record.metrics:
-            add_validation_scores(record)
-    cells = Cells(records, profile)
-    sections, headlines = [], []
-    if cells.profile["datasets"]:
-        sections.append(_noise_text(cells))
-    if cells.panels():
-        sections.append(_tuning_section(cells, out))
-        results, csv_rows = _results_section(cells, out)
-        write_csv(out / "synthetic.csv", csv_rows)
-        table, per_panel, checks = _gain_table(cells)
-        results.tables.append(
-            "**Gain of the best hierarchical prior over the best tuned fixed scale** (both chosen by validation "
-            "accuracy), test accuracy, per-seed differences on the same points; each cell's training state and the "
-            "verdict on the panel (comparability and rules: the next section)\n\n" + table
-        )
-        sparsity_cells = {("laplace", SHARED_SCALE): "sparsity", ("cauchy", SHARED_SCALE): "sparsity"}
-        judged = {(d, n): sparsity_cells for d, n in cells.panels() if n == "high"}
-        sections += [results, _comparability_section(cells, judged), loss_section(cells, out), map_section(cells, out)]
-        sparsity, sparsity_headline = sparsity_section(cells, out)
-        sections.append(sparsity)
-        headlines += [
-            _hierarchical_headline(per_panel, checks, profile["datasets"]),
-            _noise_headline(per_panel, checks, profile["datasets"]),
-            sparsity_headline,
-        ]
-    cnn, cnn_headline = cnn_section(select(records, part="cnn"), out)
-    sections.append(cnn)
-    headlines.append(cnn_headline)
-    return Analysis(sections, headlines)

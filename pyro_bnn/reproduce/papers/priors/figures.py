@@ -7,7 +7,7 @@ Verdict rule of **the Laplace posterior is sparser than the Cauchy one** (per da
 families at the fixed scale :data:`SHARED_SCALE`): a run's sparsity is the mean over its last layer's weights of
 the posterior mass within ±:data:`NEAR_ZERO` of 0; Laplace's and Cauchy's per-seed values compared by Welch's t-test
 at level 0.05, the difference stated as mean ± the half-width of its 95 % interval. *Not comparable at this scale*
-unless both cells are comparable (:func:`~.priors_analysis.cell_check`: every run converged; the paper gives no
+unless both cells are comparable (:func:`~.analysis.cell_check`: every run converged; the paper gives no
 accuracy for them). *Holds* when Laplace's is larger and separated, *does not hold* when it is smaller and
 separated, *no effect within ±x* when the interval covers zero within ±:data:`SPARSITY_TIGHT` (x the larger of its
 ends in absolute value), *inconclusive* otherwise; one verdict over the comparable data sets.
@@ -26,8 +26,7 @@ from pyro_bnn.plots import plot_predictive_map, save_figure
 from pyro_bnn.predict import Samples
 from pyro_bnn.predict.maps import map_bounds, predictive_map
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.priors import KL_WARMUP
-from pyro_bnn.reproduce.papers.priors_analysis import (
+from pyro_bnn.reproduce.papers.priors.analysis import (
     Cells,
     cell_check,
     cell_name,
@@ -39,7 +38,8 @@ from pyro_bnn.reproduce.papers.priors_analysis import (
     verdict_text,
     welch_interval,
 )
-from pyro_bnn.reproduce.priors_measures import draw_stored_posterior, stored_posterior
+from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior, stored_posterior
+from pyro_bnn.reproduce.papers.priors.plan import KL_WARMUP
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
 from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
 from pyro_bnn.runs.runs import build_bnn, load_data

@@ -21,12 +21,12 @@ The method, at every profile (facts from the authors' code, ``shared/papers/REFE
 - **K** in {1, 2, 4, 8, 16} for the node-noise LeNet at M = 1: error, ECE and seconds per training epoch. The
   variational learning rate is 0.075 K (the authors scale it with K; 0.3 at K = 4 is the library's default).
 - **Corruptions and out-of-domain data**: Gaussian blend and salt-and-pepper at rising intensity, and MNIST digits
-  as out-of-domain inputs (``shift:`` measurement, :mod:`pyro_bnn.reproduce.shift_measures`).
+  as out-of-domain inputs (``shift:`` measurement, :mod:`pyro_bnn.reproduce.papers.implicit_bnn.measures`).
 
 - **CIFAR** (``paper`` profile only, :func:`cifar_specs`): VGG16 and WRN-28x10 on CIFAR-10 and CIFAR-100, node
   noise against the deterministic network, 300 epochs. torchvision downloads CIFAR for a user who is online; this
   project's machines are not, so ``tests/reproduce/test_implicit_bnn.py`` runs a node-noise VGG16 and WRN-28x10
-  step on random CIFAR-shaped tensors instead. The analysis is in :mod:`.implicit_bnn_analysis`.
+  step on random CIFAR-shaped tensors instead. The analysis is in :mod:`.analysis`.
 
 When a cell can be judged is declared here, beside the paper's numbers (:data:`PUBLISHED_TABLES_3_TO_5`):
 :data:`COMPARABLE` (LeNet), :data:`CIFAR_COMPARABLE` and :data:`CUBIC_COMPARABLE`
@@ -37,10 +37,9 @@ When a cell can be judged is declared here, beside the paper's numbers (:data:`P
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Analysis, Profile, RunRecord, RunSpec, run_tags
+from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 OOD_DATA = "mnist"
@@ -355,25 +354,3 @@ def cifar_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                 )
             )
     return specs
-
-
-class ImplicitBnn:
-    """Paper 003 as a grid and an analysis (see the module docstring)."""
-
-    name = "implicit-bnn"
-    title = "Implicit BNNs (node noise) against weight-space VI, MC dropout, deep ensembles and temperature scaling"
-    summary = "paper 003: node-noise BNNs vs weight-space VI and baselines; cubic depth, LeNet width and K, shift, OOD"
-    profiles = PROFILES
-
-    def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:
-        specs = []
-        for seed in range(seeds):
-            specs.extend(cubic_specs(profile, seed))
-            specs.extend(lenet_specs(profile, seed, data_dirs))
-            specs.extend(cifar_specs(profile, seed, data_dirs))
-        return specs
-
-    def analyse(self, records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
-        from pyro_bnn.reproduce.papers.implicit_bnn_analysis import analyse
-
-        return analyse(records, profile, out)

@@ -23,9 +23,9 @@ from matplotlib.figure import Figure
 from pyro_bnn.evaluation.galleries import GalleryEntry
 from pyro_bnn.plots import plot_gallery, save_figure
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.priors import CNN_COMPARABLE
-from pyro_bnn.reproduce.papers.priors_analysis import effect_text, t_interval
-from pyro_bnn.reproduce.priors_measures import decode_pixels
+from pyro_bnn.reproduce.papers.priors.analysis import effect_text, t_interval
+from pyro_bnn.reproduce.papers.priors.measures import decode_pixels
+from pyro_bnn.reproduce.papers.priors.plan import CNN_COMPARABLE
 from pyro_bnn.reproduce.report import CONFORMAL_NOTE, format_mean_sd, markdown_table, metric_cells
 from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
 

@@ -30,7 +30,7 @@ from pyro_bnn.evaluation.ood import DETECTION_KEYS, OodScore
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import CellCheck, training_state
 from pyro_bnn.reproduce.figures import reliability_figure
-from pyro_bnn.reproduce.papers.bbb_fashion import COMPARABLE, PAPER_EPOCHS, PUBLISHED
+from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, PAPER_EPOCHS, PUBLISHED
 from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, CONFORMAL_NOTE, format_mean_sd, markdown_table, write_csv
 from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 

@@ -43,7 +43,7 @@ from pyro_bnn.diagnostics.weight_stats import statistics_from_dict
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.figures import reliability_figure
-from pyro_bnn.reproduce.papers.bayes_by_backprop import (
+from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     BASE_NORMALIZATION,
     BASE_PRIOR,
     BASE_WEIGHTING,

@@ -1,5 +1,5 @@
 """The runners of ``posterior-families`` (:attr:`~pyro_bnn.reproduce.spec.RunSpec.runner`): one function per kind
-of posterior, each fitting its family on the spec's data and handing the fit to :func:`.posterior_families_scoring.
+of posterior, each fitting its family on the spec's data and handing the fit to :func:`.scoring.
 evaluate`, which scores every family the same way.
 
 - :func:`trained`: a Trainer run of the spec's config (mean-field, low-rank, flow VI, node noise).
@@ -23,8 +23,9 @@ import pyro
 import torch
 
 from pyro_bnn.predict import Samples, draw_parameters
-from pyro_bnn.reproduce.papers.posterior_families_scoring import NUTS_DRAWS, Fit, evaluate, reference_of
-from pyro_bnn.reproduce.records import read_record
+from pyro_bnn.reproduce.papers.posterior_families.plan import RUNS
+from pyro_bnn.reproduce.papers.posterior_families.scoring import NUTS_DRAWS, Fit, evaluate, reference_of
+from pyro_bnn.reproduce.records import read_record, register_runner
 from pyro_bnn.reproduce.spec import RunSpec
 from pyro_bnn.runs.config import resolve_device
 from pyro_bnn.runs.run_folder import CHECKPOINT
@@ -154,3 +155,9 @@ def ensemble(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
 
 
 __all__ = ["ensemble", "laplace", "nuts", "reference_of", "sgmcmc", "trained"]
+
+
+# The names are the ones the plan's specs carry (part of their run ids), kept from when these runners were found by
+# importing the module they name.
+for _runner in (trained, laplace, sgmcmc, ensemble, nuts):
+    register_runner(f"{RUNS}:{_runner.__name__}", _runner)
