@@ -21,6 +21,7 @@ from pyro.infer.autoguide import AutoGuide
 from torch import nn
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import non_negative_int
 from pyro_bnn.guides import GuideSpec
 from pyro_bnn.guides.init import warn_symmetric_start
 from pyro_bnn.guides.movement import StartingPoint, start_of, warn_if_unmoved
@@ -215,8 +216,7 @@ class Trainer:
         Raises:
             NonFiniteLossError: if the loss becomes NaN/inf; the last checkpoint is left as it was.
         """
-        if not (isinstance(epochs, int) and epochs >= 0):
-            raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+        non_negative_int(epochs, "epochs")
         check_dataset_size(train_loader, self.bnn)
         num_steps = len(train_loader)
         if resume_from is None:  # a resumed run takes everything from its checkpoint instead

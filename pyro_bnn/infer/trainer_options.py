@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import torch
 
 from pyro_bnn._spec import enum_member
+from pyro_bnn.checks import positive_int
 from pyro_bnn.infer.annealing import KLSchedule
 from pyro_bnn.infer.kl_weighting import KLWeighting
 from pyro_bnn.infer.objective_registry import objective_entry
@@ -46,8 +47,7 @@ class SchedulerInterval(str, Enum):
 
 
 def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    positive_int(value, name)
 
 
 def _check_callable(name: str, value: object, what: str) -> None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.checks import positive_int
 from pyro_bnn.data import load_dataset
 from pyro_bnn.reproduce.code_state import check_committed_training_code, counted
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
@@ -57,8 +58,8 @@ def _profile(experiment: Experiment, name: str) -> Profile:
 
 
 def _check_seeds(seeds: int | None) -> None:
-    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
-        raise ValueError(f"seeds must be an int >= 1, got {seeds!r}")
+    if seeds is not None:
+        positive_int(seeds, "seeds")
 
 
 def _read_state(out: Path) -> dict | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import run_grid
@@ -41,8 +42,7 @@ def ensemble_specs(
     Raises:
         ValueError: ``members`` is not an int >= 1, a guide that is not a point network, or an invalid config.
     """
-    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
-        raise ValueError(f"members must be an int >= 1, got {members!r}")
+    positive_int(members, "members")
     guide = "map" if config.guide is None else config.guide
     kind = parse_guide(guide).kind
     if kind not in (GuideKind.MLE, GuideKind.MAP):

@@ -27,6 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.reproduce.measures import registered_measures
 from pyro_bnn.reproduce.records import (
     Attempt,
@@ -127,13 +128,12 @@ def _cores() -> int:
 
 
 def _check_workers(workers: int | None) -> None:
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    if workers is not None:
+        positive_int(workers, "workers")
 
 
 def _check_threads(threads: int) -> None:
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+    positive_int(threads, "threads")
 
 
 WORKER_MEMORY_BYTES = 2 << 30
@@ -342,8 +342,7 @@ class RayExecutor:
     ) -> None:
         _check_workers(workers)
         batch_runs = check_batch_runs(batch_runs)
-        if isinstance(cpus_per_run, bool) or not isinstance(cpus_per_run, int) or cpus_per_run < 1:
-            raise ValueError(f"cpus_per_run must be an int >= 1, got {cpus_per_run!r}")
+        positive_int(cpus_per_run, "cpus_per_run")
         if not (isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0):
             raise ValueError(f"gpus_per_run must be a number >= 0, got {gpus_per_run!r}")
         self.ray = import_ray()

@@ -229,7 +229,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
         "the authors' objective and ECE. Guide `flat:0.1,loc=median` (AutoDiagonalNormal's start: prior-median "
         "locations, scale 0.1) trained with the authors' estimator, Pyro's `Trace_ELBO` (one weight draw per step, "
         "the KL by Monte Carlo); the fused objective is an ablation (its own section). Verdict rule: module "
-        "docstring of `pyro_bnn.reproduce.papers.leaky_calibration_analysis`. "
+        "docstring of `pyro_bnn.reproduce.papers.leaky_calibration.analysis`. "
         + COMPARABLE.describe()
         + " "
         + CONFORMAL_NOTE

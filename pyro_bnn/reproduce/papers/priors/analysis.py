@@ -538,7 +538,7 @@ def _comparability_section(cells: Cells, judged: dict[tuple[str, str], dict[tupl
         "fixed-scale, flat and low-noise cells are checked for convergence alone. A verdict reads only comparable "
         "cells; where they are comparable and an effect's 95 % interval covers zero within "
         f"±{TIGHT:g}, the verdict is *no effect within ±x* (rule and reasons: the module docstring of "
-        "`pyro_bnn.reproduce.papers.priors_analysis`). *read by*: the verdicts that judge the cell (gain: a "
+        "`pyro_bnn.reproduce.papers.priors.analysis`). *read by*: the verdicts that judge the cell (gain: a "
         "hierarchical prior beats the tuned fixed scale; noise: the gain is larger on noisier data; sparsity: the "
         "Laplace posterior is sparser than the Cauchy one)."
     )
