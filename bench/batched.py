@@ -37,7 +37,7 @@ from pyro_bnn import BNN  # noqa: E402
 from pyro_bnn.batched import adam as batched_adam  # noqa: E402
 from pyro_bnn.batched import fit_batched  # noqa: E402
 from pyro_bnn.data import BatchLoader, load_dataset  # noqa: E402
-from pyro_bnn.infer import Trainer  # noqa: E402
+from pyro_bnn.infer import RuntimeOptions, Trainer  # noqa: E402
 from pyro_bnn.likelihoods import Categorical  # noqa: E402
 from pyro_bnn.models import build_model  # noqa: E402
 from pyro_bnn.priors import NormalPrior  # noqa: E402
@@ -106,7 +106,10 @@ def _trainer(work: dict, seed: int, device: torch.device) -> tuple[Trainer, Batc
     net = build_model(name, input_shape=shape, num_classes=classes, activation=activation)
     bnn = BNN(net, NormalPrior(0.0, 1.0), Categorical(len(x)))
     trainer = Trainer(
-        bnn, "flat:rel=1", optim=pyro.optim.Adam({"lr": work["lr"]}), seed=seed, device=device, progress=False
+        bnn,
+        "flat:rel=1",
+        optim=pyro.optim.Adam({"lr": work["lr"]}),
+        runtime=RuntimeOptions(device=device, seed=seed, progress=False),
     )
     return trainer, BatchLoader(x, y, work["batch"], shuffle=True, seed=seed, device=device)
 

@@ -22,7 +22,7 @@ import torch
 from pyro_bnn import BNN
 from pyro_bnn.data import load_dataset
 from pyro_bnn.guides import mean_posterior_scale, parse_guide
-from pyro_bnn.infer import Trainer
+from pyro_bnn.infer import RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.predict import predict
@@ -48,7 +48,13 @@ def run(guide: str, elbo: str, optim, seed: int) -> dict:
     net = build_model("3fc", input_shape=data.input_shape, num_classes=10)
     bnn = BNN(net, NormalPrior(0.0, 1.0), Categorical(len(data.train)))
     optim = optim or pyro.optim.Adam({"lr": 1e-3})
-    trainer = Trainer(bnn, parse_guide(guide).build, optim=optim, objective=elbo, seed=seed, progress=False)
+    trainer = Trainer(
+        bnn,
+        parse_guide(guide).build,
+        optim=optim,
+        objective=elbo,
+        runtime=RuntimeOptions(seed=seed, progress=False),
+    )
     start = time.perf_counter()
     history = trainer.fit(train, 3)
     seconds = time.perf_counter() - start

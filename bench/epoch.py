@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from pyro_bnn import BNN
 from pyro_bnn.data import load_dataset
 from pyro_bnn.guides import DEFAULT_GUIDE, parse_guide
-from pyro_bnn.infer import Trainer
+from pyro_bnn.infer import RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import NormalPrior
@@ -62,7 +62,7 @@ def epoch_times(device: torch.device) -> dict:
     torch.manual_seed(0)
     net = build_model("3fc", input_shape=(1, 28, 28), num_classes=10).to(device)
     bnn = BNN(net, NormalPrior(0.0, 1.0).to(device), Categorical(num_train))
-    trainer = Trainer(bnn, parse_guide(DEFAULT_GUIDE).build, seed=0, progress=False)
+    trainer = Trainer(bnn, parse_guide(DEFAULT_GUIDE).build, runtime=RuntimeOptions(seed=0, progress=False))
     history = trainer.fit(train, 2)
     bnn_s = history[-1]["time_s"]
     return {

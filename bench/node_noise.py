@@ -31,7 +31,7 @@ import steps  # noqa: E402
 
 from pyro_bnn import BNN  # noqa: E402
 from pyro_bnn.guides import DEFAULT_GUIDE, NodeNoiseMixture, parse_guide  # noqa: E402
-from pyro_bnn.infer import ParamGroups, Trainer  # noqa: E402
+from pyro_bnn.infer import ParamGroups, RuntimeOptions, Trainer  # noqa: E402
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL  # noqa: E402
 from pyro_bnn.likelihoods import Categorical  # noqa: E402
 from pyro_bnn.models import build_model  # noqa: E402
@@ -73,14 +73,18 @@ def node_noise(x, y, num_data):
         model={"lr": 0.05 / num_data, "weight_decay": 5e-4 * num_data, **sgd}, guide={"lr": 0.3 / num_data, **sgd}
     )
     trainer = Trainer(
-        bnn, lambda m: NodeNoiseMixture(m, 4), objective=MixtureMeanKL(2), optim=optim, seed=0, progress=False
+        bnn,
+        lambda m: NodeNoiseMixture(m, 4),
+        objective=MixtureMeanKL(2),
+        optim=optim,
+        runtime=RuntimeOptions(seed=0, progress=False),
     )
     return _trainer_run(trainer, x, y, num_data)
 
 
 def weight_space(x, y, num_data):
     bnn = BNN(_lenet(x.device), NormalPrior(0.0, 1.0).to(x.device), Categorical(num_data))
-    trainer = Trainer(bnn, parse_guide(DEFAULT_GUIDE).build, seed=0, progress=False)
+    trainer = Trainer(bnn, parse_guide(DEFAULT_GUIDE).build, runtime=RuntimeOptions(seed=0, progress=False))
     return _trainer_run(trainer, x, y, num_data)
 
 

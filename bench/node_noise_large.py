@@ -33,7 +33,7 @@ import steps  # noqa: E402
 
 from pyro_bnn import BNN  # noqa: E402
 from pyro_bnn.guides import NodeNoiseMixture  # noqa: E402
-from pyro_bnn.infer import ParamGroups, Trainer  # noqa: E402
+from pyro_bnn.infer import ParamGroups, RuntimeOptions, Trainer  # noqa: E402
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL  # noqa: E402
 from pyro_bnn.likelihoods import Categorical  # noqa: E402
 from pyro_bnn.models import build_model  # noqa: E402
@@ -67,7 +67,11 @@ def _builders(model: str) -> dict:
             guide={"lr": 0.3 / num_data, **sgd},
         )
         trainer = Trainer(
-            bnn, lambda m: NodeNoiseMixture(m, 4), objective=MixtureMeanKL(2), optim=optim, seed=0, progress=False
+            bnn,
+            lambda m: NodeNoiseMixture(m, 4),
+            objective=MixtureMeanKL(2),
+            optim=optim,
+            runtime=RuntimeOptions(seed=0, progress=False),
         )
         trainer.setup(x, y)
 

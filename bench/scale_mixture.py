@@ -50,7 +50,7 @@ def main() -> None:
 
     from pyro_bnn import BNN
     from pyro_bnn.guides import parse_guide
-    from pyro_bnn.infer import Trainer
+    from pyro_bnn.infer import ObjectiveOptions, RuntimeOptions, Trainer
     from pyro_bnn.likelihoods import Categorical
     from pyro_bnn.models import build_model
     from pyro_bnn.priors import ScaleMixtureNormal, parse_prior
@@ -70,7 +70,12 @@ def main() -> None:
     net = build_model("bbb-mlp", input_shape=(1, 28, 28), num_classes=10)
     bnn = BNN(net, parse_prior(f"mixture:0.5,1,{math.exp(-6)}"), Categorical(dataset_size=100))
     x, y = torch.rand(100, 1, 28, 28), torch.randint(0, 10, (100,))
-    trainer = Trainer(bnn, parse_guide("bbb"), objective="trace", num_particles=2, progress=False, seed=0)
+    trainer = Trainer(
+        bnn,
+        parse_guide("bbb"),
+        objective=ObjectiveOptions("trace", num_particles=2),
+        runtime=RuntimeOptions(seed=0, progress=False),
+    )
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=100)
     trainer.fit(loader, 1)  # sets the guide up and warms the allocator
 

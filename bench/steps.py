@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from pyro_bnn import BNN
 from pyro_bnn.guides import DEFAULT_GUIDE, parse_guide
-from pyro_bnn.infer import FastMeanFieldELBO, Trainer
+from pyro_bnn.infer import FastMeanFieldELBO, RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import NormalPrior
@@ -119,9 +119,7 @@ def trainer_run(
         parse_guide(guide).build,
         optim=optim,
         objective=objective,
-        seed=0,
-        progress=False,
-        cuda_graph=cuda_graph,
+        runtime=RuntimeOptions(seed=0, progress=False, cuda_graph=cuda_graph),
     )
     trainer.setup(x, y)
 
