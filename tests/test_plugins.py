@@ -181,6 +181,27 @@ def test_reproduce_lists_and_runs_the_plugin_paper(toy, tmp_path, capsys):
     assert json.loads((run / "config.json").read_text())["guide"] == "toyflat:0.05"
 
 
+def test_a_spawned_worker_trains_with_the_plugin_guide_and_objective(toy, tmp_path):
+    # A pool worker (--workers 2) is a fresh interpreter that loaded no plugin: the grid hands it the families and
+    # objectives registered from outside pyro_bnn, as it does the measurements.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from pyro_bnn.reproduce.executors import _execute_group, _registries
+
+    load_plugins(on_error="raise")
+    spec = EXPERIMENTS["toypaper"].plan(EXPERIMENTS["toypaper"].profiles["quick"], 1, {})[0]
+    registries = _registries()
+    assert [family.name for family in registries.guides] == ["toyflat"]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        (record,) = pool.submit(
+            _execute_group, [spec], tmp_path / "runs", progress=False, threads=1, registries=registries
+        ).result()
+    assert record.status.value == "done", record.reason
+    assert math.isfinite(record.metrics["nll"])
+
+
 def test_a_broken_plugin_is_one_warning_line_and_the_others_load(plugin_path, capsys):
     _install(plugin_path, "toy_plugin", TOY_MODULE, TOY_ENTRY_POINTS, "toy-plugin")
     _install(plugin_path, "broken_plugin", BROKEN_MODULE, BROKEN_ENTRY_POINTS, "broken-plugin")

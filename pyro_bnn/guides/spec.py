@@ -320,6 +320,10 @@ for _family in (
 ):
     register_guide(_family)
 
+BUILT_IN_GUIDES = frozenset(family.name for family in guide_families())
+"""The families pyro_bnn registers on import; any other was registered from outside (a plugin, a notebook), and a
+worker process that imports pyro_bnn afresh lacks it (:mod:`pyro_bnn.reproduce.registries`)."""
+
 
 GUIDE_FAMILY = Family("guide", lambda: [family.form for family in guide_families()], example=DEFAULT_GUIDE)
 """The ``--guide`` grammar: every registered family's form (the registry can grow after import)."""

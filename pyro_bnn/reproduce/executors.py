@@ -28,19 +28,17 @@ from pathlib import Path
 from typing import Protocol
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.reproduce.measures import registered_measures
 from pyro_bnn.reproduce.records import (
     Attempt,
-    adopt_registries,
     code_version,
     execute_batch,
     execute_run,
     inherit_code_version,
     one_line,
     record_failure,
-    registered_runners,
     training_code,
 )
+from pyro_bnn.reproduce.registries import Registries, adopt_registries, parent_registries
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec
 from pyro_bnn.runs.batched_runs import auto_batch_runs, batch_key
 
@@ -99,12 +97,13 @@ def _execute_group(
     threads: int | None = None,
     retried: str = "",
     code: tuple[str, str] = ("", ""),
-    registries: tuple[dict, dict] | None = None,
+    registries: Registries | None = None,
 ) -> list[RunRecord]:
     """The records of one group: :func:`execute_run` for a single run, :func:`execute_batch` for several
     (``retried``: why this is the group's second attempt, kept in each record; ``code``: the grid's code version
     and training code, which a Ray task names instead of reading its own checkout; ``registries``: the parent's
-    measurements and runners, :func:`_registries`, which a worker process registers before it runs the group)."""
+    measurements, runners, and guides and objectives registered from outside pyro_bnn, :func:`_registries`, which a
+    worker process registers before it runs the group)."""
     if code[0]:
         inherit_code_version(*code)
     if registries is not None:
@@ -114,10 +113,10 @@ def _execute_group(
     return execute_batch(group, runs_dir, progress=progress, threads=threads, retried=retried)
 
 
-def _registries() -> tuple[dict, dict]:
-    """This process's registered measurements and runners, for a worker (a spawned process or a Ray task) that
-    imported none of the modules that registered them: their functions travel by module and name."""
-    return registered_measures(), registered_runners()
+def _registries() -> Registries:
+    """This process's registrations a worker (a spawned process or a Ray task) lacks
+    (:mod:`pyro_bnn.reproduce.registries`): their functions travel by module and name."""
+    return parent_registries()
 
 
 def _cores() -> int:

@@ -33,7 +33,7 @@ import pyro_bnn
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce.code_state import current_training_code, training_code_at
-from pyro_bnn.reproduce.measures import adopt_measures, take_measure
+from pyro_bnn.reproduce.measures import take_measure
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 from pyro_bnn.runs.batched_runs import train_runs_batched
 from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolderBusyError
@@ -438,13 +438,6 @@ def register_runner(name: str, function: Runner, *, replace: bool = False) -> Ru
 def registered_runners() -> dict[str, Runner]:
     """A copy of the runner registry (what a pool worker is given)."""
     return dict(RUNNERS)
-
-
-def adopt_registries(measures: dict[str, Any], runners: dict[str, Runner]) -> None:
-    """Registers, in a worker process, the measurements and runners its parent had registered."""
-    adopt_measures(measures)
-    for name, function in runners.items():
-        RUNNERS.setdefault(name, function)
 
 
 def resolve_runner(runner: str) -> Runner:
