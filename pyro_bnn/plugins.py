@@ -49,7 +49,10 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Literal
 
+from pyro_bnn.commands.verb import Verb, no_arguments
+
 __all__ = [
+    "PLUGINS_VERB",
     "DISABLE_ENV",
     "GROUPS",
     "Plugin",
@@ -287,3 +290,30 @@ def unload_plugins() -> None:
         if plugin.loaded:
             _unregister(plugin.group, plugin.registered)
     _TRIED.clear()
+
+
+def _cmd_plugins(args: object) -> int:
+    """``pyro-bnn plugins``: each plugin tried, loaded or failed; status 1 when one failed."""
+    if plugins_disabled():
+        print(f"plugin loading is off ({DISABLE_ENV} is set): no plugin was loaded")
+        return 0
+    plugins = discovered_plugins()
+    if not plugins:
+        print(f"no plugins installed (entry-point groups {', '.join(GROUPS)})")
+        return 0
+    for plugin in plugins:
+        print(plugin.describe())
+    return 1 if any(not plugin.loaded for plugin in plugins) else 0
+
+
+PLUGINS_VERB = Verb(
+    "plugins",
+    help="list the installed plugins (guides, objectives, papers of other packages), loaded or failed",
+    description="Lists every entry point of the groups "
+    + ", ".join(GROUPS)
+    + " as loaded (with what it registered) or failed (with the cause); exits with status 1 when one failed. "
+    f"Plugins load before every command reads its arguments; {DISABLE_ENV}=1 loads none.",
+    add_arguments=no_arguments,
+    run=_cmd_plugins,
+)
+"""The ``pyro-bnn plugins`` verb (registered in :data:`pyro_bnn.cli.VERBS`)."""

@@ -5,7 +5,7 @@ What lives here:
 
 - analyses of a saved run, each a ``pyro-bnn`` command: OOD detection (``ood``, :func:`evaluate_ood`), temperature
   scaling (``temperature``, :func:`fit_run_temperature`), diagnostics (``diagnose``), Laplace fits and SG-MCMC
-  sampling from a run (``laplace_run``, ``sgmcmc_run``, with their parsers in ``posteriors``);
+  sampling from a run (``laplace_run``, ``sgmcmc_run``; their verbs are in :mod:`pyro_bnn.commands.posteriors`);
 - the demo (``demo``) and the studies behind the results, run with ``python -m``: ``guide_table``,
   ``guide_defaults``, ``node_noise_lenet`` and ``nuts_reference`` (with ``nuts_comparison`` and ``nuts_report``).
 

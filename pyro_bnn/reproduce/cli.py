@@ -1,10 +1,17 @@
-"""``pyro-bnn reproduce``: the command-line face of :func:`pyro_bnn.reproduce.reproduce`."""
+"""``pyro-bnn reproduce`` and ``pyro-bnn ensemble``: the command-line faces of :func:`pyro_bnn.reproduce.reproduce`
+and :func:`pyro_bnn.reproduce.ensembles.train_ensemble`, one :class:`~pyro_bnn.commands.verb.Verb` each
+(:data:`REPRODUCE`, :data:`ENSEMBLE`)."""
 
 from __future__ import annotations
 
 import argparse
 
+from pyro_bnn.commands.train import add_train_arguments, config_from
+from pyro_bnn.commands.verb import Verb
 from pyro_bnn.errors import UserError
+
+_GRID_RESUMES = "finished runs are kept; running the same command again resumes the grid"
+"""What an interruption of a grid leaves."""
 
 
 def _data_dir(text: str) -> tuple[str, str]:
@@ -14,14 +21,7 @@ def _data_dir(text: str) -> tuple[str, str]:
     return name, path
 
 
-def add_reproduce_parser(commands) -> None:
-    """Adds the ``reproduce`` verb to the CLI's subparsers."""
-    parser = commands.add_parser(
-        "reproduce",
-        help="run a paper's experiment grid (resuming what is done) and write its report",
-        description="Runs a paper's grid of runs into OUT (a finished run is never trained again, so an interrupted "
-        "grid resumes) and writes OUT/report.md with tables over seeds, figures and a verdict per headline.",
-    )
+def _add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help="the experiment (see --list)")
     parser.add_argument("--list", action="store_true", help="list the experiments, one line each, and exit")
     parser.add_argument(
@@ -91,7 +91,6 @@ def add_reproduce_parser(commands) -> None:
         "by bench/device_grid.sh) that OUT lacks into OUT, then rewrite the report",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.set_defaults(func=_cmd_reproduce)
 
 
 RESCORE_ALONE = (
@@ -215,16 +214,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
-    """Adds the ``ensemble`` verb: ``train``'s options (``add_train_arguments``, read back by ``config_from``) plus
-    the member count and the executor."""
-    parser = commands.add_parser(
-        "ensemble",
-        help="train a deep ensemble of point networks (as a grid: local or on Ray) and score its mixture",
-        description="Trains --members point networks (guide map or mle, seeds SEED .. SEED+M-1, the same training "
-        "examples) into OUT/runs as one grid, resuming what is done, then scores their equally weighted mixture on "
-        "the test set. Read it back with pyro_bnn.runs.load_ensemble.",
-    )
+def _add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:
+    """``train``'s options (read back by :func:`~pyro_bnn.commands.train.config_from`) plus the member count and the
+    executor."""
     add_train_arguments(parser)
     parser.add_argument("--members", type=int, default=5, help="networks in the ensemble (default %(default)s)")
     parser.add_argument("--out", required=True, help="the ensemble's folder")
@@ -233,10 +225,9 @@ def add_ensemble_parser(commands, add_train_arguments, config_from) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each member (default %(default)s)")
     parser.add_argument("--retry-failed", action="store_true", help="train failed members (and the ensemble) again")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.set_defaults(func=lambda args: _cmd_ensemble(args, config_from))
 
 
-def _cmd_ensemble(args: argparse.Namespace, config_from) -> int:
+def _cmd_ensemble(args: argparse.Namespace) -> int:
     import json
 
     from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
@@ -265,3 +256,24 @@ def _cmd_ensemble(args: argparse.Namespace, config_from) -> int:
     print(json.dumps({k: v for k, v in ensemble.metrics.items() if k != "history"}, indent=2))
     print(f"wrote {args.out}/runs/{ensemble.spec.run_id}/metrics.json and {len(members)} member runs")
     return 0
+
+
+REPRODUCE = Verb(
+    "reproduce",
+    help="run a paper's experiment grid (resuming what is done) and write its report",
+    description="Runs a paper's grid of runs into OUT (a finished run is never trained again, so an interrupted "
+    "grid resumes) and writes OUT/report.md with tables over seeds, figures and a verdict per headline.",
+    add_arguments=_add_reproduce_arguments,
+    run=_cmd_reproduce,
+    on_interrupt=_GRID_RESUMES,
+)
+ENSEMBLE = Verb(
+    "ensemble",
+    help="train a deep ensemble of point networks (as a grid: local or on Ray) and score its mixture",
+    description="Trains --members point networks (guide map or mle, seeds SEED .. SEED+M-1, the same training "
+    "examples) into OUT/runs as one grid, resuming what is done, then scores their equally weighted mixture on "
+    "the test set. Read it back with pyro_bnn.runs.load_ensemble.",
+    add_arguments=_add_ensemble_arguments,
+    run=_cmd_ensemble,
+    on_interrupt=_GRID_RESUMES,
+)

@@ -1,17 +1,18 @@
 """``pyro-bnn laplace`` and ``pyro-bnn sample``: the posterior families that are not guides, from the command line.
 
-Each verb is registered on the CLI's subparsers by one call (:func:`add_laplace_parser`,
-:func:`add_sample_parser`); the work is in :mod:`pyro_bnn.experiments.laplace_run` and
-:mod:`pyro_bnn.experiments.sgmcmc_run`. Both keep the CLI's rule: every option and path is checked before any data
-is read, and a problem there is one line (:class:`~pyro_bnn.errors.UserError`).
+Each verb is one :class:`~pyro_bnn.commands.verb.Verb` (:data:`LAPLACE`, :data:`SAMPLE`); the work is in
+:mod:`pyro_bnn.experiments.laplace_run` and :mod:`pyro_bnn.experiments.sgmcmc_run`. Both keep the CLI's rule: every
+option and path is checked before any data is read, and a problem there is one line
+(:class:`~pyro_bnn.errors.UserError`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
+from pyro_bnn.commands.train import add_train_arguments, config_from
+from pyro_bnn.commands.verb import Verb, options_from_args
 from pyro_bnn.errors import UserError
 from pyro_bnn.laplace import Link, Predictive, Structure, Subset
 from pyro_bnn.sgmcmc import Method, SGMCMCDivergenceError
@@ -21,20 +22,19 @@ _CHECK_ERRORS = (ValueError, TypeError, OSError, ImportError)
 """What a verb's checks raise for a bad option, path or missing extra: turned into one line."""
 
 
-def add_laplace_parser(commands) -> None:
-    """Adds the ``laplace`` verb to the CLI's subparsers."""
-    parser = commands.add_parser(
-        "laplace",
-        help="fit a Laplace approximation around a saved MAP run and score its test split",
-        description="Fits a Laplace approximation (laplace-torch: the GGN in the chosen structure, the prior "
-        "precision tuned by the marginal likelihood) around the weights of a run trained with --guide map, scores "
-        "the run's test split with the metrics of 'pyro-bnn evaluate' and writes RUN/laplace-SUBSET-STRUCTURE.json "
-        "(metrics, the MAP's metrics, the prior precision, the log marginal likelihood, wall times, options). There "
-        "is one file per --subset and --structure: a second fit of the same two is refused unless --overwrite "
-        "replaces the first (its other options are recorded in the file, not in its name). An option that does "
-        "not apply to the run or the predictive (--link for a regression run or with --predictive mc, "
-        "--num-samples for a classifier's probit GLM predictive, which draws nothing) is refused.",
-    )
+_LAPLACE_DESCRIPTION = (
+    "Fits a Laplace approximation (laplace-torch: the GGN in the chosen structure, the prior "
+    "precision tuned by the marginal likelihood) around the weights of a run trained with --guide map, scores "
+    "the run's test split with the metrics of 'pyro-bnn evaluate' and writes RUN/laplace-SUBSET-STRUCTURE.json "
+    "(metrics, the MAP's metrics, the prior precision, the log marginal likelihood, wall times, options). There "
+    "is one file per --subset and --structure: a second fit of the same two is refused unless --overwrite "
+    "replaces the first (its other options are recorded in the file, not in its name). An option that does "
+    "not apply to the run or the predictive (--link for a regression run or with --predictive mc, "
+    "--num-samples for a classifier's probit GLM predictive, which draws nothing) is refused."
+)
+
+
+def _add_laplace_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a folder written by 'pyro-bnn train ... --guide map'")
     parser.add_argument("--subset", default=Subset.LAST_LAYER.value, help=_choices(Subset, "the weights made random"))
     parser.add_argument(
@@ -73,7 +73,6 @@ def add_laplace_parser(commands) -> None:
         help="replace the RUN/laplace-SUBSET-STRUCTURE.json of an earlier fit (without it, a second fit of the "
         "same --subset and --structure is refused)",
     )
-    parser.set_defaults(func=_cmd_laplace)
 
 
 def _choices(enum, text: str) -> str:
@@ -85,12 +84,7 @@ def _cmd_laplace(args: argparse.Namespace) -> int:
     from pyro_bnn.laplace import LaplaceOptions
 
     try:
-        options = LaplaceOptions(
-            subset=args.subset,
-            structure=args.structure,
-            prior_precision=args.prior_precision,
-            tune_prior=not args.no_tune,
-        )
+        options = options_from_args(LaplaceOptions, args, tune_prior=lambda args: not args.no_tune)
         run = check_laplace_run(
             args.run_dir,
             options,
@@ -115,19 +109,16 @@ def _load_data(config):
     return load_data(config)
 
 
-def add_sample_parser(
-    commands, add_train_arguments: Callable[[argparse.ArgumentParser], None], config_from: Callable
-) -> None:
-    """Adds the ``sample`` verb: ``train``'s model and data options (``add_train_arguments``, read back by
-    ``config_from``) plus the sampler's."""
-    parser = commands.add_parser(
-        "sample",
-        help="sample a BNN's posterior with SG-MCMC (SGLD, SGHMC, cyclical) and write a run folder",
-        description="Builds the model and training data a 'train' run of the same options would, runs SG-MCMC "
-        "chains on the model's minibatch log joint and writes OUT/config.json, OUT/checkpoint.pt (the draws), "
-        "OUT/metrics.json (test metrics over every draw, r-hat and ESS) and the test figure; 'pyro-bnn evaluate "
-        "OUT' re-scores it. train's training-only options (guide, optimiser, epochs, ...) are unused.",
-    )
+_SAMPLE_DESCRIPTION = (
+    "Builds the model and training data a 'train' run of the same options would, runs SG-MCMC chains on the "
+    "model's minibatch log joint and writes OUT/config.json, OUT/checkpoint.pt (the draws), OUT/metrics.json (test "
+    "metrics over every draw, r-hat and ESS) and the test figure; 'pyro-bnn evaluate OUT' re-scores it. train's "
+    "training-only options (guide, optimiser, epochs, ...) are unused."
+)
+
+
+def _add_sample_arguments(parser: argparse.ArgumentParser) -> None:
+    """``train``'s model and data options plus the sampler's."""
     from pyro_bnn.experiments.sgmcmc_run import SamplerOptions
 
     add_train_arguments(parser)
@@ -156,28 +147,22 @@ def add_sample_parser(
     add("--out", required=True, help="the run folder")
     add("--overwrite", action="store_true", help="replace an earlier run in OUT")
     add("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(func=lambda args: _cmd_sample(args, config_from))
 
 
-def _cmd_sample(args: argparse.Namespace, config_from: Callable) -> int:
+def _cmd_sample(args: argparse.Namespace) -> int:
     from pyro_bnn.experiments.sgmcmc_run import SamplerOptions, format_sample_summary, sample_config, sample_run
     from pyro_bnn.runs.runs import prepare_run_dir
 
     try:
         method = as_method(args.method)
         _check_method_flags(args, method)
-        defaults = SamplerOptions()
-        options = SamplerOptions(
-            method=method,
-            step_size=args.step_size,
-            num_draws=args.draws,
-            burn_in=args.burn_in,
-            thin=args.thin,
-            num_chains=args.chains,
-            num_cycles=defaults.num_cycles if args.cycles is None else args.cycles,
-            friction=defaults.friction if args.friction is None else args.friction,
-            exploration=defaults.exploration if args.exploration is None else args.exploration,
-            init=args.init,
+        options = options_from_args(
+            SamplerOptions,
+            args,
+            method=lambda _: method,
+            num_draws="draws",
+            num_chains="chains",
+            num_cycles="cycles",
         ).check()
         config, warnings = sample_config(config_from(args), options)
         prepare_run_dir(config, args.out, resume=False, overwrite=args.overwrite, resumable=False)
@@ -209,4 +194,19 @@ def _check_method_flags(args: argparse.Namespace, method: Method) -> None:
             raise ValueError(f"{flag} {value} applies to the methods {methods} only, not {method.value!r}")
 
 
-__all__ = ["add_laplace_parser", "add_sample_parser"]
+LAPLACE = Verb(
+    "laplace",
+    help="fit a Laplace approximation around a saved MAP run and score its test split",
+    description=_LAPLACE_DESCRIPTION,
+    add_arguments=_add_laplace_arguments,
+    run=_cmd_laplace,
+)
+SAMPLE = Verb(
+    "sample",
+    help="sample a BNN's posterior with SG-MCMC (SGLD, SGHMC, cyclical) and write a run folder",
+    description=_SAMPLE_DESCRIPTION,
+    add_arguments=_add_sample_arguments,
+    run=_cmd_sample,
+)
+
+__all__ = ["LAPLACE", "SAMPLE"]

@@ -1,0 +1,159 @@
+"""``pyro-bnn train``: one run trained into a folder; and the model, data and training options
+(:func:`add_train_arguments`, read back by :func:`config_from`) that ``ensemble`` and ``sample`` take too."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyro_bnn.commands.verb import Verb, options_from_args, print_metrics, user_errors, warn
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.spec import catalogue
+
+_DEFAULTS = RunConfig()
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """``train``'s model, data and training options, their defaults those of :class:`RunConfig`."""
+    d = _DEFAULTS
+    add = parser.add_argument
+
+    def add_spec(flag: str) -> None:
+        # Help text and choices come from the option's family (pyro_bnn.spec.catalogue), never written here.
+        option = catalogue.option(flag)
+        default = getattr(d, option.field)
+        add(flag, default=default, choices=option.family.names() if option.choices else None, help=option.help(default))
+
+    add_spec("--dataset")
+    add_spec("--model")
+    add_spec("--activation")
+    add_spec("--prior")
+    add(
+        "--noise-scale",
+        type=float,
+        default=d.noise_scale,
+        help="regression: fixed standard deviation of the Gaussian likelihood, > 0 (default %(default)s)",
+    )
+    add_spec("--guide")
+    add_spec("--elbo")
+    add(
+        "--node-noise",
+        action="store_true",
+        help="implicit BNN: latent noise N(1, s^2) on every Linear/Conv input, deterministic weights",
+    )
+    add("--bias-noise", action="store_true", help="with --node-noise: one noise scalar per layer on its bias")
+    add(
+        "--samples-per-example",
+        type=int,
+        default=d.samples_per_example,
+        help="mixture guide: copies of each example per step, on different components (default %(default)s)",
+    )
+    add("--epochs", type=int, default=d.epochs)
+    add("--batch-size", type=int, default=d.batch_size)
+    add_spec("--optimizer")
+    add("--lr", type=float, default=None, help="learning rate (default 1e-3 with adam, 0.05 per example with sgd)")
+    add(
+        "--lr-variational",
+        type=float,
+        default=None,
+        help="learning rate of the guide's parameters (default: --lr, or 0.3 per example with sgd and --node-noise)",
+    )
+    add(
+        "--weight-decay",
+        type=float,
+        default=None,
+        help="weight decay of the model's deterministic parameters (default 0, or 5e-4 with --node-noise)",
+    )
+    add_spec("--lr-schedule")
+    add(
+        "--lr-variational-schedule",
+        default=d.lr_variational_schedule,
+        help="learning-rate schedule of the guide's parameters, the forms of --lr-schedule (default %(default)s)",
+    )
+    add("--num-particles", type=int, default=d.num_particles)
+    add_spec("--kl-anneal")
+    add_spec("--kl-weighting")
+    add_spec("--kl-scale")
+    add("--seed", type=int, default=d.seed)
+    add("--data-seed", type=int, default=None, help="seed of the validation split and training subset (default --seed)")
+    add("--data-noise", type=float, default=None, help="moons, circles: the generator's noise sd (default 0.2)")
+    add("--data-samples", type=int, default=None, help="moons, circles: points generated, test part included (1000)")
+    add("--device", default=d.device, help="cpu, cuda, cuda:N or auto (default %(default)s)")
+    add("--train-subset", type=int, default=None, help="train on this many examples")
+    add(
+        "--test-subset",
+        type=int,
+        default=None,
+        help="score on this many test examples (a fixed subset, the same for every seed; default all)",
+    )
+    add("--val-size", type=float, default=None, help="validation examples (count, or a fraction < 1)")
+    add_spec("--normalization")
+    add("--data-dir", default=None, help="the data's folder (MNIST / Fashion-MNIST IDX files, or a torchvision root)")
+    add("--num-samples", type=int, default=d.num_samples, help="posterior samples for the test metrics")
+    add("--num-val-samples", type=int, default=d.num_val_samples)
+    add("--n-bins", type=int, default=d.n_bins, help="calibration bins (default %(default)s)")
+    add(
+        "--patience",
+        type=int,
+        default=d.patience,
+        help="early stopping on validation accuracy (regression: NLL) (0: off)",
+    )
+
+
+def _count_or_fraction(args: argparse.Namespace) -> int | float | None:
+    """``--val-size``: a whole number >= 1 is a count of examples, anything else a fraction."""
+    value = args.val_size
+    if value is not None and float(value).is_integer() and value >= 1:
+        return int(value)
+    return value
+
+
+def config_from(args: argparse.Namespace) -> RunConfig:
+    """The :class:`RunConfig` of the options :func:`add_train_arguments` added."""
+    return options_from_args(RunConfig, args, val_size=_count_or_fraction)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_train_arguments(parser)
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--no-cuda-graph",
+        action="store_true",
+        help="on CUDA, launch each training step op by op instead of replaying a captured CUDA graph",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pyro_bnn.runs.runs import load_data, prepare_run_dir, train_run
+
+    with user_errors():
+        config = config_from(args).validate()
+        resuming = prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
+        if args.resume and not resuming:
+            print(f"pyro-bnn train: no checkpoint in {args.out}; starting a fresh run", file=sys.stderr)
+        warn("train", config.unused_options())
+        data = load_data(config)
+    result = train_run(
+        config,
+        args.out,
+        data=data,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+        cuda_graph=not args.no_cuda_graph,
+    )
+    print_metrics(result.metrics)
+    print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, {result.figure.name}")
+    return 0
+
+
+TRAIN = Verb(
+    "train",
+    help="train a BNN and write its metrics, checkpoint and figures",
+    add_arguments=_add_arguments,
+    run=_run,
+    on_interrupt="completed epochs are in the checkpoint (use --resume)",
+)

@@ -1,0 +1,102 @@
+"""What a verb of the ``pyro-bnn`` command is (:class:`Verb`), the one way from parsed arguments to an options object
+(:func:`options_from_args`) and the checks block every verb keeps (:func:`user_errors`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from pyro_bnn.errors import UserError
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verb:
+    """One verb of the ``pyro-bnn`` command, registered in :data:`pyro_bnn.cli.VERBS`.
+
+    Attributes:
+        name: The word on the command line (``pyro-bnn NAME ...``).
+        help: Its line in ``pyro-bnn --help``.
+        add_arguments: Adds its arguments to its parser.
+        run: Does its work from the parsed arguments and returns the exit status.
+        description: The text above its arguments in ``pyro-bnn NAME --help`` (None: none).
+        on_interrupt: What an interruption leaves and how to take the work up again, for a verb that can (None: the
+            verb says only that it was interrupted).
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str | None = None
+    on_interrupt: str | None = None
+
+    def add_to(self, commands: Any) -> argparse.ArgumentParser:
+        """Adds this verb's parser to ``commands`` (the parser's subparsers) and returns it."""
+        extra = {} if self.description is None else {"description": self.description}
+        parser = commands.add_parser(self.name, help=self.help, **extra)
+        self.add_arguments(parser)
+        return parser
+
+
+def no_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``add_arguments`` of a verb that takes none."""
+
+
+def options_from_args(base: type[T] | T, args: argparse.Namespace, **renames: str | Callable[[Any], Any]) -> T:
+    """The options object (a dataclass) a verb's parsed ``args`` ask for: the one way from argparse to options.
+
+    Each field takes the argument of its own name, or the one ``renames`` names for it (a string), or the value
+    ``renames`` computes from ``args`` (a function). A field with no such argument, or whose argument is None (an
+    option not given), keeps its default: the dataclass's own when ``base`` is the class, ``base``'s value when it is
+    an instance (then the result is a copy of ``base`` with the values given).
+    """
+    cls = base if isinstance(base, type) else type(base)
+    fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
+    unknown = set(renames) - set(fields)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+    values = {}
+    for name in fields:
+        source = renames.get(name, name)
+        if callable(source):
+            value = source(args)
+        elif hasattr(args, source):
+            value = getattr(args, source)
+        else:
+            continue
+        if value is not None:
+            values[name] = value
+    return cls(**values) if isinstance(base, type) else dataclasses.replace(base, **values)
+
+
+@contextmanager
+def user_errors():
+    """Turns the errors of checking options and paths and of loading data into :class:`UserError`; errors raised
+    later (while training or scoring) keep their traceback, since they are bugs to report rather than typos to fix.
+
+    The rule every verb keeps: everything an argument or a path can get wrong is checked inside this block, before
+    any data is read, any folder made or any training started (paths by
+    :func:`~pyro_bnn.runs.run_folder.check_writable`), so that no exception from them reaches the user.
+    """
+    try:
+        yield
+    except (ValueError, TypeError, OSError) as err:
+        raise UserError(str(err)) from err
+
+
+def print_metrics(metrics: dict) -> None:
+    """Prints a run's metrics as JSON, without the training history."""
+    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
+
+
+def warn(command: str, warnings: list[str]) -> None:
+    """One ``pyro-bnn COMMAND: warning: ...`` line on stderr per warning."""
+    for warning in warnings:
+        print(f"pyro-bnn {command}: warning: {warning}", file=sys.stderr)
