@@ -1,0 +1,44 @@
+"""The verb registry of ``pyro-bnn`` (pyro_bnn.cli.VERBS) and the one way from argparse to options objects
+(pyro_bnn.commands.options_from_args)."""
+
+import argparse
+import dataclasses
+
+import pytest
+
+from pyro_bnn.cli import VERBS, build_parser
+from pyro_bnn.commands import Verb, options_from_args
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    size: int = 3
+    name: str = "a"
+    flag: bool = True
+
+
+def test_each_argument_fills_its_field_and_an_option_not_given_keeps_the_default():
+    args = argparse.Namespace(size=None, name="b", flag=False, other=1)
+    assert options_from_args(_Options, args) == _Options(size=3, name="b", flag=False)
+
+
+def test_a_rename_names_the_argument_or_computes_the_value():
+    args = argparse.Namespace(count=5, no_flag=True)
+    assert options_from_args(_Options, args, size="count", flag=lambda a: not a.no_flag) == _Options(5, "a", False)
+
+
+def test_an_instance_as_base_keeps_its_own_values_for_the_options_not_given():
+    base = _Options(size=7, name="c")
+    assert options_from_args(base, argparse.Namespace(size=None, name="d")) == _Options(7, "d", True)
+
+
+def test_a_rename_of_no_field_is_refused():
+    with pytest.raises(TypeError, match="no field 'sise'"):
+        options_from_args(_Options, argparse.Namespace(), sise="size")
+
+
+def test_the_parser_has_every_registered_verb_in_order():
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(commands.choices) == list(VERBS)
+    assert all(isinstance(verb, Verb) and VERBS[verb.name] is verb for verb in VERBS.values())
+    assert list(VERBS)[:2] == ["train", "evaluate"] and set(VERBS) >= {"reproduce", "ensemble", "laplace", "sample"}
