@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyro_bnn.commands.verb import Verb, print_metrics, user_errors
+from pyro_bnn.commands.verb import Verb, dataset_dir, print_metrics, user_errors
 from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.evaluation import TemperatureMode
 from pyro_bnn.runs.conformal import add_conformal_arguments
@@ -28,7 +28,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--data-dir",
-        type=_dataset_dir,
+        type=dataset_dir,
         action="append",
         default=[],
         metavar="DATASET=PATH",
@@ -51,14 +51,6 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default=None)
     add_conformal_arguments(parser)
-
-
-def _dataset_dir(text: str) -> tuple[str, str]:
-    """Reads one ``--data-dir DATASET=PATH`` of ``evaluate`` (the form ``reproduce`` takes)."""
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected DATASET=PATH (e.g. mnist=/data/mnist), got {text!r}")
-    return name, path
 
 
 def _run(args: argparse.Namespace) -> int:

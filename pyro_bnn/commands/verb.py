@@ -49,6 +49,14 @@ def no_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``add_arguments`` of a verb that takes none."""
 
 
+def dataset_dir(text: str) -> tuple[str, str]:
+    """Reads one ``--data-dir DATASET=PATH`` (of ``evaluate`` and ``reproduce``)."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected DATASET=PATH (e.g. mnist=/data/mnist), got {text!r}")
+    return name, path
+
+
 def options_from_args(base: type[T] | T, args: argparse.Namespace, **renames: str | Callable[[Any], Any]) -> T:
     """The options object (a dataclass) a verb's parsed ``args`` ask for: the one way from argparse to options.
 

@@ -7,18 +7,11 @@ from __future__ import annotations
 import argparse
 
 from pyro_bnn.commands.train import add_train_arguments, config_from
-from pyro_bnn.commands.verb import Verb
+from pyro_bnn.commands.verb import Verb, dataset_dir
 from pyro_bnn.errors import UserError
 
 _GRID_RESUMES = "finished runs are kept; running the same command again resumes the grid"
 """What an interruption of a grid leaves."""
-
-
-def _data_dir(text: str) -> tuple[str, str]:
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected DATASET=PATH (e.g. mnist=/data/mnist), got {text!r}")
-    return name, path
 
 
 def _add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +63,7 @@ def _add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--data-dir",
-        type=_data_dir,
+        type=dataset_dir,
         action="append",
         default=[],
         metavar="DATASET=PATH",
