@@ -114,7 +114,7 @@ CYCLES = 4
 
 def _spec(config: RunConfig, dataset: str, family: str, seed: int, **fields) -> RunSpec:
     return RunSpec(
-        config.validate(),
+        config,
         label=f"{dataset}-{family}-s{seed}",
         tags=run_tags(dataset=dataset, family=family, seed=seed),
         **fields,
