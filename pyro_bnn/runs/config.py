@@ -4,6 +4,7 @@ work starts) and immutable afterwards."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import numbers
@@ -211,11 +212,12 @@ class RunConfig:
         parse_activation(self.activation)
         parse_prior(self.prior)
         guide = parse_guide(self.guide)
-        net = check_model_fits(self.model, dataset, activation=self.activation, dropout=guide.dropout)
-        if net is not None and not self.node_noise:
+        # The weights are counted in weight space only: with node noise they are deterministic.
+        counted = None if self.node_noise else self.prior
+        weights = _random_weights(self.model, dataset, self.activation, guide.dropout, counted, guide.random_weights)
+        if weights is not None:
             # The guide family's size limit (a full covariance, a flow), from the weights the prior will select.
-            sites = parse_prior(self.prior, select=None if guide.random_weights else nothing).parameter_sites(net)
-            guide.family.check_network(guide, sum(math.prod(site.shape) for site in sites))
+            guide.family.check_network(guide, weights)
         parse_kl_schedule(self.kl_anneal)
         weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
         if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
@@ -361,6 +363,20 @@ class RunConfig:
             return cls.from_dict(values)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: {err}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _random_weights(
+    model: str, dataset: DatasetName, activation: str, dropout: float, prior: str | None, random_weights: bool
+) -> int | None:
+    """:func:`check_model_fits`, then the number of weights ``prior`` selects (None: no ``prior`` given, or a model
+    that cannot be built on the meta device). Cached: plans make thousands of configs of a few networks, and
+    building one (a VGG16) on the meta device takes a large part of a second; a refusal is not cached."""
+    net = check_model_fits(model, dataset, activation=activation, dropout=dropout)
+    if net is None or prior is None:
+        return None
+    sites = parse_prior(prior, select=None if random_weights else nothing).parameter_sites(net)
+    return sum(math.prod(site.shape) for site in sites)
 
 
 def check_model_fits(
