@@ -59,7 +59,7 @@ def sweep(out: Path, seeds: tuple[int, ...], progress: bool) -> str:
             config = replace(NODE_NOISE, num_samples=8, seed=seed, **change)
             folder = out / "sweep-runs" / f"lr{change['lr']}-var{change['lr_variational']}-seed{seed}"
             try:
-                result = train_run(config, folder, data=load_data(config.validate()), overwrite=True, progress=progress)
+                result = train_run(config, folder, data=load_data(config), overwrite=True, progress=progress)
                 cells.append(f"{result.metrics['accuracy']:.4f} / {result.metrics['ece']:.4f}")
             except NonFiniteLossError as err:
                 cells.append(f"**diverged** ({str(err).split(';')[0]})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +212,7 @@ def load_ood_evaluation(
     run, config, state = read_run(run_dir, num_samples=num_samples, device=device)
     check_ood(source, config)
     check_data_dirs_used(dirs, {config.dataset} | ({source.dataset.value} if source.dataset else set()))
-    config.data_dir = dirs.get(config.dataset, config.data_dir)
+    config = replace(config, data_dir=dirs.get(config.dataset, config.data_dir))
     resolved = resolve_device(config.device)
     data = runs.load_data(config)
     out_x = ood_test_split(source, config, data.test, dirs).x

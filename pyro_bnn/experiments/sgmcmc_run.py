@@ -128,10 +128,11 @@ def sample_config(config: RunConfig, options: SamplerOptions) -> tuple[RunConfig
         if getattr(config, name) != getattr(defaults, name)
     ]
     reset = {name: getattr(defaults, name) for name in TRAINING_ONLY}
-    config = dataclasses.replace(config, **reset).validate()
-    config.num_samples = options.num_chains * options.num_draws
     if config.node_noise:
         raise ValueError("SG-MCMC samples weight-space models only; --node-noise makes the weights deterministic")
+    reset["num_samples"] = options.num_chains * options.num_draws
+    config = dataclasses.replace(config, **reset).resolved()
+    resolve_device(config.device)
     check_supported(runs.meta_bnn(config))
     return config, warnings
 

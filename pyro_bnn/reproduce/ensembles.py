@@ -50,10 +50,9 @@ def ensemble_specs(
     data_seed = config.seed if config.data_seed is None else config.data_seed
     base = dataclasses.replace(config, guide=guide, data_seed=data_seed, num_samples=1)
     runs = tuple(
-        RunSpec(dataclasses.replace(base, seed=config.seed + i).validate(), label=f"{label}-member{i}")
-        for i in range(members)
+        RunSpec(dataclasses.replace(base, seed=config.seed + i), label=f"{label}-member{i}") for i in range(members)
     )
-    combined = dataclasses.replace(base, num_samples=members).validate()
+    combined = dataclasses.replace(base, num_samples=members)
     return [*runs, RunSpec(combined, label=label, measures=measures, other_data=other_data, members=runs)]
 
 

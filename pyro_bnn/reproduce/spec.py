@@ -15,7 +15,6 @@ The runner (:mod:`.grid`), the executors (:mod:`.executors`) and the report (:mo
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -86,9 +85,8 @@ class RunSpec:
     options: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        # A copy with the mode's defaults filled in: training fills them in place (RunConfig.validate), which
-        # must not change the run's id after the fact.
-        object.__setattr__(self, "config", dataclasses.replace(self.config).resolve_defaults())
+        # The config with the mode's defaults filled in, as training writes it: the run's id hashes these values.
+        object.__setattr__(self, "config", self.config.resolved())
 
     @property
     def run_id(self) -> str:

@@ -67,7 +67,7 @@ def batch_key(config: RunConfig) -> tuple | None:
     Two configs with equal keys can train in one batch; :func:`pyro_bnn.batched.fit_batched` still checks the
     built runs and refuses, before any step, what this static look cannot see.
     """
-    config = RunConfig(**vars(config)).resolve_defaults()
+    config = config.resolved()
     if config.node_noise or config.num_particles != 1 or config.elbo not in batched_objectives():
         return None
     if config.optimizer != OptimizerKind.ADAM.value:
@@ -111,9 +111,9 @@ def train_runs_batched(
     folders: list[tuple[int, RunFolder, Path]] = []
     prepared = []
     device = resolve_device(configs[0].device)
+    configs = [config.resolved() for config in configs]
     try:
         for index, (config, out) in enumerate(zip(configs, out_dirs, strict=True)):
-            config.validate()
             try:
                 resuming = prepare_run_dir(config, out, resume=True, overwrite=False)
                 folder = RunFolder(Path(out))

@@ -1,11 +1,14 @@
-"""The description of one training run: every choice the CLI exposes, validated before any work starts."""
+"""The description of one training run: every choice the CLI exposes, checked when the config is made (before any
+work starts) and immutable afterwards."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +33,17 @@ from pyro_bnn.nn import parse_activation
 from pyro_bnn.priors import nothing, parse_prior
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """One training run. Field names match the ``pyro-bnn train`` options.
+
+    A config is checked once, when it is made (``RunConfig(...)``, :func:`dataclasses.replace`,
+    :meth:`from_dict`): a bad option raises a one-line ``ValueError`` naming it, its value and what is expected.
+    It is frozen: vary one with ``dataclasses.replace(config, seed=1)``. Options left None whose default depends
+    on the mode (``prior``, ``guide``, ``optimizer``, ``lr``, ``lr_variational``, ``weight_decay``) stay None;
+    :meth:`resolved` returns the config with them filled, which is what a run trains with and writes. Whether the
+    ``device`` exists is checked where a run starts (:func:`resolve_device`), so that a run trained on a GPU can be
+    read on a machine without one.
 
     The data set decides the task (``DatasetName.task``): classification sets train with a Categorical
     likelihood, ``cubic`` with a Gaussian one of fixed scale ``noise_scale``. Options of the other task are
@@ -133,28 +144,59 @@ class RunConfig:
     n_bins: int = 15
     patience: int = 0
 
-    def resolve_defaults(self) -> RunConfig:
-        """Fills the options whose default depends on the mode (weight space or node noise); returns self."""
+    def __post_init__(self) -> None:
+        self._filled()._check()
+
+    def _filled(self) -> RunConfig:
+        """This config with the mode's defaults filled in, made without checking it again (its values are the ones
+        :meth:`_check` checks); self where none is missing."""
         node_noise = self.node_noise is True
+        filled: dict[str, Any] = {}
         if self.prior is None:
-            self.prior = "normal:1,0.1" if node_noise else "normal:0,1"
+            filled["prior"] = "normal:1,0.1" if node_noise else "normal:0,1"
         if self.guide is None:
-            self.guide = "mixture:4" if node_noise else DEFAULT_GUIDE
-        if self.optimizer is None:
-            self.optimizer = "sgd" if node_noise else "adam"
-        sgd = self.optimizer == "sgd"
+            filled["guide"] = "mixture:4" if node_noise else DEFAULT_GUIDE
+        optimizer = self.optimizer
+        if optimizer is None:
+            optimizer = filled["optimizer"] = "sgd" if node_noise else "adam"
+        sgd = optimizer == "sgd"
         if self.lr is None:
-            self.lr = 0.05 if sgd else 1e-3
+            filled["lr"] = 0.05 if sgd else 1e-3
         if self.lr_variational is None and sgd and node_noise:
-            self.lr_variational = 0.3
+            filled["lr_variational"] = 0.3
         if self.weight_decay is None:
-            self.weight_decay = 5e-4 if node_noise else 0.0
-        return self
+            filled["weight_decay"] = 5e-4 if node_noise else 0.0
+        if not filled:
+            return self
+        copy = object.__new__(RunConfig)
+        for item in dataclasses.fields(self):
+            object.__setattr__(copy, item.name, filled.get(item.name, getattr(self, item.name)))
+        return copy
+
+    def resolved(self) -> RunConfig:
+        """The config with the options whose default depends on the mode (weight space or node noise) filled in: a
+        new frozen config (self where none is missing), what a run trains with and writes to ``config.json``."""
+        return self._filled()
+
+    def resolve_defaults(self) -> RunConfig:
+        """Deprecated: use :meth:`resolved`. Returns the resolved config; self is no longer changed (it is
+        frozen), so use the return value."""
+        warnings.warn(
+            "RunConfig.resolve_defaults() is deprecated and no longer fills self (a RunConfig is frozen); "
+            "use the config that RunConfig.resolved() returns",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.resolved()
 
     def validate(self) -> RunConfig:
-        """Fills the mode's defaults and parses every option once so a typo fails before data loading or training;
-        returns self."""
-        self.resolve_defaults()
+        """Deprecated: a config is checked when it is made. Returns :meth:`resolved`, after checking that its
+        ``device`` exists here (:func:`resolve_device`)."""
+        resolve_device(self.device)
+        return self.resolved()
+
+    def _check(self) -> None:
+        """Parses every option once so a typo fails before data loading or training (self: a resolved config)."""
         dataset = DatasetName(self.dataset)
         Normalization(self.normalization)
         parse_model_spec(self.model)
@@ -170,11 +212,12 @@ class RunConfig:
         parse_activation(self.activation)
         parse_prior(self.prior)
         guide = parse_guide(self.guide)
-        net = check_model_fits(self.model, dataset, activation=self.activation, dropout=guide.dropout)
-        if net is not None and not self.node_noise:
+        # The weights are counted in weight space only: with node noise they are deterministic.
+        counted = None if self.node_noise else self.prior
+        weights = _random_weights(self.model, dataset, self.activation, guide.dropout, counted, guide.random_weights)
+        if weights is not None:
             # The guide family's size limit (a full covariance, a flow), from the weights the prior will select.
-            sites = parse_prior(self.prior, select=None if guide.random_weights else nothing).parameter_sites(net)
-            guide.family.check_network(guide, sum(math.prod(site.shape) for site in sites))
+            guide.family.check_network(guide, weights)
         parse_kl_schedule(self.kl_anneal)
         weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
         if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
@@ -229,8 +272,7 @@ class RunConfig:
                 f"patience={self.patience} needs a validation split, but {dataset.value!r} holds none out by "
                 "default; pass val_size (--val-size)"
             )
-        resolve_device(self.device)
-        return self
+        _check_device_form(self.device)
 
     def _validate_generator_options(self, dataset: DatasetName) -> None:
         """``data_noise`` and ``data_samples``: the moons / circles generator's options, refused elsewhere."""
@@ -323,6 +365,20 @@ class RunConfig:
             raise ValueError(f"{path}: {err}") from None
 
 
+@functools.lru_cache(maxsize=256)
+def _random_weights(
+    model: str, dataset: DatasetName, activation: str, dropout: float, prior: str | None, random_weights: bool
+) -> int | None:
+    """:func:`check_model_fits`, then the number of weights ``prior`` selects (None: no ``prior`` given, or a model
+    that cannot be built on the meta device). Cached: plans make thousands of configs of a few networks, and
+    building one (a VGG16) on the meta device takes a large part of a second; a refusal is not cached."""
+    net = check_model_fits(model, dataset, activation=activation, dropout=dropout)
+    if net is None or prior is None:
+        return None
+    sites = parse_prior(prior, select=None if random_weights else nothing).parameter_sites(net)
+    return sum(math.prod(site.shape) for site in sites)
+
+
 def check_model_fits(
     model: str, dataset: str | DatasetName, *, activation: str | None = None, dropout: float = 0.0
 ) -> torch.nn.Module | None:
@@ -351,6 +407,16 @@ def check_model_fits(
         raise ValueError(f"model {model!r} cannot take dataset {DatasetName(dataset).value!r}: {err}") from None
     except (RuntimeError, NotImplementedError):
         return None  # a user's model that cannot be built on the meta device: its real build will speak for it
+
+
+def _check_device_form(device: object) -> None:
+    """Refuses a ``device`` that names no device; whether it exists here is :func:`resolve_device`'s check."""
+    if device == "auto":
+        return
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
 
 
 def resolve_device(device: str) -> torch.device:

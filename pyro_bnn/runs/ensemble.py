@@ -7,6 +7,7 @@ It lives in the run engine (:mod:`pyro_bnn.runs`) because it reads run folders a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -71,7 +72,7 @@ def load_ensemble(
     check_data_dirs_used(dirs, {read[0][1].dataset})
     members = []
     for run, config, state in read:
-        config.data_dir = dirs.get(config.dataset, config.data_dir)
+        config = dataclasses.replace(config, data_dir=dirs.get(config.dataset, config.data_dir))
         data = runs.load_data(config)
         bnn, guide = runs.restore(config, data, Path(run) / CHECKPOINT, resolve_device(config.device), state)
         members.append(bnn if not bnn.sites else (bnn, guide))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +96,13 @@ def read_run(
             f"{run / 'config.json'} does not match the config stored in {run / CHECKPOINT} ({differing}); "
             "restore config.json or retrain"
         )
-    config = RunConfig.from_dict(trained)
-    config.data_dir = shown.data_dir
+    changes: dict[str, Any] = {"data_dir": shown.data_dir}
     if num_samples is not None:
-        config.num_samples = num_samples
+        changes["num_samples"] = num_samples
     if device is not None:
-        config.device = device
-    config.validate()
+        changes["device"] = device
+    config = replace(RunConfig.from_dict(trained), **changes).resolved()
+    resolve_device(config.device)
     return run, config, state
 
 
@@ -170,7 +170,7 @@ def load_evaluation(
     if conformal is not None:
         check_conformal_run(conformal, config)
     check_data_dirs_used(dirs, {config.dataset})
-    config.data_dir = dirs.get(config.dataset, config.data_dir)
+    config = replace(config, data_dir=dirs.get(config.dataset, config.data_dir))
     resolved = resolve_device(config.device)
     data = runs.load_data(config)
     if conformal is not None:

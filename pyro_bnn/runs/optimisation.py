@@ -33,7 +33,7 @@ def run_optimizer(config: RunConfig, dataset_size: int) -> pyro.optim.PyroOptim 
     with ``weight_decay``, the implicit-BNN authors' setting (Adam is unchanged by the loss's scale; only its weight
     decay is rescaled the same way).
     """
-    config = RunConfig(**vars(config)).resolve_defaults()
+    config = config.resolved()
     if _is_plain_adam(config):
         return pyro.optim.Adam({"lr": config.lr})
     lr_variational = config.lr_variational if config.lr_variational is not None else config.lr

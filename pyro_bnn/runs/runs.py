@@ -252,7 +252,7 @@ def _options_added_since(checkpoint: Path | None) -> tuple[str, ...]:
 def normalized_config(values: dict[str, Any], source: Path) -> dict[str, Any]:
     """A stored config with the options added since it was written filled in at their defaults."""
     try:
-        return json.loads(RunConfig.from_dict(values).resolve_defaults().to_json())
+        return json.loads(RunConfig.from_dict(values).resolved().to_json())
     except (TypeError, ValueError) as err:
         raise ValueError(f"{source} holds a config this version cannot read: {err}") from None
 
@@ -282,7 +282,7 @@ def train_run(
     Returns:
         The output folder, the metrics written, the test-set prediction and the figure's path.
     """
-    config.validate()
+    config = config.resolved()
     resuming = prepare_run_dir(config, out_dir, resume=resume, overwrite=overwrite)
     device = resolve_device(config.device)
     data = data if data is not None else load_data(config)

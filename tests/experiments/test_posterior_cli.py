@@ -90,7 +90,7 @@ def test_a_sampled_run_is_a_run_folder_that_evaluate_rescores(tmp_path, capsys):
     assert {p.name for p in out.iterdir()} == {"config.json", "checkpoint.pt", "metrics.json", "reliability.png"}
     config = json.loads((out / "config.json").read_text())
     assert (
-        config["num_samples"] == 20 and config["seed"] == 3 and config["guide"] == RunConfig().resolve_defaults().guide
+        config["num_samples"] == 20 and config["seed"] == 3 and config["guide"] == RunConfig().resolved().guide
     )
     state = torch.load(out / "checkpoint.pt", weights_only=True)  # plain tensors only
     assert state["sgmcmc"]["method"] == "sgld" and state["sgmcmc"]["steps_per_chain"] == 100 + 10 * 2

@@ -136,9 +136,9 @@ def test_an_ensemble_trains_its_members_first_and_predicts_their_mixture(tmp_pat
     nll = -mixture[torch.arange(len(test.y)), test.y].log().mean()
     assert ensemble.metrics["nll"] == pytest.approx(float(nll), rel=1e-5)
     assert ensemble.metrics["accuracy"] == pytest.approx(float((mixture.argmax(-1) == test.y).double().mean()))
-    # a failed member fails its ensemble with a reason naming it
+    # a failed member (a device this machine lacks: checked where the run starts) fails its ensemble, naming it
     broken = _member_specs(1)[0]
-    bad = dataclasses.replace(broken, config=dataclasses.replace(broken.config, lr=float("inf")), label="bad")
+    bad = dataclasses.replace(broken, config=dataclasses.replace(broken.config, device="cuda:99"), label="bad")
     records = run_grid(_ensemble_grid([bad]), tmp_path / "bad", progress=False)
     assert records[0].status is Status.FAILED and bad.run_id in records[0].reason
 

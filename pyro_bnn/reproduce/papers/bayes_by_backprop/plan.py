@@ -191,7 +191,7 @@ def _spec(profile: Profile, prior: str, weighting: str, normalization: str, seed
     )
     fractions = ",".join(f"{f:g}" for f in profile["prune_fractions"])
     return RunSpec(
-        config.validate(),
+        config,
         label=f"bbb-{prior}-{weighting}-{normalization}-s{seed}",
         measures=("accuracies", f"pruning:{fractions}"),
         tags=(("normalization", normalization), ("prior", prior), ("weighting", weighting)),

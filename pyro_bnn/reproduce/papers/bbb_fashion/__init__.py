@@ -45,7 +45,7 @@ class BbbFashion:
             )
             specs.append(
                 RunSpec(
-                    config.validate(),
+                    config,
                     label=f"bbb-fashion-s{seed}",
                     measures=("accuracies", f"ood:{OOD_DATA},{profile['ood_samples']}"),
                     other_data=((OOD_DATA, data_dirs.get(OOD_DATA)),),

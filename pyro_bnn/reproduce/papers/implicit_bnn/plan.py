@@ -205,7 +205,7 @@ def cubic_specs(profile: Profile, seed: int) -> list[RunSpec]:
         for method, config in methods.items():
             specs.append(
                 RunSpec(
-                    config.validate(),
+                    config,
                     label=f"cubic-d{depth}-{method}-s{seed}",
                     measures=("cubic",),
                     tags=run_tags(part="cubic", method=method, depth=depth, seed=seed),
@@ -243,7 +243,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
             # the rows. The library's 0.3 is for K = 4; K = 1 at 0.3 diverged in its first epoch.
             lr_variational=NODE_NOISE_LR_VARIATIONAL_PER_COMPONENT * k,
             num_samples=k * profile["samples_per_component"],
-        ).validate()
+        )
 
     for width in profile["widths"]:
         model = f"lenet:{width}"
@@ -251,8 +251,8 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
         nn4 = node_noise(width, 4)
         methods = {
             "node-noise": nn4,
-            "vi": replace(base, model=model, num_samples=samples).validate(),
-            "mc-dropout": replace(base, model=model, guide=f"mc-dropout:{DROPOUT}", num_samples=samples).validate(),
+            "vi": replace(base, model=model, num_samples=samples),
+            "mc-dropout": replace(base, model=model, guide=f"mc-dropout:{DROPOUT}", num_samples=samples),
         }
         for method, config in methods.items():
             specs.append(
@@ -269,7 +269,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
         for index in range(profile["members"]):
             # Member seeds count on from seed * members, so the ensembles of different seeds share no member;
             # data_seed keeps every member on the seed's examples.
-            config = replace(member, seed=seed * profile["members"] + index).validate()
+            config = replace(member, seed=seed * profile["members"] + index)
             first = index == 0  # the first member is also the deterministic baseline, with and without T
             members.append(
                 RunSpec(
@@ -281,7 +281,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                 )
             )
         specs.extend(members)
-        ensemble = replace(member, seed=seed, num_samples=profile["members"]).validate()
+        ensemble = replace(member, seed=seed, num_samples=profile["members"])
         specs.append(
             RunSpec(
                 ensemble,
@@ -348,7 +348,7 @@ def cifar_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
         for method, config in methods.items():
             specs.append(
                 RunSpec(
-                    config.validate(),
+                    config,
                     label=f"{dataset}-{model}-{method}-s{seed}",
                     tags=run_tags(part="cifar", dataset=dataset, model=model, method=method, seed=seed),
                 )

@@ -219,7 +219,7 @@ def _bnn_spec(
     act = activation.replace(":", "")
     fused = "-fused" if estimator == "fused" else ""
     return RunSpec(
-        config.validate(),
+        config,
         label=f"{model}-{dataset}-{act}-{objective}{fused}-s{seed}",
         measures=(f"sampled_label_ece:{profile['ece_bins_sampled']}",),
         tags=(("estimator", estimator), ("objective", objective), ("part", "bnn" if not fused else "ablation")),
@@ -245,7 +245,7 @@ def _plateau_spec(profile: Profile, model: str, activation: str, data_dirs: dict
         num_val_samples=1,
     )
     return RunSpec(
-        config.validate(),
+        config,
         label=f"plateaus-{model}-mnist-{activation.replace(':', '')}",
         measures=(f"plateaus:{profile['plateau_weights_per_layer']},{images}",),
         tags=(("part", "plateaus"),),

@@ -212,7 +212,7 @@ def synthetic_specs(profile: Profile, seed: int) -> list[RunSpec]:
                 )
                 specs.append(
                     RunSpec(
-                        config.validate(),
+                        config,
                         label=f"{dataset}-{level}-{family}-{scale}-s{seed}",
                         measures=("posterior",),
                         tags=run_tags(
@@ -249,7 +249,7 @@ def cnn_spec(profile: Profile, seed: int, data_dirs: dict[str, str]) -> RunSpec:
         data_dir=data_dirs.get("mnist"),
     )
     return RunSpec(
-        config.validate(),
+        config,
         label=f"cnn-mnist-s{seed}",
         measures=(f"uncertainty:{CNN_GALLERY}",),
         tags=run_tags(part="cnn", seed=seed),
