@@ -145,7 +145,8 @@ PROFILES = {
         "batch 128, 50 epochs, 100 posterior samples, 5 seeds, the paper profile's own CNN runs (a device changes no "
         "run id, so they complete its grid). Of what the cpu profile cuts, the CNN's 50 epochs are what a CPU "
         "reaches slowest (measured on seed 0: about 20 minutes of training and as long again of scoring, on one "
-        "shared core); moons and circles (no data sets here) are 2-5-5-2 networks that a GPU does not speed up, and the paper profile trains their 5 000 steps and 10 seeds on a "
+        "shared core); moons and circles (no data sets here) are 2-5-5-2 networks that a GPU does not speed up, "
+        "and the paper profile trains their 5 000 steps and 10 seeds on a "
         "CPU. For one GPU (bench/device_grid.sh), resuming across slots",
         seeds=5,
         settings={
