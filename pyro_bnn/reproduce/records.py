@@ -5,13 +5,13 @@
 was interrupted (from its last epoch checkpoint), returns a finished run's record without training, and turns any
 exception of a run into a ``failed`` record with a one-line reason, so one bad run never stops a grid. A spec is
 one of three kinds, dispatched here and nowhere else: a training run of its config, a deep ensemble of its members,
-or a runner (``spec.runner``, :func:`resolve_runner`) that produces the run its own way once its members are done.
+or a runner (``spec.runner``, :func:`~pyro_bnn.reproduce.runners.resolve_runner`) that produces the run its own way
+once its members are done.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import itertools
 import json
 import math
@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce.code_state import current_training_code, training_code_at
 from pyro_bnn.reproduce.measures import take_measure
+from pyro_bnn.reproduce.runners import resolve_runner
 from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 from pyro_bnn.runs.batched_runs import train_runs_batched
 from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolderBusyError
@@ -406,62 +407,6 @@ def _members_done(spec: RunSpec, runs_dir: Path) -> bool:
         if record.status in (Status.MISSING, Status.DAMAGED):
             return False
     return True
-
-
-Runner = Callable[[RunSpec, Path, Path], RunResult]
-"""``function(spec, runs_dir, folder) -> RunResult``: a run that is not a Trainer run (:attr:`RunSpec.runner`)."""
-
-RUNNERS: dict[str, Runner] = {}
-"""Runner name (what a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` says) -> function, filled by
-:func:`register_runner` (a paper's package registers its own when imported)."""
-
-
-def register_runner(name: str, function: Runner, *, replace: bool = False) -> Runner:
-    """Makes ``function`` the runner called ``name`` (``RunSpec(runner=name)``; the name is part of the run id, so
-    a paper keeps its runners' names when their code moves). A pool worker receives the parent's registry.
-
-    Raises:
-        ValueError: An empty name, or one taken by another function without ``replace``.
-        TypeError: ``function`` is not callable.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a runner name is a non-empty string, got {name!r}")
-    if not callable(function):
-        raise TypeError(f"runner {name!r}: {function!r} is not callable")
-    existing = RUNNERS.get(name)
-    if existing is not None and existing is not function and not replace:
-        raise ValueError(f"runner {name!r} is already registered; pass replace=True to override it")
-    RUNNERS[name] = function
-    return function
-
-
-def registered_runners() -> dict[str, Runner]:
-    """A copy of the runner registry (what a pool worker is given)."""
-    return dict(RUNNERS)
-
-
-def resolve_runner(runner: str) -> Runner:
-    """The function a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` names: a registered runner
-    (:func:`register_runner`; the built-in papers are loaded when the name is not), else ``"package.module:function"``
-    imported.
-
-    Raises:
-        ValueError: neither registered nor of that form, or naming nothing importable (one line).
-    """
-    if runner not in RUNNERS:
-        import pyro_bnn.reproduce.papers  # noqa: F401  (the built-in papers register their runners)
-    if runner in RUNNERS:
-        return RUNNERS[runner]
-    module_name, _, function_name = runner.partition(":")
-    if not module_name or not function_name.isidentifier():
-        raise ValueError(f"a runner must be registered or 'package.module:function', got {runner!r}")
-    try:
-        function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError):
-        raise ValueError(f"runner {runner!r} names no importable function") from None
-    if not callable(function):
-        raise ValueError(f"runner {runner!r} is not callable")
-    return function
 
 
 def _call_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:

@@ -16,7 +16,7 @@ from pyro_bnn.guides.registry import GuideFamily, guide_families, register_guide
 from pyro_bnn.guides.spec import BUILT_IN_GUIDES
 from pyro_bnn.infer.objective_registry import ObjectiveEntry, objective_entries, objective_entry, register_objective
 from pyro_bnn.reproduce.measures import adopt_measures, registered_measures
-from pyro_bnn.reproduce.records import RUNNERS, Runner, registered_runners
+from pyro_bnn.reproduce.runners import RUNNERS, Runner, registered_runners
 
 
 class Registries(NamedTuple):

@@ -89,9 +89,7 @@ def test_a_sampled_run_is_a_run_folder_that_evaluate_rescores(tmp_path, capsys):
     assert "sgld: 2 chains x 10 draws" in capsys.readouterr().out
     assert {p.name for p in out.iterdir()} == {"config.json", "checkpoint.pt", "metrics.json", "reliability.png"}
     config = json.loads((out / "config.json").read_text())
-    assert (
-        config["num_samples"] == 20 and config["seed"] == 3 and config["guide"] == RunConfig().resolved().guide
-    )
+    assert config["num_samples"] == 20 and config["seed"] == 3 and config["guide"] == RunConfig().resolved().guide
     state = torch.load(out / "checkpoint.pt", weights_only=True)  # plain tensors only
     assert state["sgmcmc"]["method"] == "sgld" and state["sgmcmc"]["steps_per_chain"] == 100 + 10 * 2
     assert state["draws"]["fc1.weight"].shape == (2, 10, 5, 2)  # (chain, draw, *site_shape): tanh-small is 2-5-5-2

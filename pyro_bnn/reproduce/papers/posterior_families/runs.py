@@ -25,7 +25,8 @@ import torch
 from pyro_bnn.predict import Samples, draw_parameters
 from pyro_bnn.reproduce.papers.posterior_families.plan import RUNS
 from pyro_bnn.reproduce.papers.posterior_families.scoring import NUTS_DRAWS, Fit, evaluate, reference_of
-from pyro_bnn.reproduce.records import read_record, register_runner
+from pyro_bnn.reproduce.records import read_record
+from pyro_bnn.reproduce.runners import register_runner
 from pyro_bnn.reproduce.spec import RunSpec
 from pyro_bnn.runs.config import resolve_device
 from pyro_bnn.runs.run_folder import CHECKPOINT
