@@ -8,16 +8,25 @@ expected, e.g. ``num_samples must be an int >= 1, got 0``.
 ``bool`` is an ``int`` in Python, but ``num_samples=True`` is always a mistake: the integer checks refuse bools, and
 so do the number checks (``dropout=False`` is as much a slip as ``dropout=True``). Any ``numbers.Integral`` (a numpy
 integer too) counts as an int, any ``numbers.Real`` as a number; NaN and infinities are refused.
+
+Settings objects (a trainer's options, a Laplace fit's, a run's config, ...) have one style, :class:`Settings`: a
+frozen dataclass checked when it is made, in one method, :meth:`Settings.check`, and built from a command line's
+parsed arguments by :meth:`Settings.from_args`.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import math
 import numbers
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+S = TypeVar("S", bound="Settings")
 
 
 def _is_int(value: object) -> bool:
@@ -124,7 +133,122 @@ def one_of(value: T, choices: Iterable[object], name: str) -> T:
     raise ValueError(f"{name} must be one of {listed}, got {value!r}")
 
 
+def enum_member(enum: type[E], name: object, what: str) -> E:
+    """The member of ``enum`` whose value is ``name`` (a member passes through), or a one-line ValueError naming
+    ``what`` and listing the choices: ``"unknown KL weighting 'avg'; expected one of 'uniform', 'blundell'"``."""
+    try:
+        return enum(name)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in enum)
+        raise ValueError(f"unknown {what} {name!r}; expected one of {choices}") from None
+
+
+def dataclass_from_args(
+    base: type[T] | T, namespace: argparse.Namespace, /, **overrides: str | Callable[[argparse.Namespace], Any]
+) -> T:
+    """The dataclass object (of class ``base``, or a copy of the object ``base``) that parsed arguments ask for: the
+    engine of :meth:`Settings.from_args`, for any dataclass (the same contract as the commands'
+    ``options_from_args(base, args, **renames)``, which it can replace).
+
+    Each field takes the attribute of ``namespace`` of its own name, or the one an override names for it (a string),
+    or the value an override computes from ``namespace`` (a function). A field with no such attribute, or whose
+    attribute is None (an option not given), keeps its default: the class's own when ``base`` is the class,
+    ``base``'s value when it is an object. Attributes that name no field are ignored.
+
+    Raises:
+        TypeError: an override for a field the class does not have.
+    """
+    cls = base if isinstance(base, type) else type(base)
+    fields = [field.name for field in dataclasses.fields(cls) if field.init]  # type: ignore[arg-type]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
+    values = {}
+    for name in fields:
+        source = overrides.get(name, name)
+        if callable(source):
+            value = source(namespace)
+        elif hasattr(namespace, source):
+            value = getattr(namespace, source)
+        else:
+            continue
+        if value is not None:
+            values[name] = value
+    return cls(**values) if isinstance(base, type) else dataclasses.replace(base, **values)  # type: ignore[type-var]
+
+
+class Settings:
+    """The one style of a settings object: a frozen dataclass, checked when it is made.
+
+    Subclass it with ``@dataclass(frozen=True)`` and put every check of the fields in :meth:`check`, which
+    ``__post_init__`` calls, so an object that exists is a checked one: ``MyOptions(...)``,
+    :func:`dataclasses.replace` and :meth:`from_args` all check (a class that needs ``__post_init__`` for
+    something else calls ``super().__post_init__()``). A bad value raises one line naming the field, the value and
+    what was expected (the checks above). :meth:`check` may normalise a field (a string to its enum member, a count
+    to an ``int``) through :meth:`_set`, the frozen dataclass's own route.
+
+    Example::
+
+        @dataclass(frozen=True)
+        class FitOptions(Settings):
+            epochs: int = 10
+            lr: float = 1e-3
+
+            def check(self) -> None:
+                self._set("epochs", positive_int(self.epochs, "epochs"))
+                self._set("lr", positive_float(self.lr, "lr"))
+
+        FitOptions.from_args(parser.parse_args())  # the fields from --epochs and --lr, where given
+
+    Raises:
+        TypeError: when made, if the class is not a frozen dataclass.
+    """
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        params = getattr(type(self), "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"{type(self).__name__} must be a @dataclass(frozen=True) to be Settings")
+        self.check()
+
+    def check(self) -> Any:
+        """Refuses a bad field with a one-line ``ValueError`` (or ``TypeError`` for a value of the wrong kind), and
+        normalises fields through :meth:`_set`; called when the object is made. The base class checks nothing."""
+
+    def _set(self, name: str, value: object) -> None:
+        """Sets a field of this frozen object from :meth:`check` (a normalised value)."""
+        object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_args(
+        cls: type[S],
+        namespace: argparse.Namespace,
+        base: S | None = None,
+        /,
+        **overrides: str | Callable[[argparse.Namespace], Any],
+    ) -> S:
+        """The settings a command line's parsed arguments ask for, checked (:func:`dataclass_from_args`).
+
+        Each field takes the attribute of ``namespace`` of its own name, or the one an override names for it (a
+        string), or the value an override computes from ``namespace`` (a function). A field with no such attribute,
+        or whose attribute is None (an option not given), keeps its default: the class's own, or ``base``'s value
+        when a ``base`` object is given (the result is then a copy of ``base`` with the values given). Attributes
+        that name no field are ignored.
+
+        Raises:
+            TypeError: an override for a field the class does not have, or a ``base`` of another class.
+            ValueError: a bad value, from :meth:`check`.
+        """
+        if base is not None and not isinstance(base, cls):
+            raise TypeError(f"base must be a {cls.__name__}, got {type(base).__name__}")
+        return dataclass_from_args(cls if base is None else base, namespace, **overrides)
+
+
 __all__ = [
+    "Settings",
+    "dataclass_from_args",
+    "enum_member",
     "finite_float",
     "int_at_least",
     "int_below",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import enum
+import importlib
 import math
 import re
 
@@ -125,3 +129,125 @@ def test_checks_is_a_leaf():
     with open(source, encoding="utf-8") as file:
         text = file.read()
     assert "pyro_bnn" not in re.sub(r'""".*?"""', "", text, flags=re.S).replace("pyro_bnn.checks", "")
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def test_enum_member():
+    assert checks.enum_member(Color, "red", "color") is Color.RED
+    assert checks.enum_member(Color, Color.BLUE, "color") is Color.BLUE
+    with pytest.raises(ValueError, match=r"^unknown color 'green'; expected one of 'red', 'blue'$"):
+        checks.enum_member(Color, "green", "color")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit(checks.Settings):
+    epochs: int = 10
+    lr: float = 1e-3
+    color: Color | str = Color.RED
+
+    def check(self) -> None:
+        self._set("epochs", checks.positive_int(self.epochs, "epochs"))
+        self._set("lr", checks.positive_float(self.lr, "lr"))
+        self._set("color", checks.enum_member(Color, self.color, "color"))
+
+
+def test_settings_are_checked_when_made():
+    assert Fit(epochs=np.int64(3), color="blue") == Fit(epochs=3, color=Color.BLUE)  # normalised by check()
+    assert type(Fit(epochs=np.int64(3)).epochs) is int
+    with pytest.raises(ValueError, match=r"^epochs must be an int >= 1, got 0$"):
+        Fit(epochs=0)
+    with pytest.raises(ValueError, match=r"^lr must be a finite number > 0, got -1.0$"):
+        dataclasses.replace(Fit(), lr=-1.0)  # a copy is made, so checked, too
+
+
+def test_settings_are_frozen():
+    fit = Fit()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fit.epochs = 3  # type: ignore[misc]
+
+
+def test_settings_must_be_a_frozen_dataclass():
+    @dataclasses.dataclass
+    class Loose(checks.Settings):
+        epochs: int = 1
+
+    with pytest.raises(TypeError, match=r"^Loose must be a @dataclass\(frozen=True\) to be Settings$"):
+        Loose()
+
+
+def test_from_args_maps_fields_by_name_and_ignores_the_rest():
+    args = argparse.Namespace(epochs=5, lr=None, color="blue", verbose=True, out="runs/x")
+    fit = Fit.from_args(args)
+    assert fit == Fit(epochs=5, color=Color.BLUE)  # lr None: not given, the default stays
+    assert Fit.from_args(argparse.Namespace()) == Fit()
+
+
+def test_from_args_overrides_rename_or_compute_a_field():
+    args = argparse.Namespace(num_epochs=7, fast=True)
+    fit = Fit.from_args(args, epochs="num_epochs", lr=lambda a: 0.1 if a.fast else None)
+    assert fit == Fit(epochs=7, lr=0.1)
+
+
+def test_from_args_over_a_base_object_keeps_its_values():
+    base = Fit(epochs=4, lr=0.5)
+    assert Fit.from_args(argparse.Namespace(lr=0.2, color=None), base) == Fit(epochs=4, lr=0.2)
+    with pytest.raises(TypeError, match=r"^base must be a Fit, got Namespace$"):
+        Fit.from_args(argparse.Namespace(), argparse.Namespace())
+
+
+def test_from_args_rejects_an_unknown_override_and_checks_the_values():
+    with pytest.raises(TypeError, match=r"^Fit has no field 'epoch'$"):
+        Fit.from_args(argparse.Namespace(epochs=2), epoch="epochs")
+    with pytest.raises(ValueError, match=r"^epochs must be an int >= 1, got -2$"):
+        Fit.from_args(argparse.Namespace(epochs=-2))
+
+
+def test_from_args_matches_options_from_args():
+    """The commands' ``options_from_args`` and ``Settings.from_args`` build the same object (a drop-in)."""
+    from pyro_bnn.commands import options_from_args
+    from pyro_bnn.laplace import LaplaceOptions
+
+    args = argparse.Namespace(subset="all", structure="diag", marglik_steps=5, no_tune=True, output="x")
+    tune = {"tune_prior": lambda a: not a.no_tune}
+    assert LaplaceOptions.from_args(args, **tune) == options_from_args(LaplaceOptions, args, **tune)
+
+
+SETTINGS_CLASSES = [
+    ("pyro_bnn.infer.trainer_options", "ObjectiveOptions"),
+    ("pyro_bnn.infer.trainer_options", "ValidationOptions"),
+    ("pyro_bnn.infer.trainer_options", "LRSchedulerOptions"),
+    ("pyro_bnn.infer.trainer_options", "RuntimeOptions"),
+    ("pyro_bnn.infer.trainer_options", "ResumeOptions"),
+    ("pyro_bnn.infer.optim", "ParamGroups"),
+    ("pyro_bnn.laplace.options", "LaplaceOptions"),
+    ("pyro_bnn.sgmcmc.samplers", "StepPlan"),
+    ("pyro_bnn.diagnostics.slices", "SliceOptions"),
+    ("pyro_bnn.runs.conformal", "ConformalOptions"),
+    ("pyro_bnn.runs.config", "RunConfig"),
+]
+
+
+@pytest.mark.parametrize("module, name", SETTINGS_CLASSES)
+def test_the_settings_classes_share_the_one_style(module, name):
+    """Each is a frozen dataclass checked in ``check()`` when made, with no ``__post_init__`` of its own."""
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, checks.Settings)
+    assert cls.__dataclass_params__.frozen
+    assert "__post_init__" not in vars(cls) and "check" in vars(cls)
+
+
+def test_dataclass_from_args_takes_any_dataclass_or_object():
+    @dataclasses.dataclass
+    class Plain:
+        seed: int = 0
+        name: str = "a"
+
+    args = argparse.Namespace(seed=3, name=None, other=1)
+    assert checks.dataclass_from_args(Plain, args) == Plain(seed=3)
+    assert checks.dataclass_from_args(Plain(name="b"), args, seed=lambda a: a.seed + 1) == Plain(seed=4, name="b")
+    with pytest.raises(TypeError, match=r"^Plain has no field 'x'$"):
+        checks.dataclass_from_args(Plain, args, x="seed")

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import Settings, positive_int
 from pyro_bnn.diagnostics.gaussian_fit import fit_gaussian, gaussian_tv_distance
 from pyro_bnn.diagnostics.slice_evaluator import Index, SliceEvaluator
 from pyro_bnn.diagnostics.slice_window import LogPrior, SearchOptions, log_prior_function, prior_values
@@ -42,7 +42,7 @@ DEFAULT_MAX_STEPS = 100
 
 
 @dataclass(frozen=True, kw_only=True)
-class SliceOptions:
+class SliceOptions(Settings):
     """The options of a likelihood slice: the window search, the grid and the evaluation, as
     :func:`likelihood_slice` describes them. One value serves :func:`likelihood_slice`, :func:`likelihood_slices`
     and :func:`~pyro_bnn.diagnostics.plateaus.plateau_fractions` alike.
@@ -75,12 +75,12 @@ class SliceOptions:
     batch_size: int = 2048
     incremental: bool = True
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         search = self.search
         for name in ("start", "growth", "threshold", "num_points", "max_half_width", "max_steps"):
-            object.__setattr__(self, name, getattr(search, name))
-        object.__setattr__(self, "batch_points", positive_int(self.batch_points, "batch_points"))
-        object.__setattr__(self, "batch_size", positive_int(self.batch_size, "batch_size"))
+            self._set(name, getattr(search, name))
+        self._set("batch_points", positive_int(self.batch_points, "batch_points"))
+        self._set("batch_size", positive_int(self.batch_size, "batch_size"))
 
     @property
     def search(self) -> SearchOptions:

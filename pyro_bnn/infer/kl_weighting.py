@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from enum import Enum
 
-from pyro_bnn._spec import enum_member
+from pyro_bnn.checks import enum_member
 
 
 class KLWeighting(str, Enum):

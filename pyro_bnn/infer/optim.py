@@ -13,7 +13,7 @@ import torch
 from pyro.optim import PyroOptim
 from pyro.optim.lr_scheduler import PyroLRScheduler
 
-from pyro_bnn.checks import non_negative_float, positive_float
+from pyro_bnn.checks import Settings, non_negative_float, positive_float
 
 
 class OptimizerKind(str, Enum):
@@ -63,7 +63,7 @@ def _check_number(where: str, key: str, value: object, positive: bool) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ParamGroups:
+class ParamGroups(Settings):
     """One optimiser with two parameter groups: the model's deterministic parameters and the guide's.
 
     Node-noise BNNs (implicit BNNs, Trinh et al., 2022) train the network's deterministic weights and the variational
@@ -100,7 +100,7 @@ class ParamGroups:
     GROUPS: ClassVar[tuple[str, str]] = ("model", "guide")
     """The groups' names, in the order the optimiser holds them."""
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if not (isinstance(self.constructor, type) and issubclass(self.constructor, torch.optim.Optimizer)):
             raise TypeError(f"ParamGroups.constructor must be a torch.optim.Optimizer class, got {self.constructor!r}")
         signature = inspect.signature(self.constructor).parameters
@@ -112,7 +112,7 @@ class ParamGroups:
             if not isinstance(options, Mapping):
                 raise TypeError(f"{where} must be a dict of {self.constructor.__name__} options, got {options!r}")
             options = dict(options)
-            object.__setattr__(self, group, options)  # a copy: later changes to the caller's dict do not leak in
+            self._set(group, options)  # a copy: later changes to the caller's dict do not leak in
             for key in options:
                 if key in ("params", "name"):
                     raise ValueError(f"{where}: {key!r} is set by build_optimizer, not by the options")

@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from pyro_bnn._spec import enum_member
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import Settings, enum_member, positive_int
 from pyro_bnn.infer.annealing import KLSchedule
 from pyro_bnn.infer.kl_weighting import KLWeighting
 from pyro_bnn.infer.objective_registry import objective_entry
@@ -55,12 +54,8 @@ def _check_callable(name: str, value: object, what: str) -> None:
         raise ValueError(f"{name} must be {what} or None, got {value!r}")
 
 
-def _set(options: object, name: str, value: object) -> None:
-    object.__setattr__(options, name, value)  # a frozen dataclass normalising a field in __post_init__
-
-
 @dataclass(frozen=True)
-class ObjectiveOptions:
+class ObjectiveOptions(Settings):
     """What each step minimises (``Trainer(objective=...)``; a bare objective or name is this group's first field)."""
 
     objective: Objective | ElboKind | str = ElboKind.AUTO
@@ -76,7 +71,7 @@ class ObjectiveOptions:
     kl_weighting: KLWeighting | str = KLWeighting.UNIFORM
     """``"uniform"`` or ``"blundell"`` minibatch KL weights."""
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         by_name = isinstance(self.objective, (str, ElboKind))
         if by_name:
             objective_entry(self.objective)  # an unknown name: one line listing the registered ones
@@ -90,7 +85,7 @@ class ObjectiveOptions:
         if self.vectorize_particles is not None and not isinstance(self.vectorize_particles, bool):
             raise ValueError(f"vectorize_particles must be a bool or None, got {self.vectorize_particles!r}")
         _check_callable("kl_schedule", self.kl_schedule, "a function of progress in epochs")
-        _set(self, "kl_weighting", enum_member(KLWeighting, self.kl_weighting, "KL weighting"))
+        self._set("kl_weighting", enum_member(KLWeighting, self.kl_weighting, "KL weighting"))
 
     def build(self) -> Objective:
         """The objective (built from its name with the particle options, or the one given)."""
@@ -109,7 +104,7 @@ class ObjectiveOptions:
 
 
 @dataclass(frozen=True)
-class ValidationOptions:
+class ValidationOptions(Settings):
     """The per-epoch validation metrics on ``fit``'s ``val_loader`` (``Trainer(validation=...)``)."""
 
     num_val_samples: int = 16
@@ -117,13 +112,13 @@ class ValidationOptions:
     n_bins: int = 15
     """Calibration bins for the validation ECE and MCE."""
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         _check_positive_int("num_val_samples", self.num_val_samples)
         _check_positive_int("n_bins", self.n_bins)
 
 
 @dataclass(frozen=True)
-class LRSchedulerOptions:
+class LRSchedulerOptions(Settings):
     """A learning-rate scheduler (``Trainer(lr_scheduler=...)``; a bare factory is this group's first field)."""
 
     factory: Callable[[torch.optim.Optimizer], Any] | None = None
@@ -131,13 +126,13 @@ class LRSchedulerOptions:
     interval: SchedulerInterval | str = SchedulerInterval.EPOCH
     """``"epoch"`` (step the scheduler after every epoch) or ``"step"`` (after every optimiser step)."""
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         _check_callable("the lr_scheduler factory", self.factory, "a function optimizer -> scheduler")
-        _set(self, "interval", enum_member(SchedulerInterval, self.interval, "scheduler interval"))
+        self._set("interval", enum_member(SchedulerInterval, self.interval, "scheduler interval"))
 
 
 @dataclass(frozen=True)
-class RuntimeOptions:
+class RuntimeOptions(Settings):
     """Where and how the steps run (``Trainer(runtime=...)``)."""
 
     device: str | torch.device | None = None
@@ -159,9 +154,9 @@ class RuntimeOptions:
     """A factory ``StepParts -> StepRunner`` (:mod:`pyro_bnn.infer.steps`) for the step itself, e.g.
     :class:`~pyro_bnn.infer.steps.EagerStep`; None: :func:`~pyro_bnn.infer.steps.default_step_runner`."""
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.device is not None:
-            _set(self, "device", torch.device(self.device))
+            self._set("device", torch.device(self.device))
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral)):
             raise ValueError(f"seed must be an int or None, got {self.seed!r}")
         for name in ("progress", "cuda_graph"):
@@ -172,7 +167,7 @@ class RuntimeOptions:
 
 
 @dataclass(frozen=True)
-class ResumeOptions:
+class ResumeOptions(Settings):
     """What a checkpoint records of the run and what a resume may change (``Trainer(resume=...)``)."""
 
     config: Mapping[str, Any] | None = None
@@ -181,13 +176,13 @@ class ResumeOptions:
     resume_may_change: Sequence[str] = field(default=())
     """Config keys that may differ on a resume (e.g. ``epochs``, to extend a finished run)."""
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.config is not None and not isinstance(self.config, Mapping):
             raise ValueError(f"config must be a dict of JSON values or None, got {self.config!r}")
         keys = self.resume_may_change
         if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
             raise ValueError(f"resume_may_change must be a sequence of config keys (strings), got {keys!r}")
-        _set(self, "resume_may_change", frozenset(keys))
+        self._set("resume_may_change", frozenset(keys))
 
 
 _MOVED = {

@@ -7,8 +7,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from pyro_bnn.checks import positive_float, positive_int
-from pyro_bnn.spec.values import enum_member
+from pyro_bnn.checks import Settings, enum_member, positive_float, positive_int
 
 
 class Subset(str, Enum):
@@ -63,7 +62,7 @@ class Link(str, Enum):
 
 
 @dataclass(frozen=True)
-class LaplaceOptions:
+class LaplaceOptions(Settings):
     """How :func:`~pyro_bnn.laplace.fit_laplace` builds the approximation. Strings are turned into the enums.
 
     Attributes:
@@ -90,18 +89,15 @@ class LaplaceOptions:
     marglik_steps: int = 100
     marglik_lr: float = 0.1
 
-    def __post_init__(self) -> None:
-        # frozen: the normalised values are set through object.__setattr__, the dataclass's own route
-        object.__setattr__(self, "subset", enum_member(Subset, self.subset, "Laplace subset"))
-        object.__setattr__(self, "structure", enum_member(Structure, self.structure, "Hessian structure"))
-        object.__setattr__(
-            self, "prior_structure", enum_member(PriorStructure, self.prior_structure, "prior structure")
-        )
+    def check(self) -> None:
+        self._set("subset", enum_member(Subset, self.subset, "Laplace subset"))
+        self._set("structure", enum_member(Structure, self.structure, "Hessian structure"))
+        self._set("prior_structure", enum_member(PriorStructure, self.prior_structure, "prior structure"))
         if self.prior_precision is not None:
             value = self.prior_precision
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
                 raise ValueError(f"prior_precision must be a finite number > 0 or None, got {value!r}")
-            object.__setattr__(self, "prior_precision", float(value))
+            self._set("prior_precision", float(value))
         if not isinstance(self.tune_prior, bool):
             raise ValueError(f"tune_prior must be True or False, got {self.tune_prior!r}")
         positive_int(self.marglik_steps, "marglik_steps")

@@ -9,8 +9,7 @@ import torch
 from pyro.distributions import Distribution
 from torch import nn
 
-from pyro_bnn._spec import enum_member
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import enum_member, positive_int
 from pyro_bnn.sites import DATA_DIM, LIKELIHOOD_TAG
 
 

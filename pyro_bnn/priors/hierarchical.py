@@ -9,7 +9,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import Distribution
 
-from pyro_bnn._spec import enum_member
+from pyro_bnn.checks import enum_member
 from pyro_bnn.priors.base import ParameterSite, Prior, elementwise, positive_buffer
 from pyro_bnn.priors.selection import Select
 

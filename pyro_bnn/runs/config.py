@@ -15,8 +15,7 @@ from typing import Any
 
 import torch
 
-from pyro_bnn._spec import enum_member
-from pyro_bnn.checks import non_negative_int, optional_positive_int, positive_int
+from pyro_bnn.checks import Settings, enum_member, non_negative_int, optional_positive_int, positive_int
 from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
 from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
@@ -34,11 +33,12 @@ from pyro_bnn.priors import nothing, parse_prior
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(Settings):
     """One training run. Field names match the ``pyro-bnn train`` options.
 
     A config is checked once, when it is made (``RunConfig(...)``, :func:`dataclasses.replace`,
-    :meth:`from_dict`): a bad option raises a one-line ``ValueError`` naming it, its value and what is expected.
+    :meth:`from_dict`, :meth:`~pyro_bnn.checks.Settings.from_args`; :meth:`check` says how): a bad option raises a
+    one-line ``ValueError`` naming it, its value and what is expected.
     It is frozen: vary one with ``dataclasses.replace(config, seed=1)``. Options left None whose default depends
     on the mode (``prior``, ``guide``, ``optimizer``, ``lr``, ``lr_variational``, ``weight_decay``) stay None;
     :meth:`resolved` returns the config with them filled, which is what a run trains with and writes. Whether the
@@ -144,12 +144,14 @@ class RunConfig:
     n_bins: int = 15
     patience: int = 0
 
-    def __post_init__(self) -> None:
-        self._filled()._check()
+    def check(self) -> None:
+        """Checks every option, with the mode's defaults filled in (:meth:`resolved`); called when the config is
+        made. Raises a one-line ``ValueError`` naming the option, its value and what is expected."""
+        self._filled()._check_resolved()
 
     def _filled(self) -> RunConfig:
         """This config with the mode's defaults filled in, made without checking it again (its values are the ones
-        :meth:`_check` checks); self where none is missing."""
+        :meth:`_check_resolved` checks); self where none is missing."""
         node_noise = self.node_noise is True
         filled: dict[str, Any] = {}
         if self.prior is None:
@@ -195,7 +197,7 @@ class RunConfig:
         resolve_device(self.device)
         return self.resolved()
 
-    def _check(self) -> None:
+    def _check_resolved(self) -> None:
         """Parses every option once so a typo fails before data loading or training (self: a resolved config)."""
         dataset = DatasetName(self.dataset)
         Normalization(self.normalization)

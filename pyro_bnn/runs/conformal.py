@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from pyro_bnn.checks import Settings
 from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.evaluation import (
     ConformalMethod,
@@ -36,8 +37,8 @@ SPLIT_SEED = 0
 
 
 @dataclass(frozen=True)
-class ConformalOptions:
-    """What ``--conformal ALPHA [--conformal-method M] [--calibration-size N]`` asks for.
+class ConformalOptions(Settings):
+    """What ``--conformal ALPHA [--conformal-method M] [--calibration-size N]`` asks for; checked when made.
 
     Attributes:
         alpha: Miscoverage level in ``(0, 1)``.
@@ -51,7 +52,8 @@ class ConformalOptions:
     calibration_size: int | None = None
 
     def check(self) -> ConformalOptions:
-        """Validates the options on their own (no run, no data); returns them with ``method`` as the enum.
+        """Checks the options on their own (no run, no data), when they are made, and turns ``method`` into the
+        enum; returns them (the same object: ``ConformalOptions(...).check()`` of older callers still works).
 
         Raises:
             ValueError: ``alpha`` not in ``(0, 1)``, an unknown method, or a calibration size that is not an int
@@ -71,7 +73,9 @@ class ConformalOptions:
             if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
                 raise ValueError(f"--calibration-size must be an int >= 1, got {size!r}")
             _check_enough(int(size), alpha)
-        return ConformalOptions(alpha, method, size)
+        self._set("alpha", alpha)
+        self._set("method", method)
+        return self
 
 
 def _check_enough(size: int, alpha: float, default_of: int | None = None) -> None:
@@ -109,7 +113,7 @@ def conformal_options(
     for flag, value in (("--ood", ood), ("--temperature", temperature or None)):
         if value is not None:
             raise ValueError(f"--conformal and {flag} do not combine; run them as two evaluations")
-    return ConformalOptions(alpha, method or ConformalMethod.THR, calibration_size).check()
+    return ConformalOptions(alpha, method or ConformalMethod.THR, calibration_size)
 
 
 def check_conformal_run(options: ConformalOptions, config: RunConfig) -> None:

@@ -22,8 +22,7 @@ from enum import Enum
 
 import torch
 
-from pyro_bnn._spec import enum_member
-from pyro_bnn.checks import int_at_least, positive_int
+from pyro_bnn.checks import Settings, enum_member, int_at_least, positive_int
 
 
 class Method(str, Enum):
@@ -55,7 +54,7 @@ def as_method(method: Method | str) -> Method:
 
 
 @dataclass(frozen=True)
-class StepPlan:
+class StepPlan(Settings):
     """What happens at each step ``k = 0 .. total_steps - 1`` of a chain.
 
     Constant step size (SGLD, SGHMC): ``burn_in`` steps, then ``num_draws * thin`` steps of which every ``thin``-th
@@ -79,7 +78,7 @@ class StepPlan:
     num_cycles: int | None = None
     exploration: float = 0.0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if isinstance(self.step_size, bool) or not isinstance(self.step_size, (int, float)):
             raise ValueError(f"step_size must be a number > 0, got {self.step_size!r}")
         if not (0 < self.step_size < math.inf):

@@ -15,6 +15,8 @@ import struct
 from dataclasses import dataclass
 from enum import Enum
 
+from pyro_bnn.checks import enum_member as enum_member  # re-exported: its home is the checks leaf
+
 FLOAT32_TINY = 2.0**-126
 """The smallest positive normal float32, about 1.18e-38; smaller numbers lose precision or become 0."""
 
@@ -178,13 +180,3 @@ class Choice(ValueType):
             return self.enum(text.lower())
         except ValueError:
             raise ArgumentError(f"unknown {self.what} {text!r}; expected {self.expected}", show_usage=False) from None
-
-
-def enum_member(enum: type[Enum], name: object, what: str) -> Enum:
-    """The member of ``enum`` whose value is ``name`` (a member passes through), or a one-line ValueError naming
-    ``what`` and listing the choices."""
-    try:
-        return enum(name)
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in enum)
-        raise ValueError(f"unknown {what} {name!r}; expected one of {choices}") from None
