@@ -35,7 +35,7 @@ def _batches(loader: Iterable) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         epoch += 1
 
 
-def _start(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chains: int) -> torch.Tensor:
+def start_weights(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], num_chains: int) -> torch.Tensor:
     """The chains' flat starting weights ``(num_chains, D)`` on the model's device (prior draws under the seed the
     caller has set)."""
     bnn = log_joint.bnn
@@ -144,7 +144,7 @@ def sample_sgmcmc(
         exploration=exploration,
     )
     pyro.set_rng_seed(seed)
-    theta = _start(log_joint, init, num_chains)
+    theta = start_weights(log_joint, init, num_chains)
     modes = [(module, module.training) for module in bnn.modules()]
     bnn.eval()
     start = time.perf_counter()
