@@ -54,6 +54,15 @@ def constant(value: float = 1.0) -> KLSchedule:
     return lambda progress: value
 
 
+def tempered(schedule: KLSchedule, temperature: float) -> KLSchedule:
+    """``schedule`` times the likelihood temperature T: the KL weight of a tempered posterior
+    ``p(D | w)^(1/T) p(w)``, whose ELBO times T is ``E_q[log p(D | w)] - T * KL(q || p)`` (the schedule itself when
+    T is 1)."""
+    if temperature == 1.0:
+        return schedule
+    return lambda progress: temperature * schedule(progress)
+
+
 def linear_warmup(warmup_epochs: float, *, start: float = 0.0, end: float = 1.0, per_epoch: bool = False) -> KLSchedule:
     """KL weight rising linearly from ``start`` to ``end`` over ``warmup_epochs``, then held at ``end``.
 

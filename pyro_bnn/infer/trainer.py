@@ -25,7 +25,7 @@ from pyro_bnn.checks import non_negative_int
 from pyro_bnn.guides import GuideSpec
 from pyro_bnn.guides.init import warn_symmetric_start
 from pyro_bnn.guides.movement import StartingPoint, start_of, warn_if_unmoved
-from pyro_bnn.infer.annealing import constant
+from pyro_bnn.infer.annealing import constant, tempered
 from pyro_bnn.infer.callbacks import Callback
 from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
 from pyro_bnn.infer.divergence import NonFiniteLossError
@@ -141,7 +141,10 @@ class Trainer:
         self.guide_spec, self.guide, self._guide_builder = guide_parts(guide)
         objective.check_kl_scale(bnn.likelihood.kl_scale)
         self.objective = objective.build()
-        self.kl_schedule = objective.kl_schedule if objective.kl_schedule is not None else constant(1.0)
+        schedule_of_kl = objective.kl_schedule if objective.kl_schedule is not None else constant(1.0)
+        self.kl_schedule = tempered(schedule_of_kl, objective.temperature)
+        """The KL weight of progress in epochs: the annealing schedule times the likelihood temperature."""
+        self.temperature = objective.temperature
         self.kl_weighting = objective.kl_weighting
         self.optim, self.lr_scheduler_factory = optim, schedule.factory
         self.lr_scheduler_interval = schedule.interval

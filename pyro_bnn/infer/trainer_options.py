@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from pyro_bnn.checks import Settings, enum_member, positive_int
+from pyro_bnn.checks import Settings, enum_member, positive_float, positive_int
 from pyro_bnn.infer.annealing import KLSchedule
 from pyro_bnn.infer.kl_weighting import KLWeighting
 from pyro_bnn.infer.objective_registry import objective_entry
@@ -70,6 +70,11 @@ class ObjectiveOptions(Settings):
     """KL annealing weight as a function of progress in epochs (None: constant 1)."""
     kl_weighting: KLWeighting | str = KLWeighting.UNIFORM
     """``"uniform"`` or ``"blundell"`` minibatch KL weights."""
+    temperature: float = 1.0
+    """The likelihood temperature T of a tempered posterior ``p_T(w | D) ∝ p(D | w)^(1/T) p(w)`` (T < 1: a *cold*
+    posterior, which trusts the data more than Bayes' rule does; 1: the posterior). VI then minimises
+    ``E_q[-log p(D | w)] + T * KL(q || p)``: T multiplies the KL weight of every step, annealing and minibatch
+    weights included, in every objective. See docs/tempering.md."""
 
     def check(self) -> None:
         by_name = isinstance(self.objective, (str, ElboKind))
@@ -86,6 +91,7 @@ class ObjectiveOptions(Settings):
             raise ValueError(f"vectorize_particles must be a bool or None, got {self.vectorize_particles!r}")
         _check_callable("kl_schedule", self.kl_schedule, "a function of progress in epochs")
         self._set("kl_weighting", enum_member(KLWeighting, self.kl_weighting, "KL weighting"))
+        self._set("temperature", positive_float(self.temperature, "temperature"))
 
     def build(self) -> Objective:
         """The objective (built from its name with the particle options, or the one given)."""

@@ -44,6 +44,7 @@ _MAY_DIFFER = frozenset(
         "lr_schedule",
         "lr_variational_schedule",
         "kl_anneal",
+        "temperature",
         "kl_weighting",
         "seed",
         "data_seed",

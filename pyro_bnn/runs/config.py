@@ -15,7 +15,14 @@ from typing import Any
 
 import torch
 
-from pyro_bnn.checks import Settings, enum_member, non_negative_int, optional_positive_int, positive_int
+from pyro_bnn.checks import (
+    Settings,
+    enum_member,
+    non_negative_int,
+    optional_positive_int,
+    positive_float,
+    positive_int,
+)
 from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
 from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
@@ -85,6 +92,8 @@ class RunConfig(Settings):
         lr_variational_schedule: Schedule of the guide's learning rate (the authors keep it constant).
         num_particles: ELBO particles per step (vectorised).
         kl_anneal: KL schedule, ``constant``, ``linear:EPOCHS`` or ``cyclical:PERIOD[,RAMP]``.
+        temperature: The likelihood temperature T of a tempered posterior ``p(D | w)^(1/T) p(w)`` (T < 1: cold);
+            it multiplies every step's KL weight (docs/tempering.md).
         kl_weighting: ``uniform`` or ``blundell`` minibatch KL weights.
         kl_scale: ``dataset`` (the full-data ELBO: minibatch log-likelihood times N/B) or ``paper`` (the One Simple
             Trick objective: unscaled minibatch log-likelihood plus the KL on every step; not with ``blundell``).
@@ -127,6 +136,7 @@ class RunConfig(Settings):
     lr_variational_schedule: str = "constant"
     num_particles: int = 1
     kl_anneal: str = "constant"
+    temperature: float = 1.0
     kl_weighting: str = "uniform"
     kl_scale: str = "dataset"
     seed: int = 0
@@ -221,6 +231,7 @@ class RunConfig(Settings):
             # The guide family's size limit (a full covariance, a flow), from the weights the prior will select.
             guide.family.check_network(guide, weights)
         parse_kl_schedule(self.kl_anneal)
+        self._set("temperature", positive_float(self.temperature, "temperature"))
         weighting = enum_member(KLWeighting, self.kl_weighting, "KL weighting")
         if enum_member(KLScale, self.kl_scale, "KL scale") is KLScale.PAPER and weighting is KLWeighting.BLUNDELL:
             raise ValueError(

@@ -362,7 +362,10 @@ def prepare_trainer(
         parse_guide(config.guide),  # a spec with loc=map starts the guide at a MAP warm start (not on a resume)
         optim=run_optimizer(config, len(data.train)),
         objective=ObjectiveOptions(
-            run_objective(config), kl_schedule=parse_kl_schedule(config.kl_anneal), kl_weighting=config.kl_weighting
+            run_objective(config),
+            kl_schedule=parse_kl_schedule(config.kl_anneal),
+            kl_weighting=config.kl_weighting,
+            temperature=config.temperature,
         ),
         lr_scheduler=LRSchedulerOptions(run_lr_scheduler(config, len(train)), interval="step"),
         validation=ValidationOptions(config.num_val_samples, config.n_bins),

@@ -22,6 +22,7 @@ from pyro import poutine
 from torch.distributions import constraints
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_float
 from pyro_bnn.likelihoods.base import KLScale
 from pyro_bnn.sites import unflatten
 
@@ -87,6 +88,8 @@ class LogJoint:
     Args:
         bnn: A model that :func:`check_supported` accepts. Its deterministic parameters (those the prior does not
             select, a learned noise scale) stay at their current values.
+        temperature: The likelihood temperature T: the target is the tempered posterior
+            ``log p(w) + (1 / T) * log p(D | w)`` (T < 1: a cold posterior; 1: the posterior).
 
     Attributes:
         names: Weight site names, in the flat vector's order.
@@ -94,9 +97,10 @@ class LogJoint:
         dim: D, the number of scalar weights.
     """
 
-    def __init__(self, bnn: BNN) -> None:
+    def __init__(self, bnn: BNN, temperature: float = 1.0) -> None:
         check_supported(bnn)
         self.bnn = bnn
+        self.temperature = positive_float(temperature, "temperature")
         self.names = bnn.site_names
         self.shapes = [site.shape for site in bnn.sites]
         self.sizes = [math.prod(shape) for shape in self.shapes]
@@ -141,7 +145,8 @@ class LogJoint:
         return self.bnn.likelihood.log_likelihood(output, y).sum(-1)
 
     def scale(self, batch_size: int) -> float:
-        """N / B, the factor of a minibatch of ``batch_size`` rows (the likelihood plate's own scale).
+        """N / (B T), the factor of a minibatch of ``batch_size`` rows (the likelihood plate's own scale, over the
+        temperature).
 
         Raises:
             ValueError: a batch larger than the likelihood's ``dataset_size``.
@@ -152,10 +157,10 @@ class LogJoint:
                 f"minibatch of {batch_size} examples is larger than dataset_size={size}; "
                 "dataset_size must be the number of training examples"
             )
-        return size / batch_size
+        return size / batch_size / self.temperature
 
     def __call__(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """``log p(w) + (N / B) * sum_b log p(y_b | x_b, w)``, differentiable in ``flat``.
+        """``log p(w) + (N / (B T)) * sum_b log p(y_b | x_b, w)``, differentiable in ``flat``.
 
         Args:
             flat: Weights ``(D,)``, or ``(C, D)`` for C chains at once.

@@ -97,6 +97,7 @@ def sample_sgmcmc(
     init: str | Mapping[str, torch.Tensor] = "prior",
     seed: int = 0,
     progress: bool = True,
+    temperature: float = 1.0,
 ) -> SGMCMCResult:
     """Runs SG-MCMC chains on the model's minibatch log joint ``log p(w) + (N / B) log p(y_batch | x_batch, w)``.
 
@@ -124,6 +125,8 @@ def sample_sgmcmc(
             ``{site: site_shape}`` / ``{site: (num_chains, *site_shape)}``.
         seed: Seeds Pyro and torch once, before the starts are drawn.
         progress: Show a tqdm progress bar over the steps.
+        temperature: The likelihood temperature T: the chains sample ``p(w) p(D | w)^(1/T)`` (T < 1: a cold
+            posterior; see docs/tempering.md).
 
     Returns:
         :class:`~pyro_bnn.sgmcmc.SGMCMCResult` with ``samples`` ``{site: (num_chains, num_draws, *site_shape)}``.
@@ -133,7 +136,7 @@ def sample_sgmcmc(
         SGMCMCDivergenceError: a chain's log joint or weights became NaN or infinite.
     """
     method = as_method(method)
-    log_joint = LogJoint(bnn)  # refuses models it cannot sample
+    log_joint = LogJoint(bnn, temperature)  # refuses models it cannot sample
     check_options(num_chains, friction, init, seed)
     plan = StepPlan(
         step_size=step_size,
