@@ -35,7 +35,7 @@ PROBES = {
     "core-below-runs": ("diagnostics/_layer_probe.py", "import pyro_bnn.runs"),
     "runs-below-front-ends": ("runs/_layer_probe.py", "import pyro_bnn.experiments"),
     "core-below-front-ends": ("plots/_layer_probe.py", "import pyro_bnn.experiments"),
-    "front-end-order": ("experiments/_layer_probe.py", "import pyro_bnn.reproduce"),
+    "front-end-order": ("commands/_layer_probe.py", "import pyro_bnn.reproduce"),
 }
 
 

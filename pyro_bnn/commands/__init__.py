@@ -7,8 +7,9 @@ The other verbs are registered the same way beside the code they drive: ``reprod
 :mod:`pyro_bnn.reproduce.cli`, ``plugins`` in :mod:`pyro_bnn.plugins`. :mod:`pyro_bnn.cli` lists them all, in the
 order of ``pyro-bnn --help``, and builds its parser from that list.
 
-A front end between :mod:`pyro_bnn.experiments` (whose work these verbs drive) and :mod:`pyro_bnn.reproduce` (whose
-``ensemble`` verb takes ``train``'s options); nothing below the front ends imports it.
+A front end over the run engine :mod:`pyro_bnn.runs` (whose work these verbs drive) and below
+:mod:`pyro_bnn.reproduce` (whose ``ensemble`` verb takes ``train``'s options); nothing below the front ends imports
+it.
 """
 
 from pyro_bnn.commands.verb import Verb, options_from_args, user_errors

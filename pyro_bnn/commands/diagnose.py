@@ -1,5 +1,5 @@
 """``pyro-bnn diagnose``: likelihood slices, pruning, posterior shape and a NUTS reference of a saved run
-(:mod:`pyro_bnn.experiments.diagnose`)."""
+(:mod:`pyro_bnn.runs.diagnose`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.diagnose import DiagnoseOptions, diagnose_run
+    from pyro_bnn.runs.diagnose import DiagnoseOptions, diagnose_run
 
     with user_errors():
         options = options_from_args(DiagnoseOptions, args).check()

@@ -1,6 +1,6 @@
 """``pyro-bnn evaluate``: a saved run re-scored, on clean or corrupted inputs, with conformal prediction sets, as
-an OOD detector (:mod:`pyro_bnn.experiments.ood`) or with a fitted temperature
-(:mod:`pyro_bnn.experiments.temperature`)."""
+an OOD detector (:mod:`pyro_bnn.runs.ood_scoring`) or with a fitted temperature
+(:mod:`pyro_bnn.runs.temperature_scaling`)."""
 
 from __future__ import annotations
 
@@ -54,9 +54,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.ood import format_ood_table, load_ood_evaluation, score_ood_evaluation
     from pyro_bnn.runs.conformal import conformal_options, format_conformal_table
     from pyro_bnn.runs.evaluate import load_evaluation, score_evaluation
+    from pyro_bnn.runs.ood_scoring import format_ood_table, load_ood_evaluation, score_ood_evaluation
 
     data_dirs = dict(args.data_dir)
     with user_errors():
@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _evaluate_temperature(args: argparse.Namespace, data_dirs: dict[str, str]) -> int:
     """``evaluate RUN --temperature``: fits T on the run's validation split, scores the test split with and without."""
-    from pyro_bnn.experiments.temperature import (
+    from pyro_bnn.runs.temperature_scaling import (
         TEMPERATURE_FILE,
         format_temperature_table,
         load_temperature_evaluation,

@@ -1,7 +1,7 @@
 """``pyro-bnn laplace`` and ``pyro-bnn sample``: the posterior families that are not guides, from the command line.
 
 Each verb is one :class:`~pyro_bnn.commands.verb.Verb` (:data:`LAPLACE`, :data:`SAMPLE`); the work is in
-:mod:`pyro_bnn.experiments.laplace_run` and :mod:`pyro_bnn.experiments.sgmcmc_run`. Both keep the CLI's rule: every
+:mod:`pyro_bnn.runs.laplace_run` and :mod:`pyro_bnn.runs.sgmcmc_run`. Both keep the CLI's rule: every
 option and path is checked before any data is read, and a problem there is one line
 (:class:`~pyro_bnn.errors.UserError`).
 """
@@ -80,8 +80,8 @@ def _choices(enum, text: str) -> str:
 
 
 def _cmd_laplace(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.laplace_run import check_laplace_run, format_laplace_summary, laplace_run
     from pyro_bnn.laplace import LaplaceOptions
+    from pyro_bnn.runs.laplace_run import check_laplace_run, format_laplace_summary, laplace_run
 
     try:
         options = options_from_args(LaplaceOptions, args, tune_prior=lambda args: not args.no_tune)
@@ -119,7 +119,7 @@ _SAMPLE_DESCRIPTION = (
 
 def _add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     """``train``'s model and data options plus the sampler's."""
-    from pyro_bnn.experiments.sgmcmc_run import SamplerOptions
+    from pyro_bnn.runs.sgmcmc_run import SamplerOptions
 
     add_train_arguments(parser)
     add = parser.add_argument
@@ -150,8 +150,8 @@ def _add_sample_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
-    from pyro_bnn.experiments.sgmcmc_run import SamplerOptions, format_sample_summary, sample_config, sample_run
     from pyro_bnn.runs.runs import prepare_run_dir
+    from pyro_bnn.runs.sgmcmc_run import SamplerOptions, format_sample_summary, sample_config, sample_run
 
     try:
         method = as_method(args.method)

@@ -1,24 +1,25 @@
-"""Experiments: studies and analyses built on the run engine (:mod:`pyro_bnn.runs`, where a :class:`RunConfig` is
-trained, scored and re-scored in a run folder).
+"""Deprecated: every module of ``pyro_bnn.experiments`` moved, and each old path is a shim that warns once on import
+(``DeprecationWarning``) and forwards to the new module (the list: ``pyro_bnn.experiments._moved.MOVED``).
 
-What lives here:
+Where things are now:
 
-- analyses of a saved run, each a ``pyro-bnn`` command: OOD detection (``ood``, :func:`evaluate_ood`), temperature
-  scaling (``temperature``, :func:`fit_run_temperature`), diagnostics (``diagnose``), Laplace fits and SG-MCMC
-  sampling from a run (``laplace_run``, ``sgmcmc_run``; their verbs are in :mod:`pyro_bnn.commands.posteriors`);
-- the demo (``demo``) and the studies behind the results, run with ``python -m``: ``guide_table``,
-  ``guide_defaults``, ``node_noise_lenet`` and ``nuts_reference`` (with ``nuts_comparison`` and ``nuts_report``).
+- the run engine, :mod:`pyro_bnn.runs`: a :class:`RunConfig` trained, scored and re-scored in a run folder, and the
+  run-level analyses behind the verbs: OOD detection (:mod:`pyro_bnn.runs.ood_scoring`, ``pyro-bnn evaluate
+  --ood``), temperature scaling (:mod:`pyro_bnn.runs.temperature_scaling`, ``evaluate --temperature``), diagnostics
+  (:mod:`pyro_bnn.runs.diagnose`), Laplace fits and SG-MCMC sampling (:mod:`pyro_bnn.runs.laplace_run`,
+  :mod:`pyro_bnn.runs.sgmcmc_run`);
+- the verbs of ``pyro-bnn``, :mod:`pyro_bnn.commands` (the demo's body is :mod:`pyro_bnn.commands.demo`);
+- the paper reproductions, :mod:`pyro_bnn.reproduce.papers`, and our own studies, :mod:`pyro_bnn.reproduce.studies`
+  (``python -m pyro_bnn.experiments.guide_table`` and the other studies' old paths still run them).
 
-The paper reproductions are :mod:`pyro_bnn.reproduce`. :class:`RunConfig`, :class:`RunResult`, :func:`train_run`,
-:func:`evaluate_run` and :func:`load_ensemble` are :mod:`pyro_bnn.runs`'s, importable from here as before. The
-engine's old module paths (``pyro_bnn.experiments.config``, ``.runs``, ``.run_folder``, ``.scoring``,
-``.optimisation``, ``.batched_runs``, ``.ensemble``, ``.evaluate``, ``.conformal``, ``.selective``) are deprecated
-shims of ``pyro_bnn.runs.<name>``: they warn once on import.
+The package itself still re-exports, without a warning, :class:`RunConfig`, :class:`RunResult`, :func:`train_run`,
+:func:`evaluate_run`, :func:`load_ensemble` (:mod:`pyro_bnn.runs`), :func:`evaluate_ood` and
+:func:`fit_run_temperature`.
 """
 
-from pyro_bnn.experiments.ood import evaluate_ood
-from pyro_bnn.experiments.temperature import fit_run_temperature
 from pyro_bnn.runs import RunConfig, RunResult, evaluate_run, load_ensemble, train_run
+from pyro_bnn.runs.ood_scoring import evaluate_ood
+from pyro_bnn.runs.temperature_scaling import fit_run_temperature
 
 __all__ = [
     "RunConfig",

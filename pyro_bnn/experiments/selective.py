@@ -1,7 +1,7 @@
-"""Deprecated: moved to :mod:`pyro_bnn.runs.selective`; this shim warns on import and forwards to it."""
+"""Deprecated: moved to :mod:`pyro_bnn.runs.selective_scoring`; this shim warns on import and forwards to it."""
 
 from pyro_bnn.experiments._moved import moved
-from pyro_bnn.runs import selective as _new
-from pyro_bnn.runs.selective import *  # noqa: F403
+from pyro_bnn.runs import selective_scoring as _new
+from pyro_bnn.runs.selective_scoring import *  # noqa: F403
 
 __getattr__ = moved(__name__, _new)

@@ -65,9 +65,9 @@ DEFAULT_GUIDE = "flat:0.01"
 """The guide the CLI and the demo use unless told otherwise: a mean-field Normal with locations at the network's own
 initialisation and every sigma starting at 0.01, stored flat so that training takes the fused fast path (``--elbo
 auto``; ``bench/RESULTS.md``). Chosen on the yardstick suite of ``results/guide-suite/suite.md`` (``python -m
-pyro_bnn.experiments.guide_table --suite``: small nets and short runs as well as a 3FC and a LeNet on Fashion-MNIST);
-it replaced ``flat:rel=1``, which starts sigma at each tensor's weight spread and stayed near chance on digits after
-45 steps. See docs/results.md."""
+pyro_bnn.reproduce.studies.guide_table --suite``: small nets and short runs as well as a 3FC and a LeNet on
+Fashion-MNIST); it replaced ``flat:rel=1``, which starts sigma at each tensor's weight spread and stayed near chance
+on digits after 45 steps. See docs/results.md."""
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def _sampled_label_ece(
 def _plateaus(
     result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], per_layer: str, images: str
 ) -> dict[str, Any]:
-    from pyro_bnn.experiments.diagnose import DiagnoseOptions, diagnose_run
+    from pyro_bnn.runs.diagnose import DiagnoseOptions, diagnose_run
 
     options = DiagnoseOptions(slices=int(per_layer), slice_images=int(images), seed=config.seed).check()
     report = diagnose_run(folder, options, device=str(result.metrics.get("device", "cpu")))

@@ -6,14 +6,18 @@ re-scored by :func:`evaluate_run`; what every command of ``pyro-bnn`` and every 
   steps it is made of (:func:`~pyro_bnn.runs.runs.load_data`, :func:`~pyro_bnn.runs.runs.restore`, ...).
 - :mod:`~pyro_bnn.runs.optimisation`: a run's optimiser, learning-rate schedule and objective.
 - :mod:`~pyro_bnn.runs.scoring`: a run's test metrics and figure; :mod:`~pyro_bnn.runs.conformal` and
-  :mod:`~pyro_bnn.runs.selective`, the conformal and selective-prediction records it adds.
+  :mod:`~pyro_bnn.runs.selective_scoring`, the conformal and selective-prediction records it adds
+  (``pyro_bnn.runs.selective`` is a deprecated shim of the latter).
 - :mod:`~pyro_bnn.runs.run_folder`: the folder's lock, writability probe and staging.
 - :mod:`~pyro_bnn.runs.evaluate`: :func:`evaluate_run`, re-scoring a saved run (``pyro-bnn evaluate``).
 - :mod:`~pyro_bnn.runs.batched_runs`: compatible runs trained as one vectorised batch.
 - :mod:`~pyro_bnn.runs.ensemble`: :func:`load_ensemble`, a deep ensemble read from run folders.
+- analyses of a saved run, each behind a verb: :mod:`~pyro_bnn.runs.ood_scoring` (OOD detection, ``pyro-bnn evaluate
+  --ood``), :mod:`~pyro_bnn.runs.temperature_scaling` (``evaluate --temperature``), :mod:`~pyro_bnn.runs.diagnose`
+  (``diagnose``), :mod:`~pyro_bnn.runs.laplace_run` (``laplace``) and :mod:`~pyro_bnn.runs.sgmcmc_run` (``sample``).
 
-Studies and analyses built on these runs (OOD detection, temperature scaling, diagnostics, the demo) are
-:mod:`pyro_bnn.experiments`; the paper reproductions are :mod:`pyro_bnn.reproduce`. This package imports neither.
+The verbs themselves are :mod:`pyro_bnn.commands`; the paper reproductions and our own studies are
+:mod:`pyro_bnn.reproduce`. This package imports none of the front ends.
 """
 
 from pyro_bnn.runs.config import RunConfig

@@ -1,4 +1,4 @@
-"""Re-scoring a saved run: what ``pyro-bnn evaluate`` does (with ``--ood``: :mod:`pyro_bnn.experiments.ood`).
+"""Re-scoring a saved run: what ``pyro-bnn evaluate`` does (with ``--ood``: :mod:`pyro_bnn.runs.ood_scoring`).
 
 The model is rebuilt from the config stored *in the checkpoint*, never from the editable ``config.json`` next to
 it; a ``config.json`` that differs is refused, naming the keys. The checkpoint is read (and vetted) before any data
@@ -36,7 +36,7 @@ from pyro_bnn.runs.conformal import (
     conformal_record,
 )
 from pyro_bnn.runs.run_folder import CHECKPOINT, check_writable
-from pyro_bnn.runs.selective import selective_record
+from pyro_bnn.runs.selective_scoring import selective_record
 
 
 @dataclass
@@ -187,7 +187,7 @@ def score_evaluation(evaluation: Evaluation) -> dict[str, Any]:
     diagram (regression: ``predictive.png``) into the run folder and returns the metrics; with conformal options,
     the metrics hold their record under ``"conformal"`` (:func:`~pyro_bnn.runs.conformal.conformal_record`,
     on the same test prediction). A classifier's also hold its selective-prediction record under ``"selective"``
-    (:func:`~pyro_bnn.runs.selective.selective_record`), and its risk-coverage figure is written as
+    (:func:`~pyro_bnn.runs.selective_scoring.selective_record`), and its risk-coverage figure is written as
     ``risk_coverage[-<corruption>].png``."""
     e, config = evaluation, evaluation.config
     metrics, prediction = runs.score(e.bnn, e.guide, e.x, e.y, config)

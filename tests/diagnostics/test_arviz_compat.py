@@ -177,7 +177,7 @@ def test_importing_pyro_bnn_and_a_cli_command_import_no_arviz():
     result = _python(
         """
         import sys
-        import pyro_bnn, pyro_bnn.diagnostics, pyro_bnn.experiments.diagnose
+        import pyro_bnn, pyro_bnn.diagnostics, pyro_bnn.runs.diagnose
         from pyro_bnn.cli import main
         assert main(["list"]) == 0
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"arviz", "arviz_base", "arviz_stats"})

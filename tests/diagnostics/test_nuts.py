@@ -307,7 +307,7 @@ def test_posterior_shape_plots_draw():
 # ---------------------------------------------------------------------------------------------- experiment
 @pytest.mark.parametrize("task", ["classification", "regression"])
 def test_nuts_reference_experiment_smoke(task, tmp_path):
-    from pyro_bnn.experiments.nuts_reference import Settings, run
+    from pyro_bnn.reproduce.studies.nuts_reference import Settings, run
 
     settings = Settings(
         task=task, num_chains=2, num_samples=4, warmup=4, max_tree_depth=3, vi_epochs=2, vi_particles=2, vi_draws=8

@@ -134,7 +134,7 @@ def test_evaluate_records_selective_prediction_and_draws_the_risk_coverage_figur
 
 
 def test_selective_accuracies_do_not_depend_on_the_order_of_tied_inputs():
-    from pyro_bnn.runs.selective import selective_record
+    from pyro_bnn.runs.selective_scoring import selective_record
 
     # One sample (a point estimate): four inputs with the same probabilities, two right and two wrong. Referring 30 %
     # refers one and keeps three of the four tied inputs: over the orders of the tie, 1/2 of them are right, in

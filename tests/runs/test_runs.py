@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from pyro_bnn.cli import main
+from pyro_bnn.commands.demo import DEMO_CONFIG, format_table, run_demo
 from pyro_bnn.evaluation import regression_metrics
-from pyro_bnn.experiments.demo import DEMO_CONFIG, format_table, run_demo
 from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.runs import RunConfig, evaluate_run, runs, train_run
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
@@ -185,7 +185,7 @@ def _row(ece, sd):
 
 
 def test_demo_verdict_names_the_better_calibrated_activation_or_says_it_cannot_tell():
-    from pyro_bnn.experiments.demo import verdict
+    from pyro_bnn.commands.demo import verdict
 
     clear = verdict({"ReLU": _row(0.05, 0.004), "Leaky": _row(0.02, 0.003)}, 2)
     assert clear.startswith("Leaky came out better calibrated at this scale: ECE 0.0200 vs 0.0500 (2 seeds)")

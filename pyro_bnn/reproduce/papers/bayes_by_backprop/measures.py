@@ -119,7 +119,7 @@ def out_of_domain(
     result: RunResult, config: RunConfig, name: str, data_dir: str | None, num_samples: int
 ) -> dict[str, Any]:
     """The run's test set against the test set of the data set ``name``, preprocessed as the run preprocesses its
-    own (:func:`pyro_bnn.experiments.ood.ood_test_split`, as ``pyro-bnn evaluate --ood`` does).
+    own (:func:`pyro_bnn.runs.ood_scoring.ood_test_split`, as ``pyro-bnn evaluate --ood`` does).
 
     Args:
         result: The trained run.
@@ -134,7 +134,7 @@ def out_of_domain(
         ``ood_examples`` (per domain: the first images' labels and their counts of sampled predicted classes).
     """
     from pyro_bnn.evaluation import ood_metrics
-    from pyro_bnn.experiments.ood import check_ood, ood_test_split, parse_ood
+    from pyro_bnn.runs.ood_scoring import check_ood, ood_test_split, parse_ood
 
     source = parse_ood(name)
     check_ood(source, config)

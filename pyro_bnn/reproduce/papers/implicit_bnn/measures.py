@@ -95,7 +95,7 @@ def shift(
     Raises:
         ValueError: a regression run; ``temperature`` without a validation split; a bad OOD set.
     """
-    from pyro_bnn.experiments.ood import check_ood, ood_test_split, parse_ood
+    from pyro_bnn.runs.ood_scoring import check_ood, ood_test_split, parse_ood
 
     if result.prediction is None or not result.prediction.is_classification:
         raise ValueError("the shift measurement needs a classification run")

@@ -3,7 +3,7 @@ predictive, out-of-domain AUROC with the predictive entropy as the score, and on
 predictive map, the KL from the NUTS predictive and the ratio of each weight's marginal sd to NUTS's.
 
 The out-of-domain inputs: Fashion-MNIST runs get MNIST's test images (preprocessed as the run's own,
-:func:`pyro_bnn.experiments.ood.ood_test_split`, as ``pyro-bnn evaluate --ood mnist`` does); two-moons runs get
+:func:`pyro_bnn.runs.ood_scoring.ood_test_split`, as ``pyro-bnn evaluate --ood mnist`` does); two-moons runs get
 :func:`moons_ood_inputs`, points on a circle around the data far outside it.
 
 Weight marginals are compared after relabelling hidden units (:func:`pyro_bnn.diagnostics.nuts.align_hidden_units`):
@@ -90,7 +90,7 @@ def _ood_inputs(spec: RunSpec, data: DatasetSplits) -> torch.Tensor:
     config = spec.config
     if config.dataset == "moons":
         return moons_ood_inputs(data.train.x)
-    from pyro_bnn.experiments.ood import ood_test_split, parse_ood
+    from pyro_bnn.runs.ood_scoring import ood_test_split, parse_ood
 
     name = spec.option("ood", "mnist")
     return ood_test_split(parse_ood(name), config, data.test, dict(spec.other_data)).x

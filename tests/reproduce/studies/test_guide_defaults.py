@@ -1,7 +1,7 @@
 """Tiny-settings smoke run of the measurement behind the default guide."""
 
 from pyro_bnn.data import load_dataset
-from pyro_bnn.experiments.guide_defaults import Setting, format_table, measure
+from pyro_bnn.reproduce.studies.guide_defaults import Setting, format_table, measure
 
 
 def test_measure_records_every_score_after_each_epoch(tmp_path, make_tiny):

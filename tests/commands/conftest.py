@@ -1,4 +1,4 @@
-"""Fixtures shared by the experiment tests."""
+"""Fixtures shared by the command tests."""
 
 import pytest
 

@@ -11,8 +11,8 @@ import pytest
 from pyro_bnn.cli import main
 from pyro_bnn.data import load_dataset
 from pyro_bnn.evaluation import SUMMARY_KEYS
-from pyro_bnn.experiments.temperature import TEMPERATURE_FILE, fit_run_temperature
 from pyro_bnn.runs import RunConfig, runs, train_run
+from pyro_bnn.runs.temperature_scaling import TEMPERATURE_FILE, fit_run_temperature
 
 TINY_DIGITS = RunConfig(
     dataset="digits",

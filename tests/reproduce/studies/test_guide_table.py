@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from pyro_bnn.experiments.guide_table import ROWS, Setting, run
+from pyro_bnn.reproduce.studies.guide_table import ROWS, Setting, run
 
 
 def test_every_guide_row_trains_and_the_table_is_written(tmp_path):
@@ -15,7 +15,7 @@ def test_every_guide_row_trains_and_the_table_is_written(tmp_path):
         (scores,) = result["per_seed"]
         assert 0.0 <= scores["accuracy"] <= 1.0 and math.isfinite(scores["ece"]), result["guide"]
     table = (tmp_path / "table" / "table.md").read_text()
-    assert table.count("\n| ") == len(ROWS) + 1 and "python -m pyro_bnn.experiments.guide_table" in table
+    assert table.count("\n| ") == len(ROWS) + 1 and "python -m pyro_bnn.reproduce.studies.guide_table" in table
     assert json.loads((tmp_path / "table" / "table.json").read_text())["setting"]["epochs"] == 1
 
 
@@ -24,7 +24,7 @@ def _cell(accuracy, ece, sigma=0.02, mi=0.1):
 
 
 def test_the_default_is_the_candidate_that_passes_every_check():
-    from pyro_bnn.experiments.guide_table import REFERENCE, choose_default
+    from pyro_bnn.reproduce.studies.guide_table import REFERENCE, choose_default
 
     sticks = ["small", "3FC"]
     means = {
@@ -44,7 +44,7 @@ def test_the_default_is_the_candidate_that_passes_every_check():
 
 
 def test_without_a_candidate_that_passes_sigma_and_mi_are_hard_and_the_smallest_total_miss_decides():
-    from pyro_bnn.experiments.guide_table import REFERENCE, choose_default
+    from pyro_bnn.reproduce.studies.guide_table import REFERENCE, choose_default
 
     means = {
         "sharp": {"s": _cell(0.85, 0.05), "3FC": _cell(0.81, 0.02, sigma=0.005)},  # accurate, but sigma < 0.01
@@ -60,7 +60,7 @@ def test_without_a_candidate_that_passes_sigma_and_mi_are_hard_and_the_smallest_
 
 
 def test_the_suite_writes_its_table_and_resumes_from_its_cells(tmp_path, monkeypatch):
-    from pyro_bnn.experiments import guide_table
+    from pyro_bnn.reproduce.studies import guide_table
 
     sticks = (guide_table.Yardstick("moons quick", "moons", "tanh-small", epochs=1, batch_size=128, lr=1e-2,
                                     num_samples=4),)  # fmt: skip
@@ -80,7 +80,7 @@ def test_the_suite_writes_its_table_and_resumes_from_its_cells(tmp_path, monkeyp
 
 
 def test_among_candidates_that_all_pass_the_smallest_worst_accuracy_gap_wins_and_the_reference_is_needed():
-    from pyro_bnn.experiments.guide_table import REFERENCE, choose_default
+    from pyro_bnn.reproduce.studies.guide_table import REFERENCE, choose_default
 
     means = {
         "close": {"s": _cell(0.85, 0.05), "3FC": _cell(0.80, 0.03, mi=0.2)},  # worst gap 0.005

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pyro_bnn.experiments.demo import summarize_seeds
-from pyro_bnn.experiments.guide_table import _cell
+from pyro_bnn.commands.demo import summarize_seeds
+from pyro_bnn.reproduce.studies.guide_table import _cell
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 
 
 def test_the_demo_summary_is_the_committed_one():

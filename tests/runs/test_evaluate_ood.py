@@ -14,8 +14,8 @@ from pyro_bnn.cli import main
 from pyro_bnn.data import DataContentWarning, load_dataset
 from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.evaluation import DETECTION_KEYS, OodScore
-from pyro_bnn.experiments.ood import evaluate_ood, load_ood_evaluation, parse_ood
 from pyro_bnn.runs import RunConfig, train_run
+from pyro_bnn.runs.ood_scoring import evaluate_ood, load_ood_evaluation, parse_ood
 
 TINY = RunConfig(
     dataset="moons",
