@@ -72,6 +72,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--num-particles", type=int, default=d.num_particles)
     add_spec("--kl-anneal")
+    add(
+        "--temperature",
+        type=float,
+        default=d.temperature,
+        help="likelihood temperature T of a tempered posterior p(D|w)^(1/T) p(w); T < 1: a cold posterior "
+        "(VI: T times the KL weight; sgmcmc: the likelihood over T) (default %(default)s)",
+    )
     add_spec("--kl-weighting")
     add_spec("--kl-scale")
     add("--seed", type=int, default=d.seed)

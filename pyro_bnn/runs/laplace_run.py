@@ -88,7 +88,7 @@ def check_laplace_run(
         FileNotFoundError: not a run folder, or no checkpoint.
         FileExistsError: :attr:`LaplaceRun.out_file` exists and ``overwrite`` is not set.
         ValueError: the run's guide is not a point estimate with random weights (``map``); its model has node noise,
-            a hyperprior, the ``paper`` KL scale, or a prior other than a Normal without ``prior_precision``; a bad
+            a hyperprior, the ``paper`` KL scale, a temperature other than 1, or a prior other than a Normal without ``prior_precision``; a bad
             option, or one that does not apply to the run or the predictive (one line each).
         ImportError: laplace-torch is not installed (naming the extra).
     """
@@ -109,6 +109,11 @@ def check_laplace_run(
         raise ValueError(f"{run} is a node-noise run; Laplace covers weight-space models only")
     if config.kl_scale != KLScale.DATASET.value:
         raise ValueError(f"{run} was trained with kl_scale {config.kl_scale!r}; Laplace needs the full-data objective")
+    if config.temperature != 1.0:
+        raise ValueError(
+            f"{run} was trained at temperature {config.temperature:g}; Laplace fits the curvature of the untempered "
+            "posterior, so its MAP must be untempered too (temperature 1)"
+        )
     bnn = runs.meta_bnn(config)
     if bnn.hyper_site_names:
         raise ValueError(f"{run} has the hierarchical prior {config.prior!r}; Laplace needs a fixed prior")

@@ -193,6 +193,7 @@ def _sample_in(
         init=options.init,
         seed=config.seed,
         progress=progress,
+        temperature=config.temperature,
     )
     draws = {name: value.cpu() for name, value in result.samples.items()}
     sampler = {**options.to_dict(), "steps_per_chain": result.steps_per_chain}
