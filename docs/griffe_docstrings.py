@@ -6,7 +6,7 @@ would show as raw text. Each docstring is rewritten before griffe parses it; the
 - **Sphinx roles** (``:class:`~pyro_bnn.BNN```, ``:func:`predict```, ``:meth:`Trainer.fit```) become the code span
   Sphinx would show (``~`` keeps the last name only, ``title <target>`` the title), linked to the object's API
   entry when the site documents it. Names are resolved as Sphinx would, from the docstring's own scope (``BNN`` in
-  ``pyro_bnn.bnn`` is ``pyro_bnn.bnn.BNN``; ``.spec.RunRecord`` is relative to the module). The links are
+  ``pyro_bnn.bnn`` is ``pyro_bnn.bnn.BNN``; ``.planned.RunRecord`` is relative to the module). The links are
   *optional* cross-references: a role naming an object the site does not render (a private helper, torch, Pyro)
   stays plain code instead of failing the strict build, since it is valid Python documentation. Cross-references
   written in the Markdown pages (``[Trainer][pyro_bnn.infer.Trainer]``) are not optional: a broken one fails

@@ -21,7 +21,7 @@ What each entry point names (:data:`GROUPS`):
   call, with its options and guide capabilities, so there is no object to name); ``--elbo NAME`` then parses. A
   callable that registers nothing, or replaces an objective already registered, fails (and its changes are undone).
 - ``pyro_bnn.papers``: an experiment object (an *instance* with ``name``, ``title``, ``summary``, ``profiles``,
-  ``plan`` and ``analyse``, :class:`~pyro_bnn.reproduce.spec.Experiment`); loading registers it
+  ``plan`` and ``analyse``, :class:`~pyro_bnn.reproduce.planned.Experiment`); loading registers it
   (:func:`~pyro_bnn.reproduce.papers.register_experiment`), so ``pyro-bnn reproduce NAME`` and ``--list`` see it.
 
 A plugin never replaces a registration: a name that is taken fails that plugin.

@@ -36,6 +36,10 @@ PROBES = {
     "runs-below-front-ends": ("runs/_layer_probe.py", "import pyro_bnn.experiments"),
     "core-below-front-ends": ("plots/_layer_probe.py", "import pyro_bnn.experiments"),
     "front-end-order": ("commands/_layer_probe.py", "import pyro_bnn.reproduce"),
+    "data-above-leaves": ("data/_layer_probe.py", "import pyro_bnn.bnn"),
+    "diagnostics-below-runs": ("diagnostics/_layer_probe.py", "import pyro_bnn.sgmcmc"),
+    "plots-below-runs": ("plots/_layer_probe.py", "import pyro_bnn.laplace"),
+    "plots-draws-results": ("plots/_layer_probe.py", "import pyro_bnn.infer"),
 }
 
 

@@ -225,7 +225,7 @@ def _cmd_ensemble(args: argparse.Namespace) -> int:
 
     from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
     from pyro_bnn.reproduce.executors import make_executor
-    from pyro_bnn.reproduce.spec import Status
+    from pyro_bnn.reproduce.planned import Status
     from pyro_bnn.runs.run_folder import check_writable
     from pyro_bnn.runs.runs import load_data
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyro_bnn
-from pyro_bnn.reproduce.spec import RunRecord, Status
+from pyro_bnn.reproduce.planned import RunRecord, Status
 
 NOT_TRAINING = ("pyro_bnn/cli.py", "pyro_bnn/errors.py", "pyro_bnn/plots/*", "pyro_bnn/reproduce/*")
 """Package files that are not training code: the command line and its errors, plotting, and the reproduction

@@ -9,7 +9,7 @@ describes. A cell is **comparable** when
   a run stopped at the cap while still improving has not, and
 * the cell's mean accuracy lies within ``tolerance`` of the published one.
 
-A cell that fails either is *not comparable at this scale* (:attr:`~pyro_bnn.reproduce.spec.Verdict.NOT_COMPARABLE`),
+A cell that fails either is *not comparable at this scale* (:attr:`~pyro_bnn.reproduce.planned.Verdict.NOT_COMPARABLE`),
 with the reason, never *does not hold*; :func:`~pyro_bnn.reproduce.report.overall_verdict` counts comparable cells
 only. Each report shows every cell's check (:attr:`CellCheck.summary`) beside its numbers.
 """
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pyro_bnn.reproduce.spec import RunRecord
+from pyro_bnn.reproduce.planned import RunRecord
 
 WINDOW = 3
 """Epochs at the end of a run over which "flat" is judged (the papers' early-stopping patience is 3)."""

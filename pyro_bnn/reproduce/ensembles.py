@@ -2,7 +2,7 @@
 their equally weighted mixture scored as one more run of the grid.
 
 ``pyro-bnn ensemble`` and :func:`train_ensemble` are the user-facing form; a reproduction lists the same specs in
-its plan (:attr:`~pyro_bnn.reproduce.spec.RunSpec.members`).
+its plan (:attr:`~pyro_bnn.reproduce.planned.RunSpec.members`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import run_grid
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 DEFAULT_MEMBERS = 5
@@ -36,7 +36,7 @@ def ensemble_specs(
         config: A point network's run (guide ``mle`` or ``map``; None means ``map``).
         members: M >= 1.
         measures: Measurements of the ensemble (:data:`pyro_bnn.reproduce.measures.MEASURES`).
-        other_data: Data sets those measurements read, as in :class:`~pyro_bnn.reproduce.spec.RunSpec`.
+        other_data: Data sets those measurements read, as in :class:`~pyro_bnn.reproduce.planned.RunSpec`.
         label: Prefix of the run folders' names.
 
     Raises:

@@ -10,130 +10,42 @@
 Every executor runs each run on ``threads`` torch threads (default 1), whatever else runs beside it: the thread
 count changes the order of floating-point sums, so a run's numbers would otherwise depend on ``workers``.
 
-The rest of the code never asks which executor ran: each yields :class:`~.spec.RunRecord` as runs finish.
+The rest of the code never asks which executor ran: each yields :class:`~.planned.RunRecord` as runs finish.
+
+This module is the local executor and :func:`make_executor`; the Ray executor is :mod:`.ray_executor` and what both
+share (the protocol, grouping runs into batches, one group's execution) :mod:`.executor_base`. Their names are
+importable from here too.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import socket
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from enum import Enum
 from pathlib import Path
-from typing import Protocol
 
-from pyro_bnn.checks import positive_int
-from pyro_bnn.reproduce.records import (
-    Attempt,
-    code_version,
-    execute_batch,
-    execute_run,
-    inherit_code_version,
-    one_line,
-    record_failure,
-    training_code,
+from pyro_bnn.reproduce.executor_base import AUTO as AUTO
+from pyro_bnn.reproduce.executor_base import (
+    Executor,
+    ExecutorKind,
+    _check_threads,
+    _check_workers,
+    _cores,
+    _execute_group,
+    _registries,
+    check_batch_runs,
+    group_specs,
 )
-from pyro_bnn.reproduce.registries import Registries, adopt_registries, parent_registries
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec
-from pyro_bnn.runs.batched_runs import auto_batch_runs, batch_key
-
-
-class ExecutorKind(str, Enum):
-    """Where the runs of a grid execute."""
-
-    LOCAL = "local"
-    """This machine: in-process, or a process pool with ``workers`` > 1."""
-    RAY = "ray"
-    """Ray tasks, on a local instance or the cluster at ``RAY_ADDRESS`` (``pip install 'pyro-bnn[ray]'``)."""
-
-
-class Executor(Protocol):
-    def run(self, specs: list[RunSpec], runs_dir: Path, *, progress: bool) -> Iterator[RunRecord]:
-        """Executes ``specs`` into ``runs_dir`` and yields each record as its run finishes (``progress``: the
-        runs' own bars, where they can be shown)."""
-        ...
-
-
-AUTO = "auto"
-"""``batch_runs="auto"``: as many compatible runs per batch as fit in memory
-(:func:`~pyro_bnn.runs.batched_runs.auto_batch_runs`)."""
-
-
-def group_specs(specs: list[RunSpec], batch_runs: int | str) -> list[list[RunSpec]]:
-    """``specs`` in groups that train as one batch: compatible runs (equal
-    :func:`~pyro_bnn.runs.batched_runs.batch_key`) in chunks of at most ``batch_runs`` (``"auto"``: a size
-    per kind of run from its memory estimate), in the order their first run appears; ensembles, runners and runs
-    that train alone in groups of one."""
-    if batch_runs == 1:
-        return [[spec] for spec in specs]
-    groups: dict[object, list[list[RunSpec]]] = {}
-    sizes: dict[object, int] = {}
-    order: list[list[RunSpec]] = []
-    for spec in specs:
-        key = batch_key(spec.config) if spec.trains else None
-        if key is None:
-            order.append([spec])
-            continue
-        if key not in sizes:
-            sizes[key] = auto_batch_runs(spec.config) if batch_runs == AUTO else batch_runs
-        chunks = groups.setdefault(key, [])
-        if not chunks or len(chunks[-1]) >= sizes[key]:
-            chunks.append([])
-            order.append(chunks[-1])
-        chunks[-1].append(spec)
-    return order
-
-
-def _execute_group(
-    group: list[RunSpec],
-    runs_dir,
-    *,
-    progress: bool,
-    threads: int | None = None,
-    retried: str = "",
-    code: tuple[str, str] = ("", ""),
-    registries: Registries | None = None,
-) -> list[RunRecord]:
-    """The records of one group: :func:`execute_run` for a single run, :func:`execute_batch` for several
-    (``retried``: why this is the group's second attempt, kept in each record; ``code``: the grid's code version
-    and training code, which a Ray task names instead of reading its own checkout; ``registries``: the parent's
-    measurements, runners, and guides and objectives registered from outside pyro_bnn, :func:`_registries`, which a
-    worker process registers before it runs the group)."""
-    if code[0]:
-        inherit_code_version(*code)
-    if registries is not None:
-        adopt_registries(*registries)
-    if len(group) == 1:
-        return [execute_run(group[0], runs_dir, progress=progress, threads=threads, retried=retried)]
-    return execute_batch(group, runs_dir, progress=progress, threads=threads, retried=retried)
-
-
-def _registries() -> Registries:
-    """This process's registrations a worker (a spawned process or a Ray task) lacks
-    (:mod:`pyro_bnn.reproduce.registries`): their functions travel by module and name."""
-    return parent_registries()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _check_workers(workers: int | None) -> None:
-    if workers is not None:
-        positive_int(workers, "workers")
-
-
-def _check_threads(threads: int) -> None:
-    positive_int(threads, "threads")
-
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec
+from pyro_bnn.reproduce.ray_executor import RAY_CONNECT_SECONDS as RAY_CONNECT_SECONDS
+from pyro_bnn.reproduce.ray_executor import RayExecutor
+from pyro_bnn.reproduce.ray_executor import check_ray_address as check_ray_address
+from pyro_bnn.reproduce.ray_executor import import_ray as import_ray
+from pyro_bnn.reproduce.records import Attempt, code_version, inherit_code_version, record_failure, training_code
 
 WORKER_MEMORY_BYTES = 2 << 30
 """Memory a pool worker is allowed for when capping ``workers``: a spawned process holding torch, Pyro and a full
@@ -189,21 +101,6 @@ def _start_worker(parent: int, code: str, training: str) -> None:
         os._exit(1)  # no clean-up to run: the parent that would read the results is gone
 
     threading.Thread(target=watch, name="pyro-bnn-parent-watch", daemon=True).start()
-
-
-def check_batch_runs(batch_runs: int | str) -> int | str:
-    """``batch_runs`` as an int >= 1 or ``"auto"`` (a string of digits is read as the int).
-
-    Raises:
-        ValueError: Anything else, in one line.
-    """
-    if isinstance(batch_runs, str) and batch_runs.strip().isdigit():
-        batch_runs = int(batch_runs)
-    if batch_runs == AUTO:
-        return batch_runs
-    if isinstance(batch_runs, bool) or not isinstance(batch_runs, int) or batch_runs < 1:
-        raise ValueError(f"batch_runs must be an int >= 1 or 'auto', got {batch_runs!r}")
-    return batch_runs
 
 
 class LocalExecutor:
@@ -264,149 +161,6 @@ class LocalExecutor:
                 for future in futures:
                     future.cancel()
                 raise
-
-
-def import_ray():
-    """Ray, or a one-line ImportError naming the extra that installs it."""
-    try:
-        import ray
-    except ImportError:
-        raise ImportError(
-            "the ray executor needs Ray, which is not installed: pip install 'pyro-bnn[ray]' (or pip install ray)"
-        ) from None
-    return ray
-
-
-RAY_CONNECT_SECONDS = 10.0
-"""How long :class:`RayExecutor` waits for the cluster that ``RAY_ADDRESS`` names to accept a connection before it
-gives up in one line (Ray itself retries for minutes, printing its own time-outs)."""
-
-
-def _ray_endpoint(address: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a ``RAY_ADDRESS`` (``host:port`` or ``ray://host:port``); None for ``auto``/``local``
-    and anything else Ray resolves itself."""
-    text = address.strip()
-    if "://" in text:
-        scheme, _, text = text.partition("://")
-        if scheme != "ray":
-            return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        return None
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def check_ray_address(timeout: float = RAY_CONNECT_SECONDS) -> None:
-    """Checks that the cluster ``RAY_ADDRESS`` names (when set to a ``host:port``) accepts a connection.
-
-    Raises:
-        ConnectionError: One line naming the address, what happened and the two ways on, within ``timeout`` s.
-    """
-    address = os.environ.get("RAY_ADDRESS", "")
-    endpoint = _ray_endpoint(address) if address else None
-    if endpoint is None:
-        return
-    try:
-        socket.create_connection(endpoint, timeout=timeout).close()
-    except OSError as err:
-        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or one_line(err))
-        raise ConnectionError(
-            f"cannot reach the Ray cluster at RAY_ADDRESS={address} ({reason}, within {timeout:g} s): start it "
-            "(ray start --head) or unset RAY_ADDRESS to run on a local Ray instance"
-        ) from None
-
-
-class RayExecutor:
-    """Each run a Ray task with ``cpus_per_run`` CPUs (its torch threads) and ``gpus_per_run`` GPUs.
-
-    A task whose worker process or node is lost (killed, out of memory, a node gone) is submitted once more; its
-    runs' records say so (``retried``), and a second loss fails them. A run that raises fails as usual.
-
-    Args:
-        workers: Runs in flight at once (None: as many as the cluster schedules).
-        cpus_per_run: CPUs each task asks for; its torch threads are set to this.
-        gpus_per_run: GPUs each task asks for (a run with ``device=auto`` then trains on it).
-
-    Raises:
-        ConnectionError: ``RAY_ADDRESS`` names a cluster that does not answer (:func:`check_ray_address`).
-    """
-
-    def __init__(
-        self,
-        workers: int | None = None,
-        *,
-        cpus_per_run: int = 1,
-        gpus_per_run: float = 0,
-        batch_runs: int | str = 1,
-    ) -> None:
-        _check_workers(workers)
-        batch_runs = check_batch_runs(batch_runs)
-        positive_int(cpus_per_run, "cpus_per_run")
-        if not (isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0):
-            raise ValueError(f"gpus_per_run must be a number >= 0, got {gpus_per_run!r}")
-        self.ray = import_ray()
-        check_ray_address()
-        self.workers = workers
-        self.cpus_per_run = cpus_per_run
-        self.gpus_per_run = gpus_per_run
-        self.batch_runs = batch_runs
-
-    def _init(self) -> None:
-        if self.ray.is_initialized():
-            return
-        if os.environ.get("RAY_ADDRESS"):
-            check_ray_address()  # again: the cluster may have gone since the executor was made
-            self.ray.init()  # joins the cluster RAY_ADDRESS names
-        else:
-            self.ray.init(include_dashboard=False, log_to_driver=False, num_cpus=_cores())
-
-    def run(self, specs: list[RunSpec], runs_dir: Path, *, progress: bool) -> Iterator[RunRecord]:
-        if not specs:
-            return
-        self._init()
-        # One task per group: a batch of compatible runs trains in one task (on one worker, one GPU).
-        task = self.ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0)(_execute_group)
-        waiting = [(group, "") for group in group_specs(specs, self.batch_runs)]
-        code = (code_version(), training_code())  # what every task's records name
-        registries = _registries()
-        limit = self.workers or len(waiting)
-        in_flight: dict = {}
-        runs_dir = Path(runs_dir).resolve()  # tasks may start in another working folder, or on another node
-        try:
-            while waiting or in_flight:
-                while waiting and len(in_flight) < limit:
-                    group, retried = waiting.pop(0)
-                    ref = task.remote(
-                        group,
-                        str(runs_dir),
-                        progress=False,
-                        threads=self.cpus_per_run,
-                        retried=retried,
-                        code=code,
-                        registries=registries,
-                    )
-                    in_flight[ref] = (group, retried)
-                done, _ = self.ray.wait(list(in_flight), num_returns=1)
-                group, retried = in_flight.pop(done[0])
-                try:
-                    records = self.ray.get(done[0])
-                except self.ray.exceptions.RayTaskError as err:  # raised by our own code: a bug, not a lost worker
-                    attempt = Attempt(self.cpus_per_run, retried)
-                    records = [record_failure(spec, runs_dir, err, attempt=attempt) for spec in group]
-                except Exception as err:  # the worker or its node was lost
-                    if retried:
-                        attempt = Attempt(self.cpus_per_run, retried)
-                        records = [record_failure(spec, runs_dir, err, attempt=attempt) for spec in group]
-                    else:
-                        lost = f"its worker was lost ({one_line(err)[:200]})"
-                        print(f"run {group[0].run_id}: {lost}; running it once more", file=sys.stderr)
-                        waiting.insert(0, (group, lost))
-                        continue
-                yield from records
-        except BaseException:
-            for ref in in_flight:
-                self.ray.cancel(ref, force=True)
-            raise
 
 
 def make_executor(

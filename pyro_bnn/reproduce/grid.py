@@ -20,8 +20,8 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.reproduce.code_state import stale
 from pyro_bnn.reproduce.executors import Executor, LocalExecutor
 from pyro_bnn.reproduce.lock import grid_lock
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
 from pyro_bnn.reproduce.records import RESULT, RUNS, code_version, read_record, spec_to_dict, training_code
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 from pyro_bnn.runs.run_folder import CHECKPOINT, check_writable
 
 GRID = "grid.json"

@@ -1,4 +1,4 @@
-"""Measurements taken on a trained run beyond its ``metrics.json``, named in a :class:`~.spec.RunSpec` as
+"""Measurements taken on a trained run beyond its ``metrics.json``, named in a :class:`~.planned.RunSpec` as
 ``"NAME:ARGS"`` and written into the run's ``result.json``.
 
 - ``sampled_label_ece:BINS``: ECE and accuracy of the predictive whose class probabilities are the frequencies of
@@ -65,7 +65,7 @@ def _plateaus(
 
 Measure = Callable[..., dict[str, Any]]
 """``fn(result, run_folder, config, data_dirs, *args) -> values``: a measurement (``data_dirs``: the folders of the
-other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.spec.RunSpec.other_data`; ``args``: the strings
+other data sets the run's spec names, :attr:`~pyro_bnn.reproduce.planned.RunSpec.other_data`; ``args``: the strings
 after ``NAME:``, split at commas)."""
 
 MEASURES: dict[str, Measure] = {}

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyro_bnn.reproduce.code_state import named_commit, training_code_at
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
 from pyro_bnn.reproduce.records import read_record
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 
 
 @dataclass

@@ -23,7 +23,7 @@ import torch
 
 from pyro_bnn.evaluation import mean_sd  # here too, where the paper modules have always imported it from
 from pyro_bnn.reproduce.code_state import training_code_of
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status, Verdict
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, Status, Verdict
 
 REPORT = "report.md"
 

@@ -26,8 +26,8 @@ from tqdm.auto import tqdm
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.reproduce.grid import unique
+from pyro_bnn.reproduce.planned import RunSpec, Status
 from pyro_bnn.reproduce.records import RESULT, RUNS, code_version, one_line, read_record, score_members
-from pyro_bnn.reproduce.spec import RunSpec, Status
 from pyro_bnn.runs.evaluate import load_evaluation
 from pyro_bnn.runs.run_folder import CHECKPOINT
 from pyro_bnn.runs.runs import score

@@ -1,4 +1,4 @@
-"""The runner registry: runs that are not Trainer runs (:attr:`~pyro_bnn.reproduce.spec.RunSpec.runner`), e.g. the
+"""The runner registry: runs that are not Trainer runs (:attr:`~pyro_bnn.reproduce.planned.RunSpec.runner`), e.g. the
 posterior families' NUTS, Laplace and SG-MCMC fits, each registered by the paper that owns it under the name its run
 ids carry."""
 
@@ -8,14 +8,14 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.reproduce.planned import RunSpec
 from pyro_bnn.runs.runs import RunResult
 
 Runner = Callable[[RunSpec, Path, Path], RunResult]
 """``function(spec, runs_dir, folder) -> RunResult``: a run that is not a Trainer run (:attr:`RunSpec.runner`)."""
 
 RUNNERS: dict[str, Runner] = {}
-"""Runner name (what a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` says) -> function, filled by
+"""Runner name (what a :attr:`~pyro_bnn.reproduce.planned.RunSpec.runner` says) -> function, filled by
 :func:`register_runner` (a paper's package registers its own when imported)."""
 
 
@@ -44,7 +44,7 @@ def registered_runners() -> dict[str, Runner]:
 
 
 def resolve_runner(runner: str) -> Runner:
-    """The function a :attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` names: a registered runner
+    """The function a :attr:`~pyro_bnn.reproduce.planned.RunSpec.runner` names: a registered runner
     (:func:`register_runner`; the built-in papers are loaded when the name is not), else ``"package.module:function"``
     imported.
 

@@ -11,68 +11,19 @@ being parsed and checked, and a new enum member without a form fails at import.
 
 Parsing returns a :class:`ParsedSpec` (the form, the enum member and every argument's value, defaults filled in);
 the module that owns the family builds its object from it. Every error is a :class:`SpecError`, a ``ValueError``
-whose message is one line naming the spec and what was expected.
+whose message is one line naming the spec and what was expected. :class:`Arg`, :class:`CustomArguments`,
+:class:`ParsedSpec` and :class:`SpecError` are defined in :mod:`pyro_bnn.spec.arguments` and importable from here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
+from pyro_bnn.spec.arguments import Arg, CustomArguments, ParsedSpec, SpecError
 from pyro_bnn.spec.docs import member_doc, summary
-from pyro_bnn.spec.values import ArgumentError, ValueType
-
-
-class SpecError(ValueError):
-    """An option string that cannot be parsed; the message is one line naming the spec and what was expected."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.splitlines()))
-
-
-_REQUIRED: Any = object()
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One argument of a form.
-
-    Attributes:
-        name: What messages call it (``"scale"``, ``"init scale"``); also its key in :attr:`ParsedSpec.values`,
-            and for a ``key=value`` option the key.
-        type: Reads and checks its text.
-        default: Its value when it is not given; positional arguments without one are required.
-        metavar: Placeholder in usage strings; default from the type (``SCALE``, ``network|median|map``).
-    """
-
-    name: str
-    type: ValueType
-    default: Any = _REQUIRED
-    metavar: str | None = None
-
-    @property
-    def required(self) -> bool:
-        return self.default is _REQUIRED
-
-    @property
-    def placeholder(self) -> str:
-        return self.metavar or self.type.metavar(self.name)
-
-
-@dataclass(frozen=True)
-class CustomArguments:
-    """Arguments read by a function instead of declared :class:`Arg` s (a registered model's own parser).
-
-    Attributes:
-        usage: What follows the colon, e.g. ``"W1,W2,..."``.
-        parse: Stripped argument strings (never an empty list) -> values; raises ``ValueError`` saying what is
-            wrong with which argument.
-    """
-
-    usage: str
-    parse: Callable[[list[str]], Mapping[str, object]]
+from pyro_bnn.spec.values import ArgumentError
 
 
 @dataclass(frozen=True)
@@ -267,36 +218,6 @@ class Form:
                 raise SpecError(f"{what} {spec!r}: option {key!r} given twice")
             options[key] = value.strip()
         return positional, options
-
-
-@dataclass(frozen=True)
-class ParsedSpec:
-    """A parsed option string.
-
-    Attributes:
-        spec: The string as given.
-        form: The form it matched.
-        values: Every argument's value by :attr:`Arg.name`, defaults filled in (for a custom form, what its
-            parser returned).
-        given: The names of the arguments the spec gave (the others hold their defaults).
-    """
-
-    spec: str
-    form: Form
-    values: Mapping[str, object] = field(default_factory=dict)
-    given: frozenset[str] = frozenset()
-
-    @property
-    def kind(self) -> Enum | str:
-        """The enum member (or registered name) the spec names."""
-        return self.form.kind
-
-    @property
-    def name(self) -> str:
-        return self.form.name
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
 
 
 def _article(what: str) -> str:

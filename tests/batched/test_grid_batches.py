@@ -11,7 +11,7 @@ import torch
 
 from pyro_bnn.reproduce import LocalExecutor, Status, run_grid
 from pyro_bnn.reproduce.executors import check_batch_runs, group_specs
-from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.reproduce.planned import RunSpec
 from pyro_bnn.runs.batched_runs import auto_batch_runs, batch_key, run_memory_bytes, train_runs_batched
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.evaluate import evaluate_run

@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.reproduce.planned import RunSpec
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult
 

@@ -18,7 +18,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import PRIOR_LABELS, PRIOR
 from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
 from pyro_bnn.reproduce.papers.bbb_fashion.analysis import _accuracies, _ood
 from pyro_bnn.reproduce.papers.bbb_fashion.plan import PROFILES as FASHION_PROFILES
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 SIZE_FIELDS = {"epochs", "train_subset", "val_size", "test_subset", "num_val_samples", "seed", "data_dir", "patience"}

@@ -16,7 +16,7 @@ from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
 from pyro_bnn.reproduce.papers.bbb_fashion import plan as fashion
 from pyro_bnn.reproduce.papers.bbb_fashion.analysis import _accuracies, _ood
 from pyro_bnn.reproduce.papers.bbb_fashion.analysis import cell_check as fashion_check
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status, Verdict
 
 FLAT = [0.96, 0.97, 0.975, 0.977, 0.978, 0.979, 0.98, 0.98, 0.981, 0.981]
 """Validation accuracy over 10 epochs, +0.001 over the last 3: flat at the cap."""

@@ -16,9 +16,9 @@ from pyro_bnn.reproduce import code_state
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.code_state import commit_fingerprint, counted, is_training_file, tree_fingerprint
 from pyro_bnn.reproduce.grid import run_grid
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, Status
 from pyro_bnn.reproduce.records import RESULT, read_record, spec_to_dict, write_record
 from pyro_bnn.reproduce.report import write_report
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, Status
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grid import BASE, tiny_specs  # noqa: E402

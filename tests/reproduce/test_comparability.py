@@ -10,8 +10,8 @@ import pytest
 from pyro_bnn.reproduce.comparability import FLAT, TrainingState, check_cell, training_state
 from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _table_1
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status, Verdict
 from pyro_bnn.reproduce.report import overall_verdict
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
 from pyro_bnn.runs.config import RunConfig
 
 
@@ -97,7 +97,7 @@ def test_table_1_never_says_does_not_hold_about_networks_that_did_not_train(tmp_
 
 
 def test_no_effect_is_printed_with_its_interval():
-    from pyro_bnn.reproduce.spec import Headline
+    from pyro_bnn.reproduce.planned import Headline
 
     assert Headline("c", Verdict.NO_EFFECT, "r", interval=0.016).label == "no effect within ±0.016"
     assert Headline("c", Verdict.HOLDS, "r").label == "holds"

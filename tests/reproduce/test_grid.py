@@ -18,8 +18,8 @@ import pytest
 from pyro_bnn.reproduce import LocalExecutor, RayExecutor, Status, make_executor, run_grid
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.grid import GRID
+from pyro_bnn.reproduce.planned import RunSpec
 from pyro_bnn.reproduce.records import RECORD_HISTORY_ROWS, binned_history
-from pyro_bnn.reproduce.spec import RunSpec
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig
 
@@ -181,7 +181,7 @@ def test_no_data_is_loaded_for_a_grid_that_cannot_write_its_folder(tmp_path, mon
 def test_run_ids_are_pinned():
     """A run's id names its folder across sessions: a change of the id scheme or of a default would make every
     grid retrain from scratch, so it has to be deliberate (and come with a migration of the run folders)."""
-    from pyro_bnn.reproduce.spec import RUN_ID_BASE
+    from pyro_bnn.reproduce.planned import RUN_ID_BASE
 
     spec = tiny_specs(1)[0]
     assert spec.run_id == "moons-s0-edcb2e3081"

@@ -23,8 +23,8 @@ from pyro_bnn.reproduce import executors as executors_module
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.grid import read_records
 from pyro_bnn.reproduce.lock import LOCK, GridBusyError, grid_lock
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunSpec
 from pyro_bnn.reproduce.report import write_report
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 TESTS = Path(__file__).parent

@@ -22,7 +22,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.analysis import METHOD_NAMES, _cifar
 from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_section
 from pyro_bnn.reproduce.papers.implicit_bnn.measures import CORRUPTIONS, cubic_ranges
 from pyro_bnn.reproduce.papers.implicit_bnn.plan import CIFAR_CELLS, CUBIC_PAPER_STEPS, PROFILES
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.ensemble import load_ensemble
 from pyro_bnn.runs.runs import RunResult, load_data, train_run

@@ -31,8 +31,8 @@ from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     PROFILES,
     PUBLISHED_TABLES_3_TO_5,
 )
+from pyro_bnn.reproduce.planned import Headline, RunRecord, RunSpec, Status, Verdict, run_tags
 from pyro_bnn.reproduce.report import compare
-from pyro_bnn.reproduce.spec import Headline, RunRecord, RunSpec, Status, Verdict, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 FLAT_CURVE = [0.5, 0.8, 0.9, 0.95, 0.96, 0.97, 0.97, 0.971, 0.972, 0.973]  # +0.003 over the last 3 epochs

@@ -14,7 +14,7 @@ from pyro_bnn.reproduce import Status, Verdict, reproduce
 from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
 from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve, _table_1, table_1_cell
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES, slope_activation
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 SIZE_FIELDS = {

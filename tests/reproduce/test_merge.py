@@ -16,8 +16,8 @@ import pytest
 from pyro_bnn.reproduce import merge
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.merge import declared_code_problem, merge_runs
+from pyro_bnn.reproduce.planned import RunRecord, Status
 from pyro_bnn.reproduce.records import read_record, write_record
-from pyro_bnn.reproduce.spec import RunRecord, Status
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grid import tiny_specs  # noqa: E402

@@ -14,9 +14,9 @@ import pyro_bnn.reproduce.papers as papers
 from pyro_bnn.reproduce import reproduce
 from pyro_bnn.reproduce.measures import MEASURES, check_measure, register_measure
 from pyro_bnn.reproduce.papers import register_experiment, unregister_experiment
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, RunSpec, Section, Verdict
 from pyro_bnn.reproduce.report import select
 from pyro_bnn.reproduce.runners import RUNNERS, resolve_runner
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, RunSpec, Section, Verdict
 from pyro_bnn.runs.config import RunConfig
 
 PAPERS = Path(papers.__file__).parent

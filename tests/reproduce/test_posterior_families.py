@@ -22,8 +22,8 @@ from pyro_bnn.reproduce.papers.posterior_families.scoring import (
     moons_ood_inputs,
     nuts_reference,
 )
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status, run_tags
 from pyro_bnn.reproduce.runners import resolve_runner
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, run_tags
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, build_bnn, load_data
 

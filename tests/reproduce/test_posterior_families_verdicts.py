@@ -20,7 +20,7 @@ from pyro_bnn.reproduce.papers.posterior_families.analysis import (
     summary_lines,
 )
 from pyro_bnn.reproduce.papers.posterior_families.scoring import entropy_auroc
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, run_tags
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 OOD_CLAIM = "A deep ensemble detects out-of-domain inputs better than mean-field VI"

@@ -26,7 +26,7 @@ from pyro_bnn.reproduce.papers.priors.cnn import _headline as cnn_headline
 from pyro_bnn.reproduce.papers.priors.figures import near_zero_mass, sparsity_section
 from pyro_bnn.reproduce.papers.priors.measures import decode_pixels, posterior_parameters, stored_posterior, uncertainty
 from pyro_bnn.reproduce.papers.priors.plan import FIXED_SCALES, HYPERPRIORS, NOISE, PROFILES, prior_cells
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, load_data, train_run
 

@@ -34,8 +34,8 @@ from pyro_bnn.reproduce.papers.priors.plan import (
     PUBLISHED,
     VAL,
 )
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status, Verdict
 from pyro_bnn.reproduce.report import compare
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status, Verdict
 from pyro_bnn.runs.config import RunConfig
 
 FLAT = [0.50, 0.70, 0.80, 0.84, 0.85, 0.85, 0.851, 0.85]

@@ -3,8 +3,8 @@ do, a dash when none does."""
 
 import pytest
 
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
 from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, metric_cells
-from pyro_bnn.reproduce.spec import RunRecord, RunSpec, Status
 from pyro_bnn.runs.config import RunConfig
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.reproduce import api, records
+from pyro_bnn.reproduce import api, records, request
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_a_rerun_without_seeds_keeps_the_grid_it_resumes(tmp_path, monkeypatch):
         return []
 
     monkeypatch.setattr(api, "run_grid", fake_grid)
-    monkeypatch.setattr(api, "check_data", lambda *args: None)
+    monkeypatch.setattr(request, "check_data", lambda *args: None)
     monkeypatch.setattr(api, "write_report", lambda out, **kwargs: out / "report.md")
     out = tmp_path / "grid"
     reproduce("leaky-calibration", profile="quick", seeds=3, out=out, progress=False)

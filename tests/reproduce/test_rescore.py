@@ -15,10 +15,10 @@ import pytest
 from pyro_bnn.cli import main
 from pyro_bnn.reproduce import LocalExecutor, run_grid
 from pyro_bnn.reproduce.papers import EXPERIMENTS
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunSpec, Section, Status
 from pyro_bnn.reproduce.records import RESULT
 from pyro_bnn.reproduce.report import format_mean_sd, markdown_table
 from pyro_bnn.reproduce.rescore import RESCORED, RESCORED_KEYS, rescore_grid
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunSpec, Section, Status
 from pyro_bnn.runs.config import RunConfig
 
 POINT = RunConfig(dataset="moons", model="mlp:8", guide="map", epochs=2, batch_size=64, num_samples=1, device="cpu",

@@ -13,7 +13,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn import ImplicitBnn
 from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
 from pyro_bnn.reproduce.papers.posterior_families import PosteriorFamilies
 from pyro_bnn.reproduce.papers.priors import Priors
-from pyro_bnn.reproduce.spec import Experiment, Profile
+from pyro_bnn.reproduce.planned import Experiment, Profile
 
 EXPERIMENTS: dict[str, Experiment] = {}
 """Experiment name -> experiment (``pyro-bnn reproduce NAME``), in registration order; filled by
@@ -24,7 +24,7 @@ _ATTRIBUTES = ("name", "title", "summary", "profiles", "plan", "analyse")
 
 
 def _check_experiment(experiment: object) -> None:
-    """Refuses, in one line, an object that is not an :class:`~pyro_bnn.reproduce.spec.Experiment`."""
+    """Refuses, in one line, an object that is not an :class:`~pyro_bnn.reproduce.planned.Experiment`."""
     missing = [attribute for attribute in _ATTRIBUTES if not hasattr(experiment, attribute)]
     if isinstance(experiment, type):
         missing = ["an instance, not the class"]
@@ -50,7 +50,7 @@ def register_experiment(experiment: Experiment, *, replace: bool = False) -> Exp
 
     Args:
         experiment: The experiment object (an instance with ``name``, ``title``, ``summary``, ``profiles``,
-            ``plan`` and ``analyse``; :class:`~pyro_bnn.reproduce.spec.Experiment`).
+            ``plan`` and ``analyse``; :class:`~pyro_bnn.reproduce.planned.Experiment`).
         replace: Allow replacing another experiment registered under the same name (registering the same object
             again is always allowed).
 

@@ -13,7 +13,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     PROFILES,
     _spec,
 )
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, RunSpec
 
 __all__ = ["BayesByBackprop"]
 """The experiment class."""

@@ -55,6 +55,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     PUBLISHED_ACCURACY,
     WEIGHTINGS,
 )
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 from pyro_bnn.reproduce.records import RUNS
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
@@ -67,7 +68,6 @@ from pyro_bnn.reproduce.report import (
     overall_verdict,
     write_csv,
 )
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 PRUNING_CLAIM_FRACTIONS = (0.75, 0.95)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Profile, RunSpec
+from pyro_bnn.reproduce.planned import Profile, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 PRIORS = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyro_bnn.reproduce.papers.bayes_by_backprop import measures  # noqa: F401  (accuracies and ood, shared with bbb)
 from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, OOD_DATA, PRIOR, PROFILES
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 __all__ = ["BbbFashion", "COMPARABLE"]

@@ -31,8 +31,8 @@ from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import CellCheck, training_state
 from pyro_bnn.reproduce.figures import reliability_figure
 from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, PAPER_EPOCHS, PUBLISHED
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, CONFORMAL_NOTE, format_mean_sd, markdown_table, write_csv
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 
 OOD_NAME = "MNIST"
 FASHION_CLASSES = ("T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")

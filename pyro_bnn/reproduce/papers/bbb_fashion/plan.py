@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Profile
+from pyro_bnn.reproduce.planned import Profile
 
 PRIOR = f"mixture:0.5,1,{math.exp(-6):.10g}"
 OOD_DATA = "mnist"

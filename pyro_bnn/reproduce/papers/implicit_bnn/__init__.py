@@ -14,7 +14,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     cubic_specs,
     lenet_specs,
 )
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, RunSpec
 
 __all__ = ["ImplicitBnn", "CUBIC_BLOCK", "CUBIC_COMPARABLE"]
 """The experiment class, and the plan constants its report names."""

@@ -69,6 +69,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     PUBLISHED_LENET_ACCURACY,
     PUBLISHED_TABLES_3_TO_5,
 )
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,
@@ -81,7 +82,6 @@ from pyro_bnn.reproduce.report import (
     select,
     write_csv,
 )
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
 
 METHOD_NAMES = {
     "node-noise": "node noise (K = 4)",

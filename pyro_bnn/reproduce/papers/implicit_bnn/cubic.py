@@ -32,8 +32,8 @@ from pyro_bnn.data.synthetic import cubic_regression
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import FLAT, WINDOW, CellCheck
 from pyro_bnn.reproduce.papers.implicit_bnn.plan import CUBIC_BLOCK, CUBIC_COMPARABLE, CUBIC_FIT
+from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, select, write_csv
-from pyro_bnn.reproduce.spec import Headline, Profile, RunRecord, Section, Verdict
 
 CUBIC_METHODS = {"vi": "weight-space VI", "node-noise": "node noise (K = 8)"}
 

@@ -13,7 +13,7 @@ from pyro_bnn.reproduce.papers.leaky_calibration.plan import (
     _plateau_spec,
     slope_activation,
 )
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, RunSpec
 
 __all__ = ["LeakyCalibration", "COMPARABLE"]
 """The experiment class, and the plan constants its report names."""

@@ -27,7 +27,7 @@ images used, per model, split 70/30; None: all 60 000). The analysis is in
 from __future__ import annotations
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import Profile, RunSpec
+from pyro_bnn.reproduce.planned import Profile, RunSpec
 from pyro_bnn.runs.config import RunConfig
 
 LEAKY = "leaky:-0.5"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyro_bnn.reproduce.papers.posterior_families import runs  # noqa: F401  (registers the paper's runners)
 from pyro_bnn.reproduce.papers.posterior_families.plan import PROFILES, fashion_specs, moons_specs
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, RunSpec
 
 __all__ = ["PosteriorFamilies"]
 """The experiment class."""

@@ -35,7 +35,7 @@ Verdict rules (each an expectation from the literature that the issue asks to ch
   was fitted around): *holds* when its NLL is lower and separated on every data set, *does not hold* when higher
   and separated on half of them or more, *inconclusive* otherwise.
 
-A data set of the last two is *not comparable at this scale* (:attr:`~pyro_bnn.reproduce.spec.Verdict.
+A data set of the last two is *not comparable at this scale* (:attr:`~pyro_bnn.reproduce.planned.Verdict.
 NOT_COMPARABLE`) when a MAP network it rests on (the ensemble's members; the Laplace fit's MAP network) did not
 converge by :func:`pyro_bnn.reproduce.comparability.training_state` (at its epoch cap, still improving). Only the
 MAP networks record a per-epoch validation history; the families' own runs (VI, the samplers, Laplace, the ensemble)
@@ -50,6 +50,7 @@ from typing import Any
 
 from pyro_bnn.reproduce.comparability import check_cell
 from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import (
     CONFORMAL_NOTE,
     compare,
@@ -61,7 +62,6 @@ from pyro_bnn.reproduce.report import (
     select,
     write_csv,
 )
-from pyro_bnn.reproduce.spec import Analysis, Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 DATASETS = {"moons": "Two moons (2-5-5-2 tanh net, NUTS reference)", "fashion-mnist": "Fashion-MNIST subset (3FC)"}

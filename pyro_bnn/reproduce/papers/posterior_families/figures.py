@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES
+from pyro_bnn.reproduce.planned import RunRecord
 from pyro_bnn.reproduce.report import select
-from pyro_bnn.reproduce.spec import RunRecord
 
 FIGURE = "moons-predictive-maps.png"
 COLUMNS = 5

@@ -13,7 +13,7 @@ fit (the MAP members a Laplace fit or an ensemble is built from included) and on
 predictive and the median ratio of each weight's marginal sd to NUTS's.
 
 Each (data set, family, seed) is one run of the grid. The families that are not a Trainer run are
-:attr:`~pyro_bnn.reproduce.spec.RunSpec.runner` specs (:mod:`.runs`); on moons every family
+:attr:`~pyro_bnn.reproduce.planned.RunSpec.runner` specs (:mod:`.runs`); on moons every family
 reads the same seed's NUTS run (its members), so the grid runs NUTS and the MAP members first.
 
 Cost of the ``cpu`` profile, from its records on this shared 2-core machine (one torch thread per run): moons NUTS
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
+from pyro_bnn.reproduce.planned import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 RUNS = "pyro_bnn.reproduce.papers.posterior_families_runs"

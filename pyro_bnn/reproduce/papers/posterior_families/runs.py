@@ -1,4 +1,4 @@
-"""The runners of ``posterior-families`` (:attr:`~pyro_bnn.reproduce.spec.RunSpec.runner`): one function per kind
+"""The runners of ``posterior-families`` (:attr:`~pyro_bnn.reproduce.planned.RunSpec.runner`): one function per kind
 of posterior, each fitting its family on the spec's data and handing the fit to :func:`.scoring.
 evaluate`, which scores every family the same way.
 
@@ -25,9 +25,9 @@ import torch
 from pyro_bnn.predict import Samples, draw_parameters
 from pyro_bnn.reproduce.papers.posterior_families.plan import RUNS
 from pyro_bnn.reproduce.papers.posterior_families.scoring import NUTS_DRAWS, Fit, evaluate, reference_of
+from pyro_bnn.reproduce.planned import RunSpec
 from pyro_bnn.reproduce.records import read_record
 from pyro_bnn.reproduce.runners import register_runner
-from pyro_bnn.reproduce.spec import RunSpec
 from pyro_bnn.runs.config import resolve_device
 from pyro_bnn.runs.run_folder import CHECKPOINT
 from pyro_bnn.runs.runs import RunResult, build_bnn, load_data, restore, train_run

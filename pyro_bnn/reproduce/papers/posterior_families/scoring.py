@@ -27,7 +27,7 @@ from pyro_bnn.data import DatasetSplits
 from pyro_bnn.diagnostics.nuts import align_hidden_units, hidden_layers, predictive_distance
 from pyro_bnn.evaluation import entropy_decomposition, ood_detection
 from pyro_bnn.predict import Prediction, Samples, map_bounds, predict
-from pyro_bnn.reproduce.spec import RunSpec
+from pyro_bnn.reproduce.planned import RunSpec
 from pyro_bnn.runs.runs import RunResult, build_bnn
 from pyro_bnn.runs.scoring import conformal_metrics
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyro_bnn.reproduce.papers.priors import measures  # noqa: F401  (registers the paper's measurements)
 from pyro_bnn.reproduce.papers.priors.plan import COMPARABLE, PROFILES, cnn_spec, synthetic_specs
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, RunSpec
 
 __all__ = ["Priors", "COMPARABLE"]
 """The experiment class, and the plan constants its report names."""

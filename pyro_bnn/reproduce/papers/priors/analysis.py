@@ -62,6 +62,7 @@ from pyro_bnn.reproduce.papers.priors.plan import (
     TRAIN,
     VAL,
 )
+from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import (
     CONFORMAL_NOTE,
     compare,
@@ -71,7 +72,6 @@ from pyro_bnn.reproduce.report import (
     overall_verdict,
     select,
 )
-from pyro_bnn.reproduce.spec import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.runs.runs import build_bnn, load_data
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 

@@ -26,8 +26,8 @@ from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.priors.analysis import effect_text, t_interval
 from pyro_bnn.reproduce.papers.priors.measures import decode_pixels
 from pyro_bnn.reproduce.papers.priors.plan import CNN_COMPARABLE
+from pyro_bnn.reproduce.planned import Headline, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import CONFORMAL_NOTE, format_mean_sd, markdown_table, metric_cells
-from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
 
 CLAIM = "The CNN's uncertainty is higher on its mistakes (entropy of wrong > right, and the referral curve rises)."
 

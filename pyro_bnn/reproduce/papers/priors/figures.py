@@ -40,8 +40,8 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
 )
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior, stored_posterior
 from pyro_bnn.reproduce.papers.priors.plan import KL_WARMUP
+from pyro_bnn.reproduce.planned import Headline, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
-from pyro_bnn.reproduce.spec import Headline, RunRecord, Section, Verdict
 from pyro_bnn.runs.runs import build_bnn, load_data
 
 NEAR_ZERO = 0.05

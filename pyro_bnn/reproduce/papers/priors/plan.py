@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
-from pyro_bnn.reproduce.spec import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
+from pyro_bnn.reproduce.planned import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
 from pyro_bnn.runs.config import RunConfig
 
 FAMILIES = ("normal", "laplace", "cauchy")

@@ -19,8 +19,8 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
 )
 from pyro_bnn.reproduce.papers.priors.cnn import cnn_section
 from pyro_bnn.reproduce.papers.priors.figures import SHARED_SCALE, loss_section, map_section, sparsity_section
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord
 from pyro_bnn.reproduce.report import select, write_csv
-from pyro_bnn.reproduce.spec import Analysis, Profile, RunRecord
 
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:

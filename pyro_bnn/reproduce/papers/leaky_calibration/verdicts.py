@@ -1,0 +1,106 @@
+"""The verdict rules of ``leaky-calibration`` as functions, and the per-seed values they read: one Table 1 cell
+(:func:`table_1_cell`, after its comparability check :func:`table_1_check`) and one slope-sweep curve. The rules
+in words are the docstring of :mod:`pyro_bnn.reproduce.papers.leaky_calibration.analysis`, which the report cites.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+
+from pyro_bnn.reproduce.comparability import CellCheck
+from pyro_bnn.reproduce.papers.leaky_calibration.plan import COMPARABLE
+from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict
+from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, compare, mean_sd
+
+ACCURACY_TOLERANCE = 0.02
+"""How much lower Leaky's accuracy may be for "about equal accuracy" (the paper's Table 1 differs by up to 0.01)."""
+
+
+NEAR_ZERO = 0.2
+"""Slopes within this distance of 0 count as "near slope 0"."""
+
+ECE_SAMPLED = "ece_sampled_10"
+COVERAGE, SET_SIZE = CONFORMAL_COLUMNS
+
+
+def _slope(activation: str) -> float | None:
+    if activation == "relu":
+        return 0.0
+    if activation.startswith("leaky:"):
+        return float(activation.split(":", 1)[1])
+    return None
+
+
+def _bnn_runs(records: list[RunRecord]) -> list[RunRecord]:
+    return [r for r in records if r.spec.tag("part") == "bnn" and r.status is Status.DONE]
+
+
+def _cells(runs: list[RunRecord], key: Callable[[RunRecord], tuple]) -> dict[tuple, list[RunRecord]]:
+    cells: dict[tuple, list[RunRecord]] = defaultdict(list)
+    for run in runs:
+        cells[key(run)].append(run)
+    return cells
+
+
+def _values(runs: list[RunRecord], metric: str) -> list[float]:
+    return [r.metrics[metric] for r in sorted(runs, key=lambda r: r.config.seed) if metric in r.metrics]
+
+
+def _count(verdicts: list[Verdict]) -> str:
+    return ", ".join(f"{sum(v is kind for v in verdicts)} {kind.value}" for kind in Verdict)
+
+
+def table_1_cell(leaky: list[RunRecord], relu: list[RunRecord]) -> tuple[Verdict, str]:
+    """The verdict of one Table 1 cell and its numbers (the rule: the docstring of :mod:`.analysis`)."""
+    ece = compare(_values(leaky, ECE_SAMPLED), _values(relu, ECE_SAMPLED))
+    acc = compare(_values(leaky, "accuracy"), _values(relu, "accuracy"))
+    se = "n/a" if math.isnan(ece.standard_error) else f"{ece.standard_error:.3f}"
+    numbers = f"ECE gap Leaky - ReLU {ece.gap:+.3f} (se {se}), accuracy gap {acc.gap:+.3f}"
+    if ece.separated and ece.gap > 0:
+        return Verdict.DOES_NOT_HOLD, numbers + ": ReLU is better calibrated"
+    if ece.separated and ece.gap < 0:
+        if acc.gap < -ACCURACY_TOLERANCE and acc.separated:
+            return Verdict.DOES_NOT_HOLD, numbers + ": Leaky is better calibrated but less accurate"
+        if acc.gap >= -ACCURACY_TOLERANCE:
+            return Verdict.HOLDS, numbers
+        return Verdict.INCONCLUSIVE, numbers + ": Leaky is better calibrated, but may be less accurate"
+    if min(len(leaky), len(relu)) < 2:
+        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds"
+    return Verdict.INCONCLUSIVE, numbers + ": the seed spread covers the gap"
+
+
+def table_1_check(
+    leaky: list[RunRecord], relu: list[RunRecord], published: tuple[float, float, float, float]
+) -> tuple[CellCheck, CellCheck]:
+    """The comparability of a Table 1 cell's Leaky and ReLU runs against the paper's accuracies."""
+    return COMPARABLE.check(leaky, published[0]), COMPARABLE.check(relu, published[1])
+
+
+def _sweep_curve(ece: dict[float, list[float]]) -> tuple[Verdict, str]:
+    """The verdict of one sweep curve from ``{slope: per-seed ECE}`` (the rule: the docstring of
+    :mod:`.analysis`)."""
+    zero = ece.get(0.0, [])
+    far = {s: v for s, v in ece.items() if abs(s) > NEAR_ZERO + 1e-9 and v}
+    if not zero or not far:
+        return Verdict.INCONCLUSIVE, "the sweep lacks slope 0 or slopes away from it"
+    alpha = 0.05 / len(far)
+    contrasts = {s: compare(zero, v, alpha=alpha) for s, v in far.items()}
+    pooled = compare(zero, [value for values in far.values() for value in values])
+    top = max(far, key=lambda s: mean_sd(far[s])[0])
+    numbers = (
+        f"ECE at slope 0: {mean_sd(zero)[0]:.3f}; highest away from 0: {mean_sd(far[top])[0]:.3f} at {top:g}; "
+        f"slope 0 minus the far slopes pooled: {pooled.gap:+.3f}"
+    )
+    above = [s for s, c in contrasts.items() if c.separated and c.gap < 0]
+    if above:
+        return Verdict.DOES_NOT_HOLD, numbers + f"; separated above slope 0 at {', '.join(f'{s:g}' for s in above)}"
+    if pooled.separated and pooled.gap < 0:
+        return Verdict.DOES_NOT_HOLD, numbers + "; the far slopes pooled are separated above slope 0"
+    if all(c.separated and c.gap > 0 for c in contrasts.values()):
+        return Verdict.HOLDS, numbers + f"; slope 0 separated above all {len(far)} slopes farther than {NEAR_ZERO:g}"
+    if pooled.separated and pooled.gap > 0 and mean_sd(zero)[0] > mean_sd(far[top])[0]:
+        return Verdict.HOLDS, numbers + ": slope 0 has the highest mean and is separated above the far slopes pooled"
+    below = sum(c.separated and c.gap > 0 for c in contrasts.values())
+    return Verdict.INCONCLUSIVE, numbers + f"; slope 0 separated above {below} of {len(far)} slopes"

@@ -1,0 +1,151 @@
+"""A run's record on disk: ``OUT/runs/<run id>/result.json`` written and read back, and the forms a record keeps
+(its spec as JSON with portable paths, a binned history, one-line reasons with paths relative to the grid).
+
+Nothing here trains or measures (that is :mod:`pyro_bnn.reproduce.records`); a report, a merge or a re-score reads
+records through :func:`read_record` alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pyro_bnn._io import write_json_atomically
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
+
+RESULT = "result.json"
+RUNS = "runs"
+
+
+def one_line(err: BaseException) -> str:
+    """``Type: message`` on one line (some library messages span several)."""
+    text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+RECORD_HISTORY_ROWS = 100
+"""Most rows of the history a record keeps: a longer history (the full-batch runs of thousands of steps) is binned
+by :func:`binned_history`, so that ``result.json`` stays small enough to commit. The run's own ``history.json``
+keeps every epoch."""
+
+
+def binned_history(history: Sequence[dict[str, Any]], rows: int = RECORD_HISTORY_ROWS) -> list[dict[str, Any]]:
+    """``history`` as at most ``rows`` rows: consecutive epochs in equal-as-possible bins, each row holding the mean
+    of every number over the bin's epochs that have it (a loss curve smoothed over the bin), the last value of
+    anything else, ``epoch`` the bin's last epoch and ``epochs`` how many epochs it holds. A history of ``rows``
+    epochs or fewer is returned as it is."""
+    history = list(history)
+    if len(history) <= rows:
+        return history
+    binned = []
+    edges = [round(i * len(history) / rows) for i in range(rows + 1)]
+    for start, stop in itertools.pairwise(edges):
+        chunk = history[start:stop]
+        row: dict[str, Any] = {}
+        for key in dict.fromkeys(k for entry in chunk for k in entry):
+            values = [entry[key] for entry in chunk if key in entry]
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            row[key] = statistics.fmean(values) if numeric and key != "epoch" else values[-1]
+        row["epochs"] = len(chunk)
+        binned.append(row)
+    return binned
+
+
+def portable_path(path: str | None) -> str | None:
+    """``path`` as a record keeps it: an absolute path relative to the working folder of the command (where the
+    command line's own relative paths point), so that committed records name no machine's layout; a relative path
+    as it is. The data folder is not part of a run's id, so a grid resumes wherever its data lies."""
+    if path is None or not os.path.isabs(path):
+        return path
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows): no relative path exists
+        return path
+
+
+def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
+    """The JSON form of a spec (``grid.json``, ``result.json``): its id, label, measures, tags and full config
+    (its data folders as :func:`portable_path` gives them), and for an ensemble its members' ids."""
+    config = json.loads(spec.config.to_json())
+    config["data_dir"] = portable_path(config.get("data_dir"))
+    values = {
+        "run_id": spec.run_id,
+        "label": spec.label,
+        "measures": list(spec.measures),
+        "tags": dict(spec.tags),
+        "config": config,
+    }
+    if spec.other_data:
+        values["other_data"] = {name: portable_path(folder) for name, folder in spec.other_data}
+    if spec.members:
+        values["members"] = [member.run_id for member in spec.members]
+    if spec.runner:
+        values["runner"] = spec.runner
+        values["options"] = dict(spec.options)
+    return values
+
+
+def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
+    """Writes ``folder/result.json`` atomically: the record, its spec, and ``extra`` keys (e.g. a traceback)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    values = {
+        "status": record.status.value,
+        "reason": record.reason,
+        "seconds": record.seconds,
+        "code": record.code,
+        **({"threads": record.threads} if record.threads else {}),
+        **({"retried": record.retried} if record.retried else {}),
+        **({"training_code": record.training_code} if record.training_code else {}),
+        "spec": spec_to_dict(record.spec),
+        "metrics": record.metrics,
+        "history": record.history,
+        **extra,
+    }
+    write_json_atomically(folder / RESULT, values)
+
+
+def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
+    """The record of ``spec`` in ``runs_dir``: done, failed, missing (no ``result.json``) or damaged (a
+    ``result.json`` that cannot be read, the reason naming the file and what is wrong; a grid runs it again)."""
+    path = Path(runs_dir) / spec.run_id / RESULT
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return RunRecord(spec, Status.MISSING)
+    except OSError as err:
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} cannot be read: {err.strerror or one_line(err)}")
+    text = data.decode("utf-8", errors="replace")
+    try:
+        values = json.loads(data)  # invalid UTF-8 is a ValueError here, as any other damage
+        status = Status(values["status"])
+        if status in (Status.MISSING, Status.DAMAGED, Status.UNCOUNTED):
+            raise ValueError(f"a record cannot be {status.value!r}")
+    except ValueError as err:
+        what = "is empty" if not text.strip() else f"is not a run record ({one_line(err)})"
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} {what}")
+    except (KeyError, TypeError):
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} is not a run record (no status)")
+    return RunRecord(
+        spec,
+        status,
+        metrics=values.get("metrics", {}),
+        history=values.get("history", []),
+        reason=values.get("reason", ""),
+        seconds=values.get("seconds", 0.0),
+        code=values.get("code", ""),
+        threads=values.get("threads", 0),
+        retried=values.get("retried", ""),
+        training_code=values.get("training_code", ""),
+    )
+
+
+def grid_relative(text: str, root: Path) -> str:
+    """``text`` with every path under the grid's folder ``root`` written relative to it (``runs/ID/...``)."""
+    for prefix in {str(root.resolve()), str(root.absolute())}:
+        text = text.replace(prefix + "/", "")
+    return text
