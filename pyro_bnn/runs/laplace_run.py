@@ -88,8 +88,9 @@ def check_laplace_run(
         FileNotFoundError: not a run folder, or no checkpoint.
         FileExistsError: :attr:`LaplaceRun.out_file` exists and ``overwrite`` is not set.
         ValueError: the run's guide is not a point estimate with random weights (``map``); its model has node noise,
-            a hyperprior, the ``paper`` KL scale, a temperature other than 1, or a prior other than a Normal without ``prior_precision``; a bad
-            option, or one that does not apply to the run or the predictive (one line each).
+            a hyperprior, the ``paper`` KL scale, a temperature other than 1, or a prior other than a Normal
+            without ``prior_precision``; a bad option, or one that does not apply to the run or the predictive (one
+            line each).
         ImportError: laplace-torch is not installed (naming the extra).
     """
     predictive = enum_member(Predictive, predictive, "Laplace predictive")
