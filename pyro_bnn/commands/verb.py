@@ -11,6 +11,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from pyro_bnn.checks import dataclass_from_args
 from pyro_bnn.errors import UserError
 
 T = TypeVar("T")
@@ -58,30 +59,15 @@ def dataset_dir(text: str) -> tuple[str, str]:
 
 
 def options_from_args(base: type[T] | T, args: argparse.Namespace, **renames: str | Callable[[Any], Any]) -> T:
-    """The options object (a dataclass) a verb's parsed ``args`` ask for: the one way from argparse to options.
+    """The options object (a dataclass) a verb's parsed ``args`` ask for: the one way from argparse to options,
+    :func:`pyro_bnn.checks.dataclass_from_args` (which :meth:`pyro_bnn.checks.Settings.from_args` also uses).
 
     Each field takes the argument of its own name, or the one ``renames`` names for it (a string), or the value
     ``renames`` computes from ``args`` (a function). A field with no such argument, or whose argument is None (an
     option not given), keeps its default: the dataclass's own when ``base`` is the class, ``base``'s value when it is
     an instance (then the result is a copy of ``base`` with the values given).
     """
-    cls = base if isinstance(base, type) else type(base)
-    fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
-    unknown = set(renames) - set(fields)
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
-    values = {}
-    for name in fields:
-        source = renames.get(name, name)
-        if callable(source):
-            value = source(args)
-        elif hasattr(args, source):
-            value = getattr(args, source)
-        else:
-            continue
-        if value is not None:
-            values[name] = value
-    return cls(**values) if isinstance(base, type) else dataclasses.replace(base, **values)
+    return dataclass_from_args(base, args, **renames)
 
 
 @contextmanager

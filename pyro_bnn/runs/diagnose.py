@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import Settings, positive_int
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.plots import save_figure
 from pyro_bnn.runs import runs
@@ -42,8 +42,8 @@ networks (tanh-small on moons has 57), not something that mixes on millions of w
 
 
 @dataclass(frozen=True)
-class DiagnoseOptions:
-    """What to compute.
+class DiagnoseOptions(Settings):
+    """What to compute (checked when made: at least one part, counts >= 1).
 
     Attributes:
         slices: Weights sampled per weight tensor for the likelihood slices (None: no slices).
@@ -70,7 +70,8 @@ class DiagnoseOptions:
     seed: int = 0
 
     def check(self) -> DiagnoseOptions:
-        """One-line errors for bad values, before anything is loaded; returns self."""
+        """One-line errors for bad values, before anything is loaded; returns self (called when made: older
+        callers' explicit ``check()`` stays harmless)."""
         for name in ("slices", "slice_images", "num_samples", "nuts_chains", "nuts_samples", "nuts_warmup"):
             value = getattr(self, name)
             if value is None and name == "slices":

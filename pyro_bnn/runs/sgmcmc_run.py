@@ -24,6 +24,7 @@ import pyro
 import torch
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.checks import Settings
 from pyro_bnn.data import DatasetSplits
 from pyro_bnn.infer.checkpoint import save_checkpoint
 from pyro_bnn.runs import runs
@@ -57,7 +58,7 @@ config. ``num_samples`` is set to the number of draws kept: the test metrics ave
 
 
 @dataclass(frozen=True)
-class SamplerOptions:
+class SamplerOptions(Settings):
     """The chains of a sampled run (the arguments of :func:`~pyro_bnn.sgmcmc.sample_sgmcmc` of those names).
 
     Attributes:
@@ -85,8 +86,8 @@ class SamplerOptions:
     init: str = "prior"
 
     def check(self) -> SamplerOptions:
-        """Checks every option (one-line ValueError naming it) and returns the options with ``method`` a
-        :class:`~pyro_bnn.sgmcmc.Method`; reads no data."""
+        """Checks every option (one-line ValueError naming it) and makes ``method`` a
+        :class:`~pyro_bnn.sgmcmc.Method`; reads no data. Called when made; returns self."""
         method = as_method(self.method)
         StepPlan(
             step_size=self.step_size,
@@ -97,7 +98,8 @@ class SamplerOptions:
             exploration=self.exploration,
         )  # validates the step size, draws, burn-in, thinning and cycles
         check_options(self.num_chains, self.friction, self.init)
-        return dataclasses.replace(self, method=method)
+        self._set("method", method)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         """The options as JSON values (the method by name; the friction only for the momentum methods, the cycle

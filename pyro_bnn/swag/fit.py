@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import non_negative_int, positive_float, positive_int
+from pyro_bnn.checks import Settings, non_negative_int, positive_float, positive_int
 from pyro_bnn.sgmcmc.log_joint import LogJoint
 from pyro_bnn.sgmcmc.run import check_options as check_start
 from pyro_bnn.sgmcmc.run import start_weights
@@ -31,7 +31,7 @@ class SwagDivergenceError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class SwagOptions:
+class SwagOptions(Settings):
     """How a SWAG trajectory runs (checked when made).
 
     Attributes:
@@ -52,7 +52,7 @@ class SwagOptions:
     momentum: float = 0.9
     collect_every: int | None = None
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         positive_float(self.lr, "lr")
         positive_int(self.epochs, "epochs")
         non_negative_int(self.rank, "rank")
