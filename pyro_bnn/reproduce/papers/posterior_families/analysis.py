@@ -94,7 +94,8 @@ CHANCE = 0.5
 NAMES = {
     "nuts": "NUTS", "mean-field": "mean-field VI", "low-rank": "low-rank VI", "flow": "flow VI (IAF)",
     "laplace-last-layer": "Laplace, last layer", "laplace-kfac": "Laplace, KFAC", "sgld": "SGLD",
-    "cyclical-sgld": "cyclical SGLD", "ensemble": "deep ensemble", "node-noise": "node-noise mixture",
+    "cyclical-sgld": "cyclical SGLD", "swag": "SWAG", "multiswag": "MultiSWAG", "ensemble": "deep ensemble",
+    "node-noise": "node-noise mixture",
     "map": "MAP network (one)",
 }  # fmt: skip
 

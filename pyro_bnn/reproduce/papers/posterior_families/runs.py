@@ -7,6 +7,9 @@ evaluate`, which scores every family the same way.
   the run folder (``nuts-draws.pt``, not committed) for the families compared with it.
 - :func:`laplace`: laplace-torch around the MAP of the spec's first member (:func:`pyro_bnn.laplace.fit_laplace`).
 - :func:`sgmcmc`: SG-MCMC chains (:func:`pyro_bnn.sgmcmc.sample_sgmcmc`).
+- :func:`swag`: SWAG (:func:`pyro_bnn.swag.fit_swag`), and MultiSWAG of ``members`` such runs (option
+  ``models``): SGD on the log joint from the network's initialisation (``models`` > 1: a prior draw each), then the
+  iterates of a constant learning rate.
 - :func:`ensemble`: the equally weighted mixture of the spec's MAP members (:func:`pyro_bnn.experiments.
   load_ensemble`).
 
@@ -139,6 +142,41 @@ def sgmcmc(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     return evaluate(spec, runs_dir, folder, fit, data)
 
 
+def swag(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
+    """SWAG with the spec's options (``lr``, ``pretrain_lr``, ``pretrain_epochs``, ``epochs``, ``rank``,
+    ``models``) on minibatches of ``config.batch_size``; ``models`` > 1 is MultiSWAG (each member from its own
+    start, seeds ``seed .. seed + models - 1``). The draws are ``config.num_samples`` of the posterior (split
+    evenly over the members), each member one chain for the marginals."""
+    from pyro_bnn.swag import SwagOptions, fit_multiswag, fit_swag
+
+    config = spec.config
+    data = load_data(config)
+    device = resolve_device(config.device)
+    bnn, _ = build_bnn(config, data)
+    bnn.to(device)
+    train, _, _ = data.loaders(batch_size=config.batch_size, seed=config.seed, device=device)
+    options = SwagOptions(
+        lr=float(spec.option("lr")),
+        epochs=int(spec.option("epochs")),
+        rank=int(spec.option("rank")),
+        pretrain_epochs=int(spec.option("pretrain_epochs")),
+        pretrain_lr=float(spec.option("pretrain_lr")),
+    )
+    models = int(spec.option("models", "1"))
+    start = time.perf_counter()
+    if models == 1:
+        source = fit_swag(bnn, train, options, init="network", seed=config.seed, progress=False)
+        members = [source]
+    else:
+        source = fit_multiswag(bnn, train, options, models, init="prior", seed=config.seed, progress=False)
+        members = source.members
+    seconds = time.perf_counter() - start
+    per_member = max(1, config.num_samples // len(members))
+    draws = {name: torch.stack([m.sample(per_member)[name] for m in members]) for name in bnn.site_names}
+    fit = Fit(bnn=bnn, source=source, draws=draws, seconds=seconds)
+    return evaluate(spec, runs_dir, folder, fit, data)
+
+
 def ensemble(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     """The mixture of the spec's MAP members (each member one chain of one draw for the marginals)."""
     from pyro_bnn.runs.ensemble import load_ensemble
@@ -155,10 +193,10 @@ def ensemble(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     return evaluate(spec, runs_dir, folder, fit, load_data(spec.config))
 
 
-__all__ = ["ensemble", "laplace", "nuts", "reference_of", "sgmcmc", "trained"]
+__all__ = ["ensemble", "laplace", "nuts", "reference_of", "sgmcmc", "swag", "trained"]
 
 
 # The names are the ones the plan's specs carry (part of their run ids), kept from when these runners were found by
 # importing the module they name.
-for _runner in (trained, laplace, sgmcmc, ensemble, nuts):
+for _runner in (trained, laplace, sgmcmc, swag, ensemble, nuts):
     register_runner(f"{RUNS}:{_runner.__name__}", _runner)
