@@ -18,7 +18,7 @@ class PosteriorFamilies:
 
     name = "posterior-families"
     title = "Posterior families side by side: VI, Laplace, SG-MCMC, ensembles and node noise against NUTS"
-    summary = "issue 23: every posterior family on two moons (NUTS reference) and a 3FC on Fashion-MNIST"
+    summary = "a study: every posterior family side by side on two moons (NUTS reference) and a 3FC on Fashion-MNIST"
     profiles = PROFILES
 
     def plan(self, profile: Profile, seeds: int, data_dirs: dict[str, str]) -> list[RunSpec]:

@@ -1,13 +1,14 @@
-"""``posterior-families``: the library's posterior families side by side on one footing (issue 23), on two moons
-(the priors paper's 2-5-5-2 tanh net, where NUTS is the reference) and on a 3FC network on a Fashion-MNIST subset.
+"""``posterior-families``: the library's posterior families side by side on one footing (our own study, not a
+paper's), on two moons (the priors paper's 2-5-5-2 tanh net, where NUTS is the reference) and on a 3FC network on a
+Fashion-MNIST subset.
 
 Families (rows of the report, :data:`FAMILIES`): NUTS (moons only), mean-field VI (the library's default guide),
 low-rank VI, flow VI (IAF; moons only, the flow guide refuses more than 1 024 weights), Laplace around a MAP network
 (last layer, and every layer with Kronecker-factored curvature, both with the prior precision tuned by the marginal
-likelihood and the GLM probit predictive), SGLD, cyclical SGLD, a deep ensemble of MAP networks and the node-noise
-mixture (the implicit BNN). Every family sees the same training examples, the same N(0, 1) prior on every weight
-and bias (node noise: its own N(1, 0.1^2) prior on the noise) and is scored by one function
-(:func:`.scoring.evaluate`): test accuracy, NLL, ECE (15 bins), out-of-domain AUROC by the
+likelihood and the GLM probit predictive), SGLD, cyclical SGLD, SWAG and MultiSWAG (:data:`SWAG_LR`), a deep ensemble
+of MAP networks and the node-noise mixture (the implicit BNN). Every family sees the same training examples, the same
+N(0, 1) prior on every weight and bias (node noise: its own N(1, 0.1^2) prior on the noise) and is scored by one
+function (:func:`.scoring.evaluate`): test accuracy, NLL, ECE (15 bins), out-of-domain AUROC by the
 predictive entropy (moons: a circle far around the data; Fashion-MNIST: MNIST test images), the wall time of the
 fit (the MAP members a Laplace fit or an ensemble is built from included) and on moons the KL from the NUTS
 predictive and the median ratio of each weight's marginal sd to NUTS's.
