@@ -1,5 +1,6 @@
-"""Shared fixtures: a fresh Pyro state per test, a ``device`` fixture, tiny IDX files written on the fly, and
-isolation from the machine's own data.
+"""Shared fixtures: a fresh Pyro state per test, a ``device`` fixture, tiny IDX files written on the fly, the
+``conjugate`` Bayesian linear regression (a closed-form posterior, for SG-MCMC, SWAG, tempering and composition
+tests), and isolation from the machine's own data.
 
 No test may read the real data sets, the user's cache or the network, so an autouse fixture unsets
 ``PYRO_BNN_DATA``, points the default cache and the Debian Fashion-MNIST path into ``tmp_path`` and makes
@@ -18,9 +19,13 @@ import pyro
 import pytest
 import torch
 import torchvision.datasets
+from torch import nn
 
 import pyro_bnn  # noqa: F401  (applies pyro_bnn's Pyro settings)
+from pyro_bnn import BNN
 from pyro_bnn.data import sources
+from pyro_bnn.likelihoods import Gaussian
+from pyro_bnn.priors import NormalPrior
 
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
@@ -167,3 +172,44 @@ def device(request):
     if request.param == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     return torch.device(request.param)
+
+
+CONJUGATE_N, CONJUGATE_SIGMA = 40, 1.0
+
+
+@dataclass
+class Conjugate:
+    """y ~ N(x w + b, sigma^2) with (w, b) ~ N(0, I), and the exact posterior of (w_1, w_2, b).
+
+    Attributes:
+        bnn: The model, ``nn.Linear(2, 1)`` with a ``NormalPrior(0, 1)`` and a ``Gaussian(N, sigma)`` likelihood.
+        x: Inputs ``(N, 2)``; y: targets ``(N, 1)``.
+        mean: Posterior mean ``(3,)``; var: posterior variances ``(3,)`` (float64).
+        precision: The posterior precision of every coefficient, ``1 + N / sigma^2``.
+    """
+
+    bnn: BNN
+    x: torch.Tensor
+    y: torch.Tensor
+    mean: torch.Tensor
+    var: torch.Tensor
+    precision: float
+
+
+@pytest.fixture
+def conjugate() -> Conjugate:
+    """The design has orthogonal columns of squared norm N, each orthogonal to the intercept's column of ones, so
+    the posterior is N(mean, I / (1 + N / sigma^2)) (N = CONJUGATE_N): isotropic, which makes one step size equally
+    good for every coordinate."""
+    g = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.cat([torch.ones(CONJUGATE_N, 1), torch.randn(CONJUGATE_N, 2, generator=g)], 1))
+    x = q[:, 1:] * CONJUGATE_N**0.5
+    y = (x @ torch.tensor([1.0, -2.0]) + 0.3 + CONJUGATE_SIGMA * torch.randn(CONJUGATE_N, generator=g)).unsqueeze(-1)
+    features = torch.cat([x, torch.ones(CONJUGATE_N, 1)], 1).double()
+    cov = torch.linalg.inv(torch.eye(3, dtype=torch.float64) + features.T @ features / CONJUGATE_SIGMA**2)
+    mean = cov @ features.T @ y.double().squeeze(-1) / CONJUGATE_SIGMA**2
+    precision = 1.0 + CONJUGATE_N / CONJUGATE_SIGMA**2
+    torch.testing.assert_close(cov, torch.eye(3, dtype=torch.float64) / precision)
+    torch.manual_seed(0)
+    bnn = BNN(nn.Linear(2, 1), NormalPrior(0.0, 1.0), Gaussian(CONJUGATE_N, scale=CONJUGATE_SIGMA))
+    return Conjugate(bnn, x, y, mean, cov.diagonal(), precision)

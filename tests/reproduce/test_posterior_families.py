@@ -1,4 +1,4 @@
-"""``posterior-families`` (our own study): the runner hook of the grid, the plan's invariants, the scoring helpers against
+"""``posterior-families`` (a study): the runner hook of the grid, the plan's invariants, the scoring helpers against
 hand-computed values, the table and verdict rules on hand-made records, and the quick profile end to end."""
 
 from __future__ import annotations
