@@ -37,7 +37,9 @@ def test_heteroscedastic_log_likelihood_by_hand():
     output = torch.tensor([[0.0, 0.0], [1.0, -2.0], [2.0, 1.5]])  # (B, 2): mean, raw scale
     y = torch.tensor([[0.5], [1.0], [0.0]])
     likelihood = HeteroscedasticGaussian(dataset_size=6, min_scale=0.01)
-    expected = [_normal_log_pdf(t, m, 0.01 + _softplus(r)) for (m, r), (t,) in zip(output.tolist(), y.tolist())]
+    expected = [
+        _normal_log_pdf(t, m, 0.01 + _softplus(r)) for (m, r), (t,) in zip(output.tolist(), y.tolist(), strict=True)
+    ]
     assert likelihood.log_likelihood(output, y).tolist() == pytest.approx(expected, rel=1e-5)
     trace = poutine.trace(likelihood).get_trace(output, y)
     trace.compute_log_prob()
@@ -90,7 +92,7 @@ def test_student_t_log_likelihood_by_hand(noise):
         output = torch.tensor([[0.5], [-1.0]])
         scales = [0.7, 0.7]
     y = torch.tensor([[1.5], [-1.2]])
-    expected = [_student_log_pdf(t, df, m, s) for t, m, s in zip([1.5, -1.2], [0.5, -1.0], scales)]
+    expected = [_student_log_pdf(t, df, m, s) for t, m, s in zip([1.5, -1.2], [0.5, -1.0], scales, strict=True)]
     assert likelihood.log_likelihood(output, y).tolist() == pytest.approx(expected, rel=1e-5)
     assert [n for n, _ in likelihood.named_parameters()] == (["log_scale"] if noise is NoiseScale.LEARNED else [])
     fields = likelihood.prediction_fields(output.expand(3, -1, -1))
