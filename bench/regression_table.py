@@ -78,7 +78,15 @@ def _data(name: str, seed: int):
 
 
 def run_cell(
-    name: str, likelihood_name: str, seed: int, *, steps: int, hidden: int, num_samples: int, lr: float = 0.01, prior_scale: float = 1.0
+    name: str,
+    likelihood_name: str,
+    seed: int,
+    *,
+    steps: int,
+    hidden: int,
+    num_samples: int,
+    lr: float = 0.01,
+    prior_scale: float = 1.0,
 ) -> dict:
     """Trains one model and scores it; returns the metrics (floats) and the training time."""
     x_train, y_train, x_test, y_test, true_sd, mask = _data(name, seed)
