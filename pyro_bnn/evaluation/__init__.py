@@ -34,7 +34,7 @@ Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of `
 means ``(num_samples, N, D)``, the noise scale (a scalar, or ``(num_samples, N, D)`` for a heteroscedastic
 likelihood) and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``. :func:`regression_variance_split` splits
 the predictive variance into aleatoric and epistemic parts (``regression_variance``); :func:`regression_calibration`
-scores central-interval coverage, the quantile calibration error, CRPS and sharpness (``regression_calibration``).
+scores central-interval coverage, the quantile calibration error, CRPS and sharpness (``regression_scores``).
 """
 
 from pyro_bnn.evaluation._validation import ROW_SUM_TOLERANCE
@@ -76,7 +76,7 @@ from pyro_bnn.evaluation.regression import (
     predictive_moments,
     regression_metrics,
 )
-from pyro_bnn.evaluation.regression_calibration import (
+from pyro_bnn.evaluation.regression_scores import (
     DEFAULT_COVERAGE_LEVELS,
     DEFAULT_QCE_LEVELS,
     central_interval,
