@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from pyro_bnn import BNN
-from pyro_bnn.data import BatchLoader, heteroscedastic_noise_sd, load_dataset
+from pyro_bnn.data import BatchLoader, diabetes_regression, heteroscedastic_noise_sd, load_dataset
 from pyro_bnn.data.seeding import seeded_generator
 from pyro_bnn.evaluation import regression_calibration, regression_metrics
 from pyro_bnn.guides import parse_guide
@@ -63,6 +63,9 @@ def _network(inputs: int, outputs: int, hidden: int) -> nn.Module:
 
 def _data(name: str, seed: int):
     """Train and test tensors, the test inputs' true noise sd (or None) and a mask of where it is compared."""
+    if name == "diabetes":
+        data = diabetes_regression(seed=seed)
+        return data.x_train, data.y_train, data.x_test, data.y_test, None, None
     splits = load_dataset(name, seed=seed)
     x_test, y_test = splits.test.x, splits.test.y
     true_sd, mask = None, None

@@ -1,6 +1,6 @@
-"""Data layer: classification data sets and the regression sets (cubic, heteroscedastic, diabetes) with train /
-validation / test splits (``DatasetSplits.task`` tells them apart), fast batch loaders and input corruptions for
-shift experiments.
+"""Data layer: classification data sets and the regression sets (cubic, heteroscedastic) with train / validation /
+test splits (``DatasetSplits.task`` tells them apart), scikit-learn's diabetes set (``diabetes_regression``), fast
+batch loaders and input corruptions for shift experiments.
 
 Typical use::
 

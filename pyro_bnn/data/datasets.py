@@ -15,8 +15,8 @@ Splits:
 * cubic (regression): the 400 training points of ``cubic_regression`` and its dense noiseless test grid (801
   points on [-4, 4], gap included); no validation part unless ``val_size`` asks for one.
 * heteroscedastic (regression): ``n_samples`` (400) uniform training points and a noisy test grid (801 points on
-  [-4, 4]); diabetes (regression): a seeded 20 % test part of scikit-learn's 442 patients, standardised with the
-  training part's statistics (``pyro_bnn.data.regression_sets``). Neither holds out validation by default.
+  [-4, 4]) (``pyro_bnn.data.regression_sets``); no validation part by default. scikit-learn's diabetes set is
+  :func:`~pyro_bnn.data.diabetes_regression`, not a name here: a run's regression figure plots one input.
 
 The validation draw and the ``train_subset`` draw come from private generators seeded by ``seed``.
 """
@@ -41,7 +41,7 @@ from pyro_bnn.data.images import (
 )
 from pyro_bnn.data.normalization import Normalization, normalize_pixels
 from pyro_bnn.data.partition import holdout_count, split_indices, train_val_indices
-from pyro_bnn.data.regression_sets import diabetes_regression, heteroscedastic_regression
+from pyro_bnn.data.regression_sets import heteroscedastic_regression
 from pyro_bnn.data.seeding import STREAM_TEST_HOLDOUT, check_seed, seeded_generator
 from pyro_bnn.data.sources import FASHION_MNIST_SPEC, MNIST_SPEC
 from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
@@ -89,9 +89,6 @@ class DatasetName(str, Enum):
     """Regression: ``y = x sin(x) + eps``, ``eps ~ N(0, (0.1 + 0.2 |x|)^2)`` on ``[-4, 4]``, a known noise function
     (``pyro_bnn.data.regression_sets``)."""
 
-    DIABETES = "diabetes"
-    """Regression: scikit-learn's bundled diabetes set (442 patients, 10 features), standardised."""
-
     CIFAR10 = "cifar10"
     """32x32 colour images, 50 000 train / 10 000 test, 10 classes, through torchvision (``pyro_bnn.data.cifar``)."""
 
@@ -124,7 +121,7 @@ class DatasetName(str, Enum):
 
 _ALIASES = {"fmnist": DatasetName.FASHION_MNIST.value}
 
-_REGRESSION_SETS = (DatasetName.CUBIC, DatasetName.HETEROSCEDASTIC, DatasetName.DIABETES)
+_REGRESSION_SETS = (DatasetName.CUBIC, DatasetName.HETEROSCEDASTIC)
 
 _GENERATOR_KWARGS = {
     DatasetName.MOONS: ("n_samples", "noise"),
@@ -173,7 +170,6 @@ _SHAPES = {
     DatasetName.CIRCLES: DatasetShape((2,), 2),
     DatasetName.CUBIC: DatasetShape((1,), None),
     DatasetName.HETEROSCEDASTIC: DatasetShape((1,), None),
-    DatasetName.DIABETES: DatasetShape((10,), None),
     DatasetName.CIFAR10: DatasetShape(CIFAR_IMAGE_SHAPE, CIFAR_CLASSES["cifar10"]),
     DatasetName.CIFAR100: DatasetShape(CIFAR_IMAGE_SHAPE, CIFAR_CLASSES["cifar100"]),
 }
@@ -292,7 +288,6 @@ def _load_regression(
     make = {
         DatasetName.CUBIC: cubic_regression,
         DatasetName.HETEROSCEDASTIC: heteroscedastic_regression,
-        DatasetName.DIABETES: diabetes_regression,
     }[dataset]
     data = make(seed=seed, **generator_kwargs)
     train, val = train_val_indices(
@@ -372,8 +367,8 @@ def load_dataset(
 
     Args:
         name: A ``DatasetName`` value: ``"mnist"``, ``"fashion-mnist"`` (or ``"fmnist"``), ``"cifar10"``,
-            ``"cifar100"``, ``"digits"``, ``"moons"``, ``"circles"``, or the regression sets ``"cubic"``,
-            ``"heteroscedastic"`` and ``"diabetes"``; case is ignored.
+            ``"cifar100"``, ``"digits"``, ``"moons"``, ``"circles"``, or the regression sets ``"cubic"`` and
+            ``"heteroscedastic"``; case is ignored.
         data_dir: MNIST / Fashion-MNIST: a folder of IDX files or a torchvision root; CIFAR: a torchvision root.
             When given, it is the only place looked.
         normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
