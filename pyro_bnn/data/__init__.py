@@ -1,5 +1,6 @@
-"""Data layer: classification data sets and the cubic regression toy set with train / validation / test splits
-(``DatasetSplits.task`` tells them apart), fast batch loaders and input corruptions for shift experiments.
+"""Data layer: classification data sets and the regression sets (cubic, heteroscedastic) with train / validation /
+test splits (``DatasetSplits.task`` tells them apart), scikit-learn's diabetes set (``diabetes_regression``), fast
+batch loaders and input corruptions for shift experiments.
 
 Typical use::
 
@@ -18,6 +19,12 @@ from pyro_bnn.data.corruptions import gaussian_blend, parse_corruption, salt_and
 from pyro_bnn.data.datasets import DatasetName, DatasetShape, dataset_shape, load_dataset
 from pyro_bnn.data.loaders import BatchLoader
 from pyro_bnn.data.normalization import Normalization
+from pyro_bnn.data.regression_sets import (
+    diabetes_regression,
+    heteroscedastic_mean,
+    heteroscedastic_noise_sd,
+    heteroscedastic_regression,
+)
 from pyro_bnn.data.sources import DataContentWarning
 from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
 from pyro_bnn.data.synthetic import RegressionData, cubic_regression
@@ -34,7 +41,11 @@ __all__ = [
     "TensorSplit",
     "cubic_regression",
     "dataset_shape",
+    "diabetes_regression",
     "gaussian_blend",
+    "heteroscedastic_mean",
+    "heteroscedastic_noise_sd",
+    "heteroscedastic_regression",
     "load_dataset",
     "parse_corruption",
     "salt_and_pepper",

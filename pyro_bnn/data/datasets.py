@@ -14,6 +14,9 @@ Splits:
   (:func:`synthetic_split_sizes`).
 * cubic (regression): the 400 training points of ``cubic_regression`` and its dense noiseless test grid (801
   points on [-4, 4], gap included); no validation part unless ``val_size`` asks for one.
+* heteroscedastic (regression): ``n_samples`` (400) uniform training points and a noisy test grid (801 points on
+  [-4, 4]) (``pyro_bnn.data.regression_sets``); no validation part by default. scikit-learn's diabetes set is
+  :func:`~pyro_bnn.data.diabetes_regression`, not a name here: a run's regression figure plots one input.
 
 The validation draw and the ``train_subset`` draw come from private generators seeded by ``seed``.
 """
@@ -38,6 +41,7 @@ from pyro_bnn.data.images import (
 )
 from pyro_bnn.data.normalization import Normalization, normalize_pixels
 from pyro_bnn.data.partition import holdout_count, split_indices, train_val_indices
+from pyro_bnn.data.regression_sets import heteroscedastic_regression
 from pyro_bnn.data.seeding import STREAM_TEST_HOLDOUT, check_seed, seeded_generator
 from pyro_bnn.data.sources import FASHION_MNIST_SPEC, MNIST_SPEC
 from pyro_bnn.data.splits import DatasetSplits, Task, TensorSplit
@@ -81,6 +85,10 @@ class DatasetName(str, Enum):
     CUBIC = "cubic"
     """Regression: the implicit-BNN paper's ``y = x**3 + 2 eps`` on ``[-3, -1) ∪ [1, 3)`` (``cubic_regression``)."""
 
+    HETEROSCEDASTIC = "heteroscedastic"
+    """Regression: ``y = x sin(x) + eps``, ``eps ~ N(0, (0.1 + 0.2 |x|)^2)`` on ``[-4, 4]``, a known noise function
+    (``pyro_bnn.data.regression_sets``)."""
+
     CIFAR10 = "cifar10"
     """32x32 colour images, 50 000 train / 10 000 test, 10 classes, through torchvision (``pyro_bnn.data.cifar``)."""
 
@@ -90,7 +98,7 @@ class DatasetName(str, Enum):
     @property
     def task(self) -> Task:
         """Classification or regression, known from the name alone (before any data is loaded)."""
-        return Task.REGRESSION if self is DatasetName.CUBIC else Task.CLASSIFICATION
+        return Task.REGRESSION if self in _REGRESSION_SETS else Task.CLASSIFICATION
 
     @property
     def reads_data_dir(self) -> bool:
@@ -113,10 +121,13 @@ class DatasetName(str, Enum):
 
 _ALIASES = {"fmnist": DatasetName.FASHION_MNIST.value}
 
+_REGRESSION_SETS = (DatasetName.CUBIC, DatasetName.HETEROSCEDASTIC)
+
 _GENERATOR_KWARGS = {
     DatasetName.MOONS: ("n_samples", "noise"),
     DatasetName.CIRCLES: ("n_samples", "noise", "factor"),
     DatasetName.CUBIC: ("step", "noise_scale", "test_range", "test_step"),
+    DatasetName.HETEROSCEDASTIC: ("n_samples",),
 }
 
 
@@ -158,6 +169,7 @@ _SHAPES = {
     DatasetName.MOONS: DatasetShape((2,), 2),
     DatasetName.CIRCLES: DatasetShape((2,), 2),
     DatasetName.CUBIC: DatasetShape((1,), None),
+    DatasetName.HETEROSCEDASTIC: DatasetShape((1,), None),
     DatasetName.CIFAR10: DatasetShape(CIFAR_IMAGE_SHAPE, CIFAR_CLASSES["cifar10"]),
     DatasetName.CIFAR100: DatasetShape(CIFAR_IMAGE_SHAPE, CIFAR_CLASSES["cifar100"]),
 }
@@ -265,14 +277,19 @@ def _load_two_d(
     )
 
 
-def _load_cubic(
+def _load_regression(
+    dataset: DatasetName,
     *,
     val_size: float | None,
     train_subset: int | None,
     seed: int,
     generator_kwargs: dict[str, Any],
 ) -> DatasetSplits:
-    data = cubic_regression(seed=seed, **generator_kwargs)
+    make = {
+        DatasetName.CUBIC: cubic_regression,
+        DatasetName.HETEROSCEDASTIC: heteroscedastic_regression,
+    }[dataset]
+    data = make(seed=seed, **generator_kwargs)
     train, val = train_val_indices(
         len(data.x_train),
         val_size=val_size,
@@ -281,12 +298,12 @@ def _load_cubic(
         seed=seed,
     )
     return DatasetSplits(
-        name=DatasetName.CUBIC.value,
+        name=dataset.value,
         train=TensorSplit(data.x_train[train], data.y_train[train]),
         val=TensorSplit(data.x_train[val], data.y_train[val]),
         test=TensorSplit(data.x_test, data.y_test),
         num_classes=None,
-        input_shape=(1,),
+        input_shape=tuple(data.x_train.shape[1:]),
         normalization=None,
         task=Task.REGRESSION,
     )
@@ -350,7 +367,8 @@ def load_dataset(
 
     Args:
         name: A ``DatasetName`` value: ``"mnist"``, ``"fashion-mnist"`` (or ``"fmnist"``), ``"cifar10"``,
-            ``"cifar100"``, ``"digits"``, ``"moons"``, ``"circles"`` or ``"cubic"`` (regression); case is ignored.
+            ``"cifar100"``, ``"digits"``, ``"moons"``, ``"circles"``, or the regression sets ``"cubic"`` and
+            ``"heteroscedastic"``; case is ignored.
         data_dir: MNIST / Fashion-MNIST: a folder of IDX files or a torchvision root; CIFAR: a torchvision root.
             When given, it is the only place looked.
         normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
@@ -368,7 +386,7 @@ def load_dataset(
             ``~/.cache/pyro_bnn``.
         **synthetic_kwargs: moons: ``n_samples`` (default 1000, the whole pool), ``noise`` (0.2); circles
             also ``factor`` (0.5); cubic: ``step``, ``noise_scale`` (of the generated targets, 2.0),
-            ``test_range``, ``test_step`` (see ``cubic_regression``).
+            ``test_range``, ``test_step`` (see ``cubic_regression``); heteroscedastic: ``n_samples`` (400).
 
     Returns:
         The splits. Images: ``x`` float32 ``(N, C, H, W)`` (C = 3 for CIFAR, else 1); moons / circles: ``x``
@@ -387,8 +405,10 @@ def load_dataset(
     normalization = Normalization(normalization)
     seed = check_seed(seed)
     _check_generator_kwargs(dataset, synthetic_kwargs)
-    if dataset is DatasetName.CUBIC:
-        return _load_cubic(val_size=val_size, train_subset=train_subset, seed=seed, generator_kwargs=synthetic_kwargs)
+    if dataset.task is Task.REGRESSION:
+        return _load_regression(
+            dataset, val_size=val_size, train_subset=train_subset, seed=seed, generator_kwargs=synthetic_kwargs
+        )
     if dataset in (DatasetName.MOONS, DatasetName.CIRCLES):
         return _load_two_d(
             dataset,

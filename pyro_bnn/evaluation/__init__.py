@@ -31,7 +31,10 @@ the same for a Gaussian regression predictive with intervals (:func:`interval_me
 Over repeated runs (``seeds``): :func:`mean_sd`, a metric's mean and sample sd over the seeds' finite values.
 
 Regression metrics (:func:`regression_metrics`: RMSE, mixture NLL, coverage of ``mean ± 2 sd``) take the sampled
-means ``(num_samples, N, D)``, the noise scale and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``.
+means ``(num_samples, N, D)``, the noise scale (a scalar, or ``(num_samples, N, D)`` for a heteroscedastic
+likelihood) and targets ``(N, D)``; see ``pyro_bnn.evaluation.regression``. :func:`regression_variance_split` splits
+the predictive variance into aleatoric and epistemic parts (``regression_variance``); :func:`regression_calibration`
+scores central-interval coverage, the quantile calibration error, CRPS and sharpness (``regression_scores``).
 """
 
 from pyro_bnn.evaluation._validation import ROW_SUM_TOLERANCE
@@ -73,6 +76,21 @@ from pyro_bnn.evaluation.regression import (
     predictive_moments,
     regression_metrics,
 )
+from pyro_bnn.evaluation.regression_scores import (
+    DEFAULT_COVERAGE_LEVELS,
+    DEFAULT_QCE_LEVELS,
+    central_interval,
+    crps_gaussian,
+    crps_gaussian_mixture,
+    crps_samples,
+    mixture_cdf,
+    mixture_quantile,
+    pit_values,
+    quantile_calibration_error,
+    regression_calibration,
+    sharpness,
+)
+from pyro_bnn.evaluation.regression_variance import RegressionVarianceSplit, regression_variance_split
 from pyro_bnn.evaluation.seeds import mean_sd
 from pyro_bnn.evaluation.selective import RiskCoverageCurve, aurc_by_score, risk_coverage_curve
 from pyro_bnn.evaluation.summary import SUMMARY_KEYS, summarize, summarize_runs
@@ -80,8 +98,10 @@ from pyro_bnn.evaluation.temperature import TEMPERATURE_RANGE, TemperatureMode, 
 from pyro_bnn.evaluation.uncertainty import UncertaintySplit, entropy_decomposition
 
 __all__ = [
+    "DEFAULT_COVERAGE_LEVELS",
     "DEFAULT_NUM_BINS",
     "DEFAULT_NUM_SD",
+    "DEFAULT_QCE_LEVELS",
     "DETECTION_KEYS",
     "REGRESSION_KEYS",
     "ROW_SUM_TOLERANCE",
@@ -101,6 +121,7 @@ __all__ = [
     "ReferralScore",
     "RegressionPredictive",
     "RegressionScore",
+    "RegressionVarianceSplit",
     "RiskCoverageCurve",
     "ScoreSource",
     "TemperatureMode",
@@ -112,8 +133,12 @@ __all__ = [
     "calibrate_classifier",
     "calibrate_regressor",
     "calibration",
+    "central_interval",
     "class_scores",
     "conformal_quantile",
+    "crps_gaussian",
+    "crps_gaussian_mixture",
+    "crps_samples",
     "entropy_decomposition",
     "expected_calibration_error",
     "fit_temperature",
@@ -124,16 +149,23 @@ __all__ = [
     "maximum_calibration_error",
     "mean_sd",
     "min_calibration_size",
+    "mixture_cdf",
+    "mixture_quantile",
     "most_confident_mistakes",
     "nll",
     "ood_detection",
     "ood_metrics",
     "ood_scores",
+    "pit_values",
     "prediction_set_metrics",
     "predictive_moments",
+    "quantile_calibration_error",
     "referral_curve",
+    "regression_calibration",
     "regression_metrics",
+    "regression_variance_split",
     "risk_coverage_curve",
+    "sharpness",
     "summarize",
     "summarize_runs",
 ]

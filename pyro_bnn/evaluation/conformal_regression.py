@@ -22,7 +22,13 @@ from typing import Protocol
 import torch
 
 from pyro_bnn.evaluation.conformal import check_alpha, conformal_quantile
-from pyro_bnn.evaluation.regression import _check_means, _check_noise_scale, _check_targets, _mixture_moments
+from pyro_bnn.evaluation.regression import (
+    _check_df,
+    _check_means,
+    _check_noise_scale,
+    _check_targets,
+    _mixture_moments,
+)
 
 
 class RegressionScore(str, Enum):
@@ -46,7 +52,8 @@ def _moments(prediction: RegressionPredictive) -> tuple[torch.Tensor, torch.Tens
     if getattr(prediction, "means", None) is None:
         raise ValueError("a conformal regressor needs a regression prediction (means); this one has none")
     means = _check_means(prediction.means)
-    mean, sd = _mixture_moments(means, _check_noise_scale(prediction.noise_scale, means.device))
+    scale = _check_noise_scale(prediction.noise_scale, means.device, means.shape)
+    mean, sd = _mixture_moments(means, scale, _check_df(getattr(prediction, "noise_df", None)))
     return means, mean, sd
 
 

@@ -1,14 +1,21 @@
-"""Metrics of a regression posterior predictive with a Gaussian likelihood of fixed noise scale.
+"""Metrics of a regression posterior predictive with a Gaussian (or Student-t) likelihood.
 
-The predictive is the mixture ``p(y | x) = (1/S) sum_s Normal(y; mean_s(x), noise_scale^2)`` over ``S`` posterior
-samples of the network's output. Its moments, per point and output dimension, are
+The predictive is the mixture ``p(y | x) = (1/S) sum_s Normal(y; mean_s(x), scale_s(x)^2)`` over ``S`` posterior
+samples of the network's output. The noise scale is one number (a homoscedastic likelihood) or one per sample,
+point and output ``(S, N, D)`` (a heteroscedastic likelihood, whose network predicts it). Its moments, per point
+and output dimension, are
 
 * mean: ``(1/S) sum_s mean_s``;
-* standard deviation: ``sqrt(var_s(mean_s) + noise_scale^2)``, the spread of the sampled means (the population
-  variance, dividing by S) plus the observation noise.
+* standard deviation: ``sqrt(var_s(mean_s) + mean_s(scale_s^2))``, the spread of the sampled means (the population
+  variance, dividing by S: the epistemic part) plus the mean noise variance (the aleatoric part); see
+  :func:`~pyro_bnn.evaluation.regression_variance_split`.
 
-Inputs: ``means (S, N, D)`` sampled means, ``noise_scale`` a scalar (tensor or number) and ``targets (N, D)``.
-Every check failure is a ``ValueError`` naming what was found. Computation runs in float64.
+With Student-t noise of ``df`` degrees of freedom (``df`` given), each component is ``StudentT(df, mean_s,
+scale_s)`` and its variance ``scale_s^2 df / (df - 2)`` (infinite for ``df <= 2``).
+
+Inputs: ``means (S, N, D)`` sampled means, ``noise_scale`` a scalar (tensor or number) or a tensor of shape
+``(S, N, D)``, and ``targets (N, D)``. Every check failure is a ``ValueError`` naming what was found. Computation
+runs in float64.
 """
 
 from __future__ import annotations
@@ -40,10 +47,20 @@ def _check_means(means: torch.Tensor) -> torch.Tensor:
     return means.double()
 
 
-def _check_noise_scale(noise_scale: torch.Tensor | float, device: torch.device) -> torch.Tensor:
+def _check_noise_scale(
+    noise_scale: torch.Tensor | float, device: torch.device, shape: torch.Size | None = None
+) -> torch.Tensor:
+    """A scalar float64 tensor, or with ``shape`` given (the means' ``(S, N, D)``) a tensor of that shape."""
+    if isinstance(noise_scale, torch.Tensor) and noise_scale.numel() != 1:
+        if shape is None or noise_scale.shape != shape:
+            allowed = "" if shape is None else f" or a tensor of the means' shape (S, N, D) = {tuple(shape)}"
+            raise ValueError(f"noise_scale must be a scalar{allowed}; got a tensor of shape {tuple(noise_scale.shape)}")
+        scale = noise_scale.detach().to(device=device, dtype=torch.float64)
+        if not bool((torch.isfinite(scale) & (scale > 0)).all()):
+            bad = scale[~(torch.isfinite(scale) & (scale > 0))][0]
+            raise ValueError(f"noise_scale must be finite and > 0 everywhere; found {float(bad)!r}")
+        return scale
     if isinstance(noise_scale, torch.Tensor):
-        if noise_scale.numel() != 1:
-            raise ValueError(f"noise_scale must be a scalar; got a tensor of shape {tuple(noise_scale.shape)}")
         value = float(noise_scale.detach().reshape(()))
     elif isinstance(noise_scale, numbers.Real) and not isinstance(noise_scale, bool):
         value = float(noise_scale)
@@ -52,6 +69,24 @@ def _check_noise_scale(noise_scale: torch.Tensor | float, device: torch.device) 
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"noise_scale must be a finite number > 0; got {value!r}")
     return torch.tensor(value, dtype=torch.float64, device=device)
+
+
+def _check_df(df: torch.Tensor | float | None) -> float | None:
+    """Student-t degrees of freedom as a float > 0, or None for Gaussian noise."""
+    if df is None:
+        return None
+    value = float(df.detach().reshape(())) if isinstance(df, torch.Tensor) and df.numel() == 1 else df
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"df must be a finite number > 0 (Student-t degrees of freedom) or None; got {df!r}")
+    return float(value)
+
+
+def _noise_variance(scale: torch.Tensor, df: float | None) -> torch.Tensor:
+    """Each component's noise variance: ``scale^2``, times ``df / (df - 2)`` for Student-t noise."""
+    variance = scale**2
+    if df is None:
+        return variance
+    return variance * (df / (df - 2)) if df > 2 else torch.full_like(variance, math.inf)
 
 
 def _check_targets(targets: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
@@ -70,26 +105,32 @@ def _check_targets(targets: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
     return targets
 
 
-def _mixture_moments(means: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return means.mean(0), (means.var(0, unbiased=False) + scale**2).sqrt()
+def _mixture_moments(
+    means: torch.Tensor, scale: torch.Tensor, df: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    noise = _noise_variance(scale, df).expand_as(means).mean(0)
+    return means.mean(0), (means.var(0, unbiased=False) + noise).sqrt()
 
 
-def predictive_moments(means: torch.Tensor, noise_scale: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
+def predictive_moments(
+    means: torch.Tensor, noise_scale: torch.Tensor | float, *, df: torch.Tensor | float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and standard deviation of the mixture predictive (see the module docstring).
 
     Args:
         means: ``(S, N, D)`` sampled means.
-        noise_scale: Observation noise standard deviation, a scalar tensor or number > 0.
+        noise_scale: Observation noise standard deviation, a scalar tensor or number > 0, or ``(S, N, D)``.
+        df: Student-t degrees of freedom, or None for Gaussian noise.
 
     Returns:
         ``(mean, sd)``, each ``(N, D)`` float64 on ``means``' device.
 
     Raises:
-        ValueError: ``means`` is not a finite floating ``(S, N, D)`` tensor, or ``noise_scale`` not a finite
-            scalar > 0.
+        ValueError: ``means`` is not a finite floating ``(S, N, D)`` tensor, ``noise_scale`` not a finite
+            scalar > 0 or an ``(S, N, D)`` tensor of them, or ``df`` not a finite number > 0.
     """
     means = _check_means(means)
-    return _mixture_moments(means, _check_noise_scale(noise_scale, means.device))
+    return _mixture_moments(means, _check_noise_scale(noise_scale, means.device, means.shape), _check_df(df))
 
 
 def regression_metrics(
@@ -97,36 +138,47 @@ def regression_metrics(
     noise_scale: torch.Tensor | float,
     targets: torch.Tensor,
     num_sd: float = DEFAULT_NUM_SD,
+    *,
+    df: torch.Tensor | float | None = None,
 ) -> dict[str, float]:
-    """RMSE, mixture NLL and interval coverage of a Gaussian-likelihood regression predictive.
+    """RMSE, mixture NLL and interval coverage of a Gaussian- (or Student-t-) likelihood regression predictive.
 
     Args:
         means: ``(S, N, D)`` sampled means, one per posterior sample, point and output.
-        noise_scale: Observation noise standard deviation ``sigma``, a scalar tensor or number > 0.
+        noise_scale: Observation noise standard deviation ``sigma``, a scalar tensor or number > 0, or an
+            ``(S, N, D)`` tensor of them (a heteroscedastic likelihood).
         targets: ``(N, D)`` observed targets (moved to ``means``' device).
         num_sd: Half-width of the interval in predictive standard deviations (finite, > 0).
+        df: Student-t degrees of freedom of the noise, or None (the default) for Gaussian noise.
 
     Returns:
         As Python floats:
 
         * ``rmse``: ``sqrt(mean_n ||y_n - mean_n||^2)`` of the predictive mean, the squared error summed over
           the D outputs (the usual RMSE for D = 1);
-        * ``nll``: ``-mean_n log((1/S) sum_s prod_d Normal(y_nd; means_snd, sigma^2))``, the mixture's negative
-          log density, summed over D and averaged over the N points;
+        * ``nll``: ``-mean_n log((1/S) sum_s prod_d Normal(y_nd; means_snd, sigma_snd^2))``, the mixture's
+          negative log density (Student-t components with ``df``), summed over D and averaged over the N points;
         * ``coverage``: the fraction of targets ``y_nd`` with ``|y_nd - mean_nd| <= num_sd * sd_nd`` (each
           output dimension counts separately; for D = 1 the fraction of points inside).
 
     Raises:
-        ValueError: An input fails the checks above (shapes, finiteness, ``noise_scale`` or ``num_sd`` not > 0).
+        ValueError: An input fails the checks above (shapes, finiteness, ``noise_scale``, ``df`` or ``num_sd``
+            not > 0).
     """
     positive_float(num_sd, "num_sd")
     means = _check_means(means)
-    scale = _check_noise_scale(noise_scale, means.device)
+    scale = _check_noise_scale(noise_scale, means.device, means.shape)
     targets = _check_targets(targets, means)
-    mean, sd = _mixture_moments(means, scale)
+    df = _check_df(df)
+    mean, sd = _mixture_moments(means, scale, df)
 
     rmse = (mean - targets).pow(2).sum(-1).mean().sqrt()
-    log_density = torch.distributions.Normal(means, scale).log_prob(targets.expand_as(means)).sum(-1)  # (S, N)
+    component = (
+        torch.distributions.Normal(means, scale)
+        if df is None
+        else torch.distributions.StudentT(torch.tensor(df, dtype=torch.float64, device=means.device), means, scale)
+    )
+    log_density = component.log_prob(targets.expand_as(means)).sum(-1)  # (S, N)
     log_mixture = torch.logsumexp(log_density, dim=0) - math.log(means.shape[0])
     inside = (targets - mean).abs() <= float(num_sd) * sd
     return {

@@ -6,7 +6,16 @@ from dataclasses import dataclass
 
 import torch
 
-from pyro_bnn.evaluation import TemperatureMode, accuracy, apply_temperature, regression_metrics, summarize
+from pyro_bnn.evaluation import (
+    RegressionVarianceSplit,
+    TemperatureMode,
+    accuracy,
+    apply_temperature,
+    regression_calibration,
+    regression_metrics,
+    regression_variance_split,
+    summarize,
+)
 
 
 @dataclass(frozen=True)
@@ -48,13 +57,16 @@ class AccuracyBreakdown:
 class Prediction:
     """Posterior predictive samples for N inputs.
 
-    Classification fills ``probs``; regression fills ``means`` and ``noise_scale`` (the likelihood decides, through
-    :meth:`~pyro_bnn.likelihoods.Likelihood.prediction_fields`).
+    Classification fills ``probs``; regression fills ``means`` and ``noise_scale``, and a Student-t likelihood also
+    ``noise_df`` (the likelihood decides, through :meth:`~pyro_bnn.likelihoods.Likelihood.prediction_fields`).
 
     Attributes:
         probs: Class probabilities per posterior sample, ``(S, N, C)``.
         means: Predicted means per posterior sample, ``(S, N, D)``.
-        noise_scale: Observation noise standard deviation of a Gaussian likelihood (scalar tensor).
+        noise_scale: Observation noise standard deviation: a scalar tensor for a likelihood with one noise scale,
+            ``(S, N, D)`` for one whose network predicts it (:class:`~pyro_bnn.likelihoods.HeteroscedasticGaussian`);
+            a Student-t likelihood's scale parameter.
+        noise_df: Degrees of freedom of a Student-t likelihood (scalar tensor); None for Gaussian noise.
         targets: The inputs' labels ``(N,)`` or regression targets ``(N, D)`` when they were given.
         log_likelihood: ``log p(y_n | sample s)`` of the targets, unscaled, ``(S, N)``, when targets were given
             (the input of WAIC / PSIS-LOO).
@@ -67,6 +79,7 @@ class Prediction:
     probs: torch.Tensor | None = None
     means: torch.Tensor | None = None
     noise_scale: torch.Tensor | None = None
+    noise_df: torch.Tensor | None = None
     targets: torch.Tensor | None = None
     log_likelihood: torch.Tensor | None = None
     point: Prediction | None = None
@@ -93,23 +106,46 @@ class Prediction:
 
     def predictive_std(self) -> torch.Tensor:
         """Regression predictive standard deviation ``(N, D)``: spread of the sampled means plus the noise."""
+        return self.variance_split().total_sd.to(self.means.dtype)
+
+    def variance_split(self) -> RegressionVarianceSplit:
+        """The regression predictive variance split into aleatoric and epistemic parts, each ``(N, D)`` float64.
+
+        Aleatoric: the mean over samples of the noise variance (``noise_scale^2``, times ``df / (df - 2)`` for
+        Student-t noise); epistemic: the variance over samples of the means; see
+        :func:`pyro_bnn.evaluation.regression_variance_split`.
+        """
         self._require_regression()
-        variance = self.means.var(0, unbiased=False) + self.noise_scale**2
-        return variance.sqrt()
+        return regression_variance_split(self.means, self.noise_scale, df=self.noise_df)
 
     def metrics(self, n_bins: int = 15) -> dict[str, float]:
         """Scores against :attr:`targets`.
 
         Classification: ``accuracy, nll, brier, ece, mce`` (see :func:`pyro_bnn.evaluation.summarize`).
         Regression: ``rmse`` of the predictive mean, ``nll`` of the mixture predictive
-        ``(1/S) sum_s Normal(y; mean_s, noise_scale^2)`` and the ``coverage`` of mean ± 2 sd (see
-        :func:`pyro_bnn.evaluation.regression_metrics`).
+        ``(1/S) sum_s Normal(y; mean_s, noise_scale_s^2)`` (Student-t components with :attr:`noise_df`) and the
+        ``coverage`` of mean ± 2 sd (see :func:`pyro_bnn.evaluation.regression_metrics`).
         """
         if self.targets is None:
             raise ValueError("this prediction has no targets to score against; pass (x, y) or a loader of pairs")
         if self.is_classification:
             return summarize(self.probs, self.targets, n_bins=n_bins)
-        return regression_metrics(self.means, self.noise_scale, self.targets)
+        return regression_metrics(self.means, self.noise_scale, self.targets, df=self.noise_df)
+
+    def calibration(self, levels: tuple[float, ...] = (0.5, 0.9, 0.95)) -> dict[str, float]:
+        """Regression calibration against :attr:`targets`: central-interval coverage and width at each level, the
+        quantile calibration error, CRPS and sharpness (:func:`pyro_bnn.evaluation.regression_calibration`).
+
+        Raises:
+            ValueError: for a classification prediction, one without targets, or Student-t noise (the
+                calibration metrics take a Gaussian mixture).
+        """
+        self._require_regression()
+        if self.targets is None:
+            raise ValueError("this prediction has no targets to score against; pass (x, y) or a loader of pairs")
+        if self.noise_df is not None:
+            raise ValueError("regression calibration takes Gaussian noise; this prediction has Student-t noise")
+        return regression_calibration(self.means, self.noise_scale, self.targets, levels=levels)
 
     def accuracies(self) -> AccuracyBreakdown:
         """Accuracy of every single sample, of the ensemble and of the point network, from one prediction.
