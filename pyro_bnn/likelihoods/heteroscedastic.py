@@ -17,8 +17,7 @@ import torch.nn.functional as F
 from pyro.distributions import Distribution
 from torch import nn
 
-from pyro_bnn._spec import enum_member
-from pyro_bnn.checks import positive_float
+from pyro_bnn.checks import enum_member, positive_float
 from pyro_bnn.likelihoods.base import KLScale, Likelihood
 
 DEFAULT_MIN_SCALE = 1e-3
