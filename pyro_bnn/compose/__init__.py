@@ -1,9 +1,23 @@
-"""Composition: a BNN outside the library's own model and training loop.
+"""Composition: a BNN outside the library's own model and training loop, in both directions.
 
 :class:`BayesianModule` turns a BNN and its guide into a plain ``nn.Module`` that draws its weights on each forward
-and exposes the draw's KL term, for a user's own PyTorch or Lightning loop. See docs/compose.md.
+and exposes the draw's KL term, for a user's own PyTorch or Lightning loop. :class:`RandomFunction` puts a BNN inside
+a user's own Pyro model (its sites under a name prefix), :func:`model_guide` builds the guide of such a model (the
+library's guide for the network, :class:`NetworkGuide`, and Pyro's autoguides for the rest) and
+:func:`predict_model` draws from its posterior predictive. See docs/compose.md.
 """
 
+from pyro_bnn.compose.guides import NetworkGuide, model_guide
 from pyro_bnn.compose.module import BayesianModule
+from pyro_bnn.compose.predict import predict_model
+from pyro_bnn.compose.random_function import SAMPLE_PLATES, PrefixMessenger, RandomFunction
 
-__all__ = ["BayesianModule"]
+__all__ = [
+    "SAMPLE_PLATES",
+    "BayesianModule",
+    "NetworkGuide",
+    "PrefixMessenger",
+    "RandomFunction",
+    "model_guide",
+    "predict_model",
+]
