@@ -20,7 +20,7 @@ from pyro_bnn.guides import guide_families, unregister_guide
 
 NOTEBOOK_DIR = Path(__file__).parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-TUTORIALS = ["01_compose_and_train", "02_swap_guides", "03_posterior_shape", "04_node_noise"]
+TUTORIALS = ["01_compose_and_train", "02_swap_guides", "03_posterior_shape", "04_node_noise", "05_compose"]
 SMOKE_ENV = "PYRO_BNN_SMOKE"
 
 
@@ -79,12 +79,23 @@ def check_node_noise(ns):
     assert (uncertainty[uncertainty.model == "node-noise BNN"].epistemic > 0).all()
 
 
+def check_compose(ns):
+    assert ns["draws"]["f"].shape == (200, 200, 1)  # (S, grid points, 1): the network's outputs per draw
+    assert ns["draws"]["sigma"].shape == (200,)
+    assert 0 < ns["sigma_median"] < 10 and _finite(ns["sigma_median"])
+    assert ns["centred"].shape == (3,) and _finite(*ns["centred"])
+    assert ns["losses"][-1] < ns["losses"][0] and ns["losses_h"][-1] < ns["losses_h"][0]
+    assert ns["loop_losses"][-1] < ns["loop_losses"][0]  # the plain loop lowers its negative ELBO
+    assert ns["loop_draws"].std(0).mean() > 0  # the module draws new weights on every forward
+
+
 CHECKS = {
     "quickstart": check_quickstart,
     "01_compose_and_train": check_compose_and_train,
     "02_swap_guides": check_swap_guides,
     "03_posterior_shape": check_posterior_shape,
     "04_node_noise": check_node_noise,
+    "05_compose": check_compose,
 }
 
 
