@@ -188,9 +188,10 @@ def fit_multiswag(
     Args:
         bnn, loader, options: As :func:`fit_swag`.
         num_models: M, the independent runs.
-        init: ``"prior"`` (member m starts from a prior draw under seed ``seed + m``), ``"network"`` (all from the
-            network's initial weights; members differ only by their seeds), or one ``{site: site_shape}`` start per
-            member.
+        init: ``"prior"`` (member m starts from a prior draw under seed ``seed + m``; a wide layer under a broad
+            prior starts with huge outputs and may diverge), ``"network"`` (all from the network's initial weights;
+            members differ only by their seeds), or one ``{site: site_shape}`` start per member (e.g. the initial
+            weights of the network built under M seeds, as a deep ensemble starts).
         seed: Member m runs with ``seed + m``.
         progress: Progress bars.
 

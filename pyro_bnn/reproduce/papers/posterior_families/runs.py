@@ -7,9 +7,9 @@ evaluate`, which scores every family the same way.
   the run folder (``nuts-draws.pt``, not committed) for the families compared with it.
 - :func:`laplace`: laplace-torch around the MAP of the spec's first member (:func:`pyro_bnn.laplace.fit_laplace`).
 - :func:`sgmcmc`: SG-MCMC chains (:func:`pyro_bnn.sgmcmc.sample_sgmcmc`).
-- :func:`swag`: SWAG (:func:`pyro_bnn.swag.fit_swag`), and MultiSWAG of ``members`` such runs (option
-  ``models``): SGD on the log joint from the network's initialisation (``models`` > 1: a prior draw each), then the
-  iterates of a constant learning rate.
+- :func:`swag`: SWAG (:func:`pyro_bnn.swag.fit_swag`), and MultiSWAG of several such runs (option ``models``):
+  SGD on the log joint from a seeded initialisation of the network (one per member), then the iterates of a
+  constant learning rate.
 - :func:`ensemble`: the equally weighted mixture of the spec's MAP members (:func:`pyro_bnn.experiments.
   load_ensemble`).
 
@@ -144,15 +144,23 @@ def sgmcmc(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
 
 def swag(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     """SWAG with the spec's options (``lr``, ``pretrain_lr``, ``pretrain_epochs``, ``epochs``, ``rank``,
-    ``models``) on minibatches of ``config.batch_size``; ``models`` > 1 is MultiSWAG (each member from its own
-    start, seeds ``seed .. seed + models - 1``). The draws are ``config.num_samples`` of the posterior (split
-    evenly over the members), each member one chain for the marginals."""
+    ``models``) on minibatches of ``config.batch_size``; ``models`` > 1 is MultiSWAG (member m from the network
+    initialised under seed ``seed * models + m``, its SGD under ``seed + m``). The draws are
+    ``config.num_samples`` of the posterior (split evenly over the members), each member one chain for the
+    marginals."""
     from pyro_bnn.swag import SwagOptions, fit_multiswag, fit_swag
 
     config = spec.config
     data = load_data(config)
     device = resolve_device(config.device)
-    bnn, _ = build_bnn(config, data)
+    models = int(spec.option("models", "1"))
+    # Each member starts from its own initialisation of the network (seeded), as a deep ensemble's members do; a
+    # prior draw would not do on Fashion-MNIST, where N(0, 1) weights on 784 inputs give logits in the thousands.
+    starts = []
+    for member in range(models):
+        pyro.set_rng_seed(config.seed * models + member)
+        bnn, _ = build_bnn(config, data)
+        starts.append({name: value.detach().clone() for name, value in bnn.initial_values().items()})
     bnn.to(device)
     train, _, _ = data.loaders(batch_size=config.batch_size, seed=config.seed, device=device)
     options = SwagOptions(
@@ -162,13 +170,12 @@ def swag(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
         pretrain_epochs=int(spec.option("pretrain_epochs")),
         pretrain_lr=float(spec.option("pretrain_lr")),
     )
-    models = int(spec.option("models", "1"))
     start = time.perf_counter()
     if models == 1:
-        source = fit_swag(bnn, train, options, init="network", seed=config.seed, progress=False)
+        source = fit_swag(bnn, train, options, init=starts[0], seed=config.seed, progress=False)
         members = [source]
     else:
-        source = fit_multiswag(bnn, train, options, models, init="prior", seed=config.seed, progress=False)
+        source = fit_multiswag(bnn, train, options, models, init=starts, seed=config.seed, progress=False)
         members = source.members
     seconds = time.perf_counter() - start
     per_member = max(1, config.num_samples // len(members))
