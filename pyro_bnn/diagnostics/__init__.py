@@ -4,6 +4,7 @@ ArviZ, and a NUTS reference for small networks. ``pyro-bnn diagnose`` runs them 
 from pyro_bnn.diagnostics.arviz_export import (
     convergence_summary,
     draw_samples,
+    draws_to_inference_data,
     normality_scores,
     to_inference_data,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "align_hidden_units",
     "convergence_summary",
     "draw_samples",
+    "draws_to_inference_data",
     "find_plateau",
     "fit_gaussian",
     "format_pruning_table",

@@ -271,6 +271,40 @@ def to_inference_data(
     return arviz_compat.from_dicts(posterior, log_likelihood=log_likelihood, dims=dims, coords=coords)
 
 
+def draws_to_inference_data(
+    samples: Mapping[str, torch.Tensor],
+    *,
+    observed: Mapping[str, torch.Tensor] | None = None,
+) -> Any:
+    """ArviZ's container for draws of any model's sites, no BNN needed: a composed model's
+    (:func:`pyro_bnn.compose.predict_model`, every site under its own name) or a sampler's.
+
+    Args:
+        samples: ``{site: (chain, draw, *site_shape)}``, every site with the same chain and draw counts (one chain:
+            ``value.unsqueeze(0)`` of a ``(draw, *shape)`` tensor).
+        observed: ``{site: shape}`` observed values for the ``observed_data`` group, or None.
+
+    Returns:
+        As :func:`to_inference_data`: groups ``posterior`` (one variable per site, dims ``(chain, draw,
+        <site>_dim_0, ...)``) and, when given, ``observed_data``.
+
+    Raises:
+        ValueError: no site, or samples not in the ``(chain, draw, ...)`` layout.
+    """
+    names = list(samples)
+    if not names:
+        raise ValueError("there is nothing to export: samples hold no site")
+    _chain_draw(samples, names)
+    posterior = {name: samples[name].detach().cpu().numpy() for name in names}
+    dims = {name: site_dims(name, samples[name].dim() - 2) for name in names}
+    observed_data = None
+    if observed is not None:
+        observed_data = {name: torch.as_tensor(value).detach().cpu().numpy() for name, value in observed.items()}
+        for name, value in observed_data.items():
+            dims.setdefault(name, site_dims(name, value.ndim))
+    return arviz_compat.from_dicts(posterior, observed_data=observed_data, dims=dims)
+
+
 def posterior_dataset(inference_data: Any) -> Any:
     """The ``posterior`` group as an ``xarray.Dataset`` (from an ``InferenceData`` or a ``DataTree``)."""
     return arviz_compat.group(inference_data, "posterior")
@@ -315,6 +349,7 @@ __all__ = [
     "arviz_major_version",
     "convergence_summary",
     "draw_samples",
+    "draws_to_inference_data",
     "normality_scores",
     "posterior_dataset",
     "site_dims",

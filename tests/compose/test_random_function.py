@@ -15,6 +15,7 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.compose import NetworkGuide, RandomFunction, model_guide, predict_model
+from pyro_bnn.diagnostics.arviz_export import draws_to_inference_data, posterior_dataset
 from pyro_bnn.likelihoods import Gaussian
 from pyro_bnn.priors import NormalPrior, name_matches
 
@@ -199,6 +200,13 @@ def test_a_latent_noise_scale_is_learned_beside_the_network():
     assert {name: value.shape[1:] for name, value in sequential.items()} == {
         name: value.shape[1:] for name, value in draws.items()
     }
+
+    # Every site of the composed model goes to ArviZ, the network's weights under their prefixed names.
+    idata = draws_to_inference_data({name: value.unsqueeze(0) for name, value in draws.items()}, observed={"y": y})
+    posterior = posterior_dataset(idata)
+    assert {"sigma", "f", "y", "f.weight", "f.bias"} <= set(posterior.data_vars)
+    assert posterior["f.weight"].shape == (1, 50, 1, 2)
+    assert float(posterior["sigma"].mean()) == pytest.approx(float(draws["sigma"].mean()), rel=1e-6)
 
 
 def test_a_hierarchical_model_shares_one_network_across_groups_and_recovers_the_offsets():

@@ -269,3 +269,18 @@ def test_a_bimodal_mixture_posterior_is_flagged():
         assert (scores["ks_distance"] > 0.1).all()
     with pytest.raises(ValueError, match="sample_dims"):
         normality_scores(samples, sample_dims=3)
+
+
+def test_draws_of_any_model_export_with_their_own_names_and_observed_data():
+    from pyro_bnn.diagnostics.arviz_export import draws_to_inference_data, posterior_dataset
+
+    samples = {"sigma": torch.rand(2, 5), "net.weight": torch.randn(2, 5, 3, 4)}
+    idata = draws_to_inference_data(samples, observed={"y": torch.arange(6.0)})
+    posterior = posterior_dataset(idata)
+    assert posterior["net.weight"].dims == ("chain", "draw", "net.weight_dim_0", "net.weight_dim_1")
+    np.testing.assert_allclose(posterior["sigma"].values, samples["sigma"].numpy())
+    assert "observed_data" in arviz_compat.group_names(idata)
+    with pytest.raises(ValueError, match="nothing to export"):
+        draws_to_inference_data({})
+    with pytest.raises(ValueError, match="same \\(chain, draw\\)"):
+        draws_to_inference_data({"a": torch.zeros(2, 5), "b": torch.zeros(3, 5)})
