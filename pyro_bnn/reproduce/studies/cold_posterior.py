@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from pyro_bnn.evaluation import mean_sd
 from pyro_bnn.runs import RunConfig, train_run
 
@@ -48,7 +50,7 @@ def run_one(base: RunConfig, temperature: float, seed: int, runs: Path) -> dict:
     metrics_file = folder / "metrics.json"
     if not metrics_file.exists():
         config = RunConfig.from_dict({**json.loads(base.to_json()), "temperature": temperature, "seed": seed})
-        train_run(config, folder, overwrite=True, progress=False)
+        train_run(config, folder, resume=True, progress=False)  # an interrupted run continues from its checkpoint
     metrics = json.loads(metrics_file.read_text())
     return {"temperature": temperature, "seed": seed, **{m: metrics[m] for m in METRICS},
             "train_time_s": metrics["train_time_s"]}  # fmt: skip
@@ -104,6 +106,8 @@ def verdict(rows: Sequence[dict], temperatures: Sequence[float]) -> str:
 
 def _cell(value: tuple[float, float, int], digits: int = 3) -> str:
     mean, sd, n = value
+    if n == 0:
+        return "—"
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if n > 1 else f"{mean:.{digits}f}"
 
 
@@ -163,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--train-subset", type=int, default=10_000)
     parser.add_argument("--data-dir", default=None, help="Fashion-MNIST's folder (default: the usual places)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # as a reproduction grid's runs: a run's numbers depend on its thread count
     if args.seeds < 1 or any(not t > 0 for t in args.temperatures):
         parser.error("--seeds must be >= 1 and every --temperatures value > 0")
     out = Path(args.out)
@@ -172,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     temperatures = sorted(set(args.temperatures))
     command = "python -m pyro_bnn.reproduce.studies.cold_posterior " + " ".join(sys.argv[1:] if argv is None else argv)
     setting = (
-        f"Fashion-MNIST, {args.train_subset} training images, a 5 000-image test subset; 3FC (ReLU), N(0, 1) prior "
+        f"Fashion-MNIST, {args.train_subset:,} training images, a 5 000-image test subset; 3FC (ReLU), N(0, 1) prior "
         f"on every weight and bias, the default guide and objective, Adam 1e-3, batch 128, {args.epochs} epochs, "
         "50 posterior samples. T multiplies the KL weight of every step: the ELBO of the tempered posterior "
         "p(D | w)^(1/T) p(w), times T."
