@@ -41,6 +41,7 @@ from pyro_bnn.runs.config import RunConfig, resolve_device
 from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
 from pyro_bnn.runs.run_model import DRAWS as DRAWS
+from pyro_bnn.runs.run_model import _build as _build  # forwarded by the pyro_bnn.experiments.runs shim
 from pyro_bnn.runs.run_model import build_bnn
 from pyro_bnn.runs.run_model import meta_bnn as meta_bnn
 from pyro_bnn.runs.run_model import restore as restore
