@@ -14,8 +14,9 @@ Sources, tried in order:
 4. torchvision's own download into the cache, when ``download=True``.
 
 A folder of IDX files is validated whole (all four files: headers, lengths after decompression, image and label
-counts, label values) before any of it enters the cache (``pyro_bnn.data.cache``), and errors name the user's
-file. It is then recognised by the MD5 of its decompressed files (``pyro_bnn.data.fingerprints``):
+counts, label values; ``pyro_bnn.data.idx_reading``, against ``pyro_bnn.data.idx_layout``) before any of it
+enters the cache (``pyro_bnn.data.cache``), and errors name the user's file. It is then recognised by the MD5 of
+its decompressed files (``pyro_bnn.data.fingerprints``):
 
 * the published data set asked for: it becomes the cache entry that loads naming no folder read;
 * anything else (another known data set, a test fixture, a modified file): a named folder (``data_dir``) is still
@@ -34,25 +35,30 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from pyro_bnn.data.cache import (
-    Staging,
     cached_file_facts,
     content_root,
-    file_signature,
     install_cached_file,
-    recall_facts,
-    record_facts,
     resolve_cache_dir,
-    source_stamp_path,
     staging_dir,
     torchvision_raw_dir,
 )
 from pyro_bnn.data.fingerprints import describe_content, identify, is_published
-from pyro_bnn.data.idx import IdxFacts, IdxHeader, IdxKind, check_item_shape, scan_idx
+from pyro_bnn.data.idx_layout import (
+    FASHION_MNIST_SPEC,
+    IDX_FILES,
+    MNIST_SPEC,
+    IdxDatasetSpec,
+    _check_counts,
+    _check_facts,
+    _describe_missing,
+    _item_shape,
+    find_idx_files,
+)
+from pyro_bnn.data.idx_reading import _commit, _remember, _Scan, _scan
 
 DATA_DIR_ENV = "PYRO_BNN_DATA"
 """Environment variable naming a data folder, used when no ``data_dir`` is passed."""
@@ -61,41 +67,17 @@ DEBIAN_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 """Where Debian's ``dataset-fashion-mnist`` package installs the gzip IDX files (read at call time, so tests
 can monkeypatch it)."""
 
-IDX_FILES: tuple[tuple[str, IdxKind], ...] = (
-    ("train-images-idx3-ubyte", IdxKind.IMAGES),
-    ("train-labels-idx1-ubyte", IdxKind.LABELS),
-    ("t10k-images-idx3-ubyte", IdxKind.IMAGES),
-    ("t10k-labels-idx1-ubyte", IdxKind.LABELS),
-)
-"""The four standard IDX file names (without ``.gz``) and what each holds."""
-
-_PAIRS = (
-    ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-    ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
-)
-
-
-@dataclass(frozen=True)
-class IdxDatasetSpec:
-    """What the locator needs to know about one MNIST-style data set.
-
-    Attributes:
-        title: Human-readable name for messages, e.g. ``"Fashion-MNIST"``.
-        folder: torchvision's class name, which is also its folder under a data root (``"FashionMNIST"``).
-        image_shape: ``(rows, cols)`` of one image.
-        num_classes: Labels must lie in ``0 .. num_classes - 1``.
-        apt_package: Debian package that installs it, or ``None``.
-    """
-
-    title: str
-    folder: str
-    image_shape: tuple[int, int] = (28, 28)
-    num_classes: int = 10
-    apt_package: str | None = None
-
-
-MNIST_SPEC = IdxDatasetSpec(title="MNIST", folder="MNIST")
-FASHION_MNIST_SPEC = IdxDatasetSpec(title="Fashion-MNIST", folder="FashionMNIST", apt_package="dataset-fashion-mnist")
+__all__ = [
+    "DATA_DIR_ENV",
+    "DEBIAN_FASHION_MNIST_DIR",
+    "FASHION_MNIST_SPEC",
+    "IDX_FILES",
+    "MNIST_SPEC",
+    "DataContentWarning",
+    "IdxDatasetSpec",
+    "find_idx_files",
+    "locate_idx_dataset",
+]
 
 
 class DataContentWarning(UserWarning):
@@ -122,139 +104,6 @@ class _SourceMissing(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _item_shape(spec: IdxDatasetSpec, kind: IdxKind) -> tuple[int, ...]:
-    return spec.image_shape if kind is IdxKind.IMAGES else ()
-
-
-def find_idx_files(folder: Path, *, allow_gzip: bool = True) -> tuple[dict[str, Path], list[str]]:
-    """Looks for the four standard IDX files in one folder.
-
-    Args:
-        folder: Folder to search (not recursively).
-        allow_gzip: Whether ``<name>.gz`` counts; the uncompressed name is preferred when both exist.
-
-    Returns:
-        ``(found, missing)``: the path of each file found, keyed by its standard name, and the standard names
-        of those not found.
-    """
-    found: dict[str, Path] = {}
-    missing: list[str] = []
-    for name, _ in IDX_FILES:
-        candidates = [folder / name] + ([folder / f"{name}.gz"] if allow_gzip else [])
-        path = next((candidate for candidate in candidates if candidate.is_file()), None)
-        if path is None:
-            missing.append(name)
-        else:
-            found[name] = path
-    return found, missing
-
-
-def _describe_missing(folder: Path, missing: list[str], *, allow_gzip: bool = True) -> str:
-    suffix = "[.gz]" if allow_gzip else ""
-    return f"missing {', '.join(str(folder / f'{name}{suffix}') for name in missing)}"
-
-
-def _check_counts(headers: dict[str, tuple[Path, IdxHeader]]) -> None:
-    for images_name, labels_name in _PAIRS:
-        images_path, images = headers[images_name]
-        labels_path, labels = headers[labels_name]
-        if images.count != labels.count:
-            raise ValueError(
-                f"image/label count mismatch: {images_path} holds {images.count} images but {labels_path} "
-                f"holds {labels.count} labels; expected one label per image"
-            )
-
-
-def _check_facts(spec: IdxDatasetSpec, path: Path, kind: IdxKind, facts: IdxFacts) -> None:
-    check_item_shape(facts.header, path, _item_shape(spec, kind))
-    if facts.value_range is not None:
-        low, high = facts.value_range
-        if not 0 <= low <= high < spec.num_classes:
-            raise ValueError(f"{path}: expected labels in 0..{spec.num_classes - 1}, found values from {low} to {high}")
-
-
-@dataclass
-class _Scan:
-    """The four files of one source, validated as a whole.
-
-    Attributes:
-        files: Each standard name's file in the source.
-        facts: What each file holds (from a remembered stamp or a fresh read).
-        staged: Decompressed copies written while reading, waiting in a staging folder.
-        learned: Facts read afresh, with the file's signature from before the read, to remember once the whole
-            source has passed.
-    """
-
-    files: dict[str, Path]
-    facts: dict[str, IdxFacts] = field(default_factory=dict)
-    staged: dict[str, Path] = field(default_factory=dict)
-    learned: dict[str, tuple[IdxFacts, dict[str, object]]] = field(default_factory=dict)
-
-    @property
-    def digests(self) -> dict[str, str]:
-        return {name: facts.md5 for name, facts in self.facts.items()}
-
-
-def _read_into(source: Path, kind: IdxKind, item_shape: tuple[int, ...], target: Path) -> IdxFacts:
-    with open(target, "wb") as sink:
-        facts = scan_idx(source, kind, item_shape, sink)
-        sink.flush()
-        os.fsync(sink.fileno())
-    return facts
-
-
-def _scan(spec: IdxDatasetSpec, files: dict[str, Path], cache: Path, staging: Staging | None) -> _Scan:
-    """Validates all four files of a source before anything is written to the cache.
-
-    A file whose stamp in the cache still matches is not read again; any other is read once, validated, hashed
-    and (with ``staging``) copied decompressed into ``staging`` in the same pass.
-    """
-    scan = _Scan(files)
-    for name, kind in IDX_FILES:
-        source = files[name]
-        facts = recall_facts(source_stamp_path(cache, source), source, kind)
-        if facts is None:
-            signature = file_signature(source)
-            if staging is None:
-                facts = scan_idx(source, kind, _item_shape(spec, kind))
-            else:
-                facts = _read_into(source, kind, _item_shape(spec, kind), staging.path / name)
-                scan.staged[name] = staging.path / name
-            scan.learned[name] = (facts, signature)
-        _check_facts(spec, source, kind, facts)
-        scan.facts[name] = facts
-    _check_counts({name: (files[name], facts.header) for name, facts in scan.facts.items()})
-    return scan
-
-
-def _remember(cache: Path, scan: _Scan) -> None:
-    for name, (facts, signature) in scan.learned.items():
-        record_facts(source_stamp_path(cache, scan.files[name]), facts, signature)
-
-
-def _commit(spec: IdxDatasetSpec, scan: _Scan, root: Path, staging: Staging) -> None:
-    """Makes ``root``'s raw folder hold the scanned content, moving in only the files it lacks."""
-    raw_dir = torchvision_raw_dir(root, spec.folder)
-    for name, kind in IDX_FILES:
-        cached_file, wanted = raw_dir / name, scan.facts[name]
-        try:
-            if cached_file_facts(cached_file, kind).md5 == wanted.md5:
-                continue
-        except (FileNotFoundError, ValueError):
-            pass  # Missing or damaged: replaced below.
-        prepared = scan.staged.get(name)
-        if prepared is None:
-            # The source was read on an earlier load (its stamp held), but this entry lost its copy.
-            prepared = staging.path / name
-            found = _read_into(scan.files[name], kind, _item_shape(spec, kind), prepared)
-            if found.md5 != wanted.md5:
-                raise ValueError(
-                    f"{scan.files[name]}: changed while being read: expected MD5 {wanted.md5}, found {found.md5}; "
-                    f"load again"
-                )
-        install_cached_file(prepared, cached_file, wanted)
 
 
 def _stacklevel_outside_this_package() -> int:

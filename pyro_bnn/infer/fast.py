@@ -32,11 +32,11 @@ from functools import partial
 
 import torch
 from pyro import poutine
-from pyro.poutine.util import site_is_subsample
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, FlatNormalPosterior
+from pyro_bnn.infer.fast_checks import check_pair, check_traced_sites
 from pyro_bnn.infer.fast_plan import ScoringPlan, build_plan, prior_key
 from pyro_bnn.infer.fused_draw import (
     draw_antithetic_with_normal_kl,
@@ -50,9 +50,7 @@ from pyro_bnn.infer.local_reparam import (
 )
 from pyro_bnn.infer.objective_registry import BatchedForm, register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
-from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.rng import standard_normal
-from pyro_bnn.sites import is_likelihood_site
 from pyro_bnn.spec.docs import member_doc
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -185,27 +183,7 @@ class FastMeanFieldELBO:
             with torch.no_grad(), poutine.block():
                 guide(x, y)
         self._plan_for(model, guide)
-        with torch.no_grad(), poutine.block():
-            guide_trace = poutine.trace(guide).get_trace(x, y)
-            model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(x, y)
-        expected = set(guide.site_names)
-        extra, likelihood_sites = [], 0
-        for name, site in model_trace.nodes.items():
-            if site["type"] != "sample" or name in expected or site_is_subsample(site):
-                continue
-            if is_likelihood_site(site) and site["is_observed"]:
-                likelihood_sites += 1
-            else:
-                extra.append(name)
-        if extra:
-            raise ValueError(
-                f"{type(self).__name__} scores only the weights and the likelihood; the model also has sites {extra}"
-            )
-        if likelihood_sites != 1:
-            raise ValueError(
-                f"{type(self).__name__} needs exactly one likelihood site, observed (targets y given); "
-                f"found {likelihood_sites}"
-            )
+        check_traced_sites(type(self).__name__, model, guide, x, y)
         if self.local_reparameterization or self.flipout:
             # One evaluation finds a random nn.Linear that runs twice or on a (B, T, in) input before training
             # starts; its random draws are taken from a forked stream, so validating changes no later draw.
@@ -213,31 +191,7 @@ class FastMeanFieldELBO:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 self(model, guide, x, y)
 
-    @staticmethod
-    def _check_pair(model: Callable, guide: Callable) -> None:
-        name = "FastMeanFieldELBO"
-        if not isinstance(model, BNN):
-            raise ValueError(f"{name} trains a pyro_bnn.BNN, got {type(model).__name__}")
-        if type(model).forward is not BNN.forward or type(model.likelihood).forward is not Likelihood.forward:
-            raise ValueError(f"{name} cannot score a BNN or likelihood that overrides forward; use elbo='trace'")
-        if model.hyper_site_names:
-            raise ValueError(
-                f"{name} cannot train a hierarchical prior (hyperprior sites {model.hyper_site_names[:3]}); "
-                "use elbo='trace'"
-            )
-        trainable = [n for n, p in model.prior.named_parameters() if p.requires_grad]
-        if trainable:
-            # The plan copies the prior's Normal parameters once: a learned prior would get no gradient.
-            raise ValueError(f"{name} cannot learn prior parameters {trainable[:3]}; use elbo='trace'")
-        if model.local_latents:
-            raise ValueError(
-                f"{name} cannot train per-example latent sites {model.local_site_names[:3]}; use elbo='trace'"
-            )
-        if not isinstance(guide, FlatNormalPosterior):
-            raise ValueError(
-                f"{name} needs a flat Normal guide such as FlatMeanField (the FlatNormalPosterior protocol: "
-                f"flat_parameters, split, sites, draw), got {type(guide).__name__}"
-            )
+    _check_pair = staticmethod(check_pair)
 
     # -------------------------------------------------------------------------------------------------- plan
     def _plan_for(self, model: BNN, guide: FlatNormalPosterior) -> ScoringPlan:

@@ -4,7 +4,6 @@ work starts) and immutable afterwards."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import numbers
@@ -12,8 +11,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from pyro_bnn.checks import (
     Settings,
@@ -23,7 +20,7 @@ from pyro_bnn.checks import (
     positive_float,
     positive_int,
 )
-from pyro_bnn.data import DatasetName, Normalization, Task, dataset_shape, parse_corruption
+from pyro_bnn.data import DatasetName, Normalization, Task
 from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
@@ -34,9 +31,20 @@ from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
 from pyro_bnn.infer.objective_registry import check_objective, make_objective
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
-from pyro_bnn.models import build_model, parse_model_spec
+from pyro_bnn.models import parse_model_spec
 from pyro_bnn.nn import parse_activation
-from pyro_bnn.priors import nothing, parse_prior
+from pyro_bnn.priors import parse_prior
+from pyro_bnn.runs.config_checks import (
+    _check_device_form,
+    _random_weights,
+    resolve_device,
+)
+from pyro_bnn.runs.config_checks import (
+    check_corruption as check_corruption,
+)
+from pyro_bnn.runs.config_checks import (
+    check_model_fits as check_model_fits,
+)
 
 
 @dataclass(frozen=True)
@@ -376,88 +384,3 @@ class RunConfig(Settings):
             return cls.from_dict(values)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: {err}") from None
-
-
-@functools.lru_cache(maxsize=256)
-def _random_weights(
-    model: str, dataset: DatasetName, activation: str, dropout: float, prior: str | None, random_weights: bool
-) -> int | None:
-    """:func:`check_model_fits`, then the number of weights ``prior`` selects (None: no ``prior`` given, or a model
-    that cannot be built on the meta device). Cached: plans make thousands of configs of a few networks, and
-    building one (a VGG16) on the meta device takes a large part of a second; a refusal is not cached."""
-    net = check_model_fits(model, dataset, activation=activation, dropout=dropout)
-    if net is None or prior is None:
-        return None
-    sites = parse_prior(prior, select=None if random_weights else nothing).parameter_sites(net)
-    return sum(math.prod(site.shape) for site in sites)
-
-
-def check_model_fits(
-    model: str, dataset: str | DatasetName, *, activation: str | None = None, dropout: float = 0.0
-) -> torch.nn.Module | None:
-    """Builds ``model`` for the data set's input shape and outputs (:func:`~pyro_bnn.data.dataset_shape`) on the
-    meta device, which allocates nothing and reads no data, so that a model that cannot take the data (a LeNet on
-    2-D points or on 8x8 digits) fails before anything is loaded, with the model's own message.
-
-    Returns:
-        The network on the meta device (its parameters' shapes are the real ones), or None for a user's model
-        that cannot be built there.
-
-    Raises:
-        ValueError: The model refuses the data set's shape (or an option), naming both.
-    """
-    shape = dataset_shape(dataset)
-    try:
-        with torch.device("meta"):
-            return build_model(
-                model,
-                input_shape=shape.input_shape,
-                num_classes=shape.output_dim,
-                activation=activation,
-                dropout=dropout,
-            )
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"model {model!r} cannot take dataset {DatasetName(dataset).value!r}: {err}") from None
-    except (RuntimeError, NotImplementedError):
-        return None  # a user's model that cannot be built on the meta device: its real build will speak for it
-
-
-def _check_device_form(device: object) -> None:
-    """Refuses a ``device`` that names no device; whether it exists here is :func:`resolve_device`'s check."""
-    if device == "auto":
-        return
-    try:
-        torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` means CUDA where available, else the CPU; asking for CUDA without one is an error."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but torch sees no CUDA device; use --device cpu")
-    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
-        count = torch.cuda.device_count()
-        raise ValueError(
-            f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0..cuda:{count - 1}"
-        )
-    return resolved
-
-
-def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
-    """Validates a ``--corruption`` string early, and refuses one for a regression run (given its ``config``):
-    the corruptions perturb images and 2-D points for classification shift experiments."""
-    if spec is None:
-        return
-    if config is not None and DatasetName(config.dataset).task is Task.REGRESSION:
-        raise ValueError(
-            f"corruption {spec!r} does not apply to a regression run (dataset {config.dataset!r}); "
-            "evaluate it without --corruption"
-        )
-    parse_corruption(spec)

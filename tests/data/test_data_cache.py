@@ -16,7 +16,7 @@ import pytest
 import torch
 import torchvision.datasets
 
-from pyro_bnn.data import DataContentWarning, load_dataset, sources
+from pyro_bnn.data import DataContentWarning, idx_reading, load_dataset, sources
 from pyro_bnn.data import cache as cache_module
 from pyro_bnn.data.fingerprints import PUBLISHED_IDX_MD5, describe_content, identify
 
@@ -299,7 +299,7 @@ def test_plain_loads_read_the_files_once(tiny, publish, debian_dir, cache_dir, m
         raise AssertionError("no file should be decompressed or hashed again: the stamps hold")
 
     monkeypatch.setattr(cache_module, "scan_idx", no_read)
-    monkeypatch.setattr(sources, "scan_idx", no_read)
+    monkeypatch.setattr(idx_reading, "scan_idx", no_read)
     assert is_loaded(load_quietly("fashion-mnist", cache_dir=cache_dir), tiny)  # Debian path, remembered
     monkeypatch.setattr(sources, "DEBIAN_FASHION_MNIST_DIR", debian_dir.parent / "gone")
     assert is_loaded(load_quietly("fashion-mnist", cache_dir=cache_dir), tiny)  # the cache, stamped

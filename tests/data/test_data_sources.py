@@ -17,7 +17,7 @@ import torch
 import torchvision.datasets
 
 from pyro_bnn.data import cache as cache_module
-from pyro_bnn.data import load_dataset, sources
+from pyro_bnn.data import idx_reading, load_dataset, sources
 from pyro_bnn.data.cache import resolve_cache_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore::pyro_bnn.data.DataContentWarning")
@@ -86,7 +86,7 @@ def test_second_load_reuses_the_cache(tmp_path, cache_dir, tiny, monkeypatch, pu
 
     # Every full read (decompression, hashing, copying) goes through scan_idx.
     monkeypatch.setattr(cache_module, "scan_idx", no_read)
-    monkeypatch.setattr(sources, "scan_idx", no_read)
+    monkeypatch.setattr(idx_reading, "scan_idx", no_read)
     splits = load_dataset("mnist", data_dir=data_dir, cache_dir=cache_dir, val_size=0, download=False)
 
     assert_loaded_exactly(splits, tiny)

@@ -1,0 +1,103 @@
+"""The checks a run config makes beyond its fields' own forms: that the model fits the data set (built on the
+meta device, counting the weights a prior selects), that the device names one and exists here
+(:func:`resolve_device`), and that a corruption applies to the run."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from pyro_bnn.data import DatasetName, Task, dataset_shape, parse_corruption
+from pyro_bnn.models import build_model
+from pyro_bnn.priors import nothing, parse_prior
+
+if TYPE_CHECKING:
+    from pyro_bnn.runs.config import RunConfig
+
+
+@functools.lru_cache(maxsize=256)
+def _random_weights(
+    model: str, dataset: DatasetName, activation: str, dropout: float, prior: str | None, random_weights: bool
+) -> int | None:
+    """:func:`check_model_fits`, then the number of weights ``prior`` selects (None: no ``prior`` given, or a model
+    that cannot be built on the meta device). Cached: plans make thousands of configs of a few networks, and
+    building one (a VGG16) on the meta device takes a large part of a second; a refusal is not cached."""
+    net = check_model_fits(model, dataset, activation=activation, dropout=dropout)
+    if net is None or prior is None:
+        return None
+    sites = parse_prior(prior, select=None if random_weights else nothing).parameter_sites(net)
+    return sum(math.prod(site.shape) for site in sites)
+
+
+def check_model_fits(
+    model: str, dataset: str | DatasetName, *, activation: str | None = None, dropout: float = 0.0
+) -> torch.nn.Module | None:
+    """Builds ``model`` for the data set's input shape and outputs (:func:`~pyro_bnn.data.dataset_shape`) on the
+    meta device, which allocates nothing and reads no data, so that a model that cannot take the data (a LeNet on
+    2-D points or on 8x8 digits) fails before anything is loaded, with the model's own message.
+
+    Returns:
+        The network on the meta device (its parameters' shapes are the real ones), or None for a user's model
+        that cannot be built there.
+
+    Raises:
+        ValueError: The model refuses the data set's shape (or an option), naming both.
+    """
+    shape = dataset_shape(dataset)
+    try:
+        with torch.device("meta"):
+            return build_model(
+                model,
+                input_shape=shape.input_shape,
+                num_classes=shape.output_dim,
+                activation=activation,
+                dropout=dropout,
+            )
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"model {model!r} cannot take dataset {DatasetName(dataset).value!r}: {err}") from None
+    except (RuntimeError, NotImplementedError):
+        return None  # a user's model that cannot be built on the meta device: its real build will speak for it
+
+
+def _check_device_form(device: object) -> None:
+    """Refuses a ``device`` that names no device; whether it exists here is :func:`resolve_device`'s check."""
+    if device == "auto":
+        return
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` means CUDA where available, else the CPU; asking for CUDA without one is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but torch sees no CUDA device; use --device cpu")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ValueError(
+            f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0..cuda:{count - 1}"
+        )
+    return resolved
+
+
+def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
+    """Validates a ``--corruption`` string early, and refuses one for a regression run (given its ``config``):
+    the corruptions perturb images and 2-D points for classification shift experiments."""
+    if spec is None:
+        return
+    if config is not None and DatasetName(config.dataset).task is Task.REGRESSION:
+        raise ValueError(
+            f"corruption {spec!r} does not apply to a regression run (dataset {config.dataset!r}); "
+            "evaluate it without --corruption"
+        )
+    parse_corruption(spec)
