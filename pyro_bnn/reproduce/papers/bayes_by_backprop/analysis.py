@@ -29,148 +29,42 @@ A cell without finished runs makes its verdict inconclusive, so an unfinished gr
 
 from __future__ import annotations
 
-import json
-import math
-from collections import defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-from matplotlib.figure import Figure
-
-from pyro_bnn._io import write_json_atomically
-from pyro_bnn.diagnostics.weight_stats import statistics_from_dict
-from pyro_bnn.plots import save_figure
-from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.figures import reliability_figure
+from pyro_bnn.reproduce.papers.bayes_by_backprop.figures import PRUNING_CLAIM_FRACTIONS as PRUNING_CLAIM_FRACTIONS
+from pyro_bnn.reproduce.papers.bayes_by_backprop.figures import WEIGHT_HISTOGRAMS as WEIGHT_HISTOGRAMS
+from pyro_bnn.reproduce.papers.bayes_by_backprop.figures import _accuracies, _curves, _histograms
+from pyro_bnn.reproduce.papers.bayes_by_backprop.figures import _pruning as _pruning
 from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     BASE_NORMALIZATION,
     BASE_PRIOR,
     BASE_WEIGHTING,
     COMPARABLE,
-    NO_EFFECT_WITHIN,
     NORMALIZATIONS,
     PRIOR_LABELS,
     PUBLISHED,
     PUBLISHED_ACCURACY,
     WEIGHTINGS,
 )
-from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
-from pyro_bnn.reproduce.records import RUNS
+from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import (
+    _best_epoch,
+    _comparable_count,
+    _done,
+    _errors,
+    _judged,
+    _pct,
+    _training_cells,
+)
+from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import cell_check as cell_check
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,
-    compare,
-    format_mean_sd,
     markdown_table,
-    mean_sd,
     metric_cells,
     overall_verdict,
     write_csv,
 )
-
-PRUNING_CLAIM_FRACTIONS = (0.75, 0.95)
-
-
-def _cell(record: RunRecord) -> tuple[str, str, str]:
-    return record.spec.tag("prior"), record.spec.tag("weighting"), record.spec.tag("normalization")
-
-
-def _done(records: list[RunRecord]) -> dict[tuple[str, str, str], list[RunRecord]]:
-    cells: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
-    for record in records:
-        if record.status is Status.DONE:
-            cells[_cell(record)].append(record)
-    for runs in cells.values():
-        runs.sort(key=lambda r: r.config.seed)
-    return cells
-
-
-def _errors(runs: list[RunRecord], key: str = "accuracy") -> list[float]:
-    return [1.0 - r.metrics[key] for r in runs if r.metrics.get(key) is not None]
-
-
-def _best_epoch(record: RunRecord) -> int | None:
-    accuracies = [(e.get("val_accuracy"), e["epoch"]) for e in record.history if e.get("val_accuracy") is not None]
-    return max(accuracies, key=lambda pair: (pair[0], -pair[1]))[1] if accuracies else None
-
-
-def _pct(values: list[float]) -> str:
-    return format_mean_sd([100 * v for v in values], digits=2)
-
-
-def _interval(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> float:
-    """The farther end from zero of the ``1 - alpha`` interval of ``mean(a) - mean(b)`` (Welch, as
-    :func:`~pyro_bnn.reproduce.report.compare`): ``|gap| + t * se``; NaN with fewer than 2 values in a group."""
-    from scipy.stats import t
-
-    mean_a, sd_a, n_a = mean_sd(a)
-    mean_b, sd_b, n_b = mean_sd(b)
-    if n_a < 2 or n_b < 2:
-        return math.nan
-    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
-    if va + vb == 0:
-        return abs(mean_a - mean_b)
-    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-    return abs(mean_a - mean_b) + float(t.ppf(1 - alpha / 2, dof)) * math.sqrt(va + vb)
-
-
-def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str, float | None]:
-    """Is ``a`` (test errors) lower than ``b``? The verdict, the numbers, and for *no effect* the interval's
-    half-width (see the module docstring; call it on comparable cells only)."""
-    result = compare(a, b)
-    se = "n/a" if math.isnan(result.standard_error) else f"{100 * result.standard_error:.2f}"
-    numbers = (
-        f"test error {a_name} {_pct(a)} % against {b_name} {_pct(b)} % (gap {100 * result.gap:+.2f} points, se {se})"
-    )
-    if result.separated:
-        return (Verdict.HOLDS if result.gap < 0 else Verdict.DOES_NOT_HOLD), numbers, None
-    if min(len(a), len(b)) < 2:
-        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds", None
-    within = _interval(a, b)
-    if within <= NO_EFFECT_WITHIN:
-        return (
-            Verdict.NO_EFFECT,
-            numbers + f": the 95 % interval of the gap lies within ±{100 * within:.2f} points",
-            within,
-        )
-    return (
-        Verdict.INCONCLUSIVE,
-        numbers + f": the seed spread covers the gap (95 % interval ±{100 * within:.2f} points)",
-        None,
-    )
-
-
-def cell_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellCheck:
-    """The comparability of the runs of ``cell`` ``(prior, weighting, inputs)`` under
-    :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.COMPARABLE`, against the cell's published accuracy if any."""
-    return COMPARABLE.check(runs, PUBLISHED_ACCURACY.get(cell))
-
-
-def _judged(
-    arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]], a: list[float], b: list[float]
-) -> tuple[Verdict, str, float | None]:
-    """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b``: *not comparable at this
-    scale* unless both ``arms`` ``(name, cell, runs)`` are (their reasons and the numbers), else :func:`_verdict`."""
-    verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
-    if not all(runs for _, _, runs in arms):
-        return verdict, numbers, within  # runs missing: inconclusive, as an unfinished grid
-    checks = [(name, cell_check(runs, cell)) for name, cell, runs in arms]
-    if all(check.comparable for _, check in checks):
-        return verdict, numbers, within
-    why = "; ".join(f"{name}: {check.reason}" for name, check in checks if check.reason)
-    return Verdict.NOT_COMPARABLE, f"{why}; {numbers}", None
-
-
-def _comparable_count(verdicts: Sequence[Verdict], noun: str = "cells") -> str:
-    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
-    return f"{comparable} of {len(verdicts)} {noun} comparable with the paper's"
-
-
-def _training_cells(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> list[str]:
-    """The table cells ``training`` and ``comparable`` of ``cell``'s runs."""
-    check = cell_check(runs, cell)
-    return [check.summary, "yes" if check.comparable else f"no: {check.reason}"]
 
 
 def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
@@ -314,214 +208,6 @@ def _normalization_table(cells, profile: Profile) -> Section:
         "better than the other two."
     )
     return Section("Input scaling", text, [table])
-
-
-def _curves(cells, profile: Profile, out: Path) -> Section:
-    figure = Figure(figsize=(11, 4), layout="constrained")
-    left, right = figure.subplots(1, 2)
-    for (prior, weighting, normalization), runs in sorted(cells.items()):
-        curves = [[1 - e["val_accuracy"] for e in r.history if e.get("val_accuracy") is not None] for r in runs]
-        length = min((len(c) for c in curves), default=0)
-        if not length:
-            continue
-        mean = np.mean([c[:length] for c in curves], axis=0) * 100
-        epochs = np.arange(1, length + 1)
-        if normalization == BASE_NORMALIZATION:
-            style = "-" if weighting == "uniform" else "--"
-            left.plot(epochs, mean, style, marker=".", label=f"{prior}, {weighting}")
-        if (prior, weighting) == (BASE_PRIOR, BASE_WEIGHTING):
-            right.plot(epochs, mean, marker=".", label=NORMALIZATIONS[normalization])
-    for ax, title in ((left, "prior and KL weighting (/126 inputs)"), (right, f"input scaling ({BASE_PRIOR})")):
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("validation error % (mean over seeds)")
-        ax.set_title(title, fontsize=10)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    figure.suptitle("Error during training (the paper's Fig. 1a)")
-    save_figure(figure, out / "error-curves.png")
-    text = (
-        "Error of the 10-sample predictive on the held-out validation images after every epoch (the test set is "
-        "scored once, at the best epoch). Flat tails mean the runs had converged at this budget."
-    )
-    return Section("Error curves", text, figures=["error-curves.png"])
-
-
-WEIGHT_HISTOGRAMS = "weight-histograms.json"
-"""The histograms the weight figure draws, kept beside the report: the runs' ``weight_stats.json`` files are not
-committed with the results, so a report rebuilt from a clean checkout reads them from here."""
-
-
-def _picked_histograms(out: Path, record: RunRecord | None) -> list[dict] | None:
-    """The first layer's mu and SNR histograms of ``record`` after its first, middle and last epoch."""
-    if record is None:
-        return None
-    path = out / RUNS / record.spec.run_id / "weight_stats.json"
-    if not path.exists():
-        return None
-    history = json.loads(path.read_text())
-    picked = []
-    for index in sorted({0, len(history) // 2, len(history) - 1}):
-        layers = statistics_from_dict(history[index]["layers"])
-        first = next(iter(layers.values())).weights
-        picked.append({"epoch": history[index]["epoch"], "mu": first.mu.to_dict(), "snr_db": first.snr_db.to_dict()})
-    return picked
-
-
-def _histograms(cells, out: Path) -> Section:
-    """The posterior means of the weights over epochs for the Gaussian and the first mixture prior (Figs. 1b/1c)."""
-    histories = {}
-    for prior in ("gaussian", BASE_PRIOR):
-        record = next(iter(cells.get((prior, "uniform", BASE_NORMALIZATION), [])), None)
-        picked = _picked_histograms(out, record)
-        if picked:
-            histories[prior] = picked
-    if histories:
-        write_json_atomically(out / WEIGHT_HISTOGRAMS, histories)
-    elif (out / WEIGHT_HISTOGRAMS).exists():
-        histories = json.loads((out / WEIGHT_HISTOGRAMS).read_text())
-    if not histories:
-        return Section("Weight distributions over epochs (Figs. 1b, 1c)", "No run has weight statistics yet.")
-    figure = Figure(figsize=(11, 4 * len(histories)), layout="constrained")
-    axes = figure.subplots(len(histories), 2, squeeze=False)
-    for row, (prior, picked) in zip(axes, histories.items(), strict=True):
-        for entry in picked:
-            for ax, key, xlabel in ((row[0], "mu", "posterior mean μ"), (row[1], "snr_db", "|μ|/σ (dB)")):
-                edges = np.asarray(entry[key]["edges"])
-                counts = np.asarray(entry[key]["counts"], dtype=float)
-                ax.plot((edges[:-1] + edges[1:]) / 2, counts / max(1.0, counts.sum()), label=f"epoch {entry['epoch']}")
-                ax.set_xlabel(xlabel)
-        row[0].set_title(f"{PRIOR_LABELS[prior]}: first layer's weights", fontsize=10)
-        row[1].set_title("signal-to-noise of the same weights", fontsize=10)
-        for ax in row:
-            ax.set_ylabel("fraction of weights")
-            ax.legend(fontsize=8)
-    save_figure(figure, out / "weight-histograms.png")
-    text = (
-        "Histograms of the first layer's posterior means and signal-to-noise ratios (78 % of the weights) after "
-        "the first, middle and last epoch, first seed, uniform weighting, /126 inputs. Singh: the mixture prior "
-        "gives a spiked distribution, the Gaussian a wide one."
-    )
-    return Section(
-        "Weight distributions over epochs (Figs. 1b, 1c)",
-        text,
-        figures=["weight-histograms.png"],
-        csv_files=[WEIGHT_HISTOGRAMS],
-    )
-
-
-def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
-    cell = (BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION)
-    runs = [r for r in cells.get(cell, []) if "pruning" in r.metrics]
-    check = cell_check(runs, cell)
-    by_fraction: dict[float, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    csv_rows = []
-    for run in runs:
-        for row in run.metrics["pruning"]:
-            by_fraction[row["fraction"]]["snr"].append(row["error_snr"])
-            by_fraction[row["fraction"]]["magnitude"].append(row["error_magnitude"])
-            csv_rows.append({"seed": run.config.seed, **row})
-    write_csv(out / "pruning.csv", csv_rows)
-    rows = []
-    for fraction in profile["prune_fractions"]:
-        errors = by_fraction.get(fraction, {})
-        published = PUBLISHED["pruning"].get(fraction)
-        rows.append(
-            [
-                f"{100 * fraction:g} %",
-                _pct(errors.get("magnitude", [])),
-                _pct(errors.get("snr", [])),
-                "—" if published is None else f"{100 * published[0]:.2f}",
-                "—" if published is None else f"{100 * published[1]:.2f}",
-            ]
-        )
-    table = markdown_table(
-        ["pruned", "naive |μ| (ours)", "|μ|/σ (ours)", "naive (Singh)", "|μ|/σ (Singh)"], rows, "lrrrr"
-    )
-    verdicts, reasons, intervals = [], [], []
-    for fraction in PRUNING_CLAIM_FRACTIONS:
-        errors = by_fraction.get(fraction, {})
-        verdict, numbers, within = _verdict(errors.get("snr", []), errors.get("magnitude", []), "|μ|/σ", "|μ|")
-        verdicts.append(verdict)
-        intervals.append(within)
-        reasons.append(f"{100 * fraction:g} % pruned: {numbers}")
-    interval = None
-    if runs and not check.comparable:
-        verdict = Verdict.NOT_COMPARABLE
-        reasons.insert(0, f"the pruned networks: {check.reason}")
-    elif all(v is Verdict.HOLDS for v in verdicts):
-        verdict = Verdict.HOLDS
-    elif any(v is Verdict.DOES_NOT_HOLD for v in verdicts):
-        verdict = Verdict.DOES_NOT_HOLD
-    elif all(v is Verdict.NO_EFFECT for v in verdicts):
-        verdict, interval = Verdict.NO_EFFECT, max(x for x in intervals if x is not None)
-    else:
-        verdict = Verdict.INCONCLUSIVE
-    headline = Headline(
-        "Pruning by signal-to-noise |μ|/σ keeps a lower test error than pruning by |μ| at 75-95 % pruned (Blundell "
-        "et al.; Singh found the opposite)",
-        verdict,
-        f"{_comparable_count([verdict])}. " + "; ".join(reasons),
-        interval=interval,
-    )
-    figures = []
-    histograms = [r.metrics["snr_db_histogram"] for r in runs if "snr_db_histogram" in r.metrics]
-    if histograms:
-        edges = np.asarray(histograms[0]["edges"])
-        counts = np.asarray(histograms[0]["counts"], dtype=float)
-        centres = (edges[:-1] + edges[1:]) / 2
-        figure = Figure(figsize=(11, 4), layout="constrained")
-        left, right = figure.subplots(1, 2)
-        left.bar(centres, counts / counts.sum(), width=edges[1] - edges[0], color="C0")
-        right.plot(centres, np.cumsum(counts) / counts.sum(), color="C0")
-        thresholds = runs[0].metrics.get("snr_db_thresholds", {})
-        for (fraction, db), color in zip(sorted(thresholds.items()), ("m", "r", "g", "b", "k"), strict=False):
-            for ax in (left, right):
-                ax.axvline(db, color=color, lw=1, label=f"{100 * float(fraction):g} % cut")
-        left.set_ylabel("fraction of weights")
-        right.set_ylabel("cumulative fraction")
-        for ax in (left, right):
-            ax.set_xlabel("signal-to-noise 10 log10(|μ|/σ) (dB)")
-        right.legend(fontsize=8)
-        figure.suptitle(f"Signal-to-noise of all weights, {PRIOR_LABELS[BASE_PRIOR]}, first seed (the paper's Fig. 2)")
-        save_figure(figure, out / "snr.png")
-        figures.append("snr.png")
-    text = (
-        f"Test error (10-sample predictive) after removing a fraction of the weights of the best network, "
-        f"{PRIOR_LABELS[BASE_PRIOR]}, uniform weighting, /126 inputs; weights pooled over layers, biases kept, "
-        f"mean ± sd over {len(runs)} seed(s). Singh's networks trained 600 epochs. Training of these networks: "
-        f"{check.summary}" + ("" if check.comparable else f"; not comparable at this scale ({check.reason})") + "."
-    )
-    return Section("Pruning (Singh's Table 1; the paper's Fig. 2)", text, [table], figures, ["pruning.csv"]), headline
-
-
-def _accuracies(cells, out: Path) -> Section:
-    rows = []
-    runs_with = []
-    for (prior, weighting, normalization), runs in sorted(cells.items()):
-        runs = [r for r in runs if "sample_accuracies" in r.metrics]
-        if not runs:
-            continue
-        runs_with.extend(runs)
-        samples = [100 * (1 - a) for r in runs for a in r.metrics["sample_accuracies"]]
-        rows.append(
-            [
-                f"{prior}, {weighting}, {normalization}",
-                f"{min(samples):.2f} – {max(samples):.2f}",
-                _pct([1 - r.metrics["mean_network_accuracy"] for r in runs]),
-                _pct([1 - r.metrics["ensemble_accuracy"] for r in runs]),
-                cell_check(runs, (prior, weighting, normalization)).summary,
-            ]
-        )
-    header = ["cell", "single samples %", "posterior mean %", "10-sample ensemble %", "training"]
-    table = markdown_table(header, rows, "lrrrl")
-    figures = []
-    base = next(iter(r for r in runs_with if _cell(r) == (BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION)), None)
-    if base is not None:
-        figure = reliability_figure(base.metrics["reliability"], f"{BASE_PRIOR}, first seed")
-        save_figure(figure, out / "reliability.png")
-        figures.append("reliability.png")
-    text = "Test error of each posterior sample alone, of the posterior-mean network and of their ensemble."
-    return Section("Single samples, posterior mean and ensemble", text, [table], figures)
 
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:

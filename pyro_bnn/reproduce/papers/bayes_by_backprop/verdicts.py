@@ -1,0 +1,117 @@
+"""The verdict rules of ``bayes-by-backprop`` as functions, and the per-seed values they read: the finished runs
+by cell and their test errors, the 95 % interval of a gap, one comparison's verdict (:func:`_verdict`) after its
+comparability check (:func:`cell_check`, :func:`_judged`). The rules in words are the docstring of
+:mod:`pyro_bnn.reproduce.papers.bayes_by_backprop.analysis`, which the report cites.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from pyro_bnn.reproduce.comparability import CellCheck
+from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import COMPARABLE, NO_EFFECT_WITHIN, PUBLISHED_ACCURACY
+from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict
+from pyro_bnn.reproduce.report import compare, format_mean_sd, mean_sd
+
+
+def _cell(record: RunRecord) -> tuple[str, str, str]:
+    return record.spec.tag("prior"), record.spec.tag("weighting"), record.spec.tag("normalization")
+
+
+def _done(records: list[RunRecord]) -> dict[tuple[str, str, str], list[RunRecord]]:
+    cells: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+    for record in records:
+        if record.status is Status.DONE:
+            cells[_cell(record)].append(record)
+    for runs in cells.values():
+        runs.sort(key=lambda r: r.config.seed)
+    return cells
+
+
+def _errors(runs: list[RunRecord], key: str = "accuracy") -> list[float]:
+    return [1.0 - r.metrics[key] for r in runs if r.metrics.get(key) is not None]
+
+
+def _best_epoch(record: RunRecord) -> int | None:
+    accuracies = [(e.get("val_accuracy"), e["epoch"]) for e in record.history if e.get("val_accuracy") is not None]
+    return max(accuracies, key=lambda pair: (pair[0], -pair[1]))[1] if accuracies else None
+
+
+def _pct(values: list[float]) -> str:
+    return format_mean_sd([100 * v for v in values], digits=2)
+
+
+def _interval(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> float:
+    """The farther end from zero of the ``1 - alpha`` interval of ``mean(a) - mean(b)`` (Welch, as
+    :func:`~pyro_bnn.reproduce.report.compare`): ``|gap| + t * se``; NaN with fewer than 2 values in a group."""
+    from scipy.stats import t
+
+    mean_a, sd_a, n_a = mean_sd(a)
+    mean_b, sd_b, n_b = mean_sd(b)
+    if n_a < 2 or n_b < 2:
+        return math.nan
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    if va + vb == 0:
+        return abs(mean_a - mean_b)
+    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    return abs(mean_a - mean_b) + float(t.ppf(1 - alpha / 2, dof)) * math.sqrt(va + vb)
+
+
+def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str, float | None]:
+    """Is ``a`` (test errors) lower than ``b``? The verdict, the numbers, and for *no effect* the interval's
+    half-width (see the module docstring; call it on comparable cells only)."""
+    result = compare(a, b)
+    se = "n/a" if math.isnan(result.standard_error) else f"{100 * result.standard_error:.2f}"
+    numbers = (
+        f"test error {a_name} {_pct(a)} % against {b_name} {_pct(b)} % (gap {100 * result.gap:+.2f} points, se {se})"
+    )
+    if result.separated:
+        return (Verdict.HOLDS if result.gap < 0 else Verdict.DOES_NOT_HOLD), numbers, None
+    if min(len(a), len(b)) < 2:
+        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds", None
+    within = _interval(a, b)
+    if within <= NO_EFFECT_WITHIN:
+        return (
+            Verdict.NO_EFFECT,
+            numbers + f": the 95 % interval of the gap lies within ±{100 * within:.2f} points",
+            within,
+        )
+    return (
+        Verdict.INCONCLUSIVE,
+        numbers + f": the seed spread covers the gap (95 % interval ±{100 * within:.2f} points)",
+        None,
+    )
+
+
+def cell_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellCheck:
+    """The comparability of the runs of ``cell`` ``(prior, weighting, inputs)`` under
+    :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.COMPARABLE`, against the cell's published accuracy if any."""
+    return COMPARABLE.check(runs, PUBLISHED_ACCURACY.get(cell))
+
+
+def _judged(
+    arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]], a: list[float], b: list[float]
+) -> tuple[Verdict, str, float | None]:
+    """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b``: *not comparable at this
+    scale* unless both ``arms`` ``(name, cell, runs)`` are (their reasons and the numbers), else :func:`_verdict`."""
+    verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
+    if not all(runs for _, _, runs in arms):
+        return verdict, numbers, within  # runs missing: inconclusive, as an unfinished grid
+    checks = [(name, cell_check(runs, cell)) for name, cell, runs in arms]
+    if all(check.comparable for _, check in checks):
+        return verdict, numbers, within
+    why = "; ".join(f"{name}: {check.reason}" for name, check in checks if check.reason)
+    return Verdict.NOT_COMPARABLE, f"{why}; {numbers}", None
+
+
+def _comparable_count(verdicts: Sequence[Verdict], noun: str = "cells") -> str:
+    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
+    return f"{comparable} of {len(verdicts)} {noun} comparable with the paper's"
+
+
+def _training_cells(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> list[str]:
+    """The table cells ``training`` and ``comparable`` of ``cell``'s runs."""
+    check = cell_check(runs, cell)
+    return [check.summary, "yes" if check.comparable else f"no: {check.reason}"]

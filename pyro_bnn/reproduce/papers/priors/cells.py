@@ -1,0 +1,134 @@
+"""The synthetic grid of ``priors`` as cells: the finished runs grouped by (data set, noise, prior) with their
+validation scores and each family's tuned scale (:class:`Cells`), and the per-seed gains of the best hierarchical
+cell over the tuned fixed scale (:func:`gains`) that the verdicts read.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyro_bnn.predict import Samples, predict
+from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior
+from pyro_bnn.reproduce.papers.priors.plan import HYPERPRIORS
+from pyro_bnn.reproduce.planned import Profile, RunRecord
+from pyro_bnn.reproduce.report import mean_sd, select
+from pyro_bnn.runs.runs import build_bnn, load_data
+from pyro_bnn.runs.scoring import CONFORMAL_KEYS
+
+SCALE_NAMES = {"halfnormal": "HalfNormal(1)", "halfcauchy": "HalfCauchy(1)", "inversegamma": "InverseGamma(1, 1)"}
+FAMILY_NAMES = {"normal": "Normal", "laplace": "Laplace", "cauchy": "Cauchy", "flat": "flat"}
+
+
+VAL_SAMPLES = 100
+"""Posterior samples behind the validation metrics (as many as behind the test metrics)."""
+
+
+def metric(record: RunRecord, key: str) -> float:
+    """A test metric (``accuracy``, ``nll``, ``ece``; the conformal ones NaN where the record predates them) or a
+    validation one (``val_accuracy``, ``val_nll``, filled in by :func:`add_validation_scores`)."""
+    if key in CONFORMAL_KEYS:
+        return float(record.metrics.get(key, math.nan))
+    return float(record.metrics[key])
+
+
+def add_validation_scores(record: RunRecord) -> None:
+    """Adds ``val_accuracy`` and ``val_nll`` to ``record.metrics``: the final posterior's predictive on the run's
+    validation points, with :data:`VAL_SAMPLES` draws from the posterior the record stores (the history's
+    validation checks use a few samples each and move with the optimiser)."""
+    config = record.config
+    data = load_data(config)
+    bnn, _ = build_bnn(config, data)
+    draws = draw_stored_posterior(record.metrics, VAL_SAMPLES, seed=config.seed)
+    scores = predict(bnn, Samples(draws), (data.val.x, data.val.y)).metrics()
+    record.metrics.update(val_accuracy=scores["accuracy"], val_nll=scores["nll"])
+
+
+class Cells:
+    """The finished synthetic records grouped by cell, with the tuned scale of every family."""
+
+    def __init__(self, records: list[RunRecord], profile: Profile) -> None:
+        self.profile = profile
+        self.runs: dict[tuple[str, str, str, str], list[RunRecord]] = {}
+        for record in select(records, part="synthetic"):
+            key = tuple(record.spec.tag(k) for k in ("dataset", "noise", "family", "scale"))
+            self.runs.setdefault(key, []).append(record)
+        for runs in self.runs.values():
+            runs.sort(key=lambda r: int(r.spec.tag("seed")))
+
+    def panels(self) -> list[tuple[str, str]]:
+        """``(dataset, noise)`` pairs with any finished run, in the profile's order."""
+        return [
+            (d, n)
+            for d in self.profile["datasets"]
+            for n in self.profile["noises"]
+            if any(key[:2] == (d, n) for key in self.runs)
+        ]
+
+    def values(self, dataset: str, noise: str, family: str, scale: str, key: str) -> dict[int, float]:
+        """``{seed: value}`` of one cell."""
+        return {int(r.spec.tag("seed")): metric(r, key) for r in self.runs.get((dataset, noise, family, scale), [])}
+
+    def common_seeds(self, dataset: str, noise: str) -> set[int]:
+        """The seeds every cell of a panel has finished: what choices between its cells are made on."""
+        seeds = [
+            {int(r.spec.tag("seed")) for r in runs} for key, runs in self.runs.items() if key[:2] == (dataset, noise)
+        ]
+        return set.intersection(*seeds) if seeds else set()
+
+    def _choice_key(self, dataset: str, noise: str, family: str, scale: str) -> tuple[float, float]:
+        """Mean validation accuracy and minus mean validation NLL over the panel's common seeds."""
+        seeds = self.common_seeds(dataset, noise)
+
+        def mean(key: str) -> float:
+            values = self.values(dataset, noise, family, scale, key)
+            return mean_sd([v for seed, v in values.items() if seed in seeds])[0]
+
+        accuracy, nll = mean("val_accuracy"), mean("val_nll")
+        return (accuracy if math.isfinite(accuracy) else -math.inf, -nll if math.isfinite(nll) else -math.inf)
+
+    def tuned(self, dataset: str, noise: str, family: str) -> str | None:
+        """The fixed scale of ``family`` with the best mean validation accuracy (ties: lower validation NLL)."""
+        scales = [f"{v:g}" for v in self.profile["fixed_scales"] if self.runs.get((dataset, noise, family, f"{v:g}"))]
+        if not scales:
+            return None
+        return max(scales, key=lambda s: self._choice_key(dataset, noise, family, s))
+
+    def rows(self, dataset: str, noise: str) -> list[tuple[str, str, str]]:
+        """``(family, scale, kind)`` of the cells a table shows: each family's tuned fixed scale and hyperpriors,
+        and flat."""
+        rows = []
+        for family in self.profile["families"]:
+            tuned = self.tuned(dataset, noise, family)
+            if tuned is not None:
+                rows.append((family, tuned, "fixed"))
+            hypers = [h for h in self.profile["hyperpriors"] if self.runs.get((dataset, noise, family, h))]
+            rows += [(family, h, "hyper") for h in hypers]
+        if self.runs.get((dataset, noise, "flat", "none")):
+            rows.append(("flat", "none", "flat"))
+        return rows
+
+    def best(self, dataset: str, noise: str, kind: str | None = None) -> tuple[str, str] | None:
+        """The ``(family, scale)`` among :meth:`rows` of ``kind`` (any: None) with the best mean validation
+        accuracy (ties: lower validation NLL)."""
+        candidates = [(f, s) for f, s, k in self.rows(dataset, noise) if kind is None or k == kind]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda c: self._choice_key(dataset, noise, *c))
+
+
+def cell_name(family: str, scale: str) -> str:
+    """``Normal, s = 0.3`` / ``Laplace + HalfCauchy(1)`` / ``flat``."""
+    if family == "flat":
+        return "flat"
+    if scale in HYPERPRIORS:
+        return f"{FAMILY_NAMES[family]} + {SCALE_NAMES[scale]}"
+    return f"{FAMILY_NAMES[family]}, s = {scale}"
+
+
+def gains(cells: Cells, dataset: str, noise: str) -> tuple[dict[int, float], tuple[str, str], tuple[str, str]] | None:
+    """Per-seed test-accuracy gain of the best hierarchical cell over the best tuned fixed cell, and the two."""
+    hyper, fixed = cells.best(dataset, noise, "hyper"), cells.best(dataset, noise, "fixed")
+    if hyper is None or fixed is None:
+        return None
+    a, b = cells.values(dataset, noise, *hyper, "accuracy"), cells.values(dataset, noise, *fixed, "accuracy")
+    return {s: a[s] - b[s] for s in sorted(a.keys() & b.keys())}, hyper, fixed

@@ -1,0 +1,202 @@
+"""The verdict rules of ``priors`` as functions: the t intervals of a gain, when one reads *no effect within ±x*,
+each cell's comparability check, the verdict on a panel's gain (:func:`judge_gain`) and the two headlines over the
+data sets. The rules in words are the docstring of :mod:`pyro_bnn.reproduce.papers.priors.analysis`, which the
+report cites.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from pyro_bnn.reproduce.comparability import CellCheck
+from pyro_bnn.reproduce.papers.priors.cells import Cells, cell_name
+from pyro_bnn.reproduce.papers.priors.plan import COMPARABLE, HYPERPRIORS, PUBLISHED
+from pyro_bnn.reproduce.planned import Headline, Verdict
+from pyro_bnn.reproduce.report import compare, mean_sd, overall_verdict
+
+MIN_GAIN = 0.005
+"""A test-accuracy gain below half a point is no gain worth the name."""
+
+TIGHT = 0.02
+"""The widest interval, as ±x around zero, that reads *no effect within ±x* (two points of test accuracy). The
+paper's accuracies are single measurements on 300 validation points, with a binomial standard error of 0.021
+(moons) and 0.025 (circles); the difference of two such numbers has one of about 0.03, so a gain the paper's own
+numbers could have shown is at least twice that, 0.06. An interval within ±0.02 rules out every such gain with room
+to spare; wider intervals that cover zero say only that the seeds' spread covers the effect (*inconclusive*)."""
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
+    """The 95 % t interval of the mean of ``values`` (NaN for fewer than 2)."""
+    from scipy.stats import t
+
+    mean, sd, n = mean_sd(values)
+    if n < 2:
+        return math.nan, math.nan
+    half = float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def welch_interval(a: list[float], b: list[float]) -> tuple[float, float]:
+    """The 95 % interval of ``mean(a) - mean(b)`` with Welch's degrees of freedom (the test of
+    :func:`~pyro_bnn.reproduce.report.compare`; NaN for fewer than 2 values on a side)."""
+    from scipy.stats import t
+
+    (mean_a, sd_a, n_a), (mean_b, sd_b, n_b) = mean_sd(a), mean_sd(b)
+    if n_a < 2 or n_b < 2:
+        return math.nan, math.nan
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    if va + vb == 0:
+        return mean_a - mean_b, mean_a - mean_b
+    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    half = float(t.ppf(0.975, dof)) * math.sqrt(va + vb)
+    return mean_a - mean_b - half, mean_a - mean_b + half
+
+
+def no_effect_width(low: float, high: float, tight: float = TIGHT) -> float | None:
+    """The x of *no effect within ±x* for the interval ``[low, high]``: the larger of its ends in absolute value
+    (rounded to 3 decimals, as the interval is printed) when it covers zero and lies within ±``tight``; else None."""
+    if not (low <= 0 <= high):
+        return None
+    width = round(max(abs(low), abs(high)), 3)
+    return width if width <= tight else None
+
+
+def effect_text(mean: float, low: float, high: float) -> str:
+    """``+0.004 ± 0.012 (95 % interval [-0.008, +0.016])``: an effect as mean ± the half-width of its interval
+    (``+0.004 (no interval)`` where there is none: a single seed)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{mean:+.3f} (no interval)"
+    return f"{mean:+.3f} ± {(high - low) / 2:.3f} (95 % interval [{low:+.3f}, {high:+.3f}])"
+
+
+def verdict_text(verdict: Verdict, width: float | None = None) -> str:
+    """A cell's verdict as the reasons print it (``no effect within ±0.016`` for :attr:`Verdict.NO_EFFECT`)."""
+    return Headline("", verdict, "", interval=width).label
+
+
+def overall_width(verdict: Verdict, widths: list[float | None]) -> float | None:
+    """The x of an overall *no effect within ±x*: the widest of its cells' (None for any other verdict)."""
+    found = [w for w in widths if w is not None]
+    return max(found) if verdict is Verdict.NO_EFFECT and found else None
+
+
+def cell_check(cells: Cells, dataset: str, noise: str, family: str, scale: str) -> CellCheck:
+    """Whether one cell can be judged (the module docstring): its runs under the data set's rule
+    :data:`~.priors.COMPARABLE`, against the paper's best accuracy for a hierarchical cell at the high noise (the
+    paper's best was one) and for convergence alone elsewhere (the paper gives no other number)."""
+    published = PUBLISHED[dataset][0] if noise == "high" and scale in HYPERPRIORS else None
+    return COMPARABLE[dataset].check(cells.runs.get((dataset, noise, family, scale), []), published)
+
+
+def joint_check(checks: dict[str, CellCheck]) -> CellCheck:
+    """The checks of the cells one verdict compares (name -> check) as one: comparable when every one is."""
+    reasons = [f"{name}: {check.reason}" for name, check in checks.items() if not check.comparable]
+    summary = "; ".join(f"{name}: {check.summary}" for name, check in checks.items())
+    return CellCheck(not reasons, "; ".join(reasons), summary)
+
+
+def panel_check(cells: Cells, dataset: str, noise: str) -> CellCheck | None:
+    """The joint check of a panel's best hierarchical and best tuned fixed cells (None without both)."""
+    hyper, fixed = cells.best(dataset, noise, "hyper"), cells.best(dataset, noise, "fixed")
+    if hyper is None or fixed is None:
+        return None
+    return joint_check({cell_name(*c): cell_check(cells, dataset, noise, *c) for c in (hyper, fixed)})
+
+
+def judge_gain(values: list[float], check: CellCheck | None) -> tuple[Verdict, float | None, str]:
+    """The verdict on one panel's per-seed gains ``values`` (the module docstring's first rule), the x of its *no
+    effect within ±x* (or None), and the text a headline prints for it."""
+    if check is None or not values:
+        return Verdict.INCONCLUSIVE, None, "no counted runs of both a hierarchical and a tuned fixed cell"
+    if not check.comparable:
+        return Verdict.NOT_COMPARABLE, None, f"{Verdict.NOT_COMPARABLE.value} ({check.reason})"
+    if len(values) < 2:
+        return Verdict.INCONCLUSIVE, None, f"gain {values[0]:+.3f} on 1 seed, {Verdict.INCONCLUSIVE.value}"
+    verdict, width = _gain_verdict(values)
+    low, high = t_interval(values)
+    text = f"gain {effect_text(statistics.fmean(values), low, high)} over {len(values)} seeds"
+    return verdict, width, f"{text}: {verdict_text(verdict, width)}"
+
+
+def _gain_verdict(values: list[float]) -> tuple[Verdict, float | None]:
+    """The verdict on per-seed gains ``values`` of comparable cells (the module docstring's rule) and the x of its
+    *no effect within ±x* (None for any other verdict)."""
+    test = compare(values, [0.0] * len(values))
+    low, high = t_interval(values)
+    if test.separated and test.gap < 0:
+        return Verdict.DOES_NOT_HOLD, None
+    if test.separated and test.gap >= MIN_GAIN:
+        return Verdict.HOLDS, None
+    width = no_effect_width(low, high)
+    if width is not None:
+        return Verdict.NO_EFFECT, width
+    if high < MIN_GAIN:
+        return Verdict.DOES_NOT_HOLD, None
+    return Verdict.INCONCLUSIVE, None
+
+
+def comparable_count(comparable: list[bool], what: str) -> str:
+    """``1 of 2 cells (...) comparable with the paper's``: how many of a headline's cells it could judge (a cell
+    without runs is not among them)."""
+    return f"{sum(comparable)} of {len(comparable)} {what} comparable with the paper's"
+
+
+def _hierarchical_headline(
+    per_panel: dict[tuple[str, str], dict[int, float]], checks: dict[tuple[str, str], CellCheck], datasets
+) -> Headline:
+    claim = "A hierarchical prior beats the tuned fixed scale on each data set (at the high noise)."
+    verdicts, widths, reasons, comparable = [], [], [], []
+    for dataset in datasets:
+        values = list(per_panel.get((dataset, "high"), {}).values())
+        check = checks.get((dataset, "high"))
+        verdict, width, text = judge_gain(values, check)
+        comparable.append(bool(values) and check is not None and check.comparable)
+        verdicts.append(verdict)
+        widths.append(width)
+        reasons.append(f"{dataset}: {text}")
+    overall = overall_verdict(verdicts)
+    count = comparable_count(comparable, "cells (data sets at the high noise)")
+    return Headline(claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths))
+
+
+def _noise_headline(
+    per_panel: dict[tuple[str, str], dict[int, float]], checks: dict[tuple[str, str], CellCheck], datasets
+) -> Headline:
+    claim = "The hyperpriors' gain is larger on noisier data."
+    verdicts, widths, reasons, comparable = [], [], [], []
+    for dataset in datasets:
+        high = list(per_panel.get((dataset, "high"), {}).values())
+        low = list(per_panel.get((dataset, "low"), {}).values())
+        at = {noise: checks.get((dataset, noise)) for noise in ("high", "low")}
+        width = None
+        comparable.append(bool(high and low) and all(c is not None and c.comparable for c in at.values()))
+        if not high or not low or None in at.values():
+            verdict, text = Verdict.INCONCLUSIVE, "no counted runs of both cells at a noise"
+        elif not all(c.comparable for c in at.values()):
+            why = "; ".join(f"{noise} noise: {c.reason}" for noise, c in at.items() if not c.comparable)
+            verdict, text = Verdict.NOT_COMPARABLE, f"{Verdict.NOT_COMPARABLE.value} ({why})"
+        elif len(high) < 2 or len(low) < 2:
+            verdict, text = Verdict.INCONCLUSIVE, "fewer than 2 seeds at a noise"
+        else:
+            test = compare(high, low)
+            lower, upper = welch_interval(high, low)
+            at_high = _gain_verdict(high)[0]
+            if at_high is Verdict.DOES_NOT_HOLD or (test.separated and test.gap < 0):
+                verdict = Verdict.DOES_NOT_HOLD
+            elif at_high is Verdict.HOLDS and test.separated and test.gap > 0:
+                verdict = Verdict.HOLDS
+            elif (width := no_effect_width(lower, upper)) is not None:
+                verdict = Verdict.NO_EFFECT
+            else:
+                verdict = Verdict.INCONCLUSIVE
+            text = (
+                f"gain {statistics.fmean(high):+.3f} at the high noise against {statistics.fmean(low):+.3f} at the "
+                f"low, difference {effect_text(test.gap, lower, upper)}: {verdict_text(verdict, width)}"
+            )
+        verdicts.append(verdict)
+        widths.append(width)
+        reasons.append(f"{dataset}: {text}")
+    overall = overall_verdict(verdicts)
+    count = comparable_count(comparable, "cells (data sets at both noises)")
+    return Headline(claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths))
