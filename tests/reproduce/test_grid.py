@@ -192,8 +192,11 @@ def test_run_ids_are_pinned():
         "data_seed": None,
         "data_noise": None,
         "data_samples": None,
+        "temperature": 1.0,
     }
     assert RunSpec(dataclasses.replace(spec.config, data_seed=None), label="moons-s0").run_id == spec.run_id
+    assert RunSpec(dataclasses.replace(spec.config, temperature=1.0), label="moons-s0").run_id == spec.run_id
+    assert RunSpec(dataclasses.replace(spec.config, temperature=0.1), label="moons-s0").run_id != spec.run_id
 
 
 def test_a_record_keeps_a_long_history_binned_to_a_hundred_rows():
