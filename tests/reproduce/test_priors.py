@@ -336,6 +336,28 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
     assert rebuilt.read_text().split("## Verdicts")[1] == text.split("## Verdicts")[1]
 
 
+def test_a_cell_with_failed_seeds_does_not_shrink_the_seeds_of_choices_it_is_not_among():
+    # The flat prior's runs of seeds 0-2 failed (they diverge): the tuning of the fixed scales and the best
+    # hierarchical and fixed cells are still chosen on the seeds those candidates share (0-3), not on seed 3 alone,
+    # where laplace s = 0.3 happens to validate best.
+    flat_failed = [r for r in _grid(0.03, 0.0) if not (r.spec.tag("family") == "flat" and r.spec.tag("seed") != "3")]
+    lucky = [r for r in flat_failed if r.spec.tag("scale") == "0.3" and r.spec.tag("family") == "laplace"]
+    for record in lucky:
+        if record.spec.tag("seed") == "3":
+            record.metrics["val_accuracy"] = 0.95
+    cells = Cells(flat_failed, _profile())
+    assert cells.common_seeds("moons", "high") == {3}  # every cell of the panel, the flat one included
+    assert cells.common_seeds("moons", "high", [("laplace", "0.3"), ("laplace", "1")]) == {0, 1, 2, 3}
+    assert cells.tuned("moons", "high", "laplace") == "1"  # 0.80 over seeds 0-3 beats (0.70 * 3 + 0.95) / 4
+    assert cells.best("moons", "high", "hyper") == ("laplace", "halfnormal")
+    # a choice among cells that share no seed is not made
+    disjoint = [
+        _record("moons", "high", "laplace", "0.3", 0, 0.7, 0.7),
+        _record("moons", "high", "laplace", "1", 1, 0.8, 0.8),
+    ]
+    assert Cells(disjoint, _profile()).tuned("moons", "high", "laplace") is None
+
+
 def test_choices_are_made_on_the_seeds_every_cell_has_finished():
     # An interrupted grid: laplace s = 0.3 has a fifth, lucky seed no other cell has yet. It must not win the tuning.
     records = _grid(0.03, 0.0) + [_record("moons", "high", "laplace", "0.3", 4, 0.99, 0.99)]

@@ -68,30 +68,37 @@ class Cells:
         """``{seed: value}`` of one cell."""
         return {int(r.spec.tag("seed")): metric(r, key) for r in self.runs.get((dataset, noise, family, scale), [])}
 
-    def common_seeds(self, dataset: str, noise: str) -> set[int]:
-        """The seeds every cell of a panel has finished: what choices between its cells are made on."""
-        seeds = [
-            {int(r.spec.tag("seed")) for r in runs} for key, runs in self.runs.items() if key[:2] == (dataset, noise)
-        ]
+    def common_seeds(self, dataset: str, noise: str, cells: list[tuple[str, str]] | None = None) -> set[int]:
+        """The seeds every one of ``cells`` (``(family, scale)``; None: every cell of the panel) has finished: what
+        a choice between those cells is made on."""
+        keys = [key for key in self.runs if key[:2] == (dataset, noise) and (cells is None or key[2:] in cells)]
+        seeds = [{int(r.spec.tag("seed")) for r in self.runs[key]} for key in keys]
         return set.intersection(*seeds) if seeds else set()
 
-    def _choice_key(self, dataset: str, noise: str, family: str, scale: str) -> tuple[float, float]:
-        """Mean validation accuracy and minus mean validation NLL over the panel's common seeds."""
-        seeds = self.common_seeds(dataset, noise)
+    def _choose(self, dataset: str, noise: str, candidates: list[tuple[str, str]]) -> tuple[str, str] | None:
+        """The candidate ``(family, scale)`` with the best mean validation accuracy (ties: lower validation NLL)
+        over the seeds every candidate has finished; None without candidates or without such a seed (a choice made
+        on no common seed would be arbitrary)."""
+        seeds = self.common_seeds(dataset, noise, candidates)
+        if not candidates or not seeds:
+            return None
 
-        def mean(key: str) -> float:
-            values = self.values(dataset, noise, family, scale, key)
-            return mean_sd([v for seed, v in values.items() if seed in seeds])[0]
+        def key(candidate: tuple[str, str]) -> tuple[float, float]:
+            def mean(name: str) -> float:
+                values = self.values(dataset, noise, *candidate, name)
+                return mean_sd([v for seed, v in values.items() if seed in seeds])[0]
 
-        accuracy, nll = mean("val_accuracy"), mean("val_nll")
-        return (accuracy if math.isfinite(accuracy) else -math.inf, -nll if math.isfinite(nll) else -math.inf)
+            accuracy, nll = mean("val_accuracy"), mean("val_nll")
+            return (accuracy if math.isfinite(accuracy) else -math.inf, -nll if math.isfinite(nll) else -math.inf)
+
+        return max(candidates, key=key)
 
     def tuned(self, dataset: str, noise: str, family: str) -> str | None:
-        """The fixed scale of ``family`` with the best mean validation accuracy (ties: lower validation NLL)."""
+        """The fixed scale of ``family`` with the best mean validation accuracy (ties: lower validation NLL), on the
+        seeds every fixed scale of the family has finished."""
         scales = [f"{v:g}" for v in self.profile["fixed_scales"] if self.runs.get((dataset, noise, family, f"{v:g}"))]
-        if not scales:
-            return None
-        return max(scales, key=lambda s: self._choice_key(dataset, noise, family, s))
+        chosen = self._choose(dataset, noise, [(family, scale) for scale in scales])
+        return None if chosen is None else chosen[1]
 
     def rows(self, dataset: str, noise: str) -> list[tuple[str, str, str]]:
         """``(family, scale, kind)`` of the cells a table shows: each family's tuned fixed scale and hyperpriors,
@@ -109,11 +116,9 @@ class Cells:
 
     def best(self, dataset: str, noise: str, kind: str | None = None) -> tuple[str, str] | None:
         """The ``(family, scale)`` among :meth:`rows` of ``kind`` (any: None) with the best mean validation
-        accuracy (ties: lower validation NLL)."""
+        accuracy (ties: lower validation NLL), on the seeds every candidate has finished."""
         candidates = [(f, s) for f, s, k in self.rows(dataset, noise) if kind is None or k == kind]
-        if not candidates:
-            return None
-        return max(candidates, key=lambda c: self._choice_key(dataset, noise, *c))
+        return self._choose(dataset, noise, candidates)
 
 
 def cell_name(family: str, scale: str) -> str:
