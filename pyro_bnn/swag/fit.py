@@ -9,7 +9,6 @@ an epoch by default, as in the paper).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -121,7 +120,6 @@ def fit_swag(
     total = options.pretrain_epochs + options.epochs
     size = bnn.likelihood.dataset_size
     step = 0
-    started = time.perf_counter()
     try:
         for epoch in tqdm(range(total), desc="SWAG", disable=not progress, leave=False, dynamic_ncols=True):
             collecting = epoch >= options.pretrain_epochs
@@ -158,7 +156,6 @@ def fit_swag(
         moments.count,
         seed=seed,
     )
-    posterior.seconds = time.perf_counter() - started
     return posterior
 
 
