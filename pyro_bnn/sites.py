@@ -65,9 +65,10 @@ def is_likelihood_site(site: dict) -> bool:
     return site["type"] == "sample" and bool((site.get("infer") or {}).get(LIKELIHOOD_TAG, False))
 
 
-def sample_plate(num_samples: int) -> pyro.plate:
-    """The plate that draws ``num_samples`` independent copies of every latent site along :data:`SAMPLE_DIM`."""
-    return pyro.plate(SAMPLE_PLATE, num_samples, dim=SAMPLE_DIM)
+def sample_plate(num_samples: int, dim: int = SAMPLE_DIM) -> pyro.plate:
+    """The plate that draws ``num_samples`` independent copies of every latent site along :data:`SAMPLE_DIM` (or
+    ``dim``, left of the plates of a model that opens more than the data plate)."""
+    return pyro.plate(SAMPLE_PLATE, num_samples, dim=dim)
 
 
 def unflatten(names: Sequence[str], shapes: Sequence[tuple[int, ...]], flat: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -87,6 +87,8 @@ def check_compose(ns):
     assert ns["losses"][-1] < ns["losses"][0] and ns["losses_h"][-1] < ns["losses_h"][0]
     assert ns["loop_losses"][-1] < ns["loop_losses"][0]  # the plain loop lowers its negative ELBO
     assert ns["loop_draws"].std(0).mean() > 0  # the module draws new weights on every forward
+    assert ns["prediction"].means.shape == (200, 400, 1)  # section 4: the Trainer's model, as a Prediction
+    assert len(ns["lv_history"]) == ns["LV_EPOCHS"] and _finite(*ns["lv_metrics"].values())
 
 
 CHECKS = {

@@ -141,8 +141,10 @@ class TraceELBO:
     ) -> ObjectiveTerms:
         with scale_latents(kl_weight):
             if self.vectorize_particles:
-                vectorized = (sample_plate(self.num_particles)(fn) for fn in (model, guide))
-                particles = [self._traces(*vectorized, x, y)]
+                # left of every plate the model opens: a BNN's one data plate, a composed model's own
+                nesting = getattr(model, "max_plate_nesting", MAX_PLATE_NESTING)
+                model_, guide_ = (sample_plate(self.num_particles, dim=-nesting - 1)(fn) for fn in (model, guide))
+                particles = [self._traces(model_, guide_, x, y, nesting + 1)]
                 count = self.num_particles
             else:
                 particles = [self._traces(model, guide, x, y) for _ in range(self.num_particles)]
@@ -167,12 +169,17 @@ class TraceELBO:
                     f"{type(site['fn']).__name__}, which has no rsample"
                 )
 
-    def _traces(self, model, guide, x, y):
-        """A guide trace and the model replayed against it, with log densities computed (Pyro's public handlers)."""
+    def _traces(self, model, guide, x, y, nesting: int | None = None):
+        """A guide trace and the model replayed against it, with log densities computed (Pyro's public handlers).
+
+        ``nesting``: the plates the traces may have; by default the model's own (a composed model, a
+        :class:`~pyro_bnn.infer.trainable.TrainableModel`, may open more than a BNN's one data plate)."""
         guide_trace = poutine.trace(guide).get_trace(x, y)
         model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(x, y)
+        if nesting is None:
+            nesting = getattr(model, "max_plate_nesting", MAX_PLATE_NESTING)
         if is_validation_enabled():
-            check_model_guide_match(model_trace, guide_trace, MAX_PLATE_NESTING + int(self.vectorize_particles))
+            check_model_guide_match(model_trace, guide_trace, nesting)
         guide_trace = prune_subsample_sites(guide_trace)
         model_trace = prune_subsample_sites(model_trace)
         model_trace.compute_log_prob()
@@ -181,7 +188,7 @@ class TraceELBO:
             for trace in (model_trace, guide_trace):
                 for site in trace.nodes.values():
                     if site["type"] == "sample":
-                        check_site_shape(site, MAX_PLATE_NESTING + int(self.vectorize_particles))
+                        check_site_shape(site, nesting)
         return model_trace, guide_trace
 
     def _particle(self, model_trace, guide_trace) -> tuple[torch.Tensor, torch.Tensor]:

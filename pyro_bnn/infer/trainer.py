@@ -32,11 +32,13 @@ from pyro_bnn.infer.divergence import NonFiniteLossError
 from pyro_bnn.infer.objectives import ElboKind, Objective
 from pyro_bnn.infer.optim import OptimizerFactory, build_optimizer
 from pyro_bnn.infer.steps import StepRunner, parameters_finite
+from pyro_bnn.infer.trainable import TrainableModel
 from pyro_bnn.infer.trainer_loop import check_all_labels as _check_all_labels
 from pyro_bnn.infer.trainer_loop import (
     check_dataset_size,
     check_parameters_finite,
     guide_parts,
+    kl_scale_of,
     make_step_runner,
     non_finite_message,
     spec_warm_start,
@@ -86,7 +88,9 @@ class Trainer:
     naming the group each belongs in.
 
     Args:
-        bnn: The model.
+        bnn: The model: a :class:`~pyro_bnn.BNN`, or a user's Pyro model around random functions that follows
+            :class:`~pyro_bnn.infer.trainable.TrainableModel` (:class:`pyro_bnn.compose.ComposedModel`; trained
+            with a guide module such as :func:`pyro_bnn.compose.model_guide`'s and the ``trace`` objective).
         guide: A guide spec in the CLI's grammar (``"autonormal:0.01"``, ``"flat:rel=1,loc=map"``, or a parsed
             :class:`~pyro_bnn.guides.GuideSpec`; a ``loc=map`` spec runs its MAP warm start when training starts),
             a guide module, or a builder ``bnn -> guide`` called after the model has moved to ``device``, e.g.
@@ -132,14 +136,17 @@ class Trainer:
     ) -> None:
         given = dict(objective=objective, lr_scheduler=lr_scheduler, validation=validation, runtime=runtime)
         objective, schedule, validation, runtime, resume = regroup({**given, "resume": resume}, deprecated)
-        if not isinstance(bnn, BNN):
-            raise ValueError(f"Trainer trains a pyro_bnn.BNN, got {type(bnn).__name__}")
+        if not isinstance(bnn, (BNN, TrainableModel)):
+            raise ValueError(
+                "Trainer trains a pyro_bnn.BNN or a model with the TrainableModel protocol (such as "
+                f"pyro_bnn.compose.ComposedModel), got {type(bnn).__name__}"
+            )
         self.device = runtime.device if runtime.device is not None else model_device(bnn)
         self.bnn = bnn.to(self.device)
         self.guide_spec: GuideSpec | None
         self.guide: AutoGuide | None  # built by setup() where a builder or spec was given
         self.guide_spec, self.guide, self._guide_builder = guide_parts(guide)
-        objective.check_kl_scale(bnn.likelihood.kl_scale)
+        objective.check_kl_scale(kl_scale_of(bnn))
         self.objective = objective.build()
         schedule_of_kl = objective.kl_schedule if objective.kl_schedule is not None else constant(1.0)
         self.kl_schedule = tempered(schedule_of_kl, objective.temperature)
@@ -180,7 +187,7 @@ class Trainer:
         self.guide.to(self.device)
         with torch.no_grad(), poutine.block():
             self.guide(x, y)  # AutoGuides create their parameters on the first call
-        if built:
+        if built and isinstance(self.bnn, BNN):
             warn_symmetric_start(self.guide, self.bnn)
             self._start = start_of(self.guide)  # a guide passed in may be trained already: its start is unknown
         validate = getattr(self.objective, "validate", None)
@@ -229,7 +236,8 @@ class Trainer:
         x, y = next(iter(train_loader))
         x, y = x.to(self.device), y.to(self.device)
         self.setup(x, y)  # validates the first batch before anything else runs on it
-        _check_all_labels(train_loader, self.bnn, x)
+        if isinstance(self.bnn, BNN):  # a composed model checks its own batches (validate_batch)
+            _check_all_labels(train_loader, self.bnn, x)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
         self.step_runner = make_step_runner(self)

@@ -27,8 +27,10 @@ from pyro_bnn.infer.steps import (
     default_step_runner,
     parameters_finite,
 )
+from pyro_bnn.infer.trainable import TrainableModel
 from pyro_bnn.infer.trainer_options import RuntimeOptions, SchedulerInterval
 from pyro_bnn.infer.warm_start import map_warm_start
+from pyro_bnn.likelihoods import KLScale
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
@@ -42,13 +44,24 @@ def dataset_size(loader: Iterable) -> int:
     return len(dataset)
 
 
-def check_dataset_size(loader: Iterable, bnn: BNN) -> None:
+def model_dataset_size(model: BNN | TrainableModel) -> int:
+    """N, the data set size the model's data term is scaled for: its likelihood's, or its own."""
+    return model.likelihood.dataset_size if isinstance(model, BNN) else model.dataset_size
+
+
+def kl_scale_of(model: BNN | TrainableModel) -> KLScale:
+    """How the model scales its data term: its likelihood's choice; N/B for a model that is not a BNN."""
+    return model.likelihood.kl_scale if isinstance(model, BNN) else KLScale.DATASET
+
+
+def check_dataset_size(loader: Iterable, bnn: BNN | TrainableModel) -> None:
     """Refuses a training loader whose dataset is not the one the likelihood scales the data term for."""
-    size = dataset_size(loader)
-    if size != bnn.likelihood.dataset_size:
+    size, expected = dataset_size(loader), model_dataset_size(bnn)
+    if size != expected:
+        owner = "the likelihood was built with" if isinstance(bnn, BNN) else "the model was built with"
         raise ValueError(
-            f"the training loader has {size} examples but the likelihood was built with "
-            f"dataset_size={bnn.likelihood.dataset_size}; they must match for the N/B scaling"
+            f"the training loader has {size} examples but {owner} dataset_size={expected}; they must match for the "
+            "N/B scaling"
         )
 
 
@@ -107,6 +120,8 @@ def spec_warm_start(trainer: Trainer, loader: Iterable) -> None:
     before a fresh trainer builds its guide: the guide's locations start at a short MAP fit, from Python as from the
     CLI."""
     epochs = trainer.guide_spec.map_warm_start_epochs if trainer.guide_spec is not None else 0
+    if epochs and not isinstance(trainer.bnn, BNN):
+        raise ValueError("a loc=map guide spec warm-starts a BNN; build the guide of a composed model yourself")
     if epochs and trainer.optimizer is None and trainer.guide is None:
         runtime = RuntimeOptions(device=trainer.device, seed=trainer.seed, progress=trainer.progress)
         map_warm_start(trainer.bnn, loader, epochs, optim=trainer.optim, runtime=runtime)

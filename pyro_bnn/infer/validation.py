@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError
@@ -47,7 +48,10 @@ class Validation(Callback):
             NonFiniteOutputError: The predictions are NaN or infinite.
         """
         num_samples = self.num_samples if num_samples is None else num_samples
-        prediction = predict(model, guide, loader, num_samples=num_samples)
+        if isinstance(model, BNN):
+            prediction = predict(model, guide, loader, num_samples=num_samples)
+        else:  # a composed model (TrainableModel) makes its own predictive
+            prediction = model.predict(guide, loader, num_samples=num_samples)
         outputs = prediction.probs if prediction.is_classification else prediction.means
         if not bool(torch.isfinite(outputs).all()):
             raise NonFiniteOutputError("the network's predictions on the validation data are NaN or infinite")

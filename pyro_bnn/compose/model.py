@@ -1,0 +1,263 @@
+"""A user's Pyro model around random functions, made trainable by :class:`~pyro_bnn.infer.Trainer` and predicted into
+a :class:`~pyro_bnn.predict.Prediction`.
+
+:class:`ComposedModel` states what a :class:`~pyro_bnn.BNN`'s likelihood states for it (the data set size N, the
+observation site, the plates) and does what the likelihood does: it marks the observation site as the data term and
+scales every site of the data plate by N/B, so that a minibatch estimates the full data set's ELBO. Its predictive
+reads each posterior draw's distribution of the observation (a ``Normal``, ``StudentT`` or ``Categorical``) instead
+of sampling it, as the library's own predictive does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.util import site_is_subsample
+from torch import nn
+
+from pyro_bnn.checks import positive_int
+from pyro_bnn.compose.random_function import PREDICTIVE_PLATE, RandomFunction
+from pyro_bnn.predict import Prediction
+from pyro_bnn.sites import LIKELIHOOD_TAG
+
+
+class _DataTerm(Messenger):
+    """Tags the observation site as the likelihood's and scales every site in the data plate by N / (plate size)."""
+
+    def __init__(self, observation: str, data_plate: str, dataset_size: int) -> None:
+        super().__init__()
+        self.observation, self.data_plate, self.dataset_size = observation, data_plate, dataset_size
+        self.seen: dict[str, bool] = {}
+
+    def _process_message(self, msg: dict) -> None:
+        if msg["type"] != "sample":
+            return
+        frames = [frame for frame in msg["cond_indep_stack"] if frame.name == self.data_plate]
+        if msg["name"] == self.observation:
+            if not frames:
+                raise ValueError(
+                    f"the observation site {self.observation!r} is not inside the data plate {self.data_plate!r}"
+                )
+            msg["infer"] = {**(msg.get("infer") or {}), LIKELIHOOD_TAG: True}
+            self.seen["observation"] = True
+        if frames:
+            self.seen["plate"] = True
+            # A plate declared with its full size and a subsample is already scaled by Pyro, full size / subsample:
+            # what remains is N / full size (1 where the full size is N).
+            full_size = getattr(frames[0], "full_size", None) or frames[0].size
+            msg["scale"] = msg["scale"] * (self.dataset_size / full_size)
+
+
+def _unwrap(fn: dist.Distribution) -> dist.Distribution:
+    """The distribution under ``Independent`` / masking / expansion wrappers (its parameters broadcast later)."""
+    while isinstance(fn, (dist.Independent, dist.MaskedDistribution, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    return fn
+
+
+def _rows(value: torch.Tensor, num_samples: int, rows: int, what: str) -> torch.Tensor:
+    """``value`` with its (sample, 1, ..., 1, row) batch layout flattened to ``(S, B, -1)``."""
+    if value.numel() % (num_samples * rows):
+        raise ValueError(
+            f"the observation's {what} has shape {tuple(value.shape)}, which is not S={num_samples} draws of "
+            f"B={rows} rows; a composed model's observation must have one row per input"
+        )
+    return value.reshape(num_samples, rows, -1)
+
+
+class ComposedModel(nn.Module):
+    """A user-written Pyro model ``model(x, y=None)`` around random functions, for :class:`~pyro_bnn.infer.Trainer`.
+
+    The model draws its latents (the networks' weights through :class:`~pyro_bnn.compose.RandomFunction`, its own
+    scales, offsets and per-example latents) and observes ``y`` at the site ``observation`` inside a plate named
+    ``data_plate`` over the minibatch rows (``pyro.plate("data", x.shape[0])``). Wrapping it here makes it a
+    :class:`~pyro_bnn.infer.trainable.TrainableModel`: every site of the data plate is scaled by N/B (a plate
+    declared with ``size=N`` and a ``subsample`` is left to Pyro's own scaling), the observation becomes the
+    ELBO's data term (the rest is the KL term, which annealing and tempering scale), the networks' deterministic
+    parameters are this module's own (trained by the Trainer, saved in its checkpoints), and :meth:`predict` gives
+    the posterior predictive as a :class:`~pyro_bnn.predict.Prediction`.
+
+    Args:
+        model: The user's model, called as ``model(x, y)``.
+        functions: The random functions it calls.
+        dataset_size: N, the training examples.
+        observation: Name of the observation site.
+        data_plate: Name of the plate over the minibatch rows.
+        max_plate_nesting: How many plates the model opens (the data plate included); vectorised draws go left of
+            them.
+        parallel_draws: Draw the S predictive samples at once, under a sample plate (the model must broadcast, as
+            one written with plates does); False runs the model once per draw, as a model must whose networks take
+            per-example latents as inputs (a latent-input BNN, a decoder), whose inputs then differ between draws.
+
+    Shapes:
+        ``x``: ``(B, *input_shape)``; ``y``: ``(B,)`` labels or ``(B,)`` / ``(B, D)`` regression targets.
+    """
+
+    def __init__(
+        self,
+        model: Callable,
+        functions: RandomFunction | Sequence[RandomFunction],
+        *,
+        dataset_size: int,
+        observation: str = "y",
+        data_plate: str = "data",
+        max_plate_nesting: int = 1,
+        parallel_draws: bool = True,
+    ) -> None:
+        super().__init__()
+        if not callable(model):
+            raise ValueError(f"model must be a callable model(x, y=None), got {type(model).__name__}")
+        functions = [functions] if isinstance(functions, RandomFunction) else list(functions)
+        if not functions or not all(isinstance(f, RandomFunction) for f in functions):
+            raise ValueError("functions must be one or more pyro_bnn.compose.RandomFunction")
+        self.model = model
+        self.functions = functions
+        # the networks, as submodules: their deterministic parameters train and save with the model
+        self.networks = nn.ModuleDict({f.prefix: f.bnn for f in functions})
+        self.dataset_size = positive_int(dataset_size, "dataset_size")
+        self.max_plate_nesting = positive_int(max_plate_nesting, "max_plate_nesting")
+        self.observation, self.data_plate = str(observation), str(data_plate)
+        self.parallel_draws = bool(parallel_draws)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None):
+        """Runs the user's model on a minibatch, its data plate scaled by N/B and its observation tagged."""
+        handler = _DataTerm(self.observation, self.data_plate, self.dataset_size)
+        with handler:
+            result = self.model(x, y)
+        if "observation" not in handler.seen:
+            raise ValueError(
+                f"the model sampled no site {self.observation!r} inside a plate {self.data_plate!r}; name its "
+                "observation and data plate with observation= and data_plate="
+            )
+        return result
+
+    def validate_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
+        """One-line errors for inputs and targets that are not a batch of rows."""
+        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[0] < 1:
+            raise ValueError(f"x must be a tensor of B >= 1 rows (B, ...), got {getattr(x, 'shape', type(x))}")
+        if y is not None and (not isinstance(y, torch.Tensor) or y.shape[:1] != x.shape[:1]):
+            raise ValueError(
+                f"y must be a tensor with one row per input ({x.shape[0]}), got {getattr(y, 'shape', type(y))}"
+            )
+
+    def _global_draws(self, guide: Callable, x: torch.Tensor, y: torch.Tensor, num_samples: int) -> list:
+        """Draws of every guide site outside the data plate, as ``[(plate or None, trace, draws in it)]``: one
+        vectorised trace of S draws, or S traces of one (``parallel_draws=False``). Per-example latents of new inputs
+        come from their prior in the model instead."""
+        if self.parallel_draws:
+            plate = pyro.plate(PREDICTIVE_PLATE, num_samples, dim=-self.max_plate_nesting - 1)
+            with plate:
+                traces = [(plate, poutine.trace(guide).get_trace(x, y), num_samples)]
+        else:
+            traces = [(None, poutine.trace(guide).get_trace(x, y), 1) for _ in range(num_samples)]
+        for _, trace, _ in traces:
+            for name, node in list(trace.nodes.items()):
+                if node["type"] != "sample":
+                    continue
+                local = any(f.name == self.data_plate for f in node["cond_indep_stack"])
+                if local or site_is_subsample(node):  # the new inputs have plates and latents of their own
+                    trace.remove_node(name)
+        return traces
+
+    @torch.no_grad()
+    def predict(self, guide: Callable, data: Iterable, *, num_samples: int = 100) -> Prediction:
+        """The posterior predictive of ``guide`` on every input of ``data``.
+
+        The guide's global latents are drawn ``num_samples`` times, once, and every batch is scored with the same
+        draws; per-example latents inside the data plate are drawn from the model's prior for each input (new
+        inputs have no posterior of their own). Each draw's observation distribution gives the prediction: class
+        probabilities for a ``Categorical``; the mean and noise scale (and degrees of freedom) for a ``Normal`` or
+        ``StudentT``; ``log_likelihood`` is its log density of the targets.
+
+        Args:
+            guide: The trained guide.
+            data: A re-iterable loader of ``(x, y)`` batches (or one ``(x, y)`` pair).
+            num_samples: S.
+
+        Returns:
+            A :class:`~pyro_bnn.predict.Prediction`: ``probs (S, N, C)``, or ``means`` and ``noise_scale``
+            ``(S, N, D)``; ``targets`` and ``log_likelihood (S, N)``.
+        """
+        num_samples = positive_int(num_samples, "num_samples")
+        batches = [data] if isinstance(data, tuple) else list(data)
+        if not batches:
+            raise ValueError("predict got no data (an empty loader)")
+        device = next((p.device for p in guide.parameters()), torch.device("cpu"))
+        x0, y0 = (t.to(device) for t in batches[0])
+        self.validate_batch(x0, y0)
+        draws = self._global_draws(guide, x0, y0, num_samples)
+        fields: dict[str, list[torch.Tensor]] = {}
+        targets, log_likelihood = [], []
+        for x, y in batches:
+            x, y = x.to(device), y.to(device)
+            self.validate_batch(x, y)
+            batch_fields: dict[str, list[torch.Tensor]] = {}
+            batch_log_likelihood = []
+            for plate, trace, count in draws:
+                with plate if plate is not None else contextlib.nullcontext():
+                    run = poutine.trace(poutine.replay(self.model, trace=trace)).get_trace(x, None)
+                fn = run.nodes[self.observation]["fn"]
+                for key, value in self._fields(fn, count, x.shape[0]).items():
+                    batch_fields.setdefault(key, []).append(value)
+                batch_log_likelihood.append(_rows(fn.log_prob(y), count, x.shape[0], "log density").squeeze(-1))
+            for key, values in batch_fields.items():
+                fields.setdefault(key, []).append(values[0] if key == "noise_df" else torch.cat(values))
+            log_likelihood.append(torch.cat(batch_log_likelihood))
+            targets.append(y)
+        return self._prediction(fields, torch.cat(targets), torch.cat(log_likelihood, dim=1))
+
+    def _fields(self, fn: dist.Distribution, num_samples: int, rows: int) -> dict[str, torch.Tensor]:
+        batch = fn.batch_shape
+        if not batch or batch[-1] != rows or math.prod(batch[:-1]) != num_samples:
+            raise ValueError(
+                f"the observation {self.observation!r} has batch shape {tuple(batch)} for {num_samples} draw(s) of "
+                f"{rows} rows; expected ({num_samples}, 1, ..., {rows}): does every latent broadcast against the "
+                "data plate (a global scalar drawn S times has shape (S, 1))?"
+            )
+        base = _unwrap(fn)
+        shape = fn.batch_shape + fn.event_shape
+        if isinstance(base, dist.Categorical):
+            probs = base.probs.expand(fn.batch_shape + base.probs.shape[-1:])
+            return {"probs": _rows(probs, num_samples, rows, "probabilities")}
+        if isinstance(base, (dist.Normal, dist.StudentT)):
+            out = {
+                "means": _rows(base.loc.expand(shape), num_samples, rows, "mean"),
+                "noise_scale": _rows(base.scale.expand(shape), num_samples, rows, "scale"),
+            }
+            if isinstance(base, dist.StudentT):
+                df = base.df.expand(shape)
+                if not bool((df == df.reshape(-1)[0]).all()):
+                    raise ValueError("a composed model's Student-t observation must have one degrees of freedom")
+                out["noise_df"] = df.reshape(-1)[:1]
+            return out
+        raise ValueError(
+            f"predict reads a Normal, StudentT or Categorical observation; {self.observation!r} is a "
+            f"{type(base).__name__}"
+        )
+
+    @staticmethod
+    def _prediction(fields: dict, targets: torch.Tensor, log_likelihood: torch.Tensor) -> Prediction:
+        if "probs" in fields:
+            return Prediction(probs=torch.cat(fields["probs"], dim=1), targets=targets, log_likelihood=log_likelihood)
+        means = torch.cat(fields["means"], dim=1)
+        return Prediction(
+            means=means,
+            noise_scale=torch.cat(fields["noise_scale"], dim=1),
+            noise_df=fields["noise_df"][0].reshape(()) if "noise_df" in fields else None,
+            targets=targets.reshape(targets.shape[0], -1) if targets.dim() == 1 else targets,
+            log_likelihood=log_likelihood,
+        )
+
+    def extra_repr(self) -> str:
+        prefixes = [f.prefix for f in self.functions]
+        return f"functions={prefixes}, dataset_size={self.dataset_size}, observation={self.observation!r}"
+
+
+__all__ = ["ComposedModel"]
