@@ -26,13 +26,7 @@ from pyro_bnn.sites import LIKELIHOOD_TAG
 N, PRIOR_SCALE, SIGMA = 20, 0.5, 1.0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The nets are tiny: torch's thread pool costs more than it saves."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/compose/conftest.py
 
 
 def _regression_data(n: int = N, seed: int = 0):

@@ -23,13 +23,7 @@ N, PRIOR_SCALE = 20, 0.5
 PARTICLES = 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The nets are tiny: torch's thread pool costs more than it saves (10x on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/compose/conftest.py
 
 
 def _linear(prefix: str = "f", prior_scale: float = PRIOR_SCALE) -> RandomFunction:
