@@ -146,6 +146,11 @@ class Trainer:
         self.guide_spec: GuideSpec | None
         self.guide: AutoGuide | None  # built by setup() where a builder or spec was given
         self.guide_spec, self.guide, self._guide_builder = guide_parts(guide)
+        if not isinstance(bnn, BNN) and self.guide is None:
+            raise ValueError(
+                f"a {type(bnn).__name__} takes a built guide module (pyro_bnn.compose.model_guide(...) builds one); "
+                f"guide specs and builders make guides of a BNN, got {guide!r}"
+            )
         objective.check_kl_scale(kl_scale_of(bnn))
         self.objective = objective.build()
         schedule_of_kl = objective.kl_schedule if objective.kl_schedule is not None else constant(1.0)

@@ -120,8 +120,6 @@ def spec_warm_start(trainer: Trainer, loader: Iterable) -> None:
     before a fresh trainer builds its guide: the guide's locations start at a short MAP fit, from Python as from the
     CLI."""
     epochs = trainer.guide_spec.map_warm_start_epochs if trainer.guide_spec is not None else 0
-    if epochs and not isinstance(trainer.bnn, BNN):
-        raise ValueError("a loc=map guide spec warm-starts a BNN; build the guide of a composed model yourself")
     if epochs and trainer.optimizer is None and trainer.guide is None:
         runtime = RuntimeOptions(device=trainer.device, seed=trainer.seed, progress=trainer.progress)
         map_warm_start(trainer.bnn, loader, epochs, optim=trainer.optim, runtime=runtime)

@@ -258,3 +258,5 @@ def test_bad_models_and_inputs_get_one_line_errors():
         ComposedModel(bernoulli, f, dataset_size=N).predict(guide, [(x, (y > 0).float())], num_samples=2)
     with pytest.raises(ValueError, match="TrainableModel"):
         Trainer(model, guide)
+    with pytest.raises(ValueError, match="takes a built guide module"):
+        Trainer(composed, "flat:rel=1,loc=map")
