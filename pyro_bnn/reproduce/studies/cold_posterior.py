@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 
 from pyro_bnn.evaluation import mean_sd
+from pyro_bnn.reproduce.records import code_version, training_code
 from pyro_bnn.runs import RunConfig, train_run
 
 TEMPERATURES = (0.01, 0.1, 0.3, 1.0, 3.0)
@@ -48,12 +50,22 @@ def run_one(base: RunConfig, temperature: float, seed: int, runs: Path) -> dict:
     """Trains (or reads back) the run at ``temperature`` and ``seed``; its test metrics and train time."""
     folder = runs / f"T{temperature:g}-s{seed}"
     metrics_file = folder / "metrics.json"
+    code_file = folder / "code.json"
     if not metrics_file.exists():
         config = RunConfig.from_dict({**json.loads(base.to_json()), "temperature": temperature, "seed": seed})
+        code = {"code": code_version(), "training_code": training_code()}
+        if code_file.exists() and json.loads(code_file.read_text()) != code:
+            raise RuntimeError(
+                f"{folder} was started by other code ({json.loads(code_file.read_text())['code']}); a run resumes "
+                f"only at the code that started it (this is {code['code']}): delete the folder to train it anew"
+            )
+        code_file.write_text(json.dumps(code) + "\n")
         train_run(config, folder, resume=True, progress=False)  # an interrupted run continues from its checkpoint
     metrics = json.loads(metrics_file.read_text())
+    code = json.loads(code_file.read_text()) if code_file.exists() else {}
     return {"temperature": temperature, "seed": seed, **{m: metrics[m] for m in METRICS},
-            "train_time_s": metrics["train_time_s"]}  # fmt: skip
+            "train_time_s": metrics["train_time_s"], "code": code.get("code", "not recorded"),
+            "training_code": code.get("training_code", "not recorded")}  # fmt: skip
 
 
 def summarise(rows: Sequence[dict], temperatures: Sequence[float]) -> list[dict]:
@@ -71,9 +83,10 @@ def summarise(rows: Sequence[dict], temperatures: Sequence[float]) -> list[dict]
 def verdict(rows: Sequence[dict], temperatures: Sequence[float]) -> str:
     """The plain answer: the best T < 1 on mean test NLL against T = 1, over the seeds that ran every T.
 
-    *Yes* when that T beats T = 1 on every seed and by more than the seeds' sd at T = 1; *no* when it does not beat
-    it on average; otherwise *not settled*. (The best T is chosen on the test NLL it is judged on, which favours
-    "yes" slightly; the per-seed differences are listed so that a reader can see by how much.)
+    *Yes* when that T beats T = 1 on every seed, and its mean gain exceeds both the seeds' sd at T = 1 and twice
+    the standard error of the per-seed differences (so at least 2 seeds); *no* when it does not beat T = 1 on
+    average; otherwise *not settled*. (The best T is chosen on the test NLL it is judged on, which favours "yes";
+    the per-seed differences are listed so that a reader can see by how much.)
     """
     cold = [t for t in temperatures if t < 1]
     if 1.0 not in temperatures or not cold:
@@ -89,18 +102,21 @@ def verdict(rows: Sequence[dict], temperatures: Sequence[float]) -> str:
     best = min(cold, key=mean_nll)
     diffs = [by[(best, s)] - by[(1.0, s)] for s in seeds]
     spread = mean_sd([by[(1.0, s)] for s in seeds])[1]
-    gain = -sum(diffs) / len(diffs)
-    if all(d < 0 for d in diffs) and gain > spread:
+    gain, sd_diff, n = -mean_sd(diffs)[0], mean_sd(diffs)[1], len(diffs)
+    standard_error = sd_diff / math.sqrt(n) if n > 1 else math.inf
+    if all(d < 0 for d in diffs) and gain > spread and gain > 2 * standard_error:
         answer = "yes"
     elif gain <= 0:
         answer = "no"
     else:
-        answer = "not settled (the gain is within the seeds' spread)"
+        answer = "not settled (the gain is within the seeds' noise)"
     listed = ", ".join(f"{d:+.3f}" for d in diffs)
+    error = f"{standard_error:.3f}" if n > 1 else "unknown with one seed"
     return (
         f"**Does a cold posterior predict better? {answer}.** The best T < 1 on mean test NLL is T = {best:g}: NLL "
-        f"{mean_nll(best):.3f} against {mean_nll(1.0):.3f} at T = 1 (difference per seed {listed}; the seeds' sd at "
-        f"T = 1 is {spread:.3f}), over {len(seeds)} seed(s)."
+        f"{mean_nll(best):.3f} against {mean_nll(1.0):.3f} at T = 1, a gain of {gain:.3f} (standard error "
+        f"{error}; difference per seed {listed}; the seeds' sd at T = 1 is {spread:.3f}), over {n} seed(s). T is "
+        "chosen on the test NLL it is judged on, so the gain is an upper estimate."
     )
 
 
@@ -133,6 +149,15 @@ def write_outputs(out: Path, rows: list[dict], temperatures: Sequence[float], co
         lines.append(f"| {entry['temperature']:g} | {entry['seeds']} | {cells} |")
     seconds = sum(r["train_time_s"] for r in rows)
     lines += ["", f"Train time of all {len(rows)} runs: {seconds / 60:.1f} min (one CPU thread each)."]
+    states: dict[str, list[dict]] = {}
+    for row in rows:
+        states.setdefault(row.get("training_code", "not recorded"), []).append(row)
+    described = "; ".join(
+        f"{state}: {len(runs)} run(s) ({', '.join(sorted({r.get('code', 'not recorded') for r in runs}))})"
+        for state, runs in sorted(states.items())
+    )
+    plural = "one state" if len(states) == 1 else f"**{len(states)} states**"
+    lines += ["", f"Training code (`pyro_bnn.reproduce.code_state`): {plural}, {described}."]
     (out / "table.md").write_text("\n".join(lines) + "\n")
     _figure(out / "sweep.png", table)
 
@@ -162,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output folder (runs/, table.md, table.json, sweep.png)")
     parser.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
-    parser.add_argument("--seeds", type=int, default=2, help="seeds per temperature (default %(default)s)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per temperature (default %(default)s)")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--train-subset", type=int, default=10_000)
     parser.add_argument("--data-dir", default=None, help="Fashion-MNIST's folder (default: the usual places)")
