@@ -157,6 +157,18 @@ def leftover_files() -> Callable[[Path], list[str]]:
 
 
 @pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Every test runs on one torch thread (its count put back after). The suite's networks and batches are small:
+    on this project's 2-core machines, shared with other jobs, two OpenMP threads spent most of their time waiting
+    on each other (a 2-weight regression's 600 steps: 47 s on two threads, 12 s on one, on the loaded machine). A
+    reproduction run sets its own count (``threads``, default 1) and a test that needs another sets it itself."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_pyro_state():
     """Every test starts with an empty param store, validation on and fixed seeds."""
     pyro.clear_param_store()

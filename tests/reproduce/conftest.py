@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 
@@ -27,6 +29,24 @@ def read_by():
         return {key: value for key, value in sets.items() if key in read}
 
     return only
+
+
+@pytest.fixture
+def resized_profile(monkeypatch):
+    """``resized_profile(profiles, name, **sizes)``: profile ``name`` of an experiment's ``profiles`` with the size
+    settings ``sizes`` replaced, for this test only. An end-to-end test runs the whole plan and analysis of a profile
+    at sizes smaller than the profile's own (which ``test_profiles_change_sizes_only``-style tests check apart): the
+    same runs, code paths and report, in seconds rather than minutes. Only settings the profile has may change."""
+
+    def resize(profiles: dict, name: str = "quick", **sizes):
+        profile = profiles[name]
+        unknown = set(sizes) - set(profile.settings)
+        assert not unknown, f"not a setting of profile {name!r}: {sorted(unknown)}"
+        resized = dataclasses.replace(profile, settings={**profile.settings, **sizes})
+        monkeypatch.setitem(profiles, name, resized)
+        return resized
+
+    return resize
 
 
 CLEAN_CODE = "pyro_bnn test-suite at 0000000"

@@ -152,17 +152,26 @@ def test_sweep_verdicts():
     assert _sweep_curve(pool_above)[0] is Verdict.DOES_NOT_HOLD
 
 
+QUICKER = {"test_subset": 200, "num_samples": 10, "plateau_images": 100}
+"""The end-to-end test's sizes where they differ from the quick profile's (1 000 test images, 50 posterior draws of
+the 3FC network on each, 300 plateau images): scoring those draws was most of its time. Ten draws still give the
+sampled-label ECE's ten bins (frequencies k / 10) and every other metric; the plan, the runs and the report are the
+quick profile's."""
+
+
 @pytest.fixture
 def tiny_image_sets(tmp_path, make_tiny):
-    """MNIST and Fashion-MNIST stand-ins with 1 000 training and 1 000 test images (the quick profile's sizes)."""
+    """MNIST and Fashion-MNIST stand-ins with 1 000 training images (the quick profile's pool) and
+    ``QUICKER["test_subset"]`` test images."""
     folders = {}
     for seed, name in enumerate(("mnist", "fashion-mnist")):
-        folders[name] = str(make_tiny(1_000, 1_000, seed=seed).write(tmp_path / name))
+        folders[name] = str(make_tiny(1_000, QUICKER["test_subset"], seed=seed).write(tmp_path / name))
     return folders
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by):
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by, resized_profile):
+    resized_profile(PROFILES, "quick", **QUICKER)
     out = tmp_path / "quick"
     report = reproduce(
         "leaky-calibration",
