@@ -26,9 +26,6 @@ from pyro_bnn.sites import LIKELIHOOD_TAG
 N, PRIOR_SCALE, SIGMA = 20, 0.5, 1.0
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/compose/conftest.py
-
-
 def _regression_data(n: int = N, seed: int = 0):
     """Orthogonal input columns of squared norm n, orthogonal to the intercept: the posterior of (w_1, w_2, b) under
     N(0, s0^2 I) is N(X^T y / p, I / p), p = 1/s0^2 + n/sigma^2, which a mean-field guide matches exactly."""

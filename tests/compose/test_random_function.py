@@ -23,9 +23,6 @@ N, PRIOR_SCALE = 20, 0.5
 PARTICLES = 8
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/compose/conftest.py
-
-
 def _linear(prefix: str = "f", prior_scale: float = PRIOR_SCALE) -> RandomFunction:
     torch.manual_seed(0)
     return RandomFunction(BNN(nn.Linear(2, 1), NormalPrior(0.0, prior_scale), Gaussian(1)), prefix=prefix)
