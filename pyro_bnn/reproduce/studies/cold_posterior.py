@@ -59,6 +59,7 @@ def run_one(base: RunConfig, temperature: float, seed: int, runs: Path) -> dict:
                 f"{folder} was started by other code ({json.loads(code_file.read_text())['code']}); a run resumes "
                 f"only at the code that started it (this is {code['code']}): delete the folder to train it anew"
             )
+        folder.mkdir(parents=True, exist_ok=True)
         code_file.write_text(json.dumps(code) + "\n")
         train_run(config, folder, resume=True, progress=False)  # an interrupted run continues from its checkpoint
     metrics = json.loads(metrics_file.read_text())

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from pyro_bnn.reproduce.records import code_version, training_code
+from pyro_bnn.reproduce.studies import cold_posterior
 from pyro_bnn.reproduce.studies.cold_posterior import base_config, run_one, summarise, verdict, write_outputs
 
 
@@ -71,3 +75,15 @@ def test_a_run_started_by_other_code_is_not_resumed(tmp_path):
     (folder / "code.json").write_text('{"code": "pyro_bnn 0.0.1 at 0000000", "training_code": "elsewhere"}\n')
     with pytest.raises(RuntimeError, match="started by other code"):
         run_one(base_config(None, 1, 100), 0.1, 0, tmp_path / "runs")
+
+
+def test_a_new_run_records_its_code_before_it_trains(tmp_path, monkeypatch):
+    def fake_train_run(config, folder, **kwargs):
+        assert (folder / "code.json").exists()  # written before training starts
+        metrics = {"accuracy": 0.8, "nll": 0.5, "ece": 0.05, "train_time_s": 1.0, "temperature": config.temperature}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+
+    monkeypatch.setattr(cold_posterior, "train_run", fake_train_run)
+    row = run_one(base_config(None, 1, 100), 0.1, 0, tmp_path / "runs")
+    assert row["code"] == code_version() and row["training_code"] == training_code()
+    assert row["nll"] == 0.5 and row["temperature"] == 0.1
