@@ -15,6 +15,7 @@ import functools
 import importlib
 import inspect
 import pkgutil
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,7 +61,8 @@ def _objective_classes() -> frozenset[type]:
             factory = factory.func
         if isinstance(factory, type):
             registered.add(factory)
-    infer = set(_classes_of("pyro_bnn.infer"))
+    # the protocols (Objective, TrainableModel) say what is asked, not how: no objective derives from them
+    infer = {cls for cls in _classes_of("pyro_bnn.infer") if typing.Protocol not in cls.__bases__}
     related = {cls for cls in infer if any(issubclass(cls, r) or issubclass(r, cls) for r in registered)}
     return frozenset(registered | related)
 
