@@ -72,6 +72,13 @@ def _rows(value: torch.Tensor, num_samples: int, rows: int, what: str) -> torch.
     return value.reshape(num_samples, rows, -1)
 
 
+def _one_df(df: torch.Tensor) -> torch.Tensor:
+    """The one degrees of freedom of a Student-t observation, over every row and draw (a Prediction has one)."""
+    if not bool((df == df[0]).all()):
+        raise ValueError("a composed model's Student-t observation must have one degrees of freedom in every draw")
+    return df[0]
+
+
 class ComposedModel(nn.Module):
     """A user-written Pyro model ``model(x, y=None)`` around random functions, for :class:`~pyro_bnn.infer.Trainer`.
 
@@ -208,7 +215,7 @@ class ComposedModel(nn.Module):
                     batch_fields.setdefault(key, []).append(value)
                 batch_log_likelihood.append(_rows(fn.log_prob(y), count, x.shape[0], "log density").squeeze(-1))
             for key, values in batch_fields.items():
-                fields.setdefault(key, []).append(values[0] if key == "noise_df" else torch.cat(values))
+                fields.setdefault(key, []).append(torch.cat(values))
             log_likelihood.append(torch.cat(batch_log_likelihood))
             targets.append(y)
         return self._prediction(fields, torch.cat(targets), torch.cat(log_likelihood, dim=1))
@@ -232,10 +239,7 @@ class ComposedModel(nn.Module):
                 "noise_scale": _rows(base.scale.expand(shape), num_samples, rows, "scale"),
             }
             if isinstance(base, dist.StudentT):
-                df = base.df.expand(shape)
-                if not bool((df == df.reshape(-1)[0]).all()):
-                    raise ValueError("a composed model's Student-t observation must have one degrees of freedom")
-                out["noise_df"] = df.reshape(-1)[:1]
+                out["noise_df"] = base.df.expand(shape).reshape(-1)  # checked to be one value by _one_df
             return out
         raise ValueError(
             f"predict reads a Normal, StudentT or Categorical observation; {self.observation!r} is a "
@@ -250,7 +254,7 @@ class ComposedModel(nn.Module):
         return Prediction(
             means=means,
             noise_scale=torch.cat(fields["noise_scale"], dim=1),
-            noise_df=fields["noise_df"][0].reshape(()) if "noise_df" in fields else None,
+            noise_df=_one_df(torch.cat(fields["noise_df"])) if "noise_df" in fields else None,
             targets=targets.reshape(targets.shape[0], -1) if targets.dim() == 1 else targets,
             log_likelihood=log_likelihood,
         )

@@ -257,3 +257,31 @@ def test_bad_models_and_inputs_get_one_line_errors():
         Trainer(model, guide)
     with pytest.raises(ValueError, match="takes a built guide module"):
         Trainer(composed, "flat:rel=1,loc=map")
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_a_student_t_observation_keeps_its_degrees_of_freedom_and_refuses_a_latent_one(parallel):
+    f, _ = _linear_model()
+    x, y = _regression_data()
+
+    def fixed(x, y=None):
+        mean = f(x).squeeze(-1)
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("y", dist.StudentT(4.0, mean, 1.0), obs=y)
+
+    guide = model_guide(fixed, f, rest=None)
+    prediction = ComposedModel(fixed, f, dataset_size=N, parallel_draws=parallel).predict(
+        guide, [(x, y)], num_samples=3
+    )
+    assert float(prediction.noise_df) == 4.0 and prediction.means.shape == (3, N, 1)
+
+    def latent(x, y=None):  # one df per draw: a Prediction holds one, so this is refused, not averaged away
+        df = pyro.sample("df", dist.Gamma(20.0, 5.0))
+        mean = f(x).squeeze(-1)
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("y", dist.StudentT(df, mean, 1.0), obs=y)
+
+    guide = model_guide(latent, f)
+    composed = ComposedModel(latent, f, dataset_size=N, parallel_draws=parallel)
+    with pytest.raises(ValueError, match="one degrees of freedom in every draw"):
+        composed.predict(guide, [(x, y)], num_samples=3)
