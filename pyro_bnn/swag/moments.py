@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import non_negative_int, positive_int
 
 VARIANCE_FLOOR = 1e-30
 """The smallest diagonal variance kept (the authors' ``var_clamp``)."""
@@ -40,9 +40,7 @@ class SwagMoments:
         self, dim: int, rank: int = 20, *, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu"
     ) -> None:
         self.dim = positive_int(dim, "dim")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"rank must be an int >= 0 (0: diagonal SWAG), got {rank!r}")
-        self.rank = rank
+        self.rank = non_negative_int(rank, "rank (0: diagonal SWAG)")
         self.count = 0
         self.mean = torch.zeros(dim, dtype=dtype, device=device)
         self.sq_mean = torch.zeros(dim, dtype=dtype, device=device)
