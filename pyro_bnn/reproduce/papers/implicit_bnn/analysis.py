@@ -53,9 +53,9 @@ from pyro_bnn.reproduce.papers.implicit_bnn.figures import _corruptions as _corr
 from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     CIFAR_COMPARABLE,
     COMPARABLE,
-    METHODS,
     PUBLISHED_LENET_ACCURACY,
     PUBLISHED_TABLES_3_TO_5,
+    lenet_methods,
 )
 from pyro_bnn.reproduce.papers.implicit_bnn.records import CORRUPTION_NAMES as CORRUPTION_NAMES
 from pyro_bnn.reproduce.papers.implicit_bnn.records import METHOD_NAMES as METHOD_NAMES
@@ -93,7 +93,7 @@ from pyro_bnn.reproduce.report import (
 def _widths(records: list[RunRecord], profile: Profile, out: Path) -> Section:
     rows, csv_rows = [], []
     for width in profile["widths"]:
-        for method in METHODS:
+        for method in lenet_methods(profile):
             runs = _method_records(records, method, width=width)
             metrics = [_method_metrics(r, method) for r in runs]
             if method == "ensemble":
@@ -206,13 +206,17 @@ def _cifar(records: list[RunRecord], profile: Profile, out: Path) -> Section:
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
     """The report's sections and headlines (see the module docstring for the verdict rules)."""
-    cubic, cubic_headline = cubic_section(records, profile, out)
-    widths = _widths(records, profile, out)
+    sections, headlines = [], []
+    if profile["depths"]:  # the cpu-widths profile runs no cubic
+        cubic, cubic_headline = cubic_section(records, profile, out)
+        sections.append(cubic)
+        headlines.append(cubic_headline)
     rivals, rival_headlines = rival_verdicts(records, profile)
-    components = _components(records, profile, out)
+    sections += [_widths(records, profile, out), rivals]
+    if len(profile["ks"]) > 1:  # nor a K sweep
+        sections.append(_components(records, profile, out))
     corruptions, corruption_headline = _corruptions(records, profile, out)
-    ood = _ood(records, profile, out)
-    sections = [cubic, widths, rivals, components, corruptions, ood]
+    sections += [corruptions, _ood(records, profile, out)]
     if profile["cifar"]:
         sections.append(_cifar(records, profile, out))
-    return Analysis(sections, [cubic_headline, *rival_headlines, corruption_headline])
+    return Analysis(sections, [*headlines, *rival_headlines, corruption_headline])

@@ -12,7 +12,13 @@ from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.papers.implicit_bnn.measures import CORRUPTIONS
-from pyro_bnn.reproduce.papers.implicit_bnn.plan import COMPARABLE, METHODS, OOD_DATA, PUBLISHED_LENET_ACCURACY
+from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
+    COMPARABLE,
+    METHODS,
+    OOD_DATA,
+    PUBLISHED_LENET_ACCURACY,
+    lenet_methods,
+)
 from pyro_bnn.reproduce.papers.implicit_bnn.records import (
     CORRUPTION_NAMES,
     METHOD_NAMES,
@@ -78,7 +84,7 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
     csv_rows = []
     curves: dict[tuple[int, str, str], list[list[dict[str, float]]]] = {}
     for width in profile["widths"]:
-        for method in METHODS:
+        for method in lenet_methods(profile):
             for r in _method_records(records, method, width=width):
                 for corruption, levels in _shift_values(r, method)["corruptions"].items():
                     curves.setdefault((width, method, corruption), []).append(levels)
@@ -168,7 +174,7 @@ def _corruption_figure(curves: dict, width: int) -> Figure:
 def _ood(records: list[RunRecord], profile: Profile, out: Path) -> Section:
     rows, csv_rows = [], []
     for width in profile["widths"]:
-        for method in METHODS:
+        for method in lenet_methods(profile):
             runs = _method_records(records, method, width=width)
             oods = [_shift_values(r, method)["ood"] for r in runs]
             cells = []

@@ -53,6 +53,12 @@ METHODS = ("node-noise", "vi", "mc-dropout", "ensemble", "deterministic", "tempe
 """The LeNet methods, in table order: ``deterministic`` and ``temperature`` are the ensemble's first member, without
 and with temperature scaling."""
 
+
+def lenet_methods(profile: Profile) -> tuple[str, ...]:
+    """:data:`METHODS` that ``profile`` trains: all but the deep ensemble where it plans one member (``cpu-widths``)."""
+    return tuple(m for m in METHODS if m != "ensemble" or profile["members"] > 1)
+
+
 CIFAR_CELLS = (("cifar10", "vgg16"), ("cifar100", "vgg16"), ("cifar10", "wrn28x10"), ("cifar100", "wrn28x10"))
 """The paper's large-network cells (its Table 2), run at the ``paper`` profile only."""
 
@@ -132,7 +138,7 @@ _PAPER = {
     "depths": (1, 2, 3, 4, 5), "cubic_steps": 5000, "cubic_samples": 64,
     "widths": (1, 2, 4, 8), "ks": (1, 2, 4, 8, 16), "members": 5, "train_images": None, "val_images": 5_000,
     "epochs": 100, "test_subset": None, "shift_images": 10_000, "samples": 20,
-    "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": CIFAR_CELLS, "cifar_epochs": 300,
+    "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": CIFAR_CELLS, "cifar_epochs": 300, "patience": 0,
 }  # fmt: skip
 """The paper profile's settings; the gpu profile trains its LeNet cells for 20 epochs and no CIFAR."""
 
@@ -145,6 +151,7 @@ PROFILES = {
             "depths": (1, 2), "cubic_steps": 30, "cubic_samples": 8,
             "widths": (1,), "ks": (1, 4), "members": 2, "train_images": 600, "val_images": 200, "epochs": 1,
             "test_subset": 300, "shift_images": 100, "samples": 4, "samples_per_component": 1, "cifar": (),
+            "patience": 0,
         },
     ),
     "cpu": Profile(
@@ -156,7 +163,20 @@ PROFILES = {
             "depths": (1, 2, 3, 4, 5), "cubic_steps": 2000, "cubic_samples": 40,
             "widths": (1, 2), "ks": (1, 2, 4, 8, 16), "members": 5, "train_images": 20_000, "val_images": 2_000,
             "epochs": 10, "test_subset": None, "shift_images": 1_000, "samples": 20,
-            "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": (),
+            "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": (), "patience": 0,
+        },
+    ),
+    "cpu-widths": Profile(
+        "cpu-widths",
+        "Fig. 4's width sweep on CPU, to convergence: LeNet x1 to x8 (42k to 2.6M parameters) on 10 000 training "
+        "images, up to 40 epochs with patience 3, node noise against weight-space VI, MC dropout and the "
+        "deterministic network, with the shift evaluation on 5 000 test images; no cubic, no K sweep, no ensemble",
+        seeds=3,
+        settings={
+            "depths": (), "cubic_steps": 0, "cubic_samples": 0,
+            "widths": (1, 2, 4, 8), "ks": (4,), "members": 1, "train_images": 10_000, "val_images": 2_000,
+            "epochs": 40, "test_subset": 5_000, "shift_images": 1_000, "samples": 20,
+            "samples_per_component": SAMPLES_PER_COMPONENT, "cifar": (), "patience": 3,
         },
     ),
     "gpu": Profile(
@@ -223,6 +243,7 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
         batch_size=128,
         train_subset=profile["train_images"],
         val_size=profile["val_images"],
+        patience=profile["patience"],
         test_subset=profile["test_subset"],
         data_dir=data_dirs.get("fashion-mnist"),
         seed=seed,
@@ -281,17 +302,18 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                 )
             )
         specs.extend(members)
-        ensemble = replace(member, seed=seed, num_samples=profile["members"])
-        specs.append(
-            RunSpec(
-                ensemble,
-                label=f"lenet{width}-ensemble-s{seed}",
-                measures=(f"shift:{profile['members']},{images},{OOD_DATA}",),
-                tags=run_tags(**tags, method="ensemble"),
-                other_data=ood,
-                members=tuple(members),
+        if profile["members"] > 1:  # no ensemble of one network (cpu-widths plans the deterministic network alone)
+            ensemble = replace(member, seed=seed, num_samples=profile["members"])
+            specs.append(
+                RunSpec(
+                    ensemble,
+                    label=f"lenet{width}-ensemble-s{seed}",
+                    measures=(f"shift:{profile['members']},{images},{OOD_DATA}",),
+                    tags=run_tags(**tags, method="ensemble"),
+                    other_data=ood,
+                    members=tuple(members),
+                )
             )
-        )
         if width == profile["widths"][0]:
             for k in profile["ks"]:
                 if k == 4:
