@@ -311,7 +311,15 @@ def test_a_profile_without_synthetic_data_sets_has_no_data_and_noise_section(tmp
 # ---------------------------------------------------------------------------------------------------- end to end
 
 
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by):
+QUICKER = {"steps": 30, "samples": 10}
+"""The end-to-end test's sizes where they differ from the quick profile's (60 full-batch steps, 20 posterior draws
+per test point): each step of the 18 synthetic runs writes a checkpoint and weight statistics, so the steps were
+most of its time. Thirty steps still pass the KL warm-up (30 % of the steps) and leave a loss curve; ten draws still
+give every metric. The plan, the batches, the CNN run, the figures and the report are the quick profile's."""
+
+
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by, resized_profile):
+    resized_profile(PROFILES, "quick", **QUICKER)
     out = tmp_path / "priors"
     data_dirs = read_by("priors", tiny_image_sets)
     report = reproduce("priors", profile="quick", out=out, data_dirs=data_dirs, device="cpu", progress=False,
@@ -324,7 +332,7 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
     assert batched and batched[0].startswith("- Batched: 10 of the 19 runs done trained in batches of 5 runs"), batched
     verdicts = [line for line in text.splitlines() if line.startswith("- **")]
     assert len(verdicts) == 4
-    # one seed of 60 steps: not comparable (still improving, or off the paper's accuracy) or else inconclusive
+    # one seed of 30 steps: not comparable (still improving, or off the paper's accuracy) or else inconclusive
     assert all(Verdict.INCONCLUSIVE.value in line or Verdict.NOT_COMPARABLE.value in line for line in verdicts[:3])
     assert "## Comparability with the paper" in text and "| training, hierarchical |" in text
     for name in ("loss_curves.png", "map-moons-best.png", "map-circles-flat.png", "last-layer-moons.png",
