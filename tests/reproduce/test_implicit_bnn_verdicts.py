@@ -357,7 +357,10 @@ def test_fig_4_s_degradation_past_165k_parameters_is_untested_at_the_cpu_widths(
     headline = rival_verdicts(_committed(), _profile())[1][0]
     assert headline.claim.startswith("Weight-space VI's test error rises past about 165k parameters")
     assert headline.verdict is Verdict.NOT_COMPARABLE and headline.reason.startswith("Untested at these widths.")
-    assert "x2 (165,202 parameters)" in headline.reason and "only the `paper` profile runs" in headline.reason
+    assert (
+        "x2 (165,202 parameters)" in headline.reason
+        and "`cpu-widths` (10 000 images, to convergence) and `paper` profiles run" in headline.reason
+    )
 
 
 def _width_sweep(vi: dict[int, float], node: dict[int, float], curve=FLAT_CURVE) -> list[RunRecord]:
