@@ -85,11 +85,19 @@ class Comparison:
         separated: ``|gap| > t * standard_error`` with ``t`` the two-sided ``1 - alpha`` quantile of Student's t at
             the Welch-Satterthwaite degrees of freedom: the seeds tell the groups apart at level ``alpha``. Never
             with fewer than 2 values in a group; with equal values inside both groups, any non-zero gap.
+        half_width: ``t * standard_error``, so ``gap ± half_width`` is the ``1 - alpha`` interval of the gap (0 with
+            equal values inside both groups; NaN with fewer than 2 values in a group).
     """
 
     gap: float
     standard_error: float
     separated: bool
+    half_width: float = math.nan
+
+    @property
+    def farther_end(self) -> float:
+        """``|gap| + half_width``: the interval's end farthest from zero, so the gap lies within ± this."""
+        return abs(self.gap) + self.half_width
 
 
 def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comparison:
@@ -104,9 +112,10 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comp
     va, vb = sd_a**2 / n_a, sd_b**2 / n_b
     se = math.sqrt(va + vb)
     if se == 0:
-        return Comparison(gap, se, gap != 0)
+        return Comparison(gap, se, gap != 0, 0.0)
     dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-    return Comparison(gap, se, abs(gap) > float(t.ppf(1 - alpha / 2, dof)) * se)
+    half_width = float(t.ppf(1 - alpha / 2, dof)) * se
+    return Comparison(gap, se, abs(gap) > half_width, half_width)
 
 
 def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:

@@ -115,8 +115,30 @@ def _runs(activation, eces, accuracies):
     ],
 )
 def test_table_1_cell_verdicts(leaky, relu, expected):
-    verdict, reason = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu))
+    verdict, reason, within = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu))
     assert verdict is expected, reason
+    assert within is None  # without the paper's gap, never "no effect"
+
+
+TIGHT = (([0.010, 0.011, 0.012], [0.97, 0.97, 0.97]), ([0.011, 0.012, 0.013], [0.97, 0.97, 0.97]))
+# gap -0.001, se sqrt(2e-6 / 3) = 0.000816, t(0.975, 4 dof) = 2.776: interval [-0.00327, +0.00127]
+
+
+def test_a_tight_interval_that_excludes_the_papers_gap_is_no_effect_within_its_farther_end():
+    leaky, relu = TIGHT
+    verdict, reason, within = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu), paper_gap=-0.012)
+    assert verdict is Verdict.NO_EFFECT, reason
+    assert within == pytest.approx(0.001 + 2.7764451 * (2e-6 / 3) ** 0.5, rel=1e-5)
+    assert "[-0.003, +0.001]" in reason and "excludes the paper's gap -0.012" in reason
+
+
+def test_an_interval_that_holds_the_papers_gap_stays_inconclusive():
+    leaky, relu = TIGHT
+    verdict, reason, within = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu), paper_gap=-0.003)
+    assert (verdict, within) == (Verdict.INCONCLUSIVE, None), reason
+    wide = ([0.010, 0.050, 0.030], [0.97, 0.97, 0.97]), ([0.020, 0.060, 0.040], [0.97, 0.97, 0.97])
+    verdict, reason, _ = table_1_cell(_runs(LEAKY, *wide[0]), _runs("relu", *wide[1]), paper_gap=-0.012)
+    assert verdict is Verdict.INCONCLUSIVE, reason
 
 
 def test_table_1_shows_coverage_and_set_size_of_both_activations(tmp_path):

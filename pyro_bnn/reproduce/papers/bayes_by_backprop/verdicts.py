@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import COMPARABLE, NO_EFFECT_WITHIN, PUBLISHED_ACCURACY
 from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict
-from pyro_bnn.reproduce.report import compare, format_mean_sd, mean_sd
+from pyro_bnn.reproduce.report import compare, format_mean_sd
 
 
 def _cell(record: RunRecord) -> tuple[str, str, str]:
@@ -46,17 +46,7 @@ def _pct(values: list[float]) -> str:
 def _interval(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> float:
     """The farther end from zero of the ``1 - alpha`` interval of ``mean(a) - mean(b)`` (Welch, as
     :func:`~pyro_bnn.reproduce.report.compare`): ``|gap| + t * se``; NaN with fewer than 2 values in a group."""
-    from scipy.stats import t
-
-    mean_a, sd_a, n_a = mean_sd(a)
-    mean_b, sd_b, n_b = mean_sd(b)
-    if n_a < 2 or n_b < 2:
-        return math.nan
-    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
-    if va + vb == 0:
-        return abs(mean_a - mean_b)
-    dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-    return abs(mean_a - mean_b) + float(t.ppf(1 - alpha / 2, dof)) * math.sqrt(va + vb)
+    return compare(a, b, alpha).farther_end
 
 
 def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str, float | None]:

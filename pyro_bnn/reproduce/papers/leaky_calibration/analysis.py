@@ -12,9 +12,12 @@ t-test at level 0.05: a gap "is separated" when the seeds tell the two groups ap
 - **Table 1, per cell** (model, data set, objective), on the authors' ECE (10 bins, sampled-label frequencies):
   *holds* when Leaky's ECE is lower than ReLU's by a separated gap and Leaky's accuracy is at most
   :data:`ACCURACY_TOLERANCE` below ReLU's; *does not hold* when ReLU's ECE is lower by a separated gap, or Leaky is
-  better calibrated but less accurate by more than the tolerance (separated); *inconclusive* otherwise (fewer than 2
-  seeds, or the seed spread covers the gap). Per objective, over the comparable cells: *holds* when every one
-  holds, *does not hold* when at least half of them do not, *inconclusive* otherwise; a cell without runs yet
+  better calibrated but less accurate by more than the tolerance (separated); *no effect within ±x* when the gap
+  is not separated and its 95 % interval lies within ±x, x smaller than the paper's gap in that cell (the interval
+  excludes the effect the paper reports); *inconclusive* otherwise (fewer than 2 seeds, or an interval wide enough to
+  hold the paper's gap). Per objective, over the comparable cells: *holds* when every one
+  holds, *does not hold* when at least half of them do not, *no effect* when every one shows none, *inconclusive*
+  otherwise; a cell without runs yet
   counts as inconclusive, so an unfinished grid never reads *holds*; no comparable cell: *not comparable*.
 - **Slope sweep, per curve**: the ECE at slope 0 (ReLU) against the ECE at each slope farther than
   :data:`NEAR_ZERO` from 0, fixed contrasts at level 0.05 / (number of those slopes) (Bonferroni), and against those
@@ -111,7 +114,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
     ]
     for objective in profile.settings.get("objectives", list(OBJECTIVES)):
         objective_name = OBJECTIVES[objective]
-        rows, verdicts, reasons, comparable = [], [], [], 0
+        rows, verdicts, reasons, comparable, intervals = [], [], [], 0, []
         for dataset in profile["datasets"]:
             for model in profile["models"]:
                 leaky = cells.get((objective, dataset, model, LEAKY), [])
@@ -128,9 +131,10 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                     reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
                     status = verdict.value
                 else:
-                    verdict, why = table_1_cell(leaky, relu)
-                    reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
-                    status = verdict.value
+                    verdict, why, within = table_1_cell(leaky, relu, paper_gap=published[2] - published[3])
+                    status = verdict.value if within is None else f"no effect within ±{within:.3f}"
+                    reasons.append(f"{model} on {dataset}: {status} ({why})")
+                    intervals.append(within)
                     comparable += 1
                 verdicts.append(verdict)
                 rows.append(
@@ -166,6 +170,9 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                 overall,
                 f"{comparable} of {len(verdicts)} cells comparable with the paper's. Cells: {_count(verdicts)}. "
                 + "; ".join(reasons),
+                interval=max((x for x in intervals if x is not None), default=None)
+                if overall is Verdict.NO_EFFECT
+                else None,
             )
         )
     text = (
@@ -191,7 +198,7 @@ def _ablation(records: list[RunRecord], runs: list[RunRecord], profile: Profile,
     trace = [r for r in runs if r.spec.tag("objective") == "paper" and r.config.activation in ACTIVATIONS]
     key = lambda r: (r.config.model, r.config.dataset, r.config.activation)  # noqa: E731
     fused_cells, trace_cells = _cells(fused, key), _cells(trace, key)
-    rows, csv_rows, gaps = [], [], []
+    rows, csv_rows, gaps, separated = [], [], [], 0
     for model in models:
         for dataset in profile["datasets"]:
             for activation, name in ACTIVATIONS.items():
@@ -202,6 +209,7 @@ def _ablation(records: list[RunRecord], runs: list[RunRecord], profile: Profile,
                 gap = compare(_values(a, ECE_SAMPLED), _values(b, ECE_SAMPLED))
                 if a and b:
                     gaps.append(gap.gap)
+                    separated += gap.separated
                 se = "—" if math.isnan(gap.standard_error) else f"{gap.standard_error:.3f}"
                 rows.append([
                     model, dataset, name,
@@ -221,7 +229,7 @@ def _ablation(records: list[RunRecord], runs: list[RunRecord], profile: Profile,
               "accuracy authors'", "accuracy fused", "seeds authors' / fused"]  # fmt: skip
     measured = (
         f"Measured effect of the fused objective on the authors' ECE, mean over the {len(gaps)} cells with both: "
-        f"{sum(gaps) / len(gaps):+.3f}."
+        f"{sum(gaps) / len(gaps):+.3f}; {separated} of the {len(gaps)} gaps separated."
         if gaps
         else "No cell has runs of both estimators yet."
     )
@@ -229,7 +237,7 @@ def _ablation(records: list[RunRecord], runs: list[RunRecord], profile: Profile,
         "The same cells (authors' objective) trained with the fused objective instead of the authors' `Trace_ELBO`: "
         "antithetic weight draws and the closed-form KL, equal in expectation, with less gradient noise. Gap: the "
         "fused runs' ECE (10 bins, sampled labels) minus the authors' estimator's, with its standard error over "
-        f"seeds; 'separated' at level 0.05. {measured}"
+        f"seeds, marked 'separated' where Welch's test at level 0.05 tells the estimators apart. {measured}"
     )
     title = "Estimator ablation: the fused objective against the authors' Trace_ELBO"
     return Section(title, text, [markdown_table(header, rows, "lll" + "r" * 6)], csv_files=["estimator.csv"])

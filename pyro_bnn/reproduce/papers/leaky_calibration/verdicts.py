@@ -52,23 +52,39 @@ def _count(verdicts: list[Verdict]) -> str:
     return ", ".join(f"{sum(v is kind for v in verdicts)} {kind.value}" for kind in Verdict)
 
 
-def table_1_cell(leaky: list[RunRecord], relu: list[RunRecord]) -> tuple[Verdict, str]:
-    """The verdict of one Table 1 cell and its numbers (the rule: the docstring of :mod:`.analysis`)."""
+def table_1_cell(
+    leaky: list[RunRecord], relu: list[RunRecord], paper_gap: float | None = None
+) -> tuple[Verdict, str, float | None]:
+    """The verdict of one comparable Table 1 cell, its numbers, and for *no effect* the half-width x of the
+    interval ``±x`` the ECE gap lies in (the rule: the docstring of :mod:`.analysis`).
+
+    Args:
+        leaky, relu: The cell's runs of each activation.
+        paper_gap: The paper's ECE gap Leaky - ReLU in this cell; None: *no effect* is never said.
+    """
     ece = compare(_values(leaky, ECE_SAMPLED), _values(relu, ECE_SAMPLED))
     acc = compare(_values(leaky, "accuracy"), _values(relu, "accuracy"))
     se = "n/a" if math.isnan(ece.standard_error) else f"{ece.standard_error:.3f}"
     numbers = f"ECE gap Leaky - ReLU {ece.gap:+.3f} (se {se}), accuracy gap {acc.gap:+.3f}"
     if ece.separated and ece.gap > 0:
-        return Verdict.DOES_NOT_HOLD, numbers + ": ReLU is better calibrated"
+        return Verdict.DOES_NOT_HOLD, numbers + ": ReLU is better calibrated", None
     if ece.separated and ece.gap < 0:
         if acc.gap < -ACCURACY_TOLERANCE and acc.separated:
-            return Verdict.DOES_NOT_HOLD, numbers + ": Leaky is better calibrated but less accurate"
+            return Verdict.DOES_NOT_HOLD, numbers + ": Leaky is better calibrated but less accurate", None
         if acc.gap >= -ACCURACY_TOLERANCE:
-            return Verdict.HOLDS, numbers
-        return Verdict.INCONCLUSIVE, numbers + ": Leaky is better calibrated, but may be less accurate"
+            return Verdict.HOLDS, numbers, None
+        return Verdict.INCONCLUSIVE, numbers + ": Leaky is better calibrated, but may be less accurate", None
     if min(len(leaky), len(relu)) < 2:
-        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds"
-    return Verdict.INCONCLUSIVE, numbers + ": the seed spread covers the gap"
+        return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds", None
+    interval = f"95 % interval [{ece.gap - ece.half_width:+.3f}, {ece.gap + ece.half_width:+.3f}]"
+    if paper_gap is not None and ece.farther_end < abs(paper_gap):
+        return (
+            Verdict.NO_EFFECT,
+            numbers + f": the {interval} lies within ±{ece.farther_end:.3f} and excludes the paper's gap "
+            f"{paper_gap:+.3f}",
+            ece.farther_end,
+        )
+    return Verdict.INCONCLUSIVE, numbers + f": the seed spread covers the gap ({interval})", None
 
 
 def table_1_check(
