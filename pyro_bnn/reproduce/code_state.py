@@ -19,7 +19,7 @@ import functools
 import hashlib
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -128,6 +128,16 @@ def training_code_of(record: RunRecord) -> str | None:
     if dirty:
         return record.training_code if record.training_code and record.training_code == committed else None
     return committed or record.training_code or None
+
+
+def cell_code_states(runs: Sequence[RunRecord]) -> str:
+    """The training code of one cell's runs, for its table row: ``one state (<fingerprint>)``, or
+    ``**N states** (<fingerprint>, ...)`` when its runs ran different training code (a comparison inside the cell
+    crosses code), ``unknown`` standing for a run whose code cannot be named."""
+    states = sorted({training_code_of(r) or "unknown" for r in runs})
+    if len(states) == 1:
+        return f"one state ({states[0]})"
+    return f"**{len(states)} states** ({', '.join(states)})"
 
 
 def uncommitted(record: RunRecord) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from pyro_bnn.reproduce.code_state import cell_code_states
 from pyro_bnn.reproduce.planned import RunRecord
 
 WINDOW = 3
@@ -77,7 +78,8 @@ class CellCheck:
     Attributes:
         comparable: Whether the cell may be judged.
         reason: Why not (empty when comparable).
-        summary: The cell's training states, epochs and accuracy against the paper's, for its table row.
+        summary: The cell's training states, epochs and accuracy against the paper's, for its table row, and its
+            training code when its runs ran more than one state (:func:`~.code_state.cell_code_states`).
     """
 
     comparable: bool
@@ -109,6 +111,9 @@ def check_cell(
     if published_accuracy is not None:
         shown += f" vs {published_accuracy:.3f}"
     summary = f"converged {converged}/{len(runs)}, epochs {span}, accuracy {shown}"
+    code = cell_code_states(runs)
+    if not code.startswith("one state"):
+        summary += f", training code {code}"
     reasons = []
     if converged < len(runs):
         counts = {s: states.count(s) for s in TrainingState if not s.converged and s in states}

@@ -181,3 +181,21 @@ def test_records_hold_no_absolute_data_path(tmp_path, monkeypatch):
     write_record(tmp_path / "r", RunRecord(spec, Status.DONE, {"accuracy": 1.0}))
     assert str(tmp_path) not in (tmp_path / "r" / RESULT).read_text()
     assert read_record(tmp_path, spec).status is Status.MISSING  # its own folder is tmp_path/<run id>, not r
+
+
+def test_a_cell_whose_runs_ran_different_training_code_says_so_in_its_row(monkeypatch):
+    from pyro_bnn.reproduce.comparability import check_cell
+
+    monkeypatch.setattr(code_state, "training_code_at", lambda commit: None)  # commits this checkout lacks
+    a, b = tiny_specs(2)
+    history = [{"epoch": i + 1, "val_accuracy": 0.9} for i in range(6)]
+    same = [_done(a, "pyro_bnn 0.1.0 at 111", "f1"), _done(b, "pyro_bnn 0.1.0 at 111", "f1")]
+    mixed = [same[0], _done(b, "pyro_bnn 0.1.0 at 222", "f2")]
+    assert code_state.cell_code_states(same) == "one state (f1)"
+    assert code_state.cell_code_states(mixed) == "**2 states** (f1, f2)"
+    assert code_state.cell_code_states([_done(a, "pyro_bnn 0.1.0 at 333")]) == "one state (unknown)"
+    for runs in (same, mixed):
+        for run in runs:
+            run.history = history
+    assert "training code" not in check_cell(same, None, 0.0).summary
+    assert check_cell(mixed, None, 0.0).summary.endswith(", training code **2 states** (f1, f2)")

@@ -213,6 +213,6 @@ def test_the_table_shows_fit_scoring_and_total(tmp_path):
     table, csv_name = dataset_table(_cost_records(), "fashion-mnist", tmp_path)
     assert "| OOD AUROC | fit (s) | scoring (s) | total (s) |" in table.splitlines()[0]
     kfac = next(line for line in table.splitlines() if line.startswith("| Laplace, KFAC |"))
-    assert kfac.endswith("| 11.0 ± 1.0 | 1000.0 ± 0.0 | 1011.0 ± 1.0 |")
+    assert kfac.endswith("| 11.0 ± 1.0 | 1000.0 ± 0.0 | 1011.0 ± 1.0 | one state (unknown) |")
     header = (tmp_path / csv_name).read_text().splitlines()[0]
     assert header.endswith("ood_auroc,fit_seconds,scoring_seconds,total_seconds")

@@ -165,7 +165,9 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
     text = (
         f"Test error of the 10-sample predictive and of the posterior-mean network at the best of "
         f"{profile['epochs']} epochs (by validation accuracy on {profile['val_images']:,} held-out training images), "
-        f"mean ± sd over seeds, inputs /126. The published runs trained 600 epochs; here {late} of "
+        f"mean ± sd over seeds, inputs /126. Estimator: Pyro's `Trace_ELBO` (`--elbo auto` is it for the bbb guide), "
+        f"2 weight draws per step and the KL by Monte Carlo, as in Blundell et al. The published runs trained 600 "
+        f"epochs; here {late} of "
         f"{len(all_runs)} runs had their best epoch among the last two"
         + (
             " (the error curves below): their validation accuracy was still rising when they stopped, and the "

@@ -149,7 +149,9 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         save_figure(reliability_figure(runs[0].metrics["reliability"], "first seed"), out / "reliability.png")
         figures.append("reliability.png")
     text = (
-        "Test accuracy after the last epoch; the tutorial's numbers in the last row. Coverage and set size are of the "
+        "Test accuracy after the last epoch; the tutorial's numbers in the last row. Estimator: Pyro's `Trace_ELBO` "
+        "(`--elbo auto` is it for the bbb guide), 2 weight draws per step and the KL by Monte Carlo, as in the "
+        "tutorial. Coverage and set size are of the "
         f"10-sample ensemble's sets. *Training*: how each run's training ended. The runs together: {check.summary}"
         + ("" if check.comparable else f"; not comparable at this scale ({check.reason})")
         + f". {COMPARABLE.describe()} {CONFORMAL_NOTE}"

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pyro_bnn.reproduce.code_state import cell_code_states
 from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES
 from pyro_bnn.reproduce.planned import RunRecord
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, metric_cells, select, write_csv
@@ -119,13 +120,13 @@ def dataset_table(records: list[RunRecord], dataset: str, out: Path) -> tuple[st
             else format_mean_sd(values(records, dataset, family, k), COLUMNS[k][1])
             for k in keys
         ]
-        rows.append([NAMES[family], str(seeds), *cells])
+        rows.append([NAMES[family], str(seeds), *cells, cell_code_states(runs)])
         for record in runs:
             csv_rows.append({"family": family, "seed": record.spec.tag("seed"),
                              **{k: metric(record, k, by_id) for k in keys}})  # fmt: skip
     name = f"{dataset}-families.csv"
     write_csv(out / name, csv_rows)
-    return markdown_table(["family", "seeds", *[COLUMNS[k][0] for k in keys]], rows), name
+    return markdown_table(["family", "seeds", *[COLUMNS[k][0] for k in keys], "training code"], rows), name
 
 
 def _score(key: str, value: float) -> float:

@@ -6,6 +6,7 @@ the docstring of :mod:`pyro_bnn.reproduce.papers.posterior_families.analysis`, w
 
 from __future__ import annotations
 
+from pyro_bnn.reproduce.code_state import cell_code_states
 from pyro_bnn.reproduce.comparability import check_cell
 from pyro_bnn.reproduce.papers.posterior_families.tables import CHANCE, COLUMNS, DATASETS, NAMES, _members, values
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Verdict
@@ -76,6 +77,19 @@ def convergence(records: list[RunRecord], dataset: str, family: str) -> str:
     return "" if check.comparable else f"of the MAP networks it is built on, {check.reason}"
 
 
+def cell_state(records: list[RunRecord], dataset: str, families: tuple[str, ...]) -> str:
+    """What a verdict that reads ``families``' runs on ``dataset`` rests on, for its reason: each family's training
+    state (:func:`pyro_bnn.reproduce.comparability.check_cell` without a published accuracy, so convergence only;
+    "not checked" for runs without a per-epoch validation history, such as NUTS and SG-MCMC) and training code."""
+    parts = []
+    for family in families:
+        runs = select(records, dataset=dataset, family=family)
+        trained = [r for r in runs if r.history]
+        state = check_cell(trained, None, 0.0).summary if trained else "convergence not checked"
+        parts.append(f"{NAMES[family]}: {state}, training code {cell_code_states(runs)}")
+    return "Runs: " + "; ".join(parts) + "."
+
+
 def headlines(records: list[RunRecord]) -> list[Headline]:
     """The four verdicts of the module docstring."""
     result = []
@@ -83,7 +97,8 @@ def headlines(records: list[RunRecord]) -> list[Headline]:
     verdict = _judge([1.0] * max(len(ratio), 2), ratio, True) if len(ratio) >= 2 else Verdict.INCONCLUSIVE
     result.append(Headline(
         "Mean-field VI's weight marginals are narrower than NUTS's (moons)", verdict,
-        f"median sd ratio to NUTS {_fmt(ratio, 2)} over {len(ratio)} seed(s), against 1."))  # fmt: skip
+        f"median sd ratio to NUTS {_fmt(ratio, 2)} over {len(ratio)} seed(s), against 1. "
+        + cell_state(records, "moons", ("nuts", "mean-field"))))  # fmt: skip
     mean_field = values(records, "moons", "mean-field", "kl_to_nuts")
     verdicts, parts = [], []
     for family in ("sgld", "cyclical-sgld"):
@@ -95,7 +110,8 @@ def headlines(records: list[RunRecord]) -> list[Headline]:
     result.append(Headline(
         "SG-MCMC's predictive is closer to NUTS's than mean-field VI's (moons)", verdict,
         f"KL from the NUTS predictive, mean over test points: {', '.join(parts)}, mean-field VI "
-        f"{_fmt(mean_field, 4)}."))  # fmt: skip
+        f"{_fmt(mean_field, 4)}. "
+        + cell_state(records, "moons", ("nuts", "sgld", "cyclical-sgld", "mean-field"))))  # fmt: skip
     for family, other, key, claim in (
         ("ensemble", "mean-field", "ood_auroc",
          "A deep ensemble detects out-of-domain inputs better than mean-field VI"),
