@@ -12,10 +12,12 @@ import pytest
 
 from pyro_bnn.reproduce.comparability import FLAT, TrainingState, training_state
 from pyro_bnn.reproduce.papers.implicit_bnn.analysis import (
+    RIVAL_CLAIMS,
     _corruptions,
     _widths,
     contrast,
     half_width,
+    rival_contrasts,
     rival_verdicts,
 )
 from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_check, cubic_section, loss_blocks
@@ -31,8 +33,9 @@ from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
     PROFILES,
     PUBLISHED_TABLES_3_TO_5,
 )
+from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import every_cell_verdict
 from pyro_bnn.reproduce.planned import Headline, RunRecord, RunSpec, Status, Verdict, run_tags
-from pyro_bnn.reproduce.report import compare
+from pyro_bnn.reproduce.report import compare, overall_verdict
 from pyro_bnn.runs.config import RunConfig
 
 FLAT_CURVE = [0.5, 0.8, 0.9, 0.95, 0.96, 0.97, 0.97, 0.971, 0.972, 0.973]  # +0.003 over the last 3 epochs
@@ -231,7 +234,8 @@ def test_node_noise_is_judged_against_the_deterministic_network_and_mc_dropout_n
     assert verdicts["Node noise has a lower ECE than weight-space VI at every LeNet width"] is Verdict.HOLDS
     assert verdicts["Node noise has a lower NLL than the deterministic network at every LeNet width"] is Verdict.HOLDS
     ece = _headline(headlines, "Node noise has a lower ECE than the deterministic network")
-    assert ece.reason.startswith("2 of 2 cells comparable. Node noise vs deterministic: x1: does not hold")
+    assert ece.reason.startswith("2 of 2 cells comparable; does not hold at x1: the claim is for every width,")
+    assert "Node noise vs deterministic: x1: does not hold" in ece.reason
     assert "0.021 vs 0.012" in ece.reason and "node noise higher, separated" in ece.reason
     mc = _headline(headlines, "Node noise has a lower ECE than MC dropout")
     assert "x1: inconclusive at this scale" in mc.reason and "x2: does not hold (0.021 vs 0.006" in mc.reason
@@ -252,6 +256,83 @@ def test_the_committed_runs_at_their_cap_are_not_comparable_but_their_numbers_ar
     mixed += [r for r in _committed() if r.spec.tag("width") == "1"]
     ece = _headline(rival_verdicts(mixed, _profile())[1], "Node noise has a lower ECE than the deterministic network")
     assert ece.verdict is Verdict.DOES_NOT_HOLD and ece.reason.startswith("1 of 2 cells comparable")
+
+
+def _two_widths(x2_gap: float, x2_spread: float, *, x2_curve=FLAT_CURVE) -> list[RunRecord]:
+    """Converged node-noise and deterministic runs at x1 and x2: node noise's ECE 0.010 below the deterministic
+    network's at x1 (separated), ``x2_gap`` above it at x2 with seeds ``x2_spread`` apart; ``x2_curve``: the x2 runs'
+    validation accuracy."""
+    runs = [_lenet(m, 1, s, 0.9, 0.3, base + 0.001 * s) for m, base in (("node-noise", 0.020), ("deterministic", 0.030))
+            for s in range(3)]  # fmt: skip
+    runs += [_lenet(m, 2, s, 0.9, 0.3, base + x2_spread * (s - 1), curve=x2_curve)
+             for m, base in (("node-noise", 0.020 + x2_gap), ("deterministic", 0.020)) for s in range(3)]  # fmt: skip
+    return runs
+
+
+ECE_VS_DETERMINISTIC = "Node noise has a lower ECE than the deterministic network at every LeNet width"
+
+
+def test_one_separated_counterexample_makes_an_every_width_claim_not_hold_and_names_its_cell():
+    """x1 holds, x2 is a comparable cell where the seeds separate node noise's higher ECE: half the cells or not, a
+    claim for every width fails, at x2."""
+    ece = _headline(rival_verdicts(_two_widths(0.010, 0.001), _profile())[1], ECE_VS_DETERMINISTIC)
+    assert ece.verdict is Verdict.DOES_NOT_HOLD
+    assert ece.reason.startswith("2 of 2 cells comparable; does not hold at x2: the claim is for every width,")
+    assert "x1: holds" in ece.reason and "x2: does not hold" in ece.reason
+    # with four widths, one counterexample among three cells that hold still fails the claim (the counting rule
+    # of overall_verdict would need two)
+    runs = _two_widths(0.010, 0.001)
+    runs += [_lenet(m, w, s, 0.9, 0.3, base + 0.001 * s) for w in (4, 8)
+             for m, base in (("node-noise", 0.020), ("deterministic", 0.030)) for s in range(3)]  # fmt: skip
+    ece = _headline(rival_verdicts(runs, _profile(widths=(1, 2, 4, 8)))[1], ECE_VS_DETERMINISTIC)
+    assert overall_verdict([Verdict.HOLDS, Verdict.DOES_NOT_HOLD, Verdict.HOLDS, Verdict.HOLDS]) is (
+        Verdict.INCONCLUSIVE
+    )
+    assert ece.verdict is Verdict.DOES_NOT_HOLD and "does not hold at x2:" in ece.reason
+    assert ece.reason.startswith("4 of 4 cells comparable")
+
+
+def test_an_every_width_claim_whose_seeds_separate_nothing_against_it_stays_inconclusive():
+    """x2's gap against the claim is wide and unseparated: no counterexample, so the counting rule decides."""
+    ece = _headline(rival_verdicts(_two_widths(0.010, 0.010), _profile())[1], ECE_VS_DETERMINISTIC)
+    assert ece.verdict is Verdict.INCONCLUSIVE
+    assert "x2: inconclusive at this scale" in ece.reason and "does not hold" not in ece.reason
+    unseparated = [
+        _lenet(m, w, s, 0.9, 0.3, base + 0.010 * (s - 1)) for w in (1, 2)
+        for m, base in (("node-noise", 0.025), ("deterministic", 0.020)) for s in range(3)
+    ]  # fmt: skip
+    ece = _headline(rival_verdicts(unseparated, _profile())[1], ECE_VS_DETERMINISTIC)
+    assert ece.verdict is Verdict.INCONCLUSIVE and "does not hold" not in ece.reason
+
+
+def test_a_counterexample_in_a_cell_that_is_not_comparable_never_fails_an_every_width_claim():
+    """The same separated gap at x2, but the x2 runs stopped at their cap still improving: x2 is not comparable, so
+    the headline rests on x1 alone and never reads *does not hold*."""
+    ece = _headline(rival_verdicts(_two_widths(0.010, 0.001, x2_curve=RISING), _profile())[1], ECE_VS_DETERMINISTIC)
+    assert ece.verdict is Verdict.HOLDS and ece.reason.startswith("1 of 2 cells comparable. ")
+    assert "x2: not comparable" in ece.reason and "node noise higher, separated" in ece.reason
+    # no comparable cell at all: not comparable, not "does not hold"
+    improving = _two_widths(0.010, 0.001, x2_curve=RISING)
+    improving = [r for r in improving if r.spec.tag("width") == "2"]
+    ece = _headline(rival_verdicts(improving, _profile(widths=(2,)))[1], ECE_VS_DETERMINISTIC)
+    assert ece.verdict is Verdict.NOT_COMPARABLE
+    cells = rival_contrasts(_two_widths(0.010, 0.001, x2_curve=RISING), _profile(), RIVAL_CLAIMS[4])
+    assert every_cell_verdict(cells) == (Verdict.HOLDS, [])
+
+
+def test_each_claim_names_where_the_paper_shows_it_and_where_it_is_tested():
+    headlines = rival_verdicts(_committed(), _profile("cpu-widths"))[1]
+    nll = _headline(headlines, "Node noise has a lower NLL than MC dropout at every LeNet width")
+    assert "paper: Table 4, VGG-16 and WRN-28x10 on CIFAR-10/100; here: LeNet x1, x2, x4, x8 on Fashion-MNIST " in (
+        nll.claim
+    )
+    assert "(10 000 training images, 5 000 test images)" in nll.claim
+    assert "the no-effect margin ±0.0158 is from the paper's CIFAR tables" in nll.claim
+    vi = _headline(headlines, "Node noise has a lower test error than weight-space VI")
+    assert "paper: Fig. 4, LeNet on Fashion-MNIST" in vi.claim
+    corrupted = _headline(headlines, "Under corrupted inputs, node noise has a lower ECE than MC dropout")
+    assert "our extension: the paper's Fig. 8 reports mean predictive entropy only" in corrupted.claim
+    assert "the first 1 000 test images corrupted" in corrupted.claim
 
 
 def _flat_values(center: dict[str, float], spread: float) -> list[RunRecord]:

@@ -16,20 +16,27 @@ the t quantile at the Welch-Satterthwaite degrees of freedom times its standard 
   missing is *inconclusive*, so an unfinished grid never reads *holds*. Every headline counts its comparable cells
   (:func:`~pyro_bnn.reproduce.report.overall_verdict`: *holds* when every comparable cell holds, *does not hold* when
   at least half do not, *no effect* when every one shows none, *not comparable* when none is comparable) and says
-  how many there were. Every table shows each cell's training state
+  how many there were; a claim *at every LeNet width* reads *does not hold* as soon as one comparable cell separates
+  the gap against it, naming the cell (:func:`~.verdicts.every_cell_verdict`; a cell that is not comparable never
+  counts against a claim). Every table shows each cell's training state
   (:attr:`~pyro_bnn.reproduce.comparability.CellCheck.summary`).
 - **Node noise against a rival, in one metric** (:func:`contrast`; lower is better: test error in %, NLL, ECE with
   15 bins). The rivals are the paper's: the deterministic network (its SGD row, here the deep ensemble's first
-  member), MC dropout and weight-space VI (Tables 3-5, Fig. 4). One headline per rival and metric, its cells the
+  member), MC dropout and weight-space VI. The paper compares them on VGG-16 and WRN-28x10 on CIFAR-10/100 (Tables
+  3-5, Fig. 7); on LeNet / Fashion-MNIST it shows only node noise against weight-space VI in test error (Fig. 4), so
+  every other LeNet headline tests a CIFAR claim at another architecture, data set and scale, and says so beside the
+  claim. One headline per rival and metric, its cells the
   LeNet widths (and, against the deterministic network, the paper's CIFAR networks at the ``paper`` profile). Per
   comparable cell: *holds* when node noise is lower (separated); *does not hold* when it is higher (separated);
   *no effect within ±x* when the 95 % interval of the gap lies inside ± its metric's threshold in
-  :data:`~pyro_bnn.reproduce.papers.implicit_bnn.NO_EFFECT_WITHIN` (the smallest effect the paper reports: such an
-  interval rules out every effect it shows; x is the interval's farther end, the largest over the cells in a
-  headline); *inconclusive* otherwise (fewer than 2 seeds, or an interval too wide to tell).
-- **The same under corrupted inputs** (the grid's ``shift`` measurement): per width and corruption, each seed's test
-  error and ECE averaged over the corrupted intensities (level 0, the clean images, left out), against the
-  deterministic network and MC dropout, by the same rule and thresholds (the paper prints none for corrupted data).
+  :data:`~pyro_bnn.reproduce.papers.implicit_bnn.NO_EFFECT_WITHIN` (the smallest effect the paper reports on
+  CIFAR: such an interval rules out every effect it shows; x is the interval's farther end, the largest over the
+  cells in a headline); *inconclusive* otherwise (fewer than 2 seeds, or an interval too wide to tell).
+- **The same under corrupted inputs** (the grid's ``shift`` measurement; our extension, not the paper's claim: its
+  Fig. 8, WRN-28x10 on corrupted CIFAR, reports mean predictive entropy only): per width and corruption, each seed's
+  test error and ECE averaged over the corrupted intensities (level 0, the clean images, left out), against the
+  deterministic network and MC dropout, by the same rule and thresholds (the paper prints none for corrupted data),
+  the comparable cells counted by :func:`~pyro_bnn.reproduce.report.overall_verdict`.
 - **Weight-space VI degrades past about 165k parameters; node noise does not** (Fig. 4,
   :data:`~pyro_bnn.reproduce.papers.implicit_bnn.FIG_4_KNEE_WIDTH`): per width past the paper's 4x point (x2 here),
   VI's and node noise's test error there against at x2. *Holds* when VI's rises (separated) and node noise's does not
@@ -37,7 +44,8 @@ the t quantile at the Welch-Satterthwaite degrees of freedom times its standard 
   within ±x* when VI's change lies inside ± the error threshold; *inconclusive* otherwise. With no width past x2 the
   claim is untested, and the headline says so (*not comparable at this scale*).
 - **Weight-space VI underfits more as depth grows; node noise does not**: :mod:`.cubic`.
-- **Node noise's predictive entropy rises with corruption** (the paper's Fig. 8): per corruption, at the first
+- **Node noise's predictive entropy rises with corruption** (the paper's Fig. 8, on WRN-28x10 and CIFAR; here
+  LeNet on Fashion-MNIST): per corruption, at the first
   width, *holds* when the mean predictive entropy at the strongest level is above the clean one (separated), *does
   not hold* when it is not above (separated gap <= 0), *inconclusive* otherwise (the paper prints no effect size,
   so never *no effect*); judged only when node noise's runs converged.

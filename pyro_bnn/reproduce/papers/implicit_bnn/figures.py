@@ -128,6 +128,9 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
         judged = "not comparable, unjudged" if verdict is Verdict.NOT_COMPARABLE else verdict.value
         reasons.append(f"{name}: {mean_sd(clean)[0]:.3f} -> {mean_sd(strongest)[0]:.3f} nats ({shows}; {judged})")
     text = (
+        "The paper's Fig. 8 shows the mean predictive entropy of WRN-28x10 on corrupted CIFAR-10/100; here LeNet on "
+        "Fashion-MNIST. The accuracy and ECE under corruption, and their verdicts, are our extension (Fig. 8 reports "
+        "entropy only). "
         f"The first {profile['shift_images']} test images corrupted at rising intensity (level 0: clean), every method "
         "of a seed on the same corrupted images: accuracy, ECE and the mean predictive entropy split into its "
         "aleatoric part (expected entropy of one sample) and its epistemic part (mutual information); mean over "
@@ -136,9 +139,17 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
         "under corruption are in *Node noise against its rivals*; the entropy verdict is judged only when node "
         "noise's runs converged (training as in the width table)."
     )
-    section = Section("Corrupted inputs (Fig. 8)", text, figures=figures, csv_files=["corruptions.csv"])
+    images = f"{profile['shift_images']:,}".replace(",", " ")
+    section = Section(
+        "Corrupted inputs (the paper's Fig. 8 on CIFAR; here LeNet on Fashion-MNIST)",
+        text,
+        figures=figures,
+        csv_files=["corruptions.csv"],
+    )
     headline = Headline(
-        "Node noise's mean predictive entropy rises as the inputs are corrupted (Gaussian blend, salt and pepper).",
+        "Node noise's mean predictive entropy rises as the inputs are corrupted (Gaussian blend, salt and pepper; "
+        "paper: Fig. 8, WRN-28x10 on corrupted CIFAR-10/100; here: LeNet "
+        f"x{profile['widths'][0]} on the first {images} Fashion-MNIST test images).",
         overall_verdict(verdicts),
         f"{sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)} of {len(verdicts)} cells comparable"
         + ("" if check.comparable else f" (node noise at x{width}: {check.reason})")

@@ -170,7 +170,8 @@ PROFILES = {
         "cpu-widths",
         "Fig. 4's width sweep on CPU, to convergence: LeNet x1 to x8 (42k to 2.6M parameters) on 10 000 training "
         "images, up to 40 epochs with patience 3, node noise against weight-space VI, MC dropout and the "
-        "deterministic network, with the shift evaluation on 5 000 test images; no cubic, no K sweep, no ensemble",
+        "deterministic network, tested on 5 000 test images, the shift evaluation on the first 1 000; no cubic, "
+        "no K sweep, no ensemble",
         seeds=3,
         settings={
             "depths": (), "cubic_steps": 0, "cubic_samples": 0,
