@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pyro_bnn.reproduce.papers.implicit_bnn.claims import RIVAL_NAMES as RIVAL_NAMES
 from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_section
 from pyro_bnn.reproduce.papers.implicit_bnn.figures import _components, _ood
 from pyro_bnn.reproduce.papers.implicit_bnn.figures import _corruptions as _corruptions
@@ -78,7 +79,6 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
 from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import METRIC_DIGITS as METRIC_DIGITS
 from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import METRIC_NAMES as METRIC_NAMES
 from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import RIVAL_CLAIMS as RIVAL_CLAIMS
-from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import RIVAL_NAMES as RIVAL_NAMES
 from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import Contrast as Contrast
 from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import RivalClaim as RivalClaim
 from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import contrast as contrast
