@@ -130,11 +130,17 @@ def training_code_of(record: RunRecord) -> str | None:
     return committed or record.training_code or None
 
 
+def code_states(runs: Sequence[RunRecord]) -> list[str]:
+    """The distinct training code fingerprints of ``runs``, sorted, ``unknown`` standing for a run whose code
+    cannot be named."""
+    return sorted({training_code_of(r) or "unknown" for r in runs})
+
+
 def cell_code_states(runs: Sequence[RunRecord]) -> str:
     """The training code of one cell's runs, for its table row: ``one state (<fingerprint>)``, or
     ``**N states** (<fingerprint>, ...)`` when its runs ran different training code (a comparison inside the cell
     crosses code), ``unknown`` standing for a run whose code cannot be named."""
-    states = sorted({training_code_of(r) or "unknown" for r in runs})
+    states = code_states(runs)
     if len(states) == 1:
         return f"one state ({states[0]})"
     return f"**{len(states)} states** ({', '.join(states)})"

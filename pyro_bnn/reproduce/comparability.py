@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pyro_bnn.reproduce.code_state import cell_code_states
+from pyro_bnn.reproduce.code_state import cell_code_states, code_states
 from pyro_bnn.reproduce.planned import RunRecord
 
 WINDOW = 3
@@ -95,10 +95,12 @@ def check_cell(
     metric: str = "val_accuracy",
     paper_epochs: int | None = None,
     flat: float = FLAT,
+    name_code: bool = True,
 ) -> CellCheck:
     """Whether the cell of ``runs`` (every group of runs a verdict compares, pooled) is comparable with the paper:
     every run converged and their mean accuracy within ``tolerance`` of ``published_accuracy`` (None: the paper
-    gives none, and only convergence is checked)."""
+    gives none, and only convergence is checked). ``name_code=False`` leaves mixed training code out of the
+    summary, for a caller that names its runs' code itself."""
     if not runs:
         return CellCheck(False, "no runs yet", "no runs")
     states = [training_state(r, metric, paper_epochs, flat) for r in runs]
@@ -111,9 +113,8 @@ def check_cell(
     if published_accuracy is not None:
         shown += f" vs {published_accuracy:.3f}"
     summary = f"converged {converged}/{len(runs)}, epochs {span}, accuracy {shown}"
-    code = cell_code_states(runs)
-    if not code.startswith("one state"):
-        summary += f", training code {code}"
+    if name_code and len(code_states(runs)) > 1:
+        summary += f", training code {cell_code_states(runs)}"
     reasons = []
     if converged < len(runs):
         counts = {s: states.count(s) for s in TrainingState if not s.converged and s in states}

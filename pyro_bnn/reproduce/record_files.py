@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,13 +136,24 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
         status,
         metrics=values.get("metrics", {}),
         history=values.get("history", []),
-        reason=values.get("reason", ""),
+        reason=portable_reason(values.get("reason", "")),
         seconds=values.get("seconds", 0.0),
         code=values.get("code", ""),
         threads=values.get("threads", 0),
         retried=values.get("retried", ""),
         training_code=values.get("training_code", ""),
     )
+
+
+ABSOLUTE_RUN_PATH = re.compile(r"(?<![\w./-])/(?:[^\s/]+/)*?" + RUNS + r"/(?=[^\s/]+-[0-9a-f]{10}(?:/|\b))")
+"""An absolute path up to a grid's ``runs/`` folder, followed by a run id (``<label>-<10 hex digits>``)."""
+
+
+def portable_reason(text: str) -> str:
+    """A stored reason with every absolute path into a grid's run folder cut to ``runs/<run id>/...``: records
+    written before :func:`grid_relative` named the machine's folder (``/home/.../runs/ID/checkpoint.pt``), and a
+    report must name neither it nor the machine. The record on disk is left as it is."""
+    return ABSOLUTE_RUN_PATH.sub(RUNS + "/", text)
 
 
 def grid_relative(text: str, root: Path) -> str:

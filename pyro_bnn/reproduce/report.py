@@ -135,6 +135,13 @@ def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
+def overall_width(verdict: Verdict, widths: Sequence[float | None]) -> float | None:
+    """The x of an overall *no effect within ±x*: the widest of its cells' (None for any other verdict, or when no
+    cell has one)."""
+    found = [w for w in widths if w is not None]
+    return max(found) if verdict is Verdict.NO_EFFECT and found else None
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Writes ``rows`` (one dict per row; the header is every key in the order first seen) to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)

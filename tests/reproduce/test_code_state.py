@@ -4,6 +4,7 @@ name no machine's absolute data path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from pyro_bnn.reproduce import code_state
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.code_state import commit_fingerprint, counted, is_training_file, tree_fingerprint
 from pyro_bnn.reproduce.grid import run_grid
-from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, Status
+from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, Status, run_tags
 from pyro_bnn.reproduce.records import RESULT, read_record, spec_to_dict, write_record
 from pyro_bnn.reproduce.report import write_report
 
@@ -199,3 +200,17 @@ def test_a_cell_whose_runs_ran_different_training_code_says_so_in_its_row(monkey
             run.history = history
     assert "training code" not in check_cell(same, None, 0.0).summary
     assert check_cell(mixed, None, 0.0).summary.endswith(", training code **2 states** (f1, f2)")
+    assert "training code" not in check_cell(mixed, None, 0.0, name_code=False).summary
+
+
+def test_posterior_families_names_a_family_s_mixed_training_code_once(monkeypatch):
+    from pyro_bnn.reproduce.papers.posterior_families.verdicts import cell_state
+
+    monkeypatch.setattr(code_state, "training_code_at", lambda commit: None)
+    tags = run_tags(dataset="moons", family="mean-field")
+    a, b = (dataclasses.replace(spec, tags=tags) for spec in tiny_specs(2))
+    runs = [_done(a, "pyro_bnn 0.1.0 at 111", "f1"), _done(b, "pyro_bnn 0.1.0 at 222", "f2")]
+    for run in runs:
+        run.history = [{"epoch": i + 1, "val_accuracy": 0.9} for i in range(6)]
+    text = cell_state(runs, "moons", ("mean-field",))
+    assert text.count("**2 states**") == 1, text

@@ -18,7 +18,7 @@ import pytest
 from pyro_bnn.reproduce import LocalExecutor, RayExecutor, Status, make_executor, run_grid
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.grid import GRID
-from pyro_bnn.reproduce.planned import RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec
 from pyro_bnn.reproduce.records import RECORD_HISTORY_ROWS, binned_history
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig
@@ -262,6 +262,24 @@ def test_a_failed_record_names_paths_under_the_grid_relative_to_it(tmp_path):
     assert read_record(runs, spec).reason == failed.reason
     stored = json.loads((runs / spec.run_id / "result.json").read_text())
     assert str(tmp_path) not in stored["traceback"] and f"runs/{spec.run_id}/checkpoint.pt" in stored["traceback"]
+
+
+def test_an_old_record_s_absolute_run_path_is_read_back_relative_and_left_on_disk(tmp_path):
+    """A record written before failure reasons were made relative names the machine's grid folder; reading it (as a
+    report does) cuts that to ``runs/<id>/...``, and the file itself is not rewritten."""
+    from pyro_bnn.reproduce.record_files import portable_reason, write_record
+    from pyro_bnn.reproduce.records import read_record
+
+    runs = tmp_path / "grid" / "runs"
+    spec = RunSpec(BASE, label="moons-s0")
+    old = f"NonFiniteLossError: NaN; the last good checkpoint is /work/main/results/x/runs/{spec.run_id}/checkpoint.pt."
+    write_record(runs / spec.run_id, RunRecord(spec, Status.FAILED, reason=old))
+    read = read_record(runs, spec)
+    assert read.reason == f"NonFiniteLossError: NaN; the last good checkpoint is runs/{spec.run_id}/checkpoint.pt."
+    assert "/work/main" in (runs / spec.run_id / "result.json").read_text()
+    # only a path into a run folder is cut: other absolute paths, and relative ones, stay as they were
+    for kept in ("no file /data/runs/notes.txt here", f"already runs/{spec.run_id}/checkpoint.pt", "OSError: /tmp/x"):
+        assert portable_reason(kept) == kept
 
 
 def test_a_member_whose_checkpoint_is_gone_is_trained_again_for_a_run_that_reads_it(tmp_path, capsys):

@@ -63,6 +63,7 @@ from pyro_bnn.reproduce.report import (
     markdown_table,
     metric_cells,
     overall_verdict,
+    overall_width,
     write_csv,
 )
 
@@ -158,7 +159,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         "Blundell's KL weighting lowers the test error (Singh: by 0.3 points)",
         overall,
         f"{_comparable_count(verdicts, 'priors')}. " + "; ".join(reasons),
-        interval=max((x for x in intervals if x is not None), default=None) if overall is Verdict.NO_EFFECT else None,
+        interval=overall_width(overall, intervals),
     )
     all_runs = [r for runs in cells.values() for r in runs]
     late = sum(1 for r in all_runs if (_best_epoch(r) or 0) >= profile["epochs"] - 1)

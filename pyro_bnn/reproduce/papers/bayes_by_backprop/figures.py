@@ -27,7 +27,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
 from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import _cell, _comparable_count, _pct, _verdict, cell_check
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.records import RUNS
-from pyro_bnn.reproduce.report import markdown_table, write_csv
+from pyro_bnn.reproduce.report import markdown_table, overall_width, write_csv
 
 PRUNING_CLAIM_FRACTIONS = (0.75, 0.95)
 
@@ -169,7 +169,8 @@ def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
     elif any(v is Verdict.DOES_NOT_HOLD for v in verdicts):
         verdict = Verdict.DOES_NOT_HOLD
     elif all(v is Verdict.NO_EFFECT for v in verdicts):
-        verdict, interval = Verdict.NO_EFFECT, max(x for x in intervals if x is not None)
+        verdict = Verdict.NO_EFFECT
+        interval = overall_width(verdict, intervals)
     else:
         verdict = Verdict.INCONCLUSIVE
     headline = Headline(

@@ -40,7 +40,15 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
     _untested_widths_note,
 )
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, overall_verdict, select
+from pyro_bnn.reproduce.report import (
+    compare,
+    format_mean_sd,
+    markdown_table,
+    mean_sd,
+    overall_verdict,
+    overall_width,
+    select,
+)
 
 
 def half_width(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> float:
@@ -213,9 +221,7 @@ def rival_headline(
             parts.append(f"{cell.setting}: {cell.label} (runs missing)")
         else:
             parts.append(f"{cell.setting}: {cell.label} ({_numbers(cell, claim.metric)}: {cell.shows})")
-    interval = None
-    if overall is Verdict.NO_EFFECT:
-        interval = max(c.interval for c in cells if c.interval is not None)
+    interval = overall_width(overall, [c.interval for c in cells])
     fails = ""
     if against:
         cells_text = " and ".join(against)
@@ -291,7 +297,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         )  # fmt: skip
     overall = overall_verdict(verdicts)
     comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
-    interval = max(intervals) if overall is Verdict.NO_EFFECT else None
+    interval = overall_width(overall, intervals)
     reason = f"{comparable} of {len(verdicts)} cells comparable; " + "; ".join(parts) + "."
     return Headline(claim, overall, reason, interval), rows
 

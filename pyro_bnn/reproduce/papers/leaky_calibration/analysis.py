@@ -65,6 +65,7 @@ from pyro_bnn.reproduce.report import (
     markdown_table,
     metric_cells,
     overall_verdict,
+    overall_width,
     write_csv,
 )
 
@@ -170,9 +171,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                 overall,
                 f"{comparable} of {len(verdicts)} cells comparable with the paper's. Cells: {_count(verdicts)}. "
                 + "; ".join(reasons),
-                interval=max((x for x in intervals if x is not None), default=None)
-                if overall is Verdict.NO_EFFECT
-                else None,
+                interval=overall_width(overall, intervals),
             )
         )
     text = (

@@ -85,7 +85,7 @@ def cell_state(records: list[RunRecord], dataset: str, families: tuple[str, ...]
     for family in families:
         runs = select(records, dataset=dataset, family=family)
         trained = [r for r in runs if r.history]
-        state = check_cell(trained, None, 0.0).summary if trained else "convergence not checked"
+        state = check_cell(trained, None, 0.0, name_code=False).summary if trained else "convergence not checked"
         parts.append(f"{NAMES[family]}: {state}, training code {cell_code_states(runs)}")
     return "Runs: " + "; ".join(parts) + "."
 

@@ -37,6 +37,13 @@ which is then the paired t-test, level 0.05; every seed's cells see the same poi
   holds and is the larger (separated); *no effect within ±x* when the difference's interval covers zero within
   ±:data:`TIGHT`; *inconclusive* otherwise.
 
+A verdict none of whose cells has counted runs (all not counted, failed or not run yet) reads *not judged*, with
+the runs it waits for (e.g. those that await ``--retrain-stale``); its :class:`~pyro_bnn.reproduce.planned.Verdict`
+stays *inconclusive*, so that nothing counting verdicts changes. The gain table and the gain verdicts say how each
+side trained (batched by :mod:`pyro_bnn.batched` or singly, from the records' ``batched_runs``) and, where the two
+differ, the batched-against-single offset measured in :data:`~.verdicts.BATCHED_CHECK` (about the size of the
+gains): the rule itself is unchanged, as the offsets lie inside the gains' intervals.
+
 Cells are chosen (the tuned scale, the best cells) on the seeds every candidate of the panel has finished, so an
 interrupted grid does not favour the cells with more seeds.
 """
@@ -53,11 +60,20 @@ from pyro_bnn.reproduce.papers.priors.cells import FAMILY_NAMES as FAMILY_NAMES
 from pyro_bnn.reproduce.papers.priors.cells import SCALE_NAMES as SCALE_NAMES
 from pyro_bnn.reproduce.papers.priors.cells import VAL_SAMPLES as VAL_SAMPLES
 from pyro_bnn.reproduce.papers.priors.cells import Cells as Cells
+from pyro_bnn.reproduce.papers.priors.cells import absent_text
 from pyro_bnn.reproduce.papers.priors.cells import add_validation_scores as add_validation_scores
 from pyro_bnn.reproduce.papers.priors.cells import cell_name as cell_name
 from pyro_bnn.reproduce.papers.priors.cells import gains as gains
 from pyro_bnn.reproduce.papers.priors.cells import metric as metric
 from pyro_bnn.reproduce.papers.priors.plan import ACCURACY_TOLERANCE, COMPARABLE, NOISE, PUBLISHED, TEST, TRAIN, VAL
+from pyro_bnn.reproduce.papers.priors.verdicts import (
+    BATCHED_CHECK,
+    BATCHED_OFFSET,
+    Absence,
+    crossing_note,
+    gain_paths,
+    panel_absence,
+)
 from pyro_bnn.reproduce.papers.priors.verdicts import MIN_GAIN as MIN_GAIN
 from pyro_bnn.reproduce.papers.priors.verdicts import TIGHT as TIGHT
 from pyro_bnn.reproduce.papers.priors.verdicts import _gain_verdict as _gain_verdict
@@ -72,6 +88,7 @@ from pyro_bnn.reproduce.papers.priors.verdicts import no_effect_width as no_effe
 from pyro_bnn.reproduce.papers.priors.verdicts import overall_width as overall_width
 from pyro_bnn.reproduce.papers.priors.verdicts import panel_check as panel_check
 from pyro_bnn.reproduce.papers.priors.verdicts import t_interval as t_interval
+from pyro_bnn.reproduce.papers.priors.verdicts import training_path as training_path
 from pyro_bnn.reproduce.papers.priors.verdicts import verdict_text as verdict_text
 from pyro_bnn.reproduce.papers.priors.verdicts import welch_interval as welch_interval
 from pyro_bnn.reproduce.planned import Section
@@ -118,7 +135,39 @@ def _tuning_section(cells: Cells, out: Path) -> Section:
         "Validation accuracy of every fixed scale (mean ± sd over seeds); the tuned one, in bold, is the best mean "
         "(ties: the lower validation NLL). It is the fixed-scale row of the tables below."
     )
+    if not rows:
+        waiting = [
+            f"{d} {n}: {absent_text(found)}"
+            for d in cells.profile["datasets"]
+            for n in cells.profile["noises"]
+            if (found := cells.absent(d, n, "fixed"))
+        ]
+        why = f" Instead: {'; '.join(waiting)}." if waiting else ""
+        return Section("Tuning the fixed scale", f"No fixed-scale cell has counted runs, so none is tuned.{why}")
     return Section("Tuning the fixed scale", text, [markdown_table(["data set", "noise", "prior", *scales], rows)])
+
+
+def panel_absences(cells: Cells) -> Absence:
+    """Per panel of the profile without both a hierarchical and a tuned fixed cell: why, and what its runs are
+    instead (:func:`~.verdicts.panel_absence`)."""
+    found = {}
+    for dataset in cells.profile["datasets"]:
+        for noise in cells.profile["noises"]:
+            text, counts = panel_absence(cells, dataset, noise)
+            if text:
+                found[(dataset, noise)] = (text, counts)
+    return found
+
+
+def panel_notes(cells: Cells) -> dict[tuple[str, str], str]:
+    """Per panel whose best hierarchical and best tuned fixed cells trained differently (batched or singly): how,
+    with the offset measured between the two (:func:`~.verdicts.crossing_note`)."""
+    notes = {}
+    for dataset, noise in cells.panels():
+        hyper, fixed = cells.best(dataset, noise, "hyper"), cells.best(dataset, noise, "fixed")
+        if hyper is not None and fixed is not None and (note := crossing_note(cells, dataset, noise, hyper, fixed)):
+            notes[(dataset, noise)] = note
+    return notes
 
 
 def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, Any]]]:
@@ -174,11 +223,17 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
         "flat prior. The paper reports validation accuracy only, the number its fixed scales were tuned on; the "
         f"test points are untouched by any choice. {CONFORMAL_NOTE}"
     )
+    short = cells.seeds_short()
+    if short:
+        text += (
+            " Cells with counted runs of fewer seeds than the grid planned (the header's seeds per cell; the rest "
+            f"not counted, failed or not run yet): {'; '.join(short)}."
+        )
     return Section("Accuracy, NLL and ECE of every prior", text, tables, csv_files=["synthetic.csv"]), csv_rows
 
 
 def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, float]], dict[tuple[str, str], CellCheck]]:
-    rows, per_panel, checks = [], {}, {}
+    rows, per_panel, checks, crossed = [], {}, {}, []
     for dataset, noise in cells.panels():
         found, check = gains(cells, dataset, noise), panel_check(cells, dataset, noise)
         if found is None or check is None:
@@ -188,16 +243,39 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         low, high = t_interval(list(values.values()))
         verdict, width, _ = judge_gain(list(values.values()), check)
         hyper_check, fixed_check = (cell_check(cells, dataset, noise, *c) for c in (hyper, fixed))
+        paths = gain_paths(cells, dataset, noise, hyper, fixed)
+        crossing = paths[0] != paths[1]
+        crossed.append(crossing)
+        offset = BATCHED_OFFSET.get((dataset, noise))
+        trained = " / ".join(paths) + (
+            f"; batched - single {offset:+.3f}"
+            if crossing and offset is not None
+            else "; not measured"
+            if crossing
+            else ""
+        )
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
-             f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary,
+             f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary, trained,
              verdict_text(verdict, width) if check.comparable else f"{verdict.value}: {check.reason}")
         )  # fmt: skip
     header = ["data set", "noise", "best hierarchical", "best tuned fixed", "test-accuracy gain", "95 % interval",
-              "training, hierarchical", "training, fixed", "verdict"]  # fmt: skip
+              "training, hierarchical", "training, fixed", "trained (hierarchical / fixed)", "verdict"]  # fmt: skip
     if not rows:
-        return "No panel has counted runs of both a hierarchical and a tuned fixed cell.", per_panel, checks
-    return markdown_table(header, rows), per_panel, checks
+        absent = panel_absences(cells)
+        why = "; ".join(f"{d} {n}: {text}" for (d, n), (text, _) in absent.items())
+        return f"No panel has counted runs of both a hierarchical and a tuned fixed cell ({why}).", per_panel, checks
+    note = (
+        "\n\n*trained*: batched runs train 32 or so to a vectorised model (`pyro_bnn.batched`), the others one at a "
+        "time. Where the two cells of a gain trained differently, *batched - single* is the test accuracy of batched "
+        "minus one-by-one training measured on the same cells and seeds, the median over the panel's 15 fixed-scale "
+        f"cells (5 seeds each, at the cpu profile's 1 000 steps) in `{BATCHED_CHECK}`: an offset the gain may carry "
+        "beside its own, which its interval does not include (the cells of a panel share seeds, so that median's "
+        "cells are not independent)."
+        if any(crossed)
+        else ""
+    )
+    return markdown_table(header, rows) + note, per_panel, checks
 
 
 def _comparability_section(cells: Cells, judged: dict[tuple[str, str], dict[tuple[str, str], str]]) -> Section:

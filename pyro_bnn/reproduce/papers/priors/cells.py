@@ -10,7 +10,7 @@ import math
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior
 from pyro_bnn.reproduce.papers.priors.plan import HYPERPRIORS
-from pyro_bnn.reproduce.planned import Profile, RunRecord
+from pyro_bnn.reproduce.planned import Profile, RunRecord, Status
 from pyro_bnn.reproduce.report import mean_sd, select
 from pyro_bnn.runs.runs import build_bnn, load_data
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
@@ -54,6 +54,31 @@ class Cells:
             self.runs.setdefault(key, []).append(record)
         for runs in self.runs.values():
             runs.sort(key=lambda r: int(r.spec.tag("seed")))
+        self.not_done: dict[tuple[str, str, str, str], list[RunRecord]] = {}
+        """The synthetic records a table cannot count (not counted, failed, missing, damaged), by cell."""
+        for record in records:
+            if record.status is not Status.DONE and record.spec.tag("part") == "synthetic":
+                key = tuple(record.spec.tag(k) for k in ("dataset", "noise", "family", "scale"))
+                self.not_done.setdefault(key, []).append(record)
+
+    def seeds_short(self) -> list[str]:
+        """``moons high Laplace + HalfNormal(1): 4 of 5``: every cell with counted runs of fewer seeds than the grid
+        planned for it (its other seeds not counted, failed or not run yet)."""
+        return [
+            f"{d} {n} {cell_name(f, s)}: {len(runs)} of {len(runs) + len(self.not_done[(d, n, f, s)])}"
+            for (d, n, f, s), runs in self.runs.items()
+            if self.not_done.get((d, n, f, s))
+        ]
+
+    def absent(self, dataset: str, noise: str, kind: str, cells: list[tuple[str, str]] | None = None) -> dict:
+        """The records of a panel's ``kind`` cells (``hyper``, ``fixed``, ``flat``; or of ``cells``, ``(family,
+        scale)`` pairs) that count in no table, by status (:func:`absent_text` puts them in words)."""
+        counts: dict[Status, int] = {}
+        for (d, n, f, s), records in self.not_done.items():
+            if (d, n) == (dataset, noise) and (cell_kind(f, s) == kind if cells is None else (f, s) in cells):
+                for record in records:
+                    counts[record.status] = counts.get(record.status, 0) + 1
+        return counts
 
     def panels(self) -> list[tuple[str, str]]:
         """``(dataset, noise)`` pairs with any finished run, in the profile's order."""
@@ -119,6 +144,23 @@ class Cells:
         accuracy (ties: lower validation NLL), on the seeds every candidate has finished."""
         candidates = [(f, s) for f, s, k in self.rows(dataset, noise) if kind is None or k == kind]
         return self._choose(dataset, noise, candidates)
+
+
+def absent_text(counts: dict[Status, int]) -> str:
+    """Runs that count in no table, by status, in words (``300 await `--retrain-stale`, trained from an uncommitted
+    tree; 5 not run yet``)."""
+    words = {
+        Status.UNCOUNTED: "await `--retrain-stale`, trained from an uncommitted tree",
+        Status.MISSING: "not run yet",
+        Status.FAILED: "failed",
+        Status.DAMAGED: "with a damaged record",
+    }
+    return "; ".join(f"{counts[status]} {text}" for status, text in words.items() if counts.get(status))
+
+
+def cell_kind(family: str, scale: str) -> str:
+    """``hyper``, ``flat`` or ``fixed``: what kind of prior a cell has."""
+    return "hyper" if scale in HYPERPRIORS else "flat" if family == "flat" else "fixed"
 
 
 def cell_name(family: str, scale: str) -> str:

@@ -38,8 +38,10 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     verdict_text,
     welch_interval,
 )
+from pyro_bnn.reproduce.papers.priors.cells import absent_text
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior, stored_posterior
 from pyro_bnn.reproduce.papers.priors.plan import KL_WARMUP
+from pyro_bnn.reproduce.papers.priors.verdicts import PriorsHeadline, not_judged
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
 from pyro_bnn.runs.runs import build_bnn, load_data
@@ -250,7 +252,7 @@ def _sparsity_verdict(laplace: list[float], cauchy: list[float], check: CellChec
 
 
 def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
-    rows, figures, verdicts, widths, reasons, comparable = [], [], [], [], [], []
+    rows, figures, verdicts, widths, reasons, comparable, absent = [], [], [], [], [], [], []
     for dataset, noise in cells.panels():
         for family, scale, _ in cells.rows(dataset, noise):
             masses = [near_zero_mass(r) for r in cells.runs[(dataset, noise, family, scale)]]
@@ -275,9 +277,15 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
         verdict, width = _sparsity_verdict(laplace, cauchy, check)
         verdicts.append(verdict)
         widths.append(width)
-        comparable.append(bool(laplace and cauchy) and check.comparable)
+        comparable.append(check.comparable if laplace and cauchy else None)
         if not (laplace and cauchy):
-            reasons.append(f"{dataset}: no counted runs of both families at s = {SHARED_SCALE}")
+            shared = [(f, SHARED_SCALE) for f in ("laplace", "cauchy")]
+            absent.append(cells.absent(dataset, noise, "fixed", shared))
+            found = absent_text(absent[-1])
+            reasons.append(
+                f"{dataset}: not judged, no counted runs of both families at s = {SHARED_SCALE}"
+                + (f" ({found})" if found else "")
+            )
             continue
         if verdict is Verdict.NOT_COMPARABLE:
             reasons.append(f"{dataset}: {verdict.value} ({check.reason})")
@@ -304,7 +312,12 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
     )
     header = ["data set", "noise", "prior", f"mass within ±{NEAR_ZERO}", "weights mostly there"]
     overall = overall_verdict(verdicts)
-    headline = Headline(
+    unjudged = (
+        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", absent)
+        if comparable and all(c is None for c in comparable)
+        else ""
+    )
+    headline = PriorsHeadline(
         f"The Laplace prior's last-layer posterior is sparser (more mass within ±{NEAR_ZERO} of 0) than the Cauchy "
         f"prior's (both at s = {SHARED_SCALE}).",
         overall,
@@ -312,6 +325,7 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
         if reasons
         else "no high-noise runs.",
         overall_width(overall, widths),
+        unjudged,
     )
     section = Section("Last-layer posteriors: Laplace against Cauchy", text, [markdown_table(header, rows)], figures)
     return section, headline

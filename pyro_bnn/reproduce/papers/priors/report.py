@@ -16,6 +16,8 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     _results_section,
     _tuning_section,
     add_validation_scores,
+    panel_absences,
+    panel_notes,
 )
 from pyro_bnn.reproduce.papers.priors.cnn import cnn_section
 from pyro_bnn.reproduce.papers.priors.figures import SHARED_SCALE, loss_section, map_section, sparsity_section
@@ -48,9 +50,10 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         sections += [results, _comparability_section(cells, judged), loss_section(cells, out), map_section(cells, out)]
         sparsity, sparsity_headline = sparsity_section(cells, out)
         sections.append(sparsity)
+        absent, notes = panel_absences(cells), panel_notes(cells)
         headlines += [
-            _hierarchical_headline(per_panel, checks, profile["datasets"]),
-            _noise_headline(per_panel, checks, profile["datasets"]),
+            _hierarchical_headline(per_panel, checks, profile["datasets"], absent, notes),
+            _noise_headline(per_panel, checks, profile["datasets"], absent, notes),
             sparsity_headline,
         ]
     cnn, cnn_headline = cnn_section(select(records, part="cnn"), out)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.priors.cells import Cells, cell_name
+from pyro_bnn.reproduce.papers.priors.cells import Cells, absent_text, cell_name
 from pyro_bnn.reproduce.papers.priors.plan import COMPARABLE, HYPERPRIORS, PUBLISHED
-from pyro_bnn.reproduce.planned import Headline, Verdict
-from pyro_bnn.reproduce.report import compare, mean_sd, overall_verdict
+from pyro_bnn.reproduce.planned import Headline, RunRecord, Status, Verdict
+from pyro_bnn.reproduce.report import compare, mean_sd, overall_verdict, overall_width
 
 MIN_GAIN = 0.005
 """A test-accuracy gain below half a point is no gain worth the name."""
@@ -24,6 +25,74 @@ paper's accuracies are single measurements on 300 validation points, with a bino
 (moons) and 0.025 (circles); the difference of two such numbers has one of about 0.03, so a gain the paper's own
 numbers could have shown is at least twice that, 0.06. An interval within ±0.02 rules out every such gain with room
 to spare; wider intervals that cover zero say only that the seeds' spread covers the effect (*inconclusive*)."""
+
+
+BATCHED_CHECK = "bench/BATCHED_CHECK.md"
+"""Where batched training was measured against training one run at a time (the same cells and seeds)."""
+
+BATCHED_OFFSET = {("moons", "high"): 0.003, ("moons", "low"): 0.0006, ("circles", "high"): -0.0038,
+                  ("circles", "low"): -0.0006}  # fmt: skip
+"""Test accuracy of batched minus one-by-one training per panel, the median over its 15 fixed-scale cells (5 seeds
+each, the ``cpu`` profile's 1 000 steps) in :data:`BATCHED_CHECK`: the offset a gain of singly trained hierarchical
+cells over batched fixed-scale ones may carry (moons high: batched higher in 13 of 15 cells; circles high: lower in
+11 of 15; the cells of a panel share seeds, so their signs are correlated)."""
+
+
+@dataclass(frozen=True)
+class PriorsHeadline(Headline):
+    """A headline that may be *not judged*: ``unjudged`` (the label then) says what is missing, e.g. ``not judged:
+    no counted runs of a tuned fixed scale (300 await `--retrain-stale`, ...)``. The verdict stays
+    :attr:`Verdict.INCONCLUSIVE` for whatever counts verdicts; only the words differ."""
+
+    unjudged: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.unjudged or super().label
+
+
+def not_judged(what: str, counts: list[dict[Status, int]]) -> str:
+    """``not judged: no counted runs of WHAT (N await `--retrain-stale`, ...)``: the label of a headline none of
+    whose cells has counted runs, ``counts`` the uncountable records of each cell by status."""
+    total: dict[Status, int] = {}
+    for found in counts:
+        for status, n in found.items():
+            total[status] = total.get(status, 0) + n
+    missing = absent_text(total)
+    return f"not judged: no counted runs of {what}" + (f" ({missing})" if missing else "")
+
+
+def training_path(runs: list[RunRecord]) -> str:
+    """How a cell's runs trained: ``singly``, ``batched (32 to a batch)`` or ``mixed (3 of 5 batched)``."""
+    sizes = [int(r.metrics.get("batched_runs", 1)) for r in runs]
+    batched = [n for n in sizes if n > 1]
+    if not batched:
+        return "singly"
+    size = f"{min(batched)}" if min(batched) == max(batched) else f"{min(batched)}-{max(batched)}"
+    if len(batched) == len(sizes):
+        return f"batched ({size} to a batch)"
+    return f"mixed ({len(batched)} of {len(sizes)} batched, {size} to a batch)"
+
+
+def gain_paths(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]) -> list[str]:
+    """How the two cells of a gain trained, ``[hierarchical, fixed]`` (:func:`training_path`)."""
+    return [training_path(cells.runs.get((dataset, noise, *c), [])) for c in (hyper, fixed)]
+
+
+def crossing_note(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]) -> str:
+    """Empty when the two cells of a gain trained the same way; else how each trained and the offset batching was
+    measured to make (:data:`BATCHED_OFFSET`), which the gain's interval does not include."""
+    paths = gain_paths(cells, dataset, noise, hyper, fixed)
+    if paths[0] == paths[1]:
+        return ""
+    offset = BATCHED_OFFSET.get((dataset, noise))
+    measured = (
+        f"batched minus single test accuracy {offset:+.3f} (median over this panel's fixed-scale cells, "
+        f"`{BATCHED_CHECK}`, cpu profile)"
+        if offset is not None
+        else f"no batched-against-single measurement for this panel in `{BATCHED_CHECK}`"
+    )
+    return f"hierarchical trained {paths[0]}, fixed scale {paths[1]}: {measured}, not in the interval"
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -75,12 +144,6 @@ def verdict_text(verdict: Verdict, width: float | None = None) -> str:
     return Headline("", verdict, "", interval=width).label
 
 
-def overall_width(verdict: Verdict, widths: list[float | None]) -> float | None:
-    """The x of an overall *no effect within ±x*: the widest of its cells' (None for any other verdict)."""
-    found = [w for w in widths if w is not None]
-    return max(found) if verdict is Verdict.NO_EFFECT and found else None
-
-
 def cell_check(cells: Cells, dataset: str, noise: str, family: str, scale: str) -> CellCheck:
     """Whether one cell can be judged (the module docstring): its runs under the data set's rule
     :data:`~.priors.COMPARABLE`, against the paper's best accuracy for a hierarchical cell at the high noise (the
@@ -104,11 +167,16 @@ def panel_check(cells: Cells, dataset: str, noise: str) -> CellCheck | None:
     return joint_check({cell_name(*c): cell_check(cells, dataset, noise, *c) for c in (hyper, fixed)})
 
 
-def judge_gain(values: list[float], check: CellCheck | None) -> tuple[Verdict, float | None, str]:
+def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -> tuple[Verdict, float | None, str]:
     """The verdict on one panel's per-seed gains ``values`` (the module docstring's first rule), the x of its *no
-    effect within ±x* (or None), and the text a headline prints for it."""
+    effect within ±x* (or None), and the text a headline prints for it (``absent``: why a panel without gains has
+    none, from :func:`panel_absence`)."""
     if check is None or not values:
-        return Verdict.INCONCLUSIVE, None, "no counted runs of both a hierarchical and a tuned fixed cell"
+        return (
+            Verdict.INCONCLUSIVE,
+            None,
+            f"not judged, {absent or 'no counted runs of both a hierarchical and a tuned fixed cell'}",
+        )
     if not check.comparable:
         return Verdict.NOT_COMPARABLE, None, f"{Verdict.NOT_COMPARABLE.value} ({check.reason})"
     if len(values) < 2:
@@ -136,43 +204,98 @@ def _gain_verdict(values: list[float]) -> tuple[Verdict, float | None]:
     return Verdict.INCONCLUSIVE, None
 
 
-def comparable_count(comparable: list[bool], what: str) -> str:
-    """``1 of 2 cells (...) comparable with the paper's``: how many of a headline's cells it could judge (a cell
-    without runs is not among them)."""
-    return f"{sum(comparable)} of {len(comparable)} {what} comparable with the paper's"
+def panel_absence(cells: Cells, dataset: str, noise: str) -> tuple[str, dict[Status, int]]:
+    """Why a panel has no gain (``no counted runs of a tuned fixed scale (75 await ...)``) and the uncountable
+    records of its missing side(s) by status; empty text and counts where it has one."""
+    missing = [
+        (kind, name)
+        for kind, name in (("hyper", "a hierarchical prior"), ("fixed", "a tuned fixed scale"))
+        if cells.best(dataset, noise, kind) is None
+    ]
+    if not missing:
+        return "", {}
+    counts: dict[Status, int] = {}
+    for kind, _ in missing:
+        for status, n in cells.absent(dataset, noise, kind).items():
+            counts[status] = counts.get(status, 0) + n
+    found = absent_text(counts)
+    text = "no counted runs of " + " or ".join(name for _, name in missing) + (f" ({found})" if found else "")
+    return text, counts
+
+
+def comparable_count(comparable: list[bool | None], what: str) -> str:
+    """``1 of 2 cells (...) comparable with the paper's``: how many of a headline's cells it could judge; a cell
+    without counted runs (None) is not among them, and is counted apart."""
+    judged = [c for c in comparable if c is not None]
+    without = len(comparable) - len(judged)
+    if not judged:
+        return f"None of the {len(comparable)} {what} has counted runs"
+    text = f"{sum(judged)} of {len(judged)} {what} comparable with the paper's"
+    return text + (f" ({without} more without counted runs)" if without else "")
+
+
+Absence = dict[tuple[str, str], tuple[str, dict[Status, int]]]
+"""Per panel without a gain: why (:func:`panel_absence`) and its uncountable records by status."""
 
 
 def _hierarchical_headline(
-    per_panel: dict[tuple[str, str], dict[int, float]], checks: dict[tuple[str, str], CellCheck], datasets
+    per_panel: dict[tuple[str, str], dict[int, float]],
+    checks: dict[tuple[str, str], CellCheck],
+    datasets,
+    absent: Absence | None = None,
+    notes: dict[tuple[str, str], str] | None = None,
 ) -> Headline:
     claim = "A hierarchical prior beats the tuned fixed scale on each data set (at the high noise)."
+    absent, notes = absent or {}, notes or {}
     verdicts, widths, reasons, comparable = [], [], [], []
     for dataset in datasets:
         values = list(per_panel.get((dataset, "high"), {}).values())
         check = checks.get((dataset, "high"))
-        verdict, width, text = judge_gain(values, check)
-        comparable.append(bool(values) and check is not None and check.comparable)
+        verdict, width, text = judge_gain(values, check, absent.get((dataset, "high"), ("", {}))[0])
+        comparable.append(check.comparable if values and check is not None else None)
         verdicts.append(verdict)
         widths.append(width)
-        reasons.append(f"{dataset}: {text}")
+        note = notes.get((dataset, "high"))
+        reasons.append(f"{dataset}: {text}" + (f" ({note})" if note else ""))
     overall = overall_verdict(verdicts)
     count = comparable_count(comparable, "cells (data sets at the high noise)")
-    return Headline(claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths))
+    unjudged = (
+        not_judged(
+            "both a hierarchical prior and a tuned fixed scale",
+            [absent.get((d, "high"), ("", {}))[1] for d in datasets],
+        )
+        if datasets and all(c is None for c in comparable)
+        else ""
+    )
+    return PriorsHeadline(
+        claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths), unjudged
+    )
 
 
 def _noise_headline(
-    per_panel: dict[tuple[str, str], dict[int, float]], checks: dict[tuple[str, str], CellCheck], datasets
+    per_panel: dict[tuple[str, str], dict[int, float]],
+    checks: dict[tuple[str, str], CellCheck],
+    datasets,
+    absent: Absence | None = None,
+    notes: dict[tuple[str, str], str] | None = None,
 ) -> Headline:
     claim = "The hyperpriors' gain is larger on noisier data."
+    absent, notes = absent or {}, notes or {}
     verdicts, widths, reasons, comparable = [], [], [], []
     for dataset in datasets:
         high = list(per_panel.get((dataset, "high"), {}).values())
         low = list(per_panel.get((dataset, "low"), {}).values())
         at = {noise: checks.get((dataset, noise)) for noise in ("high", "low")}
         width = None
-        comparable.append(bool(high and low) and all(c is not None and c.comparable for c in at.values()))
-        if not high or not low or None in at.values():
-            verdict, text = Verdict.INCONCLUSIVE, "no counted runs of both cells at a noise"
+        judged = bool(high and low) and None not in at.values()
+        comparable.append(all(c.comparable for c in at.values()) if judged else None)
+        if not judged:
+            why = "; ".join(
+                f"{noise} noise: {absent[(dataset, noise)][0]}"
+                for noise in ("high", "low")
+                if absent.get((dataset, noise), ("",))[0]
+            )
+            verdict, text = Verdict.INCONCLUSIVE, f"not judged, {why or 'no counted runs of both cells at a noise'}"
         elif not all(c.comparable for c in at.values()):
             why = "; ".join(f"{noise} noise: {c.reason}" for noise, c in at.items() if not c.comparable)
             verdict, text = Verdict.NOT_COMPARABLE, f"{Verdict.NOT_COMPARABLE.value} ({why})"
@@ -194,9 +317,23 @@ def _noise_headline(
                 f"gain {statistics.fmean(high):+.3f} at the high noise against {statistics.fmean(low):+.3f} at the "
                 f"low, difference {effect_text(test.gap, lower, upper)}: {verdict_text(verdict, width)}"
             )
+            crossing = [
+                f"{noise} noise: {notes[(dataset, noise)]}" for noise in ("high", "low") if notes.get((dataset, noise))
+            ]
+            text += f" ({'; '.join(crossing)})" if crossing else ""
         verdicts.append(verdict)
         widths.append(width)
         reasons.append(f"{dataset}: {text}")
     overall = overall_verdict(verdicts)
     count = comparable_count(comparable, "cells (data sets at both noises)")
-    return Headline(claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths))
+    unjudged = (
+        not_judged(
+            "both a hierarchical prior and a tuned fixed scale at both noises",
+            [absent.get((d, n), ("", {}))[1] for d in datasets for n in ("high", "low")],
+        )
+        if datasets and all(c is None for c in comparable)
+        else ""
+    )
+    return PriorsHeadline(
+        claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths), unjudged
+    )
