@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pyro_bnn._io import write_json_atomically
+from pyro_bnn._io import JsonListText, write_text_atomically
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.infer.callbacks import Callback
@@ -247,8 +247,8 @@ class WeightStatsRecorder(Callback):
     random numbers, so recording does not change training.
 
     Args:
-        path: Where to write the whole history as JSON after every epoch (atomically), e.g.
-            ``run_dir / "weight_stats.json"``; None writes nothing.
+        path: Where to write the whole history as indented JSON after every record (atomically, synced to disk only
+            when training ends), e.g. ``run_dir / "weight_stats.json"``; None writes nothing.
         bins: Bins of every histogram.
         every: Record after every ``every``-th epoch only (and always after the first, and after the last when
             training ends: early stopping or an epoch count that is no multiple of ``every``).
@@ -263,6 +263,7 @@ class WeightStatsRecorder(Callback):
         self.path = None if path is None else Path(path)
         self.bins, self.every = bins, every
         self.history: list[dict[str, Any]] = []
+        self._text = JsonListText(indent=2)
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
         epoch = int(record["epoch"])
@@ -273,13 +274,20 @@ class WeightStatsRecorder(Callback):
     def on_train_end(self, trainer: Trainer) -> None:
         # The last epoch, when `every` skipped it: the statistics of the network training returns.
         if trainer.epoch and (not self.history or self.history[-1]["epoch"] != trainer.epoch):
-            self._record(trainer, trainer.epoch)
+            self._record(trainer, trainer.epoch, sync=True)
+        elif self.path is not None and trainer.epoch:
+            self._write(sync=True)  # the writes during training were not synced
 
-    def _record(self, trainer: Trainer, epoch: int) -> None:
+    def _record(self, trainer: Trainer, epoch: int, sync: bool = False) -> None:
         stats = weight_statistics(trainer.guide, trainer.bnn, bins=self.bins)
         self.history.append({"epoch": epoch, "layers": statistics_to_dict(stats)})
+        self._write(sync)
+
+    def _write(self, sync: bool) -> None:
+        # Each snapshot is encoded once; the file is for watching (the checkpoint carries the history), so only the
+        # write when training ends is synced.
         if self.path is not None:
-            write_json_atomically(self.path, self.history)
+            write_text_atomically(self.path, self._text.text(self.history), sync=sync)
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": [dict(entry) for entry in self.history]}

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyro_bnn._io import write_json_atomically
-from pyro_bnn.checks import positive_int
+from pyro_bnn._io import JsonListText, write_text_atomically
+from pyro_bnn.checks import non_negative_float, positive_int
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
@@ -99,19 +100,51 @@ class Checkpoint(Callback):
     every ``every`` epochs and when training ends, atomically: the previous file stays intact until the new one is
     complete. Put it after callbacks that change the model at the end (``EarlyStopping(restore_best=True)``), so the
     final checkpoint holds what training returns.
+
+    Args:
+        path: The checkpoint file.
+        every: Write after every ``every``-th epoch (and after the epoch that stops training, and when it ends).
+        min_interval_s: Also skip those writes while fewer seconds than this have passed since the last write (or
+            since training started), for runs of thousands of epochs of a few milliseconds each, whose checkpoints
+            would otherwise cost a good part of the run. Any checkpoint resumes to the numbers of an uninterrupted
+            run, so this only decides how much an interruption loses: at most ``every`` epochs or
+            ``min_interval_s`` seconds of training, whichever is more. 0 (the default) writes after every
+            ``every``-th epoch.
     """
 
-    def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
+    def __init__(self, path: str | os.PathLike, every: int = 1, *, min_interval_s: float = 0.0) -> None:
         every = positive_int(every, "every")
+        self.min_interval_s = non_negative_float(min_interval_s, "min_interval_s")
         self.path, self.every = Path(path), every
+        self._throttle = _Throttle(self.min_interval_s)
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        self._throttle.restart()
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        if record["epoch"] % self.every == 0 or trainer.stop_training:
+        if trainer.stop_training or (record["epoch"] % self.every == 0 and self._throttle.due()):
             trainer.save_checkpoint(self.path)
+            self._throttle.restart()
 
     def on_train_end(self, trainer: Trainer) -> None:
         if trainer.optimizer is not None:
             trainer.save_checkpoint(self.path)
+
+
+class _Throttle:
+    """Whether ``min_interval_s`` seconds have passed since :meth:`restart` (always, for 0)."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, min_interval_s: float) -> None:
+        self.min_interval_s = min_interval_s
+        self._since = self.clock()
+
+    def restart(self) -> None:
+        self._since = self.clock()
+
+    def due(self) -> bool:
+        return self.min_interval_s <= 0 or self.clock() - self._since >= self.min_interval_s
 
 
 def last_checkpoint_text(callbacks: Iterable[Callback]) -> str:
@@ -121,16 +154,35 @@ def last_checkpoint_text(callbacks: Iterable[Callback]) -> str:
 
 
 class HistoryLogger(Callback):
-    """Writes the history so far as JSON (atomically) after every ``every`` epochs and when training ends, for
-    watching a long run."""
+    """Writes the history so far as indented JSON (atomically) after every ``every`` epochs and when training ends,
+    for watching a long run.
 
-    def __init__(self, path: str | os.PathLike, every: int = 1) -> None:
+    Each record is encoded once (:class:`~pyro_bnn._io.JsonListText`), so a rewrite costs little more than writing
+    the file. The writes during training skip the ``fsync`` (a power cut may lose the file, never leave half of it;
+    the checkpoint holds the history too); the one when training ends is synced.
+
+    Args:
+        path: The JSON file.
+        every: Write after every ``every``-th epoch (and after the epoch that stops training, and when it ends).
+        min_interval_s: Also skip those writes while fewer seconds than this have passed since the last one (or
+            since training started), as :class:`Checkpoint`'s; 0 (the default) writes after every ``every``-th
+            epoch. The file written when training ends always holds every epoch.
+    """
+
+    def __init__(self, path: str | os.PathLike, every: int = 1, *, min_interval_s: float = 0.0) -> None:
         every = positive_int(every, "every")
+        self.min_interval_s = non_negative_float(min_interval_s, "min_interval_s")
         self.path, self.every = Path(path), every
+        self._text = JsonListText(indent=2)
+        self._throttle = _Throttle(self.min_interval_s)
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        self._throttle.restart()
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        if record["epoch"] % self.every == 0 or trainer.stop_training:
-            write_json_atomically(self.path, trainer.history)
+        if trainer.stop_training or (record["epoch"] % self.every == 0 and self._throttle.due()):
+            write_text_atomically(self.path, self._text.text(trainer.history), sync=False)
+            self._throttle.restart()
 
     def on_train_end(self, trainer: Trainer) -> None:
-        write_json_atomically(self.path, trainer.history)
+        write_text_atomically(self.path, self._text.text(trainer.history))

@@ -31,15 +31,29 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+"""Types with nothing inside for :func:`_compact` to copy."""
+
+
 def _compact(value: Any) -> Any:
-    """``value`` with every tensor that uses only part of its storage replaced by a copy (containers rebuilt)."""
+    """``value`` with every tensor that uses only part of its storage replaced by a copy (the containers holding
+    them rebuilt).
+
+    A dict, list or tuple whose entries are all plain numbers, strings, booleans or None is returned as it is, found
+    by one pass over their types in C: the weight statistics a checkpoint carries are thousands of such lists,
+    which a call per number made cost as much as writing the file.
+    """
     if isinstance(value, torch.Tensor):
         if value.untyped_storage().nbytes() > value.numel() * value.element_size():
             return value.clone(memory_format=torch.contiguous_format)
         return value
     if isinstance(value, dict):
+        if set(map(type, value.values())) <= _PLAIN:
+            return value
         return {k: _compact(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if set(map(type, value)) <= _PLAIN:
+            return value
         return type(value)(_compact(v) for v in value)
     return value
 

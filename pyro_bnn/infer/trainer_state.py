@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from pyro_bnn._io import JsonListText
 from pyro_bnn.infer.checkpoint import config_differences
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ class RunState:
     """Optimiser steps taken."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """One record per completed epoch."""
+    history_json: JsonListText = field(default_factory=JsonListText, repr=False, compare=False)
+    """Encodes :attr:`history` for checkpoints (``json.dumps(history)``), each record once."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class TrainerState:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
             "config": json.dumps(self.config),
-            "history": json.dumps(self.run.history),
+            "history": self.run.history_json.text(self.run.history),
             "callbacks": {_callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)},
             "rng_torch": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],

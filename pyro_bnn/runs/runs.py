@@ -72,11 +72,19 @@ WRITES_PER_RUN = 100
 end): after every epoch for runs of up to 100 epochs, after every ``epochs // 100``-th for longer ones."""
 
 
+MIN_WRITE_INTERVAL_S = 5.0
+"""Seconds a run of more than :data:`WRITES_PER_RUN` epochs waits at least between two of its periodic checkpoint
+(and history) writes: a full-batch toy run of thousands of epochs of a few milliseconds each otherwise writes 100
+checkpoints in well under a minute (bench/TRAINING_IO.md). Shorter runs write after every epoch, however short.
+Any checkpoint resumes to the numbers of an uninterrupted run; this only bounds what an interruption loses: 1 % of
+the epochs or 5 s of training, whichever is more."""
+
+
 WEIGHT_STATS_PER_RUN = 20
 """About how many weight-statistics snapshots a run records (the first epoch, every ``epochs // 20``-th and the
-last; every epoch for runs of up to 39 epochs): each
-write re-encodes every snapshot so far, and the checkpoint carries them all, so 100 snapshots of a 1 000-step
-full-batch run spent more time in JSON and pickling (34 s) than in training (12 s)."""
+last; every epoch for runs of up to 39 epochs): the checkpoint carries them all, and when each write re-encoded
+every snapshot so far (before :class:`~pyro_bnn._io.JsonListText`), 100 snapshots of a 1 000-step full-batch run
+spent more time in JSON and pickling (34 s) than in training (12 s)."""
 
 
 def load_data(config: RunConfig) -> DatasetSplits:
@@ -253,9 +261,13 @@ def prepare_trainer(
     # Files written during training grow with the epochs, so a run of thousands of short epochs (full-batch toy
     # problems) writes them about 100 times in all rather than after every epoch: once per epoch made a
     # 5 000-epoch cubic run spend most of its time re-encoding JSON. An interrupted run then loses at most 1 % of
-    # its epochs.
+    # its epochs, or MIN_WRITE_INTERVAL_S of training where that is more.
     every = max(1, config.epochs // WRITES_PER_RUN)
-    callbacks = [Checkpoint(checkpoint, every=every), HistoryLogger(out / "history.json", every=every)]
+    interval = MIN_WRITE_INTERVAL_S if every > 1 else 0.0
+    callbacks = [
+        Checkpoint(checkpoint, every=every, min_interval_s=interval),
+        HistoryLogger(out / "history.json", every=every, min_interval_s=interval),
+    ]
     recorder = None
     if parse_guide(config.guide).offers(Capability.NORMAL_SCALES):
         # Histograms of mu, sigma and |mu| / sigma per layer (`pyro-bnn diagnose` plots them); before the

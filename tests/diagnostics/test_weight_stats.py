@@ -140,3 +140,51 @@ def test_plot_weight_statistics_draws_first_and_last_epoch(tmp_path):
     assert len(plot_weight_statistics(recorder.statistics(), part="biases").get_axes()) == 6
     with pytest.raises(ValueError, match="at least one"):
         plot_weight_statistics([])
+
+
+def test_a_run_interrupted_between_checkpoints_resumes_to_the_same_files(tmp_path):
+    """Checkpoints every 3rd epoch, files written every 2nd and 3rd: killed after epoch 4 (the files then run ahead
+    of the checkpoint of epoch 3) and resumed with the same callback objects, the run ends with the numbers and the
+    files of an uninterrupted one: weight_stats.json byte for byte, history.json but for the times."""
+    from pyro_bnn.infer import Callback, HistoryLogger, load_checkpoint
+
+    class Killed(Exception):
+        pass
+
+    class KillAfter(Callback):
+        def __init__(self, epoch):
+            self.epoch = epoch
+
+        def on_epoch_end(self, trainer, record):
+            if record["epoch"] == self.epoch:
+                raise Killed
+
+    def callbacks(folder, *extra):
+        return [
+            WeightStatsRecorder(folder / "weight_stats.json", every=2),
+            Checkpoint(folder / "checkpoint.pt", every=3),
+            HistoryLogger(folder / "history.json", every=3),
+            *extra,
+        ]
+
+    untimed = lambda history: [{k: v for k, v in r.items() if k != "time_s"} for r in history]  # noqa: E731
+    straight = _trainer(_classifier(), callbacks(tmp_path / "straight"))
+    straight.fit(_loader(), 7)
+    run = tmp_path / "run"
+    first = callbacks(run, KillAfter(4))
+    with pytest.raises(Killed):
+        _trainer(_classifier(), first).fit(_loader(), 7)
+    assert load_checkpoint(run / "checkpoint.pt")["epoch"] == 3
+    assert [r["epoch"] for r in json.loads((run / "history.json").read_text())] == [1, 2, 3]
+    assert [e["epoch"] for e in json.loads((run / "weight_stats.json").read_text())] == [1, 2, 4]
+    resumed = _trainer(_classifier(), first[:3])
+    history = resumed.fit(_loader(), 7, resume_from=run / "checkpoint.pt")
+    assert untimed(history) == untimed(straight.history)
+    assert (run / "weight_stats.json").read_bytes() == (tmp_path / "straight" / "weight_stats.json").read_bytes()
+    assert [e["epoch"] for e in json.loads((run / "weight_stats.json").read_text())] == [1, 2, 4, 6, 7]
+    text = (run / "history.json").read_text()
+    assert text == json.dumps(history, indent=2)
+    assert untimed(json.loads(text)) == untimed(json.loads((tmp_path / "straight" / "history.json").read_text()))
+    final, expected = load_checkpoint(run / "checkpoint.pt"), load_checkpoint(tmp_path / "straight" / "checkpoint.pt")
+    assert final["epoch"] == 7 and all(torch.equal(final["guide"][k], v) for k, v in expected["guide"].items())
+    assert json.loads(final["history"]) == history

@@ -1,4 +1,5 @@
 import functools
+import json
 import pickle
 
 import pyro
@@ -464,3 +465,58 @@ def test_bad_validation_settings_fail_at_construction():
         _trainer(_classifier(), n_bins=0)
     with pytest.raises(ValueError, match="num_val_samples must be an int >= 1, got -1"):
         Trainer(_classifier(), AutoNormal, num_val_samples=-1)
+
+
+def test_a_checkpoint_copies_only_the_views_among_long_lists_of_numbers(tmp_path):
+    """``_compact`` rebuilds the containers that hold a view (so ``torch.save`` writes the view's values, not the
+    whole storage) and hands lists and dicts of plain numbers through untouched; the file loads with
+    ``weights_only=True`` into equal values."""
+    from pyro_bnn.infer.checkpoint import _compact
+
+    batch = torch.arange(12.0).reshape(3, 4)
+    whole = torch.ones(5)
+    floats = [i / 7 for i in range(10_000)]
+    record = {"epoch": 3, "loss": 0.5, "name": "x", "ok": True, "none": None}
+    state = {"adam": {"row": batch[1], "whole": whole}, "stats": [floats, (1, 2.5)], "record": record, "n": 4}
+    compact = _compact(state)
+    assert compact["adam"]["row"].untyped_storage().nbytes() == 4 * 4  # its own 4 floats, not the batch's 12
+    assert torch.equal(compact["adam"]["row"], batch[1])
+    assert compact["adam"]["whole"] is whole and compact["stats"][0] is floats and compact["record"] is record
+    assert compact["stats"][1] == (1, 2.5) and compact["n"] == 4
+    assert state["adam"]["row"].untyped_storage().nbytes() == 12 * 4  # the caller's state is left as it was
+    path = save_checkpoint(state, tmp_path / "c.pt")
+    loaded = torch.load(path, weights_only=True)
+    assert loaded["stats"][0] == floats and loaded["record"] == record and loaded["stats"][1] == (1, 2.5)
+    assert torch.equal(loaded["adam"]["row"], batch[1]) and loaded["adam"]["row"].untyped_storage().nbytes() == 16
+
+
+def test_writes_wait_min_interval_s_but_training_always_ends_with_them(tmp_path, monkeypatch):
+    """A clock that moves 1 s per epoch: a checkpoint due every epoch but at least 2.5 s apart is written after epochs
+    3 and 6 and when training ends (8); a history due every 2nd epoch after epochs 4 and 8, and at the end. The
+    history file ends complete, and the final checkpoint resumes like any other."""
+    from pyro_bnn.infer import callbacks
+
+    now = [0.0]
+    monkeypatch.setattr(callbacks._Throttle, "clock", staticmethod(lambda: now[0]))
+
+    class Tick(Callback):
+        def on_epoch_end(self, trainer, record):
+            now[0] += 1.0
+
+    saved, written = [], []
+    save = Trainer.save_checkpoint
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, path: (saved.append(self.epoch), save(self, path)))
+    write = callbacks.write_text_atomically
+    monkeypatch.setattr(callbacks, "write_text_atomically", lambda path, text, **kw: (written.append(
+        (len(json.loads(text)), kw.get("sync", True))), write(path, text, **kw)))  # fmt: skip
+    train, _ = _loaders()
+    history_logger = HistoryLogger(tmp_path / "h.json", every=2, min_interval_s=2.5)
+    checkpoint = Checkpoint(tmp_path / "c.pt", min_interval_s=2.5)
+    trainer = _trainer(_classifier(), callbacks=[Tick(), checkpoint, history_logger])
+    history = trainer.fit(train, 8)
+    assert saved == [3, 6, 8]
+    assert written == [(4, False), (8, False), (8, True)]  # only the last write is synced
+    assert (tmp_path / "h.json").read_text() == json.dumps(history, indent=2)
+    assert load_checkpoint(tmp_path / "c.pt")["epoch"] == 8
+    with pytest.raises(ValueError, match="min_interval_s"):
+        Checkpoint(tmp_path / "c.pt", min_interval_s=-1)
