@@ -195,9 +195,10 @@ def _training_code_lines(done: Sequence[RunRecord], experiment: str) -> list[str
         states.setdefault(training_code_of(record), []).append(record)
     if not states:
         return []
+    older = _older_fingerprints(done)
     if len(states) == 1:
         (state,) = states
-        return [f"- Training code: one state ({state or 'unknown'}) for all {len(done)} runs done"]
+        return [f"- Training code: one state ({state or 'unknown'}) for all {len(done)} runs done", *older]
     lines = [
         f"- Training code: **{len(states)} states** (`pyro_bnn.reproduce.code_state`) — comparisons below may "
         f"cross training code; `pyro-bnn reproduce {experiment} --retrain-stale` trains every run not at the "
@@ -211,7 +212,20 @@ def _training_code_lines(done: Sequence[RunRecord], experiment: str) -> list[str
             f"  - {state or 'unknown (a commit this checkout lacks)'}: {len(runs)} runs "
             f"(commits {', '.join(commits)}): {shown}"
         )
-    return lines
+    return lines + older
+
+
+def _older_fingerprints(done: Sequence[RunRecord]) -> list[str]:
+    """A line naming the fingerprints records store that differ from the state computed for them now (from their
+    commit, under this version's definition of training code, :func:`~.code_state.training_code_of`), so that a
+    reader who opens a ``result.json`` is not left with two names for one state; none when they agree."""
+    stored = sorted({r.training_code for r in done if r.training_code and r.training_code != training_code_of(r)})
+    if not stored:
+        return []
+    return [
+        f"  - (the records store {', '.join(stored)}: fingerprints taken when they ran, under an older definition "
+        "of which files are training code; the states named here are recomputed from each run's commit)"
+    ]
 
 
 def _threads_line(threads: Sequence[int]) -> str:

@@ -214,3 +214,20 @@ def test_posterior_families_names_a_family_s_mixed_training_code_once(monkeypatc
         run.history = [{"epoch": i + 1, "val_accuracy": 0.9} for i in range(6)]
     text = cell_state(runs, "moons", ("mean-field",))
     assert text.count("**2 states**") == 1, text
+
+
+def test_a_report_names_the_fingerprints_records_store_under_an_older_definition(tmp_path, monkeypatch):
+    monkeypatch.setattr(code_state, "training_code_at", lambda commit: "now")  # the commit's files, defined today
+    a, b = tiny_specs(2)
+    records = [_done(a, "pyro_bnn 0.1.0 at 1111111", "then"), _done(b, "pyro_bnn 0.1.0 at 1111111", "now")]
+    text = write_report(
+        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
+        records=records, analysis=Analysis([], []),
+    ).read_text()  # fmt: skip
+    assert "- Training code: one state (now) for all 2 runs done\n  - (the records store then: " in text
+    agreeing = [_done(a, "pyro_bnn 0.1.0 at 1111111", "now")]
+    text = write_report(
+        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
+        records=agreeing, analysis=Analysis([], []),
+    ).read_text()  # fmt: skip
+    assert "records store" not in text
