@@ -244,16 +244,10 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         verdict, width, _ = judge_gain(list(values.values()), check)
         hyper_check, fixed_check = (cell_check(cells, dataset, noise, *c) for c in (hyper, fixed))
         paths = gain_paths(cells, dataset, noise, hyper, fixed)
-        crossing = paths[0] != paths[1]
-        crossed.append(crossing)
-        offset = BATCHED_OFFSET.get((dataset, noise))
-        trained = " / ".join(paths) + (
-            f"; batched - single {offset:+.3f}"
-            if crossing and offset is not None
-            else "; not measured"
-            if crossing
-            else ""
-        )
+        crossed.append(paths[0] != paths[1])
+        offset, trained = BATCHED_OFFSET.get((dataset, noise)), " / ".join(paths)
+        if crossed[-1]:
+            trained += "; not measured" if offset is None else f"; batched - single {offset:+.3f}"
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
              f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary, trained,
