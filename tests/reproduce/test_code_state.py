@@ -87,10 +87,7 @@ def test_runs_from_an_uncommitted_tree_count_nowhere_and_the_report_says_so(tmp_
     records = counted([_done(clean, "pyro_bnn 0.1.0 at abc", "f1"), _done(dirty, "pyro_bnn 0.1.0 at abc+dirty")])
     assert [r.status for r in records] == [Status.DONE, Status.UNCOUNTED]
     assert "uncommitted" in records[1].reason and records[1].metrics == {"accuracy": 0.9}
-    text = write_report(
-        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
-        records=records, analysis=Analysis([], []),
-    ).read_text()  # fmt: skip
+    text = _report_text(tmp_path, records)
     assert "1 done" in text and "(and 1 done but not counted: trained from an uncommitted tree)" in text
     assert f"- `{dirty.run_id}` (pyro_bnn 0.1.0 at abc, with uncommitted changes)" in text and "--retrain-stale" in text
     assert "+dirty" not in text
@@ -116,19 +113,22 @@ def test_retrain_stale_is_refused_while_the_training_code_is_uncommitted(monkeyp
     code_state.check_committed_training_code()
 
 
+def _report_text(folder: Path, records: list[RunRecord]) -> str:
+    """The report of experiment ``e`` over ``records``, as written to ``folder``."""
+    profile = Profile("quick", "q", 1, {})
+    return write_report(
+        folder, title="t", experiment="e", profile=profile, seeds=1, command="c", records=records,
+        analysis=Analysis([], []),
+    ).read_text()  # fmt: skip
+
+
 def test_a_report_names_every_training_code_state_and_the_runs_behind_it(tmp_path):
     a, b, c = tiny_specs(3)
     one = [_done(a, "pyro_bnn 0.1.0 at 111", "f1"), _done(b, "pyro_bnn 0.1.0 at 111", "f1")]
-    text = write_report(
-        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
-        records=one, analysis=Analysis([], []),
-    ).read_text()  # fmt: skip
+    text = _report_text(tmp_path, one)
     assert "- Training code: one state (f1) for all 2 runs done" in text
     mixed = [*one, _done(c, "pyro_bnn 0.1.0 at 222", "f2")]
-    text = write_report(
-        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
-        records=mixed, analysis=Analysis([], []),
-    ).read_text()  # fmt: skip
+    text = _report_text(tmp_path, mixed)
     assert "**2 states**" in text and "pyro-bnn reproduce e --retrain-stale" in text
     assert "  - f1: 2 runs (commits 111): `moons`" in text and "  - f2: 1 runs (commits 222): `moons`" in text
 
@@ -220,14 +220,8 @@ def test_a_report_names_the_fingerprints_records_store_under_an_older_definition
     monkeypatch.setattr(code_state, "training_code_at", lambda commit: "now")  # the commit's files, defined today
     a, b = tiny_specs(2)
     records = [_done(a, "pyro_bnn 0.1.0 at 1111111", "then"), _done(b, "pyro_bnn 0.1.0 at 1111111", "now")]
-    text = write_report(
-        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
-        records=records, analysis=Analysis([], []),
-    ).read_text()  # fmt: skip
+    text = _report_text(tmp_path, records)
     assert "- Training code: one state (now) for all 2 runs done\n  - (the records store then: " in text
     agreeing = [_done(a, "pyro_bnn 0.1.0 at 1111111", "now")]
-    text = write_report(
-        tmp_path, title="t", experiment="e", profile=Profile("quick", "q", 1, {}), seeds=1, command="c",
-        records=agreeing, analysis=Analysis([], []),
-    ).read_text()  # fmt: skip
+    text = _report_text(tmp_path, agreeing)
     assert "records store" not in text
