@@ -145,8 +145,9 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
     )
 
 
-ABSOLUTE_RUN_PATH = re.compile(r"(?<![\w./-])/(?:[^\s/]+/)*?" + RUNS + r"/(?=[^\s/]+-[0-9a-f]{10}(?:/|\b))")
-"""An absolute path up to a grid's ``runs/`` folder, followed by a run id (``<label>-<10 hex digits>``)."""
+ABSOLUTE_RUN_PATH = re.compile(r"(?<![\w./-])/(?:[^\s/]+/)*?" + re.escape(RUNS) + r"/(?=[^\s/]+-[0-9a-f]{10}(?:/|\b))")
+"""An absolute path up to a grid's ``runs/`` folder, followed by a run id (``<label>-<10 hex digits>``); a path
+with a space in a folder name is not recognised (the reason keeps it)."""
 
 
 def portable_reason(text: str) -> str:

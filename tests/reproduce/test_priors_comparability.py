@@ -19,10 +19,10 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     _hierarchical_headline,
     _noise_headline,
     _tuning_section,
+    absences_by_panel,
     cell_check,
     effect_text,
     no_effect_width,
-    panel_absences,
     panel_notes,
     welch_interval,
 )
@@ -245,7 +245,7 @@ def test_a_data_set_without_counted_fixed_runs_is_not_counted_as_comparable(tmp_
     records = _grid()
     records = [dataclasses.replace(r, status=Status.UNCOUNTED) if r.spec.tag("kind") == "fixed" else r for r in records]
     cells = Cells(records, _profile())
-    absent, notes = panel_absences(cells), panel_notes(cells)
+    absent, notes = absences_by_panel(cells), panel_notes(cells)
     table, per_panel, checks = _gain_table(cells)
     hierarchical = _hierarchical_headline(per_panel, checks, ("moons",), absent, notes)
     noisier = _noise_headline(per_panel, checks, ("moons",), absent, notes)
@@ -260,7 +260,7 @@ def test_a_data_set_without_counted_fixed_runs_is_not_counted_as_comparable(tmp_
         "`--retrain-stale`, trained from an uncommitted tree)"
     )
     assert hierarchical.reason == (
-        "None of the 1 cells (data sets at the high noise) has counted runs; moons: not judged, no counted runs of a "
+        "None of the 1 cells (data sets at the high noise) has counted runs; moons: not judged: no counted runs of a "
         f"tuned fixed scale ({waiting})."
     )
     assert noisier.label.startswith("not judged: no counted runs of") and "(32 await" in noisier.label
@@ -288,12 +288,12 @@ def test_a_headline_with_one_data_set_judged_keeps_its_verdict_and_names_the_oth
     ]
     cells = Cells(records, _profile(("moons", "circles")))
     _, per_panel, checks = _gain_table(cells)
-    headline = _hierarchical_headline(per_panel, checks, ("moons", "circles"), panel_absences(cells))
+    headline = _hierarchical_headline(per_panel, checks, ("moons", "circles"), absences_by_panel(cells))
     assert not headline.label.startswith("not judged")
     assert headline.reason.startswith(
         "1 of 1 cells (data sets at the high noise) comparable with the paper's (1 more without counted runs);"
     )
-    assert "circles: not judged, no counted runs of a tuned fixed scale (16 not run yet)" in headline.reason
+    assert "circles: not judged: no counted runs of a tuned fixed scale (16 not run yet)" in headline.reason
 
 
 def test_the_gain_says_how_each_side_trained_and_the_measured_batched_offset():
@@ -312,7 +312,7 @@ def test_the_gain_says_how_each_side_trained_and_the_measured_batched_offset():
     )
     assert "| singly / batched (32 to a batch); batched - single +0.003 |" in table
     assert "`bench/BATCHED_CHECK.md`" in table.split("\n\n", 1)[1]
-    headline = _hierarchical_headline(per_panel, checks, ("moons",), panel_absences(cells), notes)
+    headline = _hierarchical_headline(per_panel, checks, ("moons",), absences_by_panel(cells), notes)
     assert headline.label == "no effect within ±0.007"  # as without the note
     assert headline.reason.endswith(f"({notes[('moons', 'high')]}).")
     noisier = _noise_headline(per_panel, checks, ("moons",), {}, notes)
@@ -444,3 +444,27 @@ def test_the_cnn_is_judged_only_when_every_seed_converged():
     # nor when a seed recorded no validation accuracy; and a mistake-blind CNN that converged does not hold
     assert cnn_headline([_cnn(0, curve=None)]).verdict is Verdict.NOT_COMPARABLE
     assert cnn_headline([_cnn(0, wrong=0.05)]).verdict is Verdict.DOES_NOT_HOLD
+
+
+def test_batched_cells_of_different_batch_sizes_do_not_cross_training_paths():
+    records = _grid(gains={"high": 0.0, "low": 0.0})
+    for r in records:
+        r.metrics["batched_runs"] = 25 if r.spec.tag("kind") == "hyper" else 32
+    cells = Cells(records, _profile())
+    assert panel_notes(cells) == {}
+    assert "| batched (25 to a batch) / batched (32 to a batch) |" in _gain_table(cells)[0]
+
+
+def test_counted_fixed_runs_without_a_shared_seed_are_not_called_uncounted():
+    # each family's two fixed scales finished disjoint seeds (0-1 and 2-3): there are counted runs, but no seed to
+    # tune the scale on, and the reason says that rather than "no counted runs"
+    keep = {"0.3": {0, 1}, "1": {2, 3}}
+    records = [
+        dataclasses.replace(r, status=Status.MISSING)
+        if r.spec.tag("kind") == "fixed" and int(r.spec.tag("seed")) not in keep[r.spec.tag("scale")]
+        else r
+        for r in _grid()
+    ]
+    cells = Cells(records, _profile())
+    text, counts = absences_by_panel(cells)[("moons", "high")]
+    assert text == "no seed shared by the candidates of a tuned fixed scale" and counts == {}

@@ -88,7 +88,6 @@ from pyro_bnn.reproduce.papers.priors.verdicts import no_effect_width as no_effe
 from pyro_bnn.reproduce.papers.priors.verdicts import overall_width as overall_width
 from pyro_bnn.reproduce.papers.priors.verdicts import panel_check as panel_check
 from pyro_bnn.reproduce.papers.priors.verdicts import t_interval as t_interval
-from pyro_bnn.reproduce.papers.priors.verdicts import training_path as training_path
 from pyro_bnn.reproduce.papers.priors.verdicts import verdict_text as verdict_text
 from pyro_bnn.reproduce.papers.priors.verdicts import welch_interval as welch_interval
 from pyro_bnn.reproduce.planned import Section
@@ -147,7 +146,7 @@ def _tuning_section(cells: Cells, out: Path) -> Section:
     return Section("Tuning the fixed scale", text, [markdown_table(["data set", "noise", "prior", *scales], rows)])
 
 
-def panel_absences(cells: Cells) -> Absence:
+def absences_by_panel(cells: Cells) -> Absence:
     """Per panel of the profile without both a hierarchical and a tuned fixed cell: why, and what its runs are
     instead (:func:`~.verdicts.panel_absence`)."""
     found = {}
@@ -233,7 +232,7 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
 
 
 def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, float]], dict[tuple[str, str], CellCheck]]:
-    rows, per_panel, checks, crossed = [], {}, {}, []
+    rows, per_panel, checks, crossed = [], {}, {}, False
     for dataset, noise in cells.panels():
         found, check = gains(cells, dataset, noise), panel_check(cells, dataset, noise)
         if found is None or check is None:
@@ -243,10 +242,10 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         low, high = t_interval(list(values.values()))
         verdict, width, _ = judge_gain(list(values.values()), check)
         hyper_check, fixed_check = (cell_check(cells, dataset, noise, *c) for c in (hyper, fixed))
-        paths = gain_paths(cells, dataset, noise, hyper, fixed)
-        crossed.append(paths[0] != paths[1])
+        crossing, paths = gain_paths(cells, dataset, noise, hyper, fixed)
+        crossed |= crossing
         offset, trained = BATCHED_OFFSET.get((dataset, noise)), " / ".join(paths)
-        if crossed[-1]:
+        if crossing:
             trained += "; not measured" if offset is None else f"; batched - single {offset:+.3f}"
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
@@ -254,19 +253,20 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
              verdict_text(verdict, width) if check.comparable else f"{verdict.value}: {check.reason}")
         )  # fmt: skip
     header = ["data set", "noise", "best hierarchical", "best tuned fixed", "test-accuracy gain", "95 % interval",
-              "training, hierarchical", "training, fixed", "trained (hierarchical / fixed)", "verdict"]  # fmt: skip
+              "training, hierarchical", "training, fixed", "batched or single (hierarchical / fixed)",
+              "verdict"]  # fmt: skip
     if not rows:
-        absent = panel_absences(cells)
+        absent = absences_by_panel(cells)
         why = "; ".join(f"{d} {n}: {text}" for (d, n), (text, _) in absent.items())
         return f"No panel has counted runs of both a hierarchical and a tuned fixed cell ({why}).", per_panel, checks
     note = (
-        "\n\n*trained*: batched runs train 32 or so to a vectorised model (`pyro_bnn.batched`), the others one at a "
-        "time. Where the two cells of a gain trained differently, *batched - single* is the test accuracy of batched "
-        "minus one-by-one training measured on the same cells and seeds, the median over the panel's 15 fixed-scale "
-        f"cells (5 seeds each, at the cpu profile's 1 000 steps) in `{BATCHED_CHECK}`: an offset the gain may carry "
-        "beside its own, which its interval does not include (the cells of a panel share seeds, so that median's "
-        "cells are not independent)."
-        if any(crossed)
+        "\n\n*batched or single*: batched runs train 32 or so to a vectorised model (`pyro_bnn.batched`), the "
+        "others one at a time. Where the two cells of a gain trained differently, *batched - single* is the test "
+        "accuracy of batched minus one-by-one training measured on the same cells and seeds, the median over the "
+        f"panel's 15 fixed-scale cells (5 seeds each, at the cpu profile's 1 000 steps) in `{BATCHED_CHECK}`: an "
+        "offset the gain may carry beside its own, which its interval does not include (the cells of a panel share "
+        "seeds, so that median's cells are not independent)."
+        if crossed
         else ""
     )
     return markdown_table(header, rows) + note, per_panel, checks

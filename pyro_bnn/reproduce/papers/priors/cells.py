@@ -6,6 +6,7 @@ cell over the tuned fixed scale (:func:`gains`) that the verdicts read.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior
@@ -70,15 +71,25 @@ class Cells:
             if self.not_done.get((d, n, f, s))
         ]
 
-    def absent(self, dataset: str, noise: str, kind: str, cells: list[tuple[str, str]] | None = None) -> dict:
-        """The records of a panel's ``kind`` cells (``hyper``, ``fixed``, ``flat``; or of ``cells``, ``(family,
-        scale)`` pairs) that count in no table, by status (:func:`absent_text` puts them in words)."""
-        counts: dict[Status, int] = {}
-        for (d, n, f, s), records in self.not_done.items():
-            if (d, n) == (dataset, noise) and (cell_kind(f, s) == kind if cells is None else (f, s) in cells):
-                for record in records:
-                    counts[record.status] = counts.get(record.status, 0) + 1
-        return counts
+    def absent(
+        self, dataset: str, noise: str, kind: str, pairs: list[tuple[str, str]] | None = None
+    ) -> dict[Status, int]:
+        """The records of a panel's ``kind`` cells (``hyper``, ``fixed``, ``flat``; or of ``pairs``, ``(family,
+        scale)``) that count in no table, by status (:func:`absent_text` puts them in words)."""
+        return dict(
+            Counter(
+                record.status
+                for (d, n, f, s), records in self.not_done.items()
+                if (d, n) == (dataset, noise) and (cell_kind(f, s) == kind if pairs is None else (f, s) in pairs)
+                for record in records
+            )
+        )
+
+    def counted(self, dataset: str, noise: str, kind: str) -> bool:
+        """Whether any of a panel's ``kind`` cells (``hyper``, ``fixed``, ``flat``) has counted runs."""
+        return any(
+            runs and (d, n) == (dataset, noise) and cell_kind(f, s) == kind for (d, n, f, s), runs in self.runs.items()
+        )
 
     def panels(self) -> list[tuple[str, str]]:
         """``(dataset, noise)`` pairs with any finished run, in the profile's order."""

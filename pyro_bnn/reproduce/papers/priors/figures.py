@@ -34,14 +34,13 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     effect_text,
     joint_check,
     no_effect_width,
-    overall_width,
     verdict_text,
     welch_interval,
 )
 from pyro_bnn.reproduce.papers.priors.cells import absent_text
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior, stored_posterior
 from pyro_bnn.reproduce.papers.priors.plan import KL_WARMUP
-from pyro_bnn.reproduce.papers.priors.verdicts import PriorsHeadline, not_judged
+from pyro_bnn.reproduce.papers.priors.verdicts import headline_or_unjudged, not_judged
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
 from pyro_bnn.runs.runs import build_bnn, load_data
@@ -283,7 +282,7 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
             absent.append(cells.absent(dataset, noise, "fixed", shared))
             found = absent_text(absent[-1])
             reasons.append(
-                f"{dataset}: not judged, no counted runs of both families at s = {SHARED_SCALE}"
+                f"{dataset}: not judged: no counted runs of both families at s = {SHARED_SCALE}"
                 + (f" ({found})" if found else "")
             )
             continue
@@ -312,20 +311,16 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
     )
     header = ["data set", "noise", "prior", f"mass within ±{NEAR_ZERO}", "weights mostly there"]
     overall = overall_verdict(verdicts)
-    unjudged = (
-        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", absent)
-        if comparable and all(c is None for c in comparable)
-        else ""
-    )
-    headline = PriorsHeadline(
+    headline = headline_or_unjudged(
         f"The Laplace prior's last-layer posterior is sparser (more mass within ±{NEAR_ZERO} of 0) than the Cauchy "
         f"prior's (both at s = {SHARED_SCALE}).",
         overall,
         (f"{comparable_count(comparable, 'cells (data sets at the high noise)')}; " + "; ".join(reasons) + ".")
         if reasons
         else "no high-noise runs.",
-        overall_width(overall, widths),
-        unjudged,
+        widths,
+        comparable,
+        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", absent),
     )
     section = Section("Last-layer posteriors: Laplace against Cauchy", text, [markdown_table(header, rows)], figures)
     return section, headline

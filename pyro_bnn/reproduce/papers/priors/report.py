@@ -15,8 +15,8 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     _noise_text,
     _results_section,
     _tuning_section,
+    absences_by_panel,
     add_validation_scores,
-    panel_absences,
     panel_notes,
 )
 from pyro_bnn.reproduce.papers.priors.cnn import cnn_section
@@ -50,7 +50,7 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         sections += [results, _comparability_section(cells, judged), loss_section(cells, out), map_section(cells, out)]
         sparsity, sparsity_headline = sparsity_section(cells, out)
         sections.append(sparsity)
-        absent, notes = panel_absences(cells), panel_notes(cells)
+        absent, notes = absences_by_panel(cells), panel_notes(cells)
         headlines += [
             _hierarchical_headline(per_panel, checks, profile["datasets"], absent, notes),
             _noise_headline(per_panel, checks, profile["datasets"], absent, notes),

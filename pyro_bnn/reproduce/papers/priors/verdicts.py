@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 
 from pyro_bnn.reproduce.comparability import CellCheck
@@ -54,36 +55,46 @@ class PriorsHeadline(Headline):
 def not_judged(what: str, counts: list[dict[Status, int]]) -> str:
     """``not judged: no counted runs of WHAT (N await `--retrain-stale`, ...)``: the label of a headline none of
     whose cells has counted runs, ``counts`` the uncountable records of each cell by status."""
-    total: dict[Status, int] = {}
-    for found in counts:
-        for status, n in found.items():
-            total[status] = total.get(status, 0) + n
-    missing = absent_text(total)
+    missing = absent_text(sum((Counter(found) for found in counts), Counter()))
     return f"not judged: no counted runs of {what}" + (f" ({missing})" if missing else "")
 
 
-def training_path(runs: list[RunRecord]) -> str:
-    """How a cell's runs trained: ``singly``, ``batched (32 to a batch)`` or ``mixed (3 of 5 batched)``."""
+def headline_or_unjudged(
+    claim: str, overall: Verdict, reason: str, widths: list[float | None], comparable: list[bool | None], unjudged: str
+) -> PriorsHeadline:
+    """The headline of ``claim``, labelled ``unjudged`` (from :func:`not_judged`) when none of its cells has counted
+    runs (every entry of ``comparable`` None)."""
+    none_counted = bool(comparable) and all(c is None for c in comparable)
+    return PriorsHeadline(claim, overall, reason, overall_width(overall, widths), unjudged if none_counted else "")
+
+
+def training_path(runs: list[RunRecord]) -> tuple[str, str]:
+    """How a cell's runs trained: its kind (``singly``, ``batched`` or ``mixed``) and that in words (``singly``,
+    ``batched (32 to a batch)``, ``mixed (3 of 5 batched, 32 to a batch)``)."""
     sizes = [int(r.metrics.get("batched_runs", 1)) for r in runs]
     batched = [n for n in sizes if n > 1]
     if not batched:
-        return "singly"
+        return "singly", "singly"
     size = f"{min(batched)}" if min(batched) == max(batched) else f"{min(batched)}-{max(batched)}"
     if len(batched) == len(sizes):
-        return f"batched ({size} to a batch)"
-    return f"mixed ({len(batched)} of {len(sizes)} batched, {size} to a batch)"
+        return "batched", f"batched ({size} to a batch)"
+    return "mixed", f"mixed ({len(batched)} of {len(sizes)} batched, {size} to a batch)"
 
 
-def gain_paths(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]) -> list[str]:
-    """How the two cells of a gain trained, ``[hierarchical, fixed]`` (:func:`training_path`)."""
-    return [training_path(cells.runs.get((dataset, noise, *c), [])) for c in (hyper, fixed)]
+def gain_paths(
+    cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]
+) -> tuple[bool, list[str]]:
+    """Whether the two cells of a gain trained differently (one batched, the other singly or mixed: batch sizes
+    aside), and how each did in words, ``[hierarchical, fixed]`` (:func:`training_path`)."""
+    paths = [training_path(cells.runs.get((dataset, noise, *c), [])) for c in (hyper, fixed)]
+    return paths[0][0] != paths[1][0], [words for _, words in paths]
 
 
 def crossing_note(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]) -> str:
     """Empty when the two cells of a gain trained the same way; else how each trained and the offset batching was
     measured to make (:data:`BATCHED_OFFSET`), which the gain's interval does not include."""
-    paths = gain_paths(cells, dataset, noise, hyper, fixed)
-    if paths[0] == paths[1]:
+    crossed, paths = gain_paths(cells, dataset, noise, hyper, fixed)
+    if not crossed:
         return ""
     offset = BATCHED_OFFSET.get((dataset, noise))
     measured = (
@@ -175,7 +186,7 @@ def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -
         return (
             Verdict.INCONCLUSIVE,
             None,
-            f"not judged, {absent or 'no counted runs of both a hierarchical and a tuned fixed cell'}",
+            f"not judged: {absent or 'no counted runs of both a hierarchical and a tuned fixed cell'}",
         )
     if not check.comparable:
         return Verdict.NOT_COMPARABLE, None, f"{Verdict.NOT_COMPARABLE.value} ({check.reason})"
@@ -214,13 +225,13 @@ def panel_absence(cells: Cells, dataset: str, noise: str) -> tuple[str, dict[Sta
     ]
     if not missing:
         return "", {}
-    counts: dict[Status, int] = {}
-    for kind, _ in missing:
-        for status, n in cells.absent(dataset, noise, kind).items():
-            counts[status] = counts.get(status, 0) + n
+    unshared = [name for kind, name in missing if cells.counted(dataset, noise, kind)]
+    if unshared:  # counted runs, but no seed every candidate finished: nothing to choose on
+        return "no seed shared by the candidates of " + " or ".join(unshared), {}
+    counts = sum((Counter(cells.absent(dataset, noise, kind)) for kind, _ in missing), Counter())
     found = absent_text(counts)
     text = "no counted runs of " + " or ".join(name for _, name in missing) + (f" ({found})" if found else "")
-    return text, counts
+    return text, dict(counts)
 
 
 def comparable_count(comparable: list[bool | None], what: str) -> str:
@@ -259,17 +270,10 @@ def _hierarchical_headline(
         reasons.append(f"{dataset}: {text}" + (f" ({note})" if note else ""))
     overall = overall_verdict(verdicts)
     count = comparable_count(comparable, "cells (data sets at the high noise)")
-    unjudged = (
-        not_judged(
-            "both a hierarchical prior and a tuned fixed scale",
-            [absent.get((d, "high"), ("", {}))[1] for d in datasets],
-        )
-        if datasets and all(c is None for c in comparable)
-        else ""
+    unjudged = not_judged(
+        "both a hierarchical prior and a tuned fixed scale", [absent.get((d, "high"), ("", {}))[1] for d in datasets]
     )
-    return PriorsHeadline(
-        claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths), unjudged
-    )
+    return headline_or_unjudged(claim, overall, f"{count}; " + "; ".join(reasons) + ".", widths, comparable, unjudged)
 
 
 def _noise_headline(
@@ -295,7 +299,7 @@ def _noise_headline(
                 for noise in ("high", "low")
                 if absent.get((dataset, noise), ("",))[0]
             )
-            verdict, text = Verdict.INCONCLUSIVE, f"not judged, {why or 'no counted runs of both cells at a noise'}"
+            verdict, text = Verdict.INCONCLUSIVE, f"not judged: {why or 'no counted runs of both cells at a noise'}"
         elif not all(c.comparable for c in at.values()):
             why = "; ".join(f"{noise} noise: {c.reason}" for noise, c in at.items() if not c.comparable)
             verdict, text = Verdict.NOT_COMPARABLE, f"{Verdict.NOT_COMPARABLE.value} ({why})"
@@ -326,14 +330,8 @@ def _noise_headline(
         reasons.append(f"{dataset}: {text}")
     overall = overall_verdict(verdicts)
     count = comparable_count(comparable, "cells (data sets at both noises)")
-    unjudged = (
-        not_judged(
-            "both a hierarchical prior and a tuned fixed scale at both noises",
-            [absent.get((d, n), ("", {}))[1] for d in datasets for n in ("high", "low")],
-        )
-        if datasets and all(c is None for c in comparable)
-        else ""
+    unjudged = not_judged(
+        "both a hierarchical prior and a tuned fixed scale at both noises",
+        [absent.get((d, n), ("", {}))[1] for d in datasets for n in ("high", "low")],
     )
-    return PriorsHeadline(
-        claim, overall, f"{count}; " + "; ".join(reasons) + ".", overall_width(overall, widths), unjudged
-    )
+    return headline_or_unjudged(claim, overall, f"{count}; " + "; ".join(reasons) + ".", widths, comparable, unjudged)
