@@ -82,9 +82,14 @@ class JsonListText:
     """
 
     def __init__(self, indent: int | None = None) -> None:
-        self.indent = indent
+        self._indent = indent
         self._items: list[Any] = []  # deep copies of the items encoded
         self._texts: list[str] = []  # their encodings, each as it stands inside the list
+
+    @property
+    def indent(self) -> int | None:
+        """As ``json.dumps``'s (fixed: the cached encodings are of this indent)."""
+        return self._indent
 
     def text(self, items: Sequence[Any]) -> str:
         """``json.dumps(list(items), indent=self.indent)``."""

@@ -107,16 +107,15 @@ class Checkpoint(Callback):
         min_interval_s: Also skip those writes while fewer seconds than this have passed since the last write (or
             since training started), for runs of thousands of epochs of a few milliseconds each, whose checkpoints
             would otherwise cost a good part of the run. Any checkpoint resumes to the numbers of an uninterrupted
-            run, so this only decides how much an interruption loses: at most ``every`` epochs or
-            ``min_interval_s`` seconds of training, whichever is more. 0 (the default) writes after every
-            ``every``-th epoch.
+            run, so this only decides how much an interruption loses: at most ``min_interval_s`` seconds of
+            training and ``every`` epochs more (a write waits for the interval, then for the next ``every``-th
+            epoch). 0 (the default) writes after every ``every``-th epoch.
     """
 
     def __init__(self, path: str | os.PathLike, every: int = 1, *, min_interval_s: float = 0.0) -> None:
         every = positive_int(every, "every")
-        self.min_interval_s = non_negative_float(min_interval_s, "min_interval_s")
         self.path, self.every = Path(path), every
-        self._throttle = _Throttle(self.min_interval_s)
+        self._throttle = _Throttle(non_negative_float(min_interval_s, "min_interval_s"))
 
     def on_train_start(self, trainer: Trainer) -> None:
         self._throttle.restart()
@@ -171,10 +170,9 @@ class HistoryLogger(Callback):
 
     def __init__(self, path: str | os.PathLike, every: int = 1, *, min_interval_s: float = 0.0) -> None:
         every = positive_int(every, "every")
-        self.min_interval_s = non_negative_float(min_interval_s, "min_interval_s")
         self.path, self.every = Path(path), every
         self._text = JsonListText(indent=2)
-        self._throttle = _Throttle(self.min_interval_s)
+        self._throttle = _Throttle(non_negative_float(min_interval_s, "min_interval_s"))
 
     def on_train_start(self, trainer: Trainer) -> None:
         self._throttle.restart()

@@ -73,11 +73,11 @@ end): after every epoch for runs of up to 100 epochs, after every ``epochs // 10
 
 
 MIN_WRITE_INTERVAL_S = 5.0
-"""Seconds a run of more than :data:`WRITES_PER_RUN` epochs waits at least between two of its periodic checkpoint
-(and history) writes: a full-batch toy run of thousands of epochs of a few milliseconds each otherwise writes 100
-checkpoints in well under a minute (bench/TRAINING_IO.md). Shorter runs write after every epoch, however short.
-Any checkpoint resumes to the numbers of an uninterrupted run; this only bounds what an interruption loses: 1 % of
-the epochs or 5 s of training, whichever is more."""
+"""Seconds a run that writes every few epochs (at least ``2 * WRITES_PER_RUN`` epochs) waits at least between two
+of its periodic checkpoint (and history) writes: a full-batch toy run of thousands of epochs of a few milliseconds
+each otherwise writes 100 checkpoints in well under a minute (bench/TRAINING_IO.md). Shorter runs write after every
+epoch, however short. Any checkpoint resumes to the numbers of an uninterrupted run; this only bounds what an
+interruption loses: about 5 s of training and 1 % of the epochs (a write waits for both)."""
 
 
 WEIGHT_STATS_PER_RUN = 20
@@ -260,8 +260,8 @@ def prepare_trainer(
     train, val, _ = data.loaders(config.batch_size, seed=config.seed, device=device)
     # Files written during training grow with the epochs, so a run of thousands of short epochs (full-batch toy
     # problems) writes them about 100 times in all rather than after every epoch: once per epoch made a
-    # 5 000-epoch cubic run spend most of its time re-encoding JSON. An interrupted run then loses at most 1 % of
-    # its epochs, or MIN_WRITE_INTERVAL_S of training where that is more.
+    # 5 000-epoch cubic run spend most of its time re-encoding JSON. An interrupted run then loses at most
+    # MIN_WRITE_INTERVAL_S of training and 1 % of its epochs.
     every = max(1, config.epochs // WRITES_PER_RUN)
     interval = MIN_WRITE_INTERVAL_S if every > 1 else 0.0
     callbacks = [

@@ -520,3 +520,5 @@ def test_writes_wait_min_interval_s_but_training_always_ends_with_them(tmp_path,
     assert load_checkpoint(tmp_path / "c.pt")["epoch"] == 8
     with pytest.raises(ValueError, match="min_interval_s"):
         Checkpoint(tmp_path / "c.pt", min_interval_s=-1)
+    with pytest.raises(ValueError, match="min_interval_s"):
+        HistoryLogger(tmp_path / "h.json", min_interval_s=-1)

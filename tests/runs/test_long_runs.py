@@ -54,19 +54,28 @@ def test_a_long_run_records_about_twenty_weight_statistics_snapshots(tmp_path):
 
 
 def test_a_run_of_many_quick_epochs_writes_at_most_once_per_interval_and_at_the_end(tmp_path, monkeypatch):
-    # With an interval longer than the run only the files of the last epoch are written, complete; a run of up to
-    # WRITES_PER_RUN epochs writes after every epoch whatever the interval.
+    # With an interval longer than the run only the files of the last epoch are written, complete; a run that writes
+    # after every epoch (fewer than 2 * WRITES_PER_RUN epochs) does so whatever the interval.
     monkeypatch.setattr(runs, "MIN_WRITE_INTERVAL_S", 1e9)
-    checkpoints = []
+    checkpoints, histories = [], []
     save = Trainer.save_checkpoint
     monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, path: (checkpoints.append(self.epoch),
                                                                         save(self, path)))  # fmt: skip
-    for epochs, expected in ((2 * WRITES_PER_RUN, [2 * WRITES_PER_RUN]), (5, [1, 2, 3, 4, 5, 5])):
+    write = callbacks.write_text_atomically
+    monkeypatch.setattr(callbacks, "write_text_atomically", lambda path, text, **kw: (histories.append(
+        len(json.loads(text))), write(path, text, **kw)))  # fmt: skip
+    every_epoch = 2 * WRITES_PER_RUN - 1
+    for epochs, expected in (
+        (2 * WRITES_PER_RUN, [2 * WRITES_PER_RUN]),
+        (every_epoch, [*range(1, every_epoch + 1), every_epoch]),
+        (5, [1, 2, 3, 4, 5, 5]),
+    ):
         checkpoints.clear()
+        histories.clear()
         config = RunConfig(dataset="cubic", model="mlp:4", guide="map", epochs=epochs, batch_size=400, val_size=0,
                            num_samples=1, device="cpu")  # fmt: skip
         train_run(config, tmp_path / str(epochs), progress=False)
-        assert checkpoints == expected
+        assert checkpoints == expected and histories == expected
         history = json.loads((tmp_path / str(epochs) / "history.json").read_text())
         assert [row["epoch"] for row in history] == list(range(1, epochs + 1))
         assert load_checkpoint(tmp_path / str(epochs) / "checkpoint.pt")["epoch"] == epochs
