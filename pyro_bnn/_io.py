@@ -73,9 +73,10 @@ class JsonListText:
     ``n / k`` joins of cached strings rather than ``n / k`` encodings of the whole list (``indent`` makes ``json``
     use its pure-Python encoder, some 10 microseconds per number).
 
-    An item's encoding is reused while the item equals (``==``) a deep copy taken when it was encoded, so items
-    changed in place, replaced or dropped are encoded again; an item changed in place to an equal value of another
-    type (``1`` to ``1.0``) would keep its old text, which no history or statistics record does.
+    An item's encoding is reused while the item would encode to the same text as a deep copy taken when it was
+    encoded (:func:`_encodes_alike`: same types, same key order, same float text; not ``==``, under which ``True``
+    equals ``1``, ``1`` equals ``1.0`` and ``-0.0`` equals ``0.0``), so items changed in place, replaced or dropped
+    are encoded again.
 
     Args:
         indent: As ``json.dumps``'s; None for its one-line form (``", "`` between items).
@@ -95,10 +96,9 @@ class JsonListText:
         """``json.dumps(list(items), indent=self.indent)``."""
         items = list(items)
         kept = len(self._items)
-        if len(items) < kept or items[:kept] != self._items:
-            same = zip(items, self._items, strict=False)  # the shorter of the two
-            kept = next((i for i, (a, b) in enumerate(same) if a != b), min(len(items), kept))
-            del self._items[kept:], self._texts[kept:]
+        same = zip(items, self._items, strict=False)  # the shorter of the two
+        kept = next((i for i, (a, b) in enumerate(same) if not _encodes_alike(a, b)), min(len(items), kept))
+        del self._items[kept:], self._texts[kept:]
         for item in items[kept:]:
             self._items.append(copy.deepcopy(item))
             self._texts.append(self._encode(item))
@@ -114,3 +114,23 @@ class JsonListText:
             return json.dumps(item)
         # One level deeper than at the top: JSON strings escape their newlines, so every newline is the encoder's.
         return json.dumps(item, indent=self.indent).replace("\n", "\n" + " " * self.indent)
+
+
+def _encodes_alike(a: Any, b: Any) -> bool:
+    """Whether ``json.dumps`` writes ``a`` and ``b`` as the same text (for the values a JSON list holds).
+
+    Types must match (``True``, ``1`` and ``1.0`` are equal but encode differently), dicts in the same key order,
+    floats by their text (``-0.0`` and ``0.0`` differ, two NaNs agree).
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return len(a) == len(b) and all(
+            _encodes_alike(key_a, key_b) and _encodes_alike(value_a, value_b)
+            for (key_a, value_a), (key_b, value_b) in zip(a.items(), b.items(), strict=True)
+        )
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(map(_encodes_alike, a, b))
+    if isinstance(a, float):
+        return float.__repr__(a) == float.__repr__(b)
+    return a == b
