@@ -466,5 +466,33 @@ def test_counted_fixed_runs_without_a_shared_seed_are_not_called_uncounted():
         for r in _grid()
     ]
     cells = Cells(records, _profile())
-    text, counts = absences_by_panel(cells)[("moons", "high")]
+    absent = absences_by_panel(cells)
+    text, counts = absent[("moons", "high")]
     assert text == "no seed shared by the candidates of a tuned fixed scale" and counts == {}
+    # every panel lacks a comparison for that reason: the headlines' labels say it, not "no counted runs"
+    _, per_panel, checks = _gain_table(cells)
+    for headline in (
+        _hierarchical_headline(per_panel, checks, ("moons",), absent),
+        _noise_headline(per_panel, checks, ("moons",), absent),
+    ):
+        assert headline.label == "not judged: no seed shared by the candidates of a tuned fixed scale"
+
+
+def test_a_headline_whose_panels_lack_a_comparison_for_different_reasons_names_both():
+    # moons: counted fixed runs on disjoint seeds; circles: no counted fixed runs at all
+    keep = {"0.3": {0, 1}, "1": {2, 3}}
+    records = [
+        dataclasses.replace(r, status=Status.MISSING)
+        if r.spec.tag("kind") == "fixed" and int(r.spec.tag("seed")) not in keep[r.spec.tag("scale")]
+        else r
+        for r in _grid()
+    ] + [
+        dataclasses.replace(r, status=Status.MISSING) if r.spec.tag("kind") == "fixed" else r for r in _grid("circles")
+    ]
+    cells = Cells(records, _profile(("moons", "circles")))
+    _, per_panel, checks = _gain_table(cells)
+    headline = _hierarchical_headline(per_panel, checks, ("moons", "circles"), absences_by_panel(cells))
+    assert headline.label == (
+        "not judged: no seed shared by the candidates of a tuned fixed scale; no counted runs of both a hierarchical "
+        "prior and a tuned fixed scale (16 not run yet)"
+    )

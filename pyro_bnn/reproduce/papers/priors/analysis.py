@@ -68,8 +68,8 @@ from pyro_bnn.reproduce.papers.priors.cells import metric as metric
 from pyro_bnn.reproduce.papers.priors.plan import ACCURACY_TOLERANCE, COMPARABLE, NOISE, PUBLISHED, TEST, TRAIN, VAL
 from pyro_bnn.reproduce.papers.priors.verdicts import (
     BATCHED_CHECK,
-    BATCHED_OFFSET,
     Absence,
+    batched_offset_text,
     crossing_note,
     gain_paths,
     panel_absence,
@@ -244,9 +244,9 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         hyper_check, fixed_check = (cell_check(cells, dataset, noise, *c) for c in (hyper, fixed))
         crossing, paths = gain_paths(cells, dataset, noise, hyper, fixed)
         crossed |= crossing
-        offset, trained = BATCHED_OFFSET.get((dataset, noise)), " / ".join(paths)
+        trained = " / ".join(paths)
         if crossing:
-            trained += "; not measured" if offset is None else f"; batched - single {offset:+.3f}"
+            trained += "; " + batched_offset_text(dataset, noise, brief=True)
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
              f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary, trained,

@@ -320,7 +320,7 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
         else "no high-noise runs.",
         widths,
         comparable,
-        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", absent),
+        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", [("", counts) for counts in absent]),
     )
     section = Section("Last-layer posteriors: Laplace against Cauchy", text, [markdown_table(header, rows)], figures)
     return section, headline

@@ -39,6 +39,10 @@ cells over batched fixed-scale ones may carry (moons high: batched higher in 13 
 11 of 15; the cells of a panel share seeds, so their signs are correlated)."""
 
 
+UNSHARED = "no seed shared by the candidates of "
+"""How :func:`panel_absence` begins the reason of a panel whose counted runs share no seed to choose a cell on."""
+
+
 @dataclass(frozen=True)
 class PriorsHeadline(Headline):
     """A headline that may be *not judged*: ``unjudged`` (the label then) says what is missing, e.g. ``not judged:
@@ -52,11 +56,17 @@ class PriorsHeadline(Headline):
         return self.unjudged or super().label
 
 
-def not_judged(what: str, counts: list[dict[Status, int]]) -> str:
-    """``not judged: no counted runs of WHAT (N await `--retrain-stale`, ...)``: the label of a headline none of
-    whose cells has counted runs, ``counts`` the uncountable records of each cell by status."""
-    missing = absent_text(sum((Counter(found) for found in counts), Counter()))
-    return f"not judged: no counted runs of {what}" + (f" ({missing})" if missing else "")
+def not_judged(what: str, panels: list[tuple[str, dict[Status, int]]]) -> str:
+    """The label of a headline none of whose panels has a comparison, from each panel's ``(why, uncountable records
+    by status)`` (:func:`panel_absence`): ``not judged: no counted runs of WHAT (N await `--retrain-stale`, ...)``,
+    preceded by the panels' other reasons (``no seed shared by the candidates of ...``) where some have one, and
+    only those where every panel has one."""
+    others = list(dict.fromkeys(text for text, _ in panels if text.startswith(UNSHARED)))
+    uncounted = [counts for text, counts in panels if not text.startswith(UNSHARED)]
+    if uncounted or not others:
+        missing = absent_text(sum((Counter(found) for found in uncounted), Counter()))
+        others.append(f"no counted runs of {what}" + (f" ({missing})" if missing else ""))
+    return "not judged: " + "; ".join(others)
 
 
 def headline_or_unjudged(
@@ -90,20 +100,30 @@ def gain_paths(
     return paths[0][0] != paths[1][0], [words for _, words in paths]
 
 
+def batched_offset_text(dataset: str, noise: str, *, brief: bool = False) -> str:
+    """The offset batching was measured to make in a panel (:data:`BATCHED_OFFSET`), in words: ``batched - single
+    +0.003`` (``brief``, a table cell) or with its source; where none was measured, that."""
+    offset = BATCHED_OFFSET.get((dataset, noise))
+    if offset is None:
+        return "not measured" if brief else f"no batched-against-single measurement for this panel in `{BATCHED_CHECK}`"
+    if brief:
+        return f"batched - single {offset:+.3f}"
+    return (
+        f"batched minus single test accuracy {offset:+.3f} (median over this panel's fixed-scale cells, "
+        f"`{BATCHED_CHECK}`, cpu profile)"
+    )
+
+
 def crossing_note(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]) -> str:
     """Empty when the two cells of a gain trained the same way; else how each trained and the offset batching was
-    measured to make (:data:`BATCHED_OFFSET`), which the gain's interval does not include."""
+    measured to make (:func:`batched_offset_text`), which the gain's interval does not include."""
     crossed, paths = gain_paths(cells, dataset, noise, hyper, fixed)
     if not crossed:
         return ""
-    offset = BATCHED_OFFSET.get((dataset, noise))
-    measured = (
-        f"batched minus single test accuracy {offset:+.3f} (median over this panel's fixed-scale cells, "
-        f"`{BATCHED_CHECK}`, cpu profile)"
-        if offset is not None
-        else f"no batched-against-single measurement for this panel in `{BATCHED_CHECK}`"
+    return (
+        f"hierarchical trained {paths[0]}, fixed scale {paths[1]}: {batched_offset_text(dataset, noise)}, "
+        "not in the interval"
     )
-    return f"hierarchical trained {paths[0]}, fixed scale {paths[1]}: {measured}, not in the interval"
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -227,7 +247,7 @@ def panel_absence(cells: Cells, dataset: str, noise: str) -> tuple[str, dict[Sta
         return "", {}
     unshared = [name for kind, name in missing if cells.counted(dataset, noise, kind)]
     if unshared:  # counted runs, but no seed every candidate finished: nothing to choose on
-        return "no seed shared by the candidates of " + " or ".join(unshared), {}
+        return UNSHARED + " or ".join(unshared), {}
     counts = sum((Counter(cells.absent(dataset, noise, kind)) for kind, _ in missing), Counter())
     found = absent_text(counts)
     text = "no counted runs of " + " or ".join(name for _, name in missing) + (f" ({found})" if found else "")
@@ -271,7 +291,7 @@ def _hierarchical_headline(
     overall = overall_verdict(verdicts)
     count = comparable_count(comparable, "cells (data sets at the high noise)")
     unjudged = not_judged(
-        "both a hierarchical prior and a tuned fixed scale", [absent.get((d, "high"), ("", {}))[1] for d in datasets]
+        "both a hierarchical prior and a tuned fixed scale", [absent.get((d, "high"), ("", {})) for d in datasets]
     )
     return headline_or_unjudged(claim, overall, f"{count}; " + "; ".join(reasons) + ".", widths, comparable, unjudged)
 
@@ -332,6 +352,6 @@ def _noise_headline(
     count = comparable_count(comparable, "cells (data sets at both noises)")
     unjudged = not_judged(
         "both a hierarchical prior and a tuned fixed scale at both noises",
-        [absent.get((d, n), ("", {}))[1] for d in datasets for n in ("high", "low")],
+        [absent.get((d, n), ("", {})) for d in datasets for n in ("high", "low")],
     )
     return headline_or_unjudged(claim, overall, f"{count}; " + "; ".join(reasons) + ".", widths, comparable, unjudged)
