@@ -1,6 +1,6 @@
 """Shared fixtures: a fresh Pyro state per test, a ``device`` fixture, tiny IDX files written on the fly, the
 ``conjugate`` Bayesian linear regression (a closed-form posterior, for SG-MCMC, SWAG, tempering and composition
-tests), and isolation from the machine's own data.
+tests), a callback that interrupts training after a given epoch, and isolation from the machine's own data.
 
 No test may read the real data sets, the user's cache or the network, so an autouse fixture unsets
 ``PYRO_BNN_DATA``, points the default cache and the Debian Fashion-MNIST path into ``tmp_path`` and makes
@@ -24,6 +24,7 @@ from torch import nn
 import pyro_bnn  # noqa: F401  (applies pyro_bnn's Pyro settings)
 from pyro_bnn import BNN
 from pyro_bnn.data import sources
+from pyro_bnn.infer import Callback
 from pyro_bnn.likelihoods import Gaussian
 from pyro_bnn.priors import NormalPrior
 
@@ -225,3 +226,21 @@ def conjugate() -> Conjugate:
     torch.manual_seed(0)
     bnn = BNN(nn.Linear(2, 1), NormalPrior(0.0, 1.0), Gaussian(CONJUGATE_N, scale=CONJUGATE_SIGMA))
     return Conjugate(bnn, x, y, mean, cov.diagonal(), precision)
+
+
+class InterruptAfter(Callback):
+    """Stands in for Ctrl-C (or a killed process) after ``epoch``: raises ``error`` at that epoch's end, after the
+    callbacks listed before it (a checkpoint, the history) have run."""
+
+    def __init__(self, epoch: int, error: type[BaseException] = KeyboardInterrupt) -> None:
+        self.epoch, self.error = epoch, error
+
+    def on_epoch_end(self, trainer, record) -> None:
+        if record["epoch"] == self.epoch:
+            raise self.error
+
+
+@pytest.fixture
+def interrupt_after() -> type[InterruptAfter]:
+    """``interrupt_after(epoch, error=KeyboardInterrupt)``: a callback that interrupts training there."""
+    return InterruptAfter

@@ -142,22 +142,14 @@ def test_plot_weight_statistics_draws_first_and_last_epoch(tmp_path):
         plot_weight_statistics([])
 
 
-def test_a_run_interrupted_between_checkpoints_resumes_to_the_same_files(tmp_path):
+def test_a_run_interrupted_between_checkpoints_resumes_to_the_same_files(tmp_path, interrupt_after):
     """Checkpoints every 3rd epoch, files written every 2nd and 3rd: killed after epoch 4 (the files then run ahead
     of the checkpoint of epoch 3) and resumed with the same callback objects, the run ends with the numbers and the
     files of an uninterrupted one: weight_stats.json byte for byte, history.json but for the times."""
-    from pyro_bnn.infer import Callback, HistoryLogger, load_checkpoint
+    from pyro_bnn.infer import HistoryLogger, load_checkpoint
 
     class Killed(Exception):
         pass
-
-    class KillAfter(Callback):
-        def __init__(self, epoch):
-            self.epoch = epoch
-
-        def on_epoch_end(self, trainer, record):
-            if record["epoch"] == self.epoch:
-                raise Killed
 
     def callbacks(folder, *extra):
         return [
@@ -171,7 +163,7 @@ def test_a_run_interrupted_between_checkpoints_resumes_to_the_same_files(tmp_pat
     straight = _trainer(_classifier(), callbacks(tmp_path / "straight"))
     straight.fit(_loader(), 7)
     run = tmp_path / "run"
-    first = callbacks(run, KillAfter(4))
+    first = callbacks(run, interrupt_after(4, Killed))
     with pytest.raises(Killed):
         _trainer(_classifier(), first).fit(_loader(), 7)
     assert load_checkpoint(run / "checkpoint.pt")["epoch"] == 3

@@ -307,34 +307,23 @@ def test_torch_optimizer_factory():
     assert isinstance(trainer.optimizer, torch.optim.SGD)
 
 
-class _Interrupt(Callback):
-    """Stands in for Ctrl-C after a given epoch (after the checkpoint callback has run)."""
-
-    def __init__(self, epoch):
-        self.epoch = epoch
-
-    def on_epoch_end(self, trainer, record):
-        if record["epoch"] == self.epoch:
-            raise KeyboardInterrupt
-
-
-def _early_stopped_run(tmp_path, resume_from=None, name="run.pt", interrupt_at=None):
+def _early_stopped_run(tmp_path, resume_from=None, name="run.pt", extra=()):
     train, val = _loaders()
     stopper = EarlyStopping("val_nll", patience=2, mode="min", restore_best=True)
-    callbacks = [stopper, Checkpoint(tmp_path / name)] + ([_Interrupt(interrupt_at)] if interrupt_at else [])
+    callbacks = [stopper, Checkpoint(tmp_path / name), *extra]
     trainer = _trainer(_classifier(), optim=pyro.optim.Adam({"lr": 0.5}), callbacks=callbacks)
     history = trainer.fit(train, 40, val_loader=val, resume_from=resume_from)
     return trainer, stopper, history
 
 
-def test_early_stopping_survives_a_resume(tmp_path):
+def test_early_stopping_survives_a_resume(tmp_path, interrupt_after):
     strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
     straight, stopper, history = _early_stopped_run(tmp_path, name="a.pt")
     stop_epoch = len(history)
     assert stop_epoch < 40
     # Interrupt one epoch before the stop, then resume: same records, same stop, same best epoch.
     with pytest.raises(KeyboardInterrupt):
-        _early_stopped_run(tmp_path, name="b.pt", interrupt_at=stop_epoch - 1)
+        _early_stopped_run(tmp_path, name="b.pt", extra=[interrupt_after(stop_epoch - 1)])
     resumed, resumed_stopper, resumed_history = _early_stopped_run(tmp_path, resume_from=tmp_path / "b.pt", name="b.pt")
     assert strip(resumed_history) == strip(history)
     assert resumed_stopper.best_epoch == stopper.best_epoch
