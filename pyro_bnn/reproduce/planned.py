@@ -242,8 +242,14 @@ class Headline:
     def label(self) -> str:
         """The verdict as the report prints it (``no effect within ±0.016`` for :attr:`Verdict.NO_EFFECT`)."""
         if self.verdict is Verdict.NO_EFFECT and self.interval is not None:
-            return f"no effect within ±{self.interval:.3g}"
+            return no_effect_text(self.interval)
         return self.verdict.value
+
+
+def no_effect_text(width: float) -> str:
+    """``no effect within ±x`` for an effect whose interval lies within ±``width`` (3 significant digits): one
+    format for every verdict, cell and headline alike."""
+    return f"{Verdict.NO_EFFECT.value} within ±{width:.3g}"
 
 
 @dataclass

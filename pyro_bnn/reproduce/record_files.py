@@ -162,3 +162,23 @@ def grid_relative(text: str, root: Path) -> str:
     for prefix in {str(root.resolve()), str(root.absolute())}:
         text = text.replace(prefix + "/", "")
     return text
+
+
+SOURCE_FILE = re.compile(r'File "(/[^"]+)"')
+"""A traceback's source file line with an absolute path."""
+
+SOURCE_ANCHOR = re.compile(r"/((?:pyro_bnn|site-packages|python3\.\d+)/.*)$")
+"""Where a source file's path is cut: at the package (``pyro_bnn/...``), ``site-packages/...`` or the standard library
+(``python3.11/...``); a file under none of them keeps its name alone."""
+
+
+def portable_traceback(text: str, root: Path) -> str:
+    """A traceback as a record keeps it: paths under the grid's folder ``root`` relative to it
+    (:func:`grid_relative`), every source file from its package down (``File "pyro_bnn/infer/trainer.py"``) rather
+    than from the machine's checkout or environment."""
+
+    def source(match: re.Match[str]) -> str:
+        anchored = SOURCE_ANCHOR.search(match.group(1))
+        return f'File "{anchored.group(1) if anchored else os.path.basename(match.group(1))}"'
+
+    return SOURCE_FILE.sub(source, grid_relative(text, root))

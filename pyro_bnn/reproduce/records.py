@@ -38,7 +38,14 @@ from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
 from pyro_bnn.reproduce.record_files import RECORD_HISTORY_ROWS as RECORD_HISTORY_ROWS
 from pyro_bnn.reproduce.record_files import RESULT as RESULT
 from pyro_bnn.reproduce.record_files import RUNS as RUNS
-from pyro_bnn.reproduce.record_files import binned_history, grid_relative, one_line, read_record, write_record
+from pyro_bnn.reproduce.record_files import (
+    binned_history,
+    grid_relative,
+    one_line,
+    portable_traceback,
+    read_record,
+    write_record,
+)
 from pyro_bnn.reproduce.record_files import portable_path as portable_path
 from pyro_bnn.reproduce.record_files import spec_to_dict as spec_to_dict
 from pyro_bnn.reproduce.runners import resolve_runner
@@ -341,7 +348,8 @@ def _record_failure(
     spec: RunSpec, folder: Path, err: BaseException, seconds: float, attempt: Attempt = Attempt()
 ) -> RunRecord:
     # A failing run is recorded and the grid goes on; the traceback is kept for a bug report. Both name paths under
-    # the grid's folder relative to it, as a committed record must not name the machine that ran it.
+    # the grid's folder relative to it, and the traceback its source files from their package down, as a committed
+    # record must not name the machine that ran it.
     root = folder.parent.parent
     record = RunRecord(
         spec,
@@ -353,5 +361,5 @@ def _record_failure(
         retried=attempt.retried,
         training_code=training_code(),
     )
-    write_record(folder, record, traceback=grid_relative("".join(traceback.format_exception(err)), root))
+    write_record(folder, record, traceback=portable_traceback("".join(traceback.format_exception(err)), root))
     return record

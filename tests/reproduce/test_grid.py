@@ -257,11 +257,32 @@ def test_a_failed_record_names_paths_under_the_grid_relative_to_it(tmp_path):
     runs = tmp_path / "grid" / "runs"
     spec = RunSpec(BASE, label="moons-s0")
     checkpoint = runs / spec.run_id / "checkpoint.pt"
-    failed = record_failure(spec, runs, RuntimeError(f"NaN; the last good checkpoint is {checkpoint.absolute()}."))
+    try:  # raised, so that the traceback names source files (this test's and none of the package's)
+        raise RuntimeError(f"NaN; the last good checkpoint is {checkpoint.absolute()}.")
+    except RuntimeError as err:
+        failed = record_failure(spec, runs, err)
     assert failed.reason == f"RuntimeError: NaN; the last good checkpoint is runs/{spec.run_id}/checkpoint.pt."
     assert read_record(runs, spec).reason == failed.reason
     stored = json.loads((runs / spec.run_id / "result.json").read_text())
     assert str(tmp_path) not in stored["traceback"] and f"runs/{spec.run_id}/checkpoint.pt" in stored["traceback"]
+    assert 'File "/' not in stored["traceback"] and 'File "test_grid.py"' in stored["traceback"]
+
+
+def test_a_traceback_names_source_files_from_their_package_down(tmp_path):
+    from pyro_bnn.reproduce.record_files import portable_traceback
+
+    text = (
+        'Traceback (most recent call last):\n  File "/home/u/checkout/pyro_bnn/infer/trainer.py", line 3, in fit\n'
+        '  File "/opt/env/lib/python3.11/site-packages/pyro/infer/svi.py", line 9, in step\n'
+        '  File "/usr/lib/python3.11/multiprocessing/pool.py", line 1, in f\n'
+        f"RuntimeError: see {tmp_path}/runs/a-0123456789/checkpoint.pt\n"
+    )
+    assert portable_traceback(text, tmp_path) == (
+        'Traceback (most recent call last):\n  File "pyro_bnn/infer/trainer.py", line 3, in fit\n'
+        '  File "python3.11/site-packages/pyro/infer/svi.py", line 9, in step\n'
+        '  File "python3.11/multiprocessing/pool.py", line 1, in f\n'
+        "RuntimeError: see runs/a-0123456789/checkpoint.pt\n"
+    )
 
 
 def test_an_old_record_s_absolute_run_path_is_read_back_relative_and_left_on_disk(tmp_path):

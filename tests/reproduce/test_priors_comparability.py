@@ -496,3 +496,16 @@ def test_a_headline_whose_panels_lack_a_comparison_for_different_reasons_names_b
         "not judged: no seed shared by the candidates of a tuned fixed scale; no counted runs of both a hierarchical "
         "prior and a tuned fixed scale (16 not run yet)"
     )
+
+
+def test_a_positive_gain_too_small_to_count_says_why_it_does_not_hold():
+    # the paper-profile circles/low cell: +0.002 on every seed, interval [+0.000, +0.003], under MIN_GAIN
+    from pyro_bnn.reproduce.comparability import CellCheck
+    from pyro_bnn.reproduce.papers.priors.verdicts import MIN_GAIN, judge_gain
+
+    values = [0.0015, 0.0025, 0.002, 0.001, 0.003, 0.002]
+    verdict, width, text = judge_gain(values, CellCheck(True, "", ""))
+    assert verdict is Verdict.DOES_NOT_HOLD and width is None
+    assert text.endswith(f"does not hold (a gain whose interval lies below {MIN_GAIN}, the smallest worth the name)")
+    verdict, _, text = judge_gain([-v for v in values], CellCheck(True, "", ""))  # a loss: no such words
+    assert verdict is Verdict.DOES_NOT_HOLD and text.endswith(": does not hold")

@@ -39,7 +39,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
     _metric,
     _untested_widths_note,
 )
-from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
+from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict, no_effect_text
 from pyro_bnn.reproduce.report import (
     compare,
     format_mean_sd,
@@ -91,7 +91,7 @@ class Contrast:
     @property
     def label(self) -> str:
         if self.verdict is Verdict.NO_EFFECT and self.interval is not None:
-            return f"no effect within ±{self.interval:.3g}"
+            return no_effect_text(self.interval)
         return self.verdict.value
 
 
@@ -293,7 +293,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
              f"VI {format_mean_sd(vi_w, 2)} (x{knee}: {format_mean_sd(vi_k, 2)})", "—",
              f"VI {vi_rise.gap:+.2f}{spread}; node noise {nn_rise.gap:+.2f}", shows,
              f"x{width}: {nn_w_check.summary}", f"x{width}: {vi_w_check.summary}",
-             verdict.value if verdict is not Verdict.NO_EFFECT else f"no effect within ±{intervals[-1]:.3g}"]
+             verdict.value if verdict is not Verdict.NO_EFFECT else no_effect_text(intervals[-1])]
         )  # fmt: skip
     overall = overall_verdict(verdicts)
     comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)

@@ -56,7 +56,7 @@ from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import (
 )
 from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import NEAR_ZERO as NEAR_ZERO
 from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import _sweep_curve as _sweep_curve
-from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict, no_effect_text
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,
@@ -133,7 +133,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                     status = verdict.value
                 else:
                     verdict, why, within = table_1_cell(leaky, relu, paper_gap=published[2] - published[3])
-                    status = verdict.value if within is None else f"no effect within ±{within:.3f}"
+                    status = verdict.value if within is None else no_effect_text(within)
                     reasons.append(f"{model} on {dataset}: {status} ({why})")
                     intervals.append(within)
                     comparable += 1

@@ -80,7 +80,7 @@ def table_1_cell(
     if paper_gap is not None and ece.farther_end < abs(paper_gap):
         return (
             Verdict.NO_EFFECT,
-            numbers + f": the {interval} lies within ±{ece.farther_end:.3f} and excludes the paper's gap "
+            numbers + f": the {interval} lies within ±{ece.farther_end:.3g} and excludes the paper's gap "
             f"{paper_gap:+.3f}",
             ece.farther_end,
         )

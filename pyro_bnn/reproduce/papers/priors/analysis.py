@@ -72,6 +72,7 @@ from pyro_bnn.reproduce.papers.priors.verdicts import (
     batched_offset_text,
     crossing_note,
     gain_paths,
+    gain_verdict_text,
     panel_absence,
 )
 from pyro_bnn.reproduce.papers.priors.verdicts import MIN_GAIN as MIN_GAIN
@@ -250,7 +251,8 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
              f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary, trained,
-             verdict_text(verdict, width) if check.comparable else f"{verdict.value}: {check.reason}")
+             gain_verdict_text(verdict, width, list(values.values())) if check.comparable
+             else f"{verdict.value}: {check.reason}")
         )  # fmt: skip
     header = ["data set", "noise", "best hierarchical", "best tuned fixed", "test-accuracy gain", "95 % interval",
               "training, hierarchical", "training, fixed", "batched or single (hierarchical / fixed)",

@@ -215,7 +215,16 @@ def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -
     verdict, width = _gain_verdict(values)
     low, high = t_interval(values)
     text = f"gain {effect_text(statistics.fmean(values), low, high)} over {len(values)} seeds"
-    return verdict, width, f"{text}: {verdict_text(verdict, width)}"
+    return verdict, width, f"{text}: {gain_verdict_text(verdict, width, values)}"
+
+
+def gain_verdict_text(verdict: Verdict, width: float | None, values: list[float]) -> str:
+    """:func:`~pyro_bnn.reproduce.report.verdict_text`, saying why a positive gain does not hold: its interval lies
+    above 0 but below :data:`MIN_GAIN`."""
+    words = verdict_text(verdict, width)
+    if verdict is Verdict.DOES_NOT_HOLD and statistics.fmean(values) >= 0:
+        words += f" (a gain whose interval lies below {MIN_GAIN}, the smallest worth the name)"
+    return words
 
 
 def _gain_verdict(values: list[float]) -> tuple[Verdict, float | None]:
