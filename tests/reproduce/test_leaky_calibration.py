@@ -301,3 +301,35 @@ def test_the_gpu_profile_is_table_1_at_the_paper_s_data_scale_with_the_3fc_runs_
     # the 3FC runs are full-3fc's own (a device changes no run id), so the two grids check each other
     full = {s.run_id for s in LeakyCalibration().plan(PROFILES["full-3fc"], 3, {}) if s.tag("part") == "bnn"}
     assert {s.run_id for s in specs if s.config.model == "3fc"} == full
+
+
+def _sweep_run(slope: float, seed: int, accuracy: float, epochs_run: int = 8) -> RunRecord:
+    config = RunConfig(dataset="mnist", model="3fc", activation=slope_activation(slope), seed=seed, epochs=30,
+                       patience=3)  # fmt: skip
+    spec = RunSpec(config, label="x", tags=(("objective", "paper"), ("part", "bnn")))
+    return RunRecord(spec, Status.DONE, {"ece_sampled_10": 0.03, "accuracy": accuracy, "epochs_run": epochs_run})
+
+
+def test_a_sweep_curve_is_comparable_only_where_its_table_1_slopes_are():
+    """Oracle: Table 1 for the MNIST 3FC gives Leaky (-0.5) 0.97 and ReLU 0.98, tolerance 0.02; a curve is judged
+    only when every run stopped by patience and both of those slopes lie within it."""
+    from pyro_bnn.reproduce.papers.leaky_calibration.figures import _sweep_unlike_the_paper
+
+    def unlike(accuracy_at):
+        runs = [_sweep_run(s, seed, accuracy_at.get(s, 0.96)) for s in (-1.0, -0.5, 0.0, 0.5) for seed in (0, 1)]
+        runs[0] = _sweep_run(-1.0, 0, 0.96, epochs_run=accuracy_at.get("epochs", 8))
+        by_slope = {}
+        for run in runs:
+            by_slope.setdefault((_slope_of(run),), []).append(run)
+        return _sweep_unlike_the_paper(runs, by_slope, "3fc", "mnist")
+
+    assert unlike({-0.5: 0.96, 0.0: 0.97}) == ""
+    assert unlike({-0.5: 0.96, 0.0: 0.955}) == (
+        "slope 0 (ReLU): accuracy 0.955 is 0.025 from the paper's 0.980 (tolerance 0.02)"
+    )
+    assert unlike({-0.5: 0.94, 0.0: 0.955}).startswith("slope -0.5 (Leaky): accuracy 0.940 is 0.030 from")
+    assert unlike({"epochs": 30}) == "1 of 8 runs no validation history"  # at the cap, no history: not converged
+
+
+def _slope_of(run: RunRecord) -> float:
+    return 0.0 if run.config.activation == "relu" else float(run.config.activation.split(":")[1])

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pyro_bnn.plots import save_figure
-from pyro_bnn.reproduce.papers.leaky_calibration.plan import ACTIVATIONS, COMPARABLE, LEAKY
+from pyro_bnn.reproduce.papers.leaky_calibration.plan import ACTIVATIONS, COMPARABLE, LEAKY, PUBLISHED_TABLE_1
 from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import (
     ECE_SAMPLED,
     _cells,
@@ -62,11 +62,11 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
                     for r in sorted(by_slope[(s,)], key=lambda r: r.config.seed)
                 ]
             verdict, why = _sweep_curve(ece)
-            check = COMPARABLE.check(curves.get((model, dataset), []), None)
+            unlike = _sweep_unlike_the_paper(curves.get((model, dataset), []), by_slope, model, dataset)
             if len(slopes) < len(profile["slopes"]):
                 verdict, why = Verdict.INCONCLUSIVE, f"{len(slopes)} of {len(profile['slopes'])} slopes have runs"
-            elif not check.comparable:
-                verdict, why = Verdict.NOT_COMPARABLE, f"{check.reason}; {why}"
+            elif unlike:
+                verdict, why = Verdict.NOT_COMPARABLE, f"{unlike}; {why}"
             verdicts.append(verdict)
             reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
     for ax, label in zip(axes, ("ECE (10 bins, sampled labels)", "test accuracy"), strict=True):
@@ -87,6 +87,28 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
     text = f"Authors' objective, slopes {profile['slopes']}, seeds 0 to {profile['sweep_seeds'] - 1} at every slope."
     title = "ECE against the Leaky ReLU slope (the paper's Fig. 2)"
     return Section(title, text, [table], ["slopes.png"], ["slopes.csv"]), headline
+
+
+def _sweep_unlike_the_paper(
+    runs: list[RunRecord], by_slope: dict[tuple[float], list[RunRecord]], model: str, dataset: str
+) -> str:
+    """Why a sweep curve is not comparable with the paper (empty when it is): a run at any slope that did not
+    converge, or the runs at slope 0 (ReLU) or at Table 1's Leaky slope further from Table 1's accuracy for this
+    net and data set than :data:`COMPARABLE` allows (the sweep trains at Table 1's scale, so a curve whose two
+    Table 1 activations are unlike the paper's networks is unlike them too)."""
+    converged = COMPARABLE.check(runs, None)
+    if not converged.comparable:
+        return converged.reason
+    published = PUBLISHED_TABLE_1.get((dataset, model))
+    if published is None:
+        return ""
+    reasons = []
+    for slope, accuracy, name in ((_slope(LEAKY), published[0], "Leaky"), (0.0, published[1], "ReLU")):
+        at = by_slope.get((slope,), [])
+        check = COMPARABLE.check(at, accuracy)  # its runs converged: a reason is about accuracy
+        if at and not check.comparable:
+            reasons.append(f"slope {slope:g} ({name}): {check.reason}")
+    return "; ".join(reasons)
 
 
 def _decalibration(runs: list[RunRecord], profile: Profile, out: Path) -> Section:
