@@ -54,6 +54,18 @@ def test_an_item_replaced_by_an_equal_value_of_other_text_is_encoded_again(befor
     assert encoder.text([after, "x"]) == json.dumps([after, "x"], indent=2)
 
 
+def test_an_item_that_cannot_be_pickled_is_encoded_every_time(monkeypatch):
+    class Local(dict):  # a class local to a function cannot be pickled; json encodes it as a dict
+        pass
+
+    encoder, calls, dumps = JsonListText(2), [], json.dumps
+    monkeypatch.setattr(_io.json, "dumps", lambda value, **kw: (calls.append(value), dumps(value, **kw))[1])
+    items = [{"epoch": 1}, Local(epoch=2)]
+    for _ in range(3):
+        assert encoder.text(items) == dumps(items, indent=2)
+    assert calls == [items[0], items[1], items[1], items[1]]
+
+
 def test_each_item_is_encoded_once(monkeypatch):
     encoder, items, calls = JsonListText(2), [], []
     dumps = json.dumps

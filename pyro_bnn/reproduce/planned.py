@@ -247,8 +247,9 @@ class Headline:
 
 
 def no_effect_text(width: float) -> str:
-    """``no effect within ±x`` for an effect whose interval lies within ±``width`` (3 significant digits): one
-    format for every verdict, cell and headline alike."""
+    """``no effect within ±x`` for an effect whose interval lies within ±``width``, to 3 significant digits (so
+    never rounded below the interval's end: ``±0.00601``, where the interval's ends print to 3 decimals): one
+    format for every verdict, cell and headline."""
     return f"{Verdict.NO_EFFECT.value} within ±{width:.3g}"
 
 

@@ -164,21 +164,25 @@ def grid_relative(text: str, root: Path) -> str:
     return text
 
 
-SOURCE_FILE = re.compile(r'File "(/[^"]+)"')
-"""A traceback's source file line with an absolute path."""
+SOURCE_FILE = re.compile(r'^(  File ")(.+?)(", line \d+)', re.MULTILINE)
+"""A traceback's frame line (``  File "/path/to/x.py", line 3, in f``): its path is the second group."""
 
-SOURCE_ANCHOR = re.compile(r"/((?:pyro_bnn|site-packages|python3\.\d+)/.*)$")
-"""Where a source file's path is cut: at the package (``pyro_bnn/...``), ``site-packages/...`` or the standard library
-(``python3.11/...``); a file under none of them keeps its name alone."""
+SOURCE_ANCHOR = re.compile(r"^.*[/\\]((?:pyro_bnn|site-packages|dist-packages|python3\.\d+)[/\\].*)$")
+"""Where a source file's path is cut: at its last ``pyro_bnn``, ``site-packages``, ``dist-packages`` or standard
+library folder (``python3.11``), whatever lies above it (the machine's checkout or environment); a file under none
+of them keeps its name alone."""
 
 
 def portable_traceback(text: str, root: Path) -> str:
     """A traceback as a record keeps it: paths under the grid's folder ``root`` relative to it
-    (:func:`grid_relative`), every source file from its package down (``File "pyro_bnn/infer/trainer.py"``) rather
-    than from the machine's checkout or environment."""
+    (:func:`grid_relative`), and each frame's source file from its package down (``File
+    "pyro_bnn/infer/trainer.py"``, ``File "site-packages/pyro/infer/svi.py"``) rather than from the machine's
+    checkout or environment. The exception's own message is left as :func:`grid_relative` gives it."""
 
     def source(match: re.Match[str]) -> str:
-        anchored = SOURCE_ANCHOR.search(match.group(1))
-        return f'File "{anchored.group(1) if anchored else os.path.basename(match.group(1))}"'
+        path = match.group(2)
+        anchored = SOURCE_ANCHOR.match(path)
+        short = anchored.group(1) if anchored else re.split(r"[/\\]", path)[-1]
+        return match.group(1) + short + match.group(3)
 
     return SOURCE_FILE.sub(source, grid_relative(text, root))

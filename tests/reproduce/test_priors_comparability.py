@@ -467,15 +467,16 @@ def test_counted_fixed_runs_without_a_shared_seed_are_not_called_uncounted():
     ]
     cells = Cells(records, _profile())
     absent = absences_by_panel(cells)
-    text, counts = absent[("moons", "high")]
-    assert text == "no seed shared by the candidates of a tuned fixed scale" and counts == {}
+    text, counts, uncounted_only = absent[("moons", "high")]
+    assert text == "no seed shared by the candidates of a tuned fixed scale" and counts == {} and not uncounted_only
     # every panel lacks a comparison for that reason: the headlines' labels say it, not "no counted runs"
     _, per_panel, checks = _gain_table(cells)
     for headline in (
         _hierarchical_headline(per_panel, checks, ("moons",), absent),
         _noise_headline(per_panel, checks, ("moons",), absent),
     ):
-        assert headline.label == "not judged: no seed shared by the candidates of a tuned fixed scale"
+        assert headline.label.startswith("not judged: moons")
+        assert headline.label.endswith(": no seed shared by the candidates of a tuned fixed scale")
 
 
 def test_a_headline_whose_panels_lack_a_comparison_for_different_reasons_names_both():
@@ -493,13 +494,48 @@ def test_a_headline_whose_panels_lack_a_comparison_for_different_reasons_names_b
     _, per_panel, checks = _gain_table(cells)
     headline = _hierarchical_headline(per_panel, checks, ("moons", "circles"), absences_by_panel(cells))
     assert headline.label == (
-        "not judged: no seed shared by the candidates of a tuned fixed scale; no counted runs of both a hierarchical "
-        "prior and a tuned fixed scale (16 not run yet)"
+        "not judged: moons: no seed shared by the candidates of a tuned fixed scale; circles: no counted runs of a "
+        "tuned fixed scale (16 not run yet)"
+    )
+
+
+def test_a_panel_names_each_side_s_reason_and_best_cells_without_a_shared_seed():
+    # hierarchical runs all missing, fixed ones on disjoint seeds: both sides' reasons, in turn
+    keep = {"0.3": {0, 1}, "1": {2, 3}}
+    records = [
+        dataclasses.replace(r, status=Status.MISSING)
+        if r.spec.tag("kind") == "hyper"
+        or (r.spec.tag("kind") == "fixed" and int(r.spec.tag("seed")) not in keep[r.spec.tag("scale")])
+        else r
+        for r in _grid()
+    ]
+    absence = absences_by_panel(Cells(records, _profile()))[("moons", "high")]
+    assert absence.text == (
+        "no seed shared by the candidates of a tuned fixed scale; no counted runs of a hierarchical prior "
+        "(8 not run yet)"
+    )
+    assert absence.counts == {Status.MISSING: 8} and not absence.uncounted_only
+    # both sides chosen, but the best hierarchical cell ran seeds 0-1 and every fixed cell seeds 2-3
+    records = [
+        dataclasses.replace(r, status=Status.MISSING)
+        if int(r.spec.tag("seed")) not in ({0, 1} if r.spec.tag("kind") == "hyper" else {2, 3})
+        else r
+        for r in _grid()
+    ]
+    cells = Cells(records, _profile())
+    absent = absences_by_panel(cells)
+    assert absent[("moons", "high")].text == "no seed shared by the best hierarchical and the best tuned fixed cell"
+    _, per_panel, checks = _gain_table(cells)
+    assert ("moons", "high") not in per_panel
+    headline = _hierarchical_headline(per_panel, checks, ("moons",), absent)
+    assert headline.label == (
+        "not judged: moons: no seed shared by the best hierarchical and the best tuned fixed cell"
     )
 
 
 def test_a_positive_gain_too_small_to_count_says_why_it_does_not_hold():
-    # the paper-profile circles/low cell: +0.002 on every seed, interval [+0.000, +0.003], under MIN_GAIN
+    # like the paper profile's circles / low cell: +0.002 ± 0.0007, 95 % interval about [+0.0013, +0.0027], all of it
+    # above 0 and below MIN_GAIN
     from pyro_bnn.reproduce.comparability import CellCheck
     from pyro_bnn.reproduce.papers.priors.verdicts import MIN_GAIN, judge_gain
 

@@ -24,9 +24,9 @@ t-test at level 0.05: a gap "is separated" when the seeds tell the two groups ap
   slopes' values pooled (one contrast at 0.05, which 2 seeds per slope can decide where a dozen Bonferroni contrasts
   cannot): *holds* when slope 0 is separated above every one of them, or has the highest mean ECE of the curve and
   is separated above the pool; *does not hold* when one of them, or the pool, is separated above slope 0;
-  *inconclusive* otherwise. A curve is judged only when every run of it converged and its runs at slope 0 and at
-  Table 1's Leaky slope lie within the tolerance of Table 1's accuracies for that net and data set (the sweep trains
-  at Table 1's scale); else *not comparable at this scale*. Over the curves the profile plans, as for Table 1.
+  *inconclusive* otherwise. A curve is judged only when every run of it converged and Table 1's cell for that net
+  and data set (authors' objective) is comparable (the sweep trains at Table 1's scale); else *not comparable at
+  this scale*. Over the curves the profile plans, as for Table 1.
 - **Plateaus**: *holds* when every ReLU weight tensor has sampled weights with a plateau and no Leaky one has any;
   *does not hold* when the Leaky networks' pooled plateau fraction is at least ReLU's; *inconclusive* otherwise.
 """

@@ -19,6 +19,7 @@ from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import (
     _slope,
     _sweep_curve,
     _values,
+    table_1_check,
 )
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Status, Verdict
 from pyro_bnn.reproduce.report import format_mean_sd, markdown_table, mean_sd, overall_verdict, write_csv
@@ -62,7 +63,7 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
                     for r in sorted(by_slope[(s,)], key=lambda r: r.config.seed)
                 ]
             verdict, why = _sweep_curve(ece)
-            unlike = _sweep_unlike_the_paper(curves.get((model, dataset), []), by_slope, model, dataset)
+            unlike = _sweep_unlike_the_paper(curves.get((model, dataset), []), runs, model, dataset)
             if len(slopes) < len(profile["slopes"]):
                 verdict, why = Verdict.INCONCLUSIVE, f"{len(slopes)} of {len(profile['slopes'])} slopes have runs"
             elif unlike:
@@ -89,26 +90,25 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
     return Section(title, text, [table], ["slopes.png"], ["slopes.csv"]), headline
 
 
-def _sweep_unlike_the_paper(
-    runs: list[RunRecord], by_slope: dict[tuple[float], list[RunRecord]], model: str, dataset: str
-) -> str:
-    """Why a sweep curve is not comparable with the paper (empty when it is): a run at any slope that did not
-    converge, or the runs at slope 0 (ReLU) or at Table 1's Leaky slope further from Table 1's accuracy for this
-    net and data set than :data:`COMPARABLE` allows (the sweep trains at Table 1's scale, so a curve whose two
-    Table 1 activations are unlike the paper's networks is unlike them too)."""
-    converged = COMPARABLE.check(runs, None)
+def _sweep_unlike_the_paper(curve: list[RunRecord], runs: list[RunRecord], model: str, dataset: str) -> str:
+    """Why a sweep curve is not comparable with the paper (empty when it is): a run of the ``curve`` that did not
+    converge, or Table 1's cell for this net and data set (authors' objective, every seed of ``runs``) not
+    comparable (:func:`~.verdicts.table_1_check`): the sweep trains at Table 1's scale, so a curve whose Table 1
+    networks are unlike the paper's is unlike them too."""
+    converged = COMPARABLE.check(curve, None)
     if not converged.comparable:
         return converged.reason
     published = PUBLISHED_TABLE_1.get((dataset, model))
     if published is None:
         return ""
-    reasons = []
-    for slope, accuracy, name in ((_slope(LEAKY), published[0], "Leaky"), (0.0, published[1], "ReLU")):
-        at = by_slope.get((slope,), [])
-        check = COMPARABLE.check(at, accuracy)  # its runs converged: a reason is about accuracy
-        if at and not check.comparable:
-            reasons.append(f"slope {slope:g} ({name}): {check.reason}")
-    return "; ".join(reasons)
+    cell = [
+        r for r in runs if r.spec.tag("objective") == "paper" and (r.config.model, r.config.dataset) == (model, dataset)
+    ]
+    leaky = [r for r in cell if r.config.activation == LEAKY]
+    relu = [r for r in cell if r.config.activation == "relu"]
+    checks = table_1_check(leaky, relu, published)
+    why = "; ".join(f"{name}: {c.reason}" for name, c in zip(("Leaky", "ReLU"), checks, strict=True) if c.reason)
+    return f"Table 1's cell not comparable ({why})" if why else ""
 
 
 def _decalibration(runs: list[RunRecord], profile: Profile, out: Path) -> Section:

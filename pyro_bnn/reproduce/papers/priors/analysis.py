@@ -153,9 +153,8 @@ def absences_by_panel(cells: Cells) -> Absence:
     found = {}
     for dataset in cells.profile["datasets"]:
         for noise in cells.profile["noises"]:
-            text, counts = panel_absence(cells, dataset, noise)
-            if text:
-                found[(dataset, noise)] = (text, counts)
+            if (absence := panel_absence(cells, dataset, noise)).text:
+                found[(dataset, noise)] = absence
     return found
 
 
@@ -259,7 +258,7 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
               "verdict"]  # fmt: skip
     if not rows:
         absent = absences_by_panel(cells)
-        why = "; ".join(f"{d} {n}: {text}" for (d, n), (text, _) in absent.items())
+        why = "; ".join(f"{d} {n}: {absence.text}" for (d, n), absence in absent.items())
         return f"No panel has counted runs of both a hierarchical and a tuned fixed cell ({why}).", per_panel, checks
     note = (
         "\n\n*batched or single*: batched runs train 32 or so to a vectorised model (`pyro_bnn.batched`), the "

@@ -184,9 +184,11 @@ def cell_name(family: str, scale: str) -> str:
 
 
 def gains(cells: Cells, dataset: str, noise: str) -> tuple[dict[int, float], tuple[str, str], tuple[str, str]] | None:
-    """Per-seed test-accuracy gain of the best hierarchical cell over the best tuned fixed cell, and the two."""
+    """Per-seed test-accuracy gain of the best hierarchical cell over the best tuned fixed cell, and the two; None
+    where a side has no best cell or the two share no seed."""
     hyper, fixed = cells.best(dataset, noise, "hyper"), cells.best(dataset, noise, "fixed")
     if hyper is None or fixed is None:
         return None
     a, b = cells.values(dataset, noise, *hyper, "accuracy"), cells.values(dataset, noise, *fixed, "accuracy")
-    return {s: a[s] - b[s] for s in sorted(a.keys() & b.keys())}, hyper, fixed
+    shared = sorted(a.keys() & b.keys())
+    return ({s: a[s] - b[s] for s in shared}, hyper, fixed) if shared else None

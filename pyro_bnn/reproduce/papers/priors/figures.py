@@ -40,7 +40,7 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
 from pyro_bnn.reproduce.papers.priors.cells import absent_text
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior, stored_posterior
 from pyro_bnn.reproduce.papers.priors.plan import KL_WARMUP
-from pyro_bnn.reproduce.papers.priors.verdicts import headline_or_unjudged, not_judged
+from pyro_bnn.reproduce.papers.priors.verdicts import PanelAbsence, headline_or_unjudged, not_judged
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
 from pyro_bnn.runs.runs import build_bnn, load_data
@@ -251,7 +251,8 @@ def _sparsity_verdict(laplace: list[float], cauchy: list[float], check: CellChec
 
 
 def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
-    rows, figures, verdicts, widths, reasons, comparable, absent = [], [], [], [], [], [], []
+    rows, figures, verdicts, widths, reasons, comparable = [], [], [], [], [], []
+    absent: dict[str, PanelAbsence] = {}  # per data set without both cells at s = SHARED_SCALE: its uncounted runs
     for dataset, noise in cells.panels():
         for family, scale, _ in cells.rows(dataset, noise):
             masses = [near_zero_mass(r) for r in cells.runs[(dataset, noise, family, scale)]]
@@ -279,8 +280,8 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
         comparable.append(check.comparable if laplace and cauchy else None)
         if not (laplace and cauchy):
             shared = [(f, SHARED_SCALE) for f in ("laplace", "cauchy")]
-            absent.append(cells.absent(dataset, noise, "fixed", shared))
-            found = absent_text(absent[-1])
+            absent[dataset] = PanelAbsence(counts=cells.absent(dataset, noise, "fixed", shared))
+            found = absent_text(absent[dataset].counts)
             reasons.append(
                 f"{dataset}: not judged: no counted runs of both families at s = {SHARED_SCALE}"
                 + (f" ({found})" if found else "")
@@ -320,7 +321,7 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
         else "no high-noise runs.",
         widths,
         comparable,
-        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", [("", counts) for counts in absent]),
+        not_judged(f"the Laplace and the Cauchy prior at s = {SHARED_SCALE}", absent),
     )
     section = Section("Last-layer posteriors: Laplace against Cauchy", text, [markdown_table(header, rows)], figures)
     return section, headline

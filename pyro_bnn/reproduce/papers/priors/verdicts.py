@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import NamedTuple
 
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.priors.cells import Cells, absent_text, cell_name
+from pyro_bnn.reproduce.papers.priors.cells import Cells, absent_text, cell_name, gains
 from pyro_bnn.reproduce.papers.priors.plan import COMPARABLE, HYPERPRIORS, PUBLISHED
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Status, Verdict
 from pyro_bnn.reproduce.report import compare, mean_sd, overall_verdict, overall_width
@@ -39,8 +42,19 @@ cells over batched fixed-scale ones may carry (moons high: batched higher in 13 
 11 of 15; the cells of a panel share seeds, so their signs are correlated)."""
 
 
-UNSHARED = "no seed shared by the candidates of "
-"""How :func:`panel_absence` begins the reason of a panel whose counted runs share no seed to choose a cell on."""
+class PanelAbsence(NamedTuple):
+    """Why a panel has no gain to judge (:func:`panel_absence`).
+
+    Attributes:
+        text: The reason in words (empty: the panel has a gain).
+        counts: The uncountable records of its missing side(s), by status.
+        uncounted_only: Whether the only reason is that a side has no counted runs (the records in ``counts``);
+            False where counted runs share no seed to choose or compare on.
+    """
+
+    text: str = ""
+    counts: Mapping[Status, int] = MappingProxyType({})
+    uncounted_only: bool = True
 
 
 @dataclass(frozen=True)
@@ -56,17 +70,15 @@ class PriorsHeadline(Headline):
         return self.unjudged or super().label
 
 
-def not_judged(what: str, panels: list[tuple[str, dict[Status, int]]]) -> str:
-    """The label of a headline none of whose panels has a comparison, from each panel's ``(why, uncountable records
-    by status)`` (:func:`panel_absence`): ``not judged: no counted runs of WHAT (N await `--retrain-stale`, ...)``,
-    preceded by the panels' other reasons (``no seed shared by the candidates of ...``) where some have one, and
-    only those where every panel has one."""
-    others = list(dict.fromkeys(text for text, _ in panels if text.startswith(UNSHARED)))
-    uncounted = [counts for text, counts in panels if not text.startswith(UNSHARED)]
-    if uncounted or not others:
-        missing = absent_text(sum((Counter(found) for found in uncounted), Counter()))
-        others.append(f"no counted runs of {what}" + (f" ({missing})" if missing else ""))
-    return "not judged: " + "; ".join(others)
+def not_judged(what: str, panels: dict[str, PanelAbsence]) -> str:
+    """The label of a headline none of whose panels has a comparison, from each panel's :class:`PanelAbsence` by
+    name (``moons``, ``moons low``): where every panel only lacks counted runs, ``not judged: no counted runs of
+    WHAT (N await `--retrain-stale`, ...)``; else each panel's own reason, named (``not judged: moons: no seed
+    shared by ...; circles: no counted runs of ...``)."""
+    if all(p.uncounted_only for p in panels.values()):
+        missing = absent_text(sum((Counter(p.counts) for p in panels.values()), Counter()))
+        return f"not judged: no counted runs of {what}" + (f" ({missing})" if missing else "")
+    return "not judged: " + "; ".join(f"{name}: {p.text}" for name, p in panels.items() if p.text)
 
 
 def headline_or_unjudged(
@@ -219,10 +231,10 @@ def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -
 
 
 def gain_verdict_text(verdict: Verdict, width: float | None, values: list[float]) -> str:
-    """:func:`~pyro_bnn.reproduce.report.verdict_text`, saying why a positive gain does not hold: its interval lies
-    above 0 but below :data:`MIN_GAIN`."""
+    """:func:`verdict_text` of a panel's gain, saying why a gain does not hold when its 95 % interval
+    (:func:`t_interval` of the per-seed ``values``) lies at or above 0 but below :data:`MIN_GAIN`."""
     words = verdict_text(verdict, width)
-    if verdict is Verdict.DOES_NOT_HOLD and statistics.fmean(values) >= 0:
+    if verdict is Verdict.DOES_NOT_HOLD and t_interval(values)[0] >= 0:
         words += f" (a gain whose interval lies below {MIN_GAIN}, the smallest worth the name)"
     return words
 
@@ -244,23 +256,22 @@ def _gain_verdict(values: list[float]) -> tuple[Verdict, float | None]:
     return Verdict.INCONCLUSIVE, None
 
 
-def panel_absence(cells: Cells, dataset: str, noise: str) -> tuple[str, dict[Status, int]]:
-    """Why a panel has no gain (``no counted runs of a tuned fixed scale (75 await ...)``) and the uncountable
-    records of its missing side(s) by status; empty text and counts where it has one."""
-    missing = [
-        (kind, name)
-        for kind, name in (("hyper", "a hierarchical prior"), ("fixed", "a tuned fixed scale"))
-        if cells.best(dataset, noise, kind) is None
-    ]
-    if not missing:
-        return "", {}
-    unshared = [name for kind, name in missing if cells.counted(dataset, noise, kind)]
-    if unshared:  # counted runs, but no seed every candidate finished: nothing to choose on
-        return UNSHARED + " or ".join(unshared), {}
-    counts = sum((Counter(cells.absent(dataset, noise, kind)) for kind, _ in missing), Counter())
-    found = absent_text(counts)
-    text = "no counted runs of " + " or ".join(name for _, name in missing) + (f" ({found})" if found else "")
-    return text, dict(counts)
+def panel_absence(cells: Cells, dataset: str, noise: str) -> PanelAbsence:
+    """Why a panel has no gain, e.g. ``no counted runs of a tuned fixed scale (75 await ...)`` or ``no seed shared
+    by the candidates of a hierarchical prior``, each side's reason in turn; an empty one where it has a gain."""
+    kinds = (("hyper", "a hierarchical prior"), ("fixed", "a tuned fixed scale"))
+    unchosen = [(kind, name) for kind, name in kinds if cells.best(dataset, noise, kind) is None]
+    # counted runs, but no seed every candidate finished: nothing to choose on
+    unshared = [name for kind, name in unchosen if cells.counted(dataset, noise, kind)]
+    uncounted = [(kind, name) for kind, name in unchosen if name not in unshared]
+    counts = sum((Counter(cells.absent(dataset, noise, kind)) for kind, _ in uncounted), Counter())
+    reasons = [f"no seed shared by the candidates of {name}" for name in unshared]
+    if uncounted:
+        found = absent_text(counts)
+        reasons.append("no counted runs of " + " or ".join(n for _, n in uncounted) + (f" ({found})" if found else ""))
+    if not unchosen and gains(cells, dataset, noise) is None:
+        reasons.append("no seed shared by the best hierarchical and the best tuned fixed cell")
+    return PanelAbsence("; ".join(reasons), dict(counts), not unshared and bool(uncounted))
 
 
 def comparable_count(comparable: list[bool | None], what: str) -> str:
@@ -274,8 +285,8 @@ def comparable_count(comparable: list[bool | None], what: str) -> str:
     return text + (f" ({without} more without counted runs)" if without else "")
 
 
-Absence = dict[tuple[str, str], tuple[str, dict[Status, int]]]
-"""Per panel without a gain: why (:func:`panel_absence`) and its uncountable records by status."""
+Absence = dict[tuple[str, str], PanelAbsence]
+"""Per panel without a gain: why (:func:`panel_absence`)."""
 
 
 def _hierarchical_headline(
@@ -291,7 +302,7 @@ def _hierarchical_headline(
     for dataset in datasets:
         values = list(per_panel.get((dataset, "high"), {}).values())
         check = checks.get((dataset, "high"))
-        verdict, width, text = judge_gain(values, check, absent.get((dataset, "high"), ("", {}))[0])
+        verdict, width, text = judge_gain(values, check, absent.get((dataset, "high"), PanelAbsence()).text)
         comparable.append(check.comparable if values and check is not None else None)
         verdicts.append(verdict)
         widths.append(width)
@@ -300,7 +311,8 @@ def _hierarchical_headline(
     overall = overall_verdict(verdicts)
     count = comparable_count(comparable, "cells (data sets at the high noise)")
     unjudged = not_judged(
-        "both a hierarchical prior and a tuned fixed scale", [absent.get((d, "high"), ("", {})) for d in datasets]
+        "both a hierarchical prior and a tuned fixed scale",
+        {d: absent.get((d, "high"), PanelAbsence()) for d in datasets},
     )
     return headline_or_unjudged(claim, overall, f"{count}; " + "; ".join(reasons) + ".", widths, comparable, unjudged)
 
@@ -324,9 +336,9 @@ def _noise_headline(
         comparable.append(all(c.comparable for c in at.values()) if judged else None)
         if not judged:
             why = "; ".join(
-                f"{noise} noise: {absent[(dataset, noise)][0]}"
+                f"{noise} noise: {absent[(dataset, noise)].text}"
                 for noise in ("high", "low")
-                if absent.get((dataset, noise), ("",))[0]
+                if absent.get((dataset, noise), PanelAbsence()).text
             )
             verdict, text = Verdict.INCONCLUSIVE, f"not judged: {why or 'no counted runs of both cells at a noise'}"
         elif not all(c.comparable for c in at.values()):
@@ -361,6 +373,6 @@ def _noise_headline(
     count = comparable_count(comparable, "cells (data sets at both noises)")
     unjudged = not_judged(
         "both a hierarchical prior and a tuned fixed scale at both noises",
-        [absent.get((d, n), ("", {})) for d in datasets for n in ("high", "low")],
+        {f"{d} {n}": absent.get((d, n), PanelAbsence()) for d in datasets for n in ("high", "low")},
     )
     return headline_or_unjudged(claim, overall, f"{count}; " + "; ".join(reasons) + ".", widths, comparable, unjudged)
