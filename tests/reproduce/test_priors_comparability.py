@@ -455,17 +455,23 @@ def test_batched_cells_of_different_batch_sizes_do_not_cross_training_paths():
     assert "| batched (25 to a batch) / batched (32 to a batch) |" in _gain_table(cells)[0]
 
 
+def _missing_unless(records: list[RunRecord], kept) -> list[RunRecord]:
+    """``records`` with each one ``kept(record)`` rejects marked not run yet."""
+    return [r if kept(r) else dataclasses.replace(r, status=Status.MISSING) for r in records]
+
+
+DISJOINT_FIXED = {"0.3": {0, 1}, "1": {2, 3}}
+"""Seeds each fixed scale keeps in the tests of counted runs without a shared seed: no seed is common to both."""
+
+
+def _fixed_on_disjoint_seeds(r: RunRecord) -> bool:
+    return r.spec.tag("kind") != "fixed" or int(r.spec.tag("seed")) in DISJOINT_FIXED[r.spec.tag("scale")]
+
+
 def test_counted_fixed_runs_without_a_shared_seed_are_not_called_uncounted():
     # each family's two fixed scales finished disjoint seeds (0-1 and 2-3): there are counted runs, but no seed to
     # tune the scale on, and the reason says that rather than "no counted runs"
-    keep = {"0.3": {0, 1}, "1": {2, 3}}
-    records = [
-        dataclasses.replace(r, status=Status.MISSING)
-        if r.spec.tag("kind") == "fixed" and int(r.spec.tag("seed")) not in keep[r.spec.tag("scale")]
-        else r
-        for r in _grid()
-    ]
-    cells = Cells(records, _profile())
+    cells = Cells(_missing_unless(_grid(), _fixed_on_disjoint_seeds), _profile())
     absent = absences_by_panel(cells)
     text, counts, uncounted_only = absent[("moons", "high")]
     assert text == "no seed shared by the candidates of a tuned fixed scale" and counts == {} and not uncounted_only
@@ -481,15 +487,8 @@ def test_counted_fixed_runs_without_a_shared_seed_are_not_called_uncounted():
 
 def test_a_headline_whose_panels_lack_a_comparison_for_different_reasons_names_both():
     # moons: counted fixed runs on disjoint seeds; circles: no counted fixed runs at all
-    keep = {"0.3": {0, 1}, "1": {2, 3}}
-    records = [
-        dataclasses.replace(r, status=Status.MISSING)
-        if r.spec.tag("kind") == "fixed" and int(r.spec.tag("seed")) not in keep[r.spec.tag("scale")]
-        else r
-        for r in _grid()
-    ] + [
-        dataclasses.replace(r, status=Status.MISSING) if r.spec.tag("kind") == "fixed" else r for r in _grid("circles")
-    ]
+    records = _missing_unless(_grid(), _fixed_on_disjoint_seeds)
+    records += _missing_unless(_grid("circles"), lambda r: r.spec.tag("kind") != "fixed")
     cells = Cells(records, _profile(("moons", "circles")))
     _, per_panel, checks = _gain_table(cells)
     headline = _hierarchical_headline(per_panel, checks, ("moons", "circles"), absences_by_panel(cells))
@@ -501,14 +500,7 @@ def test_a_headline_whose_panels_lack_a_comparison_for_different_reasons_names_b
 
 def test_a_panel_names_each_side_s_reason_and_best_cells_without_a_shared_seed():
     # hierarchical runs all missing, fixed ones on disjoint seeds: both sides' reasons, in turn
-    keep = {"0.3": {0, 1}, "1": {2, 3}}
-    records = [
-        dataclasses.replace(r, status=Status.MISSING)
-        if r.spec.tag("kind") == "hyper"
-        or (r.spec.tag("kind") == "fixed" and int(r.spec.tag("seed")) not in keep[r.spec.tag("scale")])
-        else r
-        for r in _grid()
-    ]
+    records = _missing_unless(_grid(), lambda r: r.spec.tag("kind") != "hyper" and _fixed_on_disjoint_seeds(r))
     absence = absences_by_panel(Cells(records, _profile()))[("moons", "high")]
     assert absence.text == (
         "no seed shared by the candidates of a tuned fixed scale; no counted runs of a hierarchical prior "
@@ -516,12 +508,9 @@ def test_a_panel_names_each_side_s_reason_and_best_cells_without_a_shared_seed()
     )
     assert absence.counts == {Status.MISSING: 8} and not absence.uncounted_only
     # both sides chosen, but the best hierarchical cell ran seeds 0-1 and every fixed cell seeds 2-3
-    records = [
-        dataclasses.replace(r, status=Status.MISSING)
-        if int(r.spec.tag("seed")) not in ({0, 1} if r.spec.tag("kind") == "hyper" else {2, 3})
-        else r
-        for r in _grid()
-    ]
+    records = _missing_unless(
+        _grid(), lambda r: int(r.spec.tag("seed")) in ({0, 1} if r.spec.tag("kind") == "hyper" else {2, 3})
+    )
     cells = Cells(records, _profile())
     absent = absences_by_panel(cells)
     assert absent[("moons", "high")].text == "no seed shared by the best hierarchical and the best tuned fixed cell"
