@@ -55,6 +55,7 @@ from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import (
     _values,
     table_1_cell,
     table_1_check,
+    table_1_reason,
 )
 from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import NEAR_ZERO as NEAR_ZERO
 from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import _sweep_curve as _sweep_curve
@@ -129,9 +130,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                     status = "runs missing"
                 elif not all(c.comparable for c in checks):
                     verdict = Verdict.NOT_COMPARABLE
-                    named = zip(("Leaky", "ReLU"), checks, strict=True)
-                    why = "; ".join(f"{name}: {c.reason}" for name, c in named if c.reason)
-                    reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
+                    reasons.append(f"{model} on {dataset}: {verdict.value} ({table_1_reason(checks)})")
                     status = verdict.value
                 else:
                     verdict, why, within = table_1_cell(leaky, relu, paper_gap=published[2] - published[3])

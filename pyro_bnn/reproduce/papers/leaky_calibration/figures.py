@@ -20,6 +20,7 @@ from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import (
     _sweep_curve,
     _values,
     table_1_check,
+    table_1_reason,
 )
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Status, Verdict
 from pyro_bnn.reproduce.report import format_mean_sd, markdown_table, mean_sd, overall_verdict, write_csv
@@ -106,8 +107,7 @@ def _sweep_unlike_the_paper(curve: list[RunRecord], runs: list[RunRecord], model
     ]
     leaky = [r for r in cell if r.config.activation == LEAKY]
     relu = [r for r in cell if r.config.activation == "relu"]
-    checks = table_1_check(leaky, relu, published)
-    why = "; ".join(f"{name}: {c.reason}" for name, c in zip(("Leaky", "ReLU"), checks, strict=True) if c.reason)
+    why = table_1_reason(table_1_check(leaky, relu, published))
     return f"Table 1's cell not comparable ({why})" if why else ""
 
 

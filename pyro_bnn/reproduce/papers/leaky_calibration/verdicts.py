@@ -94,6 +94,11 @@ def table_1_check(
     return COMPARABLE.check(leaky, published[0]), COMPARABLE.check(relu, published[1])
 
 
+def table_1_reason(checks: tuple[CellCheck, CellCheck]) -> str:
+    """Why a Table 1 cell is not comparable, each activation's reason named (empty when both are comparable)."""
+    return "; ".join(f"{name}: {c.reason}" for name, c in zip(("Leaky", "ReLU"), checks, strict=True) if c.reason)
+
+
 def _sweep_curve(ece: dict[float, list[float]]) -> tuple[Verdict, str]:
     """The verdict of one sweep curve from ``{slope: per-seed ECE}`` (the rule: the docstring of
     :mod:`.analysis`)."""
