@@ -8,6 +8,11 @@ WeightStatsRecorder callbacks (their ``on_epoch_end`` and ``on_train_end``), and
     PYTHONPATH=<tree> python bench/training_io.py priors <run id prefix> <epochs> <out.json>
     PYTHONPATH=<tree> python bench/training_io.py train <out.json> <pyro-bnn train arguments, --out included>
     python bench/training_io.py compare <a.json> <b.json>
+    python bench/training_io.py jsontext [<records>]
+
+``jsontext`` times one rewrite of a history of ``<records>`` (default 1 000) six-field records by
+:class:`pyro_bnn._io.JsonListText` after one record is appended, against ``json.dumps(indent=2)`` of the whole list,
+and checks that the two texts are equal.
 
 ``priors`` trains one run of the priors experiment's paper profile with its epochs replaced (as ``execute_run``
 does, into a fresh temporary folder); ``train`` runs ``pyro-bnn train``. torch uses one thread. With
@@ -99,8 +104,45 @@ def _train(args: list[str]) -> Path:
     return Path(args[args.index("--out") + 1])
 
 
+def _jsontext(records: int, repeats: int = 50) -> None:
+    from pyro_bnn._io import JsonListText
+
+    def record(epoch: int) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "loss": 1.0 / (epoch + 1),
+            "val_accuracy": 0.5 + epoch * 1e-4,
+            "val_ece": 0.031,
+            "time_s": epoch * 0.37,
+            "lr": 1e-3,
+        }
+
+    history = [record(i) for i in range(records)]
+    encoder = JsonListText(indent=2)
+    encoder.text(history)
+    cached, dumped = [], []
+    for i in range(repeats):
+        history.append(record(records + i))
+        start = time.perf_counter()
+        text = encoder.text(history)
+        cached.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        reference = json.dumps(history, indent=2)
+        dumped.append(time.perf_counter() - start)
+        if text != reference:
+            sys.exit(f"JsonListText's text differs from json.dumps's after {len(history)} records")
+    cached.sort(), dumped.sort()
+    print(
+        f"{records} records, median of {repeats} rewrites: JsonListText {cached[repeats // 2] * 1e3:.2f} ms, "
+        f"json.dumps(indent=2) {dumped[repeats // 2] * 1e3:.2f} ms (texts equal)"
+    )
+
+
 def main() -> None:
     command, rest = sys.argv[1], sys.argv[2:]
+    if command == "jsontext":
+        _jsontext(int(rest[0]) if rest else 1000)
+        return
     if command == "compare":
         a, b = (json.loads(Path(p).read_text()) for p in rest)
         same = {key: a[key] == b[key] for key in ("metrics", "history", "params_sha256", "weight_stats_sha256")}
