@@ -17,13 +17,11 @@ Each (data set, family, seed) is one run of the grid. The families that are not 
 :attr:`~pyro_bnn.reproduce.planned.RunSpec.runner` specs (:mod:`.runs`); on moons every family
 reads the same seed's NUTS run (its members), so the grid runs NUTS and the MAP members first.
 
-Cost of the ``cpu`` profile, from its records on this shared 2-core machine (one torch thread per run): moons NUTS
-about 700 s a seed (4 chains of 200 + 200 iterations, tree depth 8), the moons MAP members about 35 s each and
-every other moons family 1-45 s; on Fashion-MNIST (a 3FC of 400 units, 5 000 training images, 10 epochs) about 20 s
-per MAP member, 30 s mean-field or node noise, 250 s low-rank, 30-50 s per SG-MCMC run, 20 s last-layer Laplace,
-and the KFAC Laplace runs longest, 18-40 minutes each: the GLM predictive over all 478 000 weights costs about
-150 ms per input on 2 cores, whatever the batch. About 3.5 hours of run time in all (with other jobs on the
-machine), less with ``--workers 2``.
+Cost of the ``cpu`` profile, measured on 2026-11-28 with ``--workers 2`` on this 2-core machine (one torch thread
+per run): 0.47 h of run time in 16 minutes of wall time. Moons NUTS takes about 210 s a seed (4 chains of 200 + 200
+iterations, tree depth 8), the largest part; every other moons family 3-45 s; on Fashion-MNIST (a 3FC of 400 units,
+5 000 training images, 10 epochs) 10-75 s per run, the KFAC Laplace runs 13 s (their GLM predictive from rank-one
+Jacobians, :mod:`pyro_bnn.laplace.kron_glm`; through laplace-torch's full Jacobian it took 18-40 minutes a run).
 """
 
 from __future__ import annotations
@@ -63,8 +61,8 @@ PROFILES = {
     ),
     "cpu": Profile(
         "cpu",
-        "moons with NUTS as the reference and a 3FC (400 units) on 5 000 Fashion-MNIST images, 3 seeds: about 3.5 "
-        "hours of run time on 2 CPU cores, most of it NUTS and the Fashion-MNIST KFAC Laplace runs",
+        "moons with NUTS as the reference and a 3FC (400 units) on 5 000 Fashion-MNIST images, 3 seeds: about half an "
+        "hour of run time on 2 CPU cores (16 minutes of wall time with --workers 2), the largest part NUTS",
         seeds=3,
         settings={
             "moons_epochs": 300, "moons_samples": 400, "particles": 8,
