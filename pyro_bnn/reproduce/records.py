@@ -50,6 +50,7 @@ from pyro_bnn.reproduce.record_files import portable_path as portable_path
 from pyro_bnn.reproduce.record_files import spec_to_dict as spec_to_dict
 from pyro_bnn.reproduce.runners import resolve_runner
 from pyro_bnn.runs.batched_runs import train_runs_batched
+from pyro_bnn.runs.config import resolve_device
 from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolderBusyError
 from pyro_bnn.runs.runs import RunResult, load_data, score, train_run
 
@@ -302,6 +303,9 @@ def _call_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     result = resolve_runner(spec.runner)(spec, runs_dir, folder)
     if not isinstance(result, RunResult):
         raise TypeError(f"runner {spec.runner} returned {type(result).__name__}, not a RunResult")
+    # A runner that does not say where it ran ran where its config resolves (as the runners of the built-in papers
+    # do: resolve_device(config.device)); the report counts runs per device.
+    result.metrics.setdefault("device", str(resolve_device(spec.config.device)))
     write_json_atomically(folder / "metrics.json", {k: v for k, v in result.metrics.items() if k != "history"})
     return result
 

@@ -39,7 +39,9 @@ def fake_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     assert all((runs_dir / m.run_id / "result.json").exists() for m in spec.members)
     probs = torch.full((1, 2, 2), 0.5)
     prediction = Prediction(probs=probs, targets=torch.tensor([0, 1]))
-    return RunResult(folder, {"accuracy": float(spec.option("value"))}, prediction)
+    metrics = {"accuracy": float(spec.option("value"))}
+    return RunResult(folder, metrics if spec.option("device") is None else {**metrics, "device": spec.option("device")},
+                     prediction)  # fmt: skip
 
 
 def _runner_spec(label: str, value: float, members=(), **options) -> RunSpec:
@@ -58,7 +60,13 @@ def test_a_runner_runs_after_its_members_and_its_options_are_part_of_its_id(tmp_
     assert CALLS == ["a", "b", "c"]
     assert [r.status for r in records] == [Status.DONE] * 3 and records[0].metrics["accuracy"] == 0.75
     assert (tmp_path / "runs" / reader.run_id / "metrics.json").exists()
+    assert {r.metrics["device"] for r in records} == {"cpu"}  # where the config resolves: the runner does not say
     assert run_grid([reader, first, second], tmp_path, progress=False) and CALLS == ["a", "b", "c"]  # resumed
+
+
+def test_a_runner_s_own_device_is_kept(tmp_path):
+    (record,) = run_grid([_runner_spec("on-a-card", 0.5, device="cuda:1")], tmp_path, progress=False)
+    assert record.status is Status.DONE and record.metrics["device"] == "cuda:1"
 
 
 def test_a_runner_fails_with_a_failed_member_and_a_bad_runner_is_one_line(tmp_path):
