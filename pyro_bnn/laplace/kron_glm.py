@@ -9,12 +9,15 @@ and ``Q2`` (``in x in``) of its two Kronecker factors, diagonal with entries ``1
 
 and a bias adds ``sum_i (Q^T g_c)_i (Q^T g_d)_i / (l_i + delta)``. That is laplace-torch's
 ``functional_variance`` (``J Sigma J^T`` through its ``KronDecomposed``) term for term, at a cost of about
-``B (in + C^2) out`` per layer instead of ``2 B C (out^2 in + out in^2)``: over the 638 810 weights of an MLP of
-three 400-unit layers on Fashion-MNIST, 0.59 ms per input against laplace-torch's 472 ms (bench/LAPLACE_GLM.md).
+``B (C out^2 + in^2 + in out + C^2 out)`` per layer (the projections into the eigenbases, then the sums) instead of
+``2 B C (out^2 in + out in^2)``: over the 638 810 weights of an MLP of three 400-unit layers on Fashion-MNIST,
+0.66 ms per input against laplace-torch's 313 ms (bench/LAPLACE_GLM.md).
 
 The layers' inputs and outputs are caught by forward hooks, and ``d f_c / d z`` by one backward pass per output,
 which needs the network to treat the inputs of a batch independently (no batch statistics), as laplace-torch's
-per-input Jacobians do.
+per-input Jacobians do. What the structure cannot show (a layer's forward that is not ``W a + b``, a hook that
+changes its output, a module that mixes the examples of a batch) :func:`rank_one_layers` finds by computing a probe's
+moments both ways.
 """
 
 from __future__ import annotations
@@ -30,30 +33,40 @@ from pyro_bnn.laplace.fit import import_laplace
 def rank_one_layers(la: Any, probe: torch.Tensor) -> list[nn.Linear] | None:
     """The linear layers whose rank-one Jacobians give ``la``'s GLM moments (:func:`kron_glm_moments`), in the order
     of ``la``'s parameters; None where they do not: an approximation that is not Kronecker-factored over all
-    weights, or uses laplace-torch's damping; a parameter outside an ``nn.Linear``; a layer called on inputs of
-    more than one dimension per example, or more than once, in a forward pass of ``probe``.
+    weights; a network in training mode; a parameter outside a plain ``nn.Linear`` (a subclass may compute something
+    else); a layer called more than once, or on anything but one ``(B, in)`` row per example, in a forward pass of
+    ``probe``; or moments of ``probe`` that differ from laplace-torch's over its full Jacobian.
+
+    laplace-torch's damping is not refused: its posterior precision drops the flag (``KronDecomposed`` arithmetic
+    does not carry it), so its own GLM predictive ignores it too, and the moments here equal its.
 
     Args:
         la: A fitted laplace-torch approximation.
-        probe: Inputs ``(B, *input_shape)`` on the model's device (one example is enough).
+        probe: Inputs ``(B, *input_shape)`` on the model's device; two of them (the first two are used) also check
+            that the network keeps the examples of a batch apart.
     """
     laplace = import_laplace()
-    if not isinstance(la, laplace.KronLaplace) or isinstance(la, laplace.LLLaplace):
+    if not isinstance(la, laplace.KronLaplace) or isinstance(la, laplace.LLLaplace) or la.model.training:
         return None
     precision = la.posterior_precision
-    if precision.damping or len(precision.eigenvalues) != len(la.params):
+    if len(precision.eigenvalues) != len(la.params):
         return None
-    owners = {id(p): m for m in la.model.modules() if isinstance(m, nn.Linear) for p in m.parameters(recurse=False)}
+    owners = {id(p): m for m in la.model.modules() if type(m) is nn.Linear for p in m.parameters(recurse=False)}
     if any(id(p) not in owners for p in la.params):
         return None
     layers: list[nn.Linear] = []
     for p in la.params:
         if owners[id(p)] not in layers:
             layers.append(owners[id(p)])
+    probe = probe[:2]
     try:
-        with torch.no_grad():
-            _forward_caught(la.model, layers, probe)
+        _, f_var = kron_glm_moments(la, probe, layers)
     except _NotRankOne:
+        return None
+    jacobians, _ = la.backend.jacobians(probe)  # the full (B, C, P) Jacobian of laplace-torch's own route
+    want = la.functional_variance(jacobians).detach()
+    tolerance = 1e-4 if f_var.dtype == torch.float64 else 1e-3
+    if not torch.allclose(f_var, want, rtol=tolerance, atol=tolerance * float(want.abs().max())):
         return None
     return layers
 
@@ -98,14 +111,17 @@ def _forward_caught(
     model: nn.Module, layers: list[nn.Linear], x: torch.Tensor
 ) -> tuple[torch.Tensor, dict[nn.Module, torch.Tensor], dict[nn.Module, torch.Tensor]]:
     """``model(x)`` ``(B, C)`` with the input ``(B, in)`` and output ``(B, out)`` of each of ``layers``; raises
-    :class:`_NotRankOne` where a layer is called twice or on inputs of another shape, or the output is not 2-D."""
+    :class:`_NotRankOne` where a layer is called twice or on inputs of another shape, or the output is not
+    ``(B, C)``."""
     inputs: dict[nn.Module, torch.Tensor] = {}
     outputs: dict[nn.Module, torch.Tensor] = {}
     problems: list[str] = []
 
     def keep(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> None:
-        if module in outputs or args[0].dim() != 2:
-            problems.append("called twice" if module in outputs else f"input of {args[0].dim()} dimensions")
+        if module in outputs:
+            problems.append("called twice")
+        elif args[0].dim() != 2 or args[0].shape[0] != x.shape[0]:
+            problems.append(f"input of shape {tuple(args[0].shape)} for {x.shape[0]} examples")
         inputs[module], outputs[module] = args[0].detach(), output
 
     handles = [layer.register_forward_hook(keep) for layer in layers]
@@ -114,7 +130,7 @@ def _forward_caught(
     finally:
         for handle in handles:
             handle.remove()
-    if problems or f.dim() != 2 or len(outputs) != len(layers):
+    if problems or f.dim() != 2 or f.shape[0] != x.shape[0] or len(outputs) != len(layers):
         raise _NotRankOne("; ".join(problems) or "an output that is not (B, C), or a layer not called")
     return f, inputs, outputs
 

@@ -80,6 +80,41 @@ class _Sequence(nn.Module):
         return self.out(torch.tanh(self.hidden(x.reshape(-1, 2, 5))).flatten(1))
 
 
+class _Rows(_Sequence):
+    """The same layer on the rows of a (B * 2, 5) reshape: two-dimensional, but two rows per example."""
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.hidden(x.reshape(-1, 5))).reshape(len(x), -1))
+
+
+class _Doubled(nn.Linear):
+    """A Linear whose forward is not ``W a + b``."""
+
+    def forward(self, x):
+        return nn.functional.linear(x, 2 * self.weight, self.bias)
+
+
+class _Centred(nn.Module):
+    """Subtracts the batch mean: each output depends on every example of the batch."""
+
+    def forward(self, x):
+        return x - x.mean(0, keepdim=True)
+
+
+def test_a_regression_with_a_temperature_and_a_noise_scale_gives_laplace_torch_s_moments():
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 2)).double()
+    x, y = torch.randn(40, 5, dtype=torch.float64), torch.randn(40, 2, dtype=torch.float64)
+    la = laplace.Laplace(
+        net, "regression", subset_of_weights="all", hessian_structure="kron", sigma_noise=0.4, temperature=2.0
+    )
+    la.fit(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=10))
+    probe = torch.randn(5, 5, dtype=torch.float64)
+    jacobians, _ = la.backend.jacobians(probe)
+    _, f_var = kron_glm_moments(la, probe, rank_one_layers(la, probe))
+    torch.testing.assert_close(f_var, la.functional_variance(jacobians), rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     ("case", "structure", "subset"),
     [
@@ -87,21 +122,30 @@ class _Sequence(nn.Module):
         ("last layer", "kron", "last_layer"),
         ("a layer called twice", "kron", "all"),
         ("a layer on sequences", "kron", "all"),
+        ("a layer on rows", "kron", "all"),
         ("a convolution", "kron", "all"),
+        ("a Linear subclass", "kron", "all"),
+        ("the batch mean subtracted", "kron", "all"),
+        ("training mode", "kron", "all"),
     ],
 )
 def test_the_rank_one_form_is_refused_where_it_does_not_hold(case, structure, subset):
     torch.manual_seed(0)
-    inputs = 10 if case == "a layer on sequences" else 5
+    inputs = 10 if case in ("a layer on sequences", "a layer on rows") else 5
     net = {
         "a layer called twice": _Twice(),
         "a layer on sequences": _Sequence(),
+        "a layer on rows": _Rows(),
         "a convolution": nn.Sequential(
             nn.Unflatten(1, (1, 1, 5)), nn.Conv2d(1, 2, (1, 3)), nn.Flatten(), nn.Linear(6, 3)
         ),
+        "a Linear subclass": nn.Sequential(_Doubled(5, 4), nn.Tanh(), nn.Linear(4, 3)),
+        "the batch mean subtracted": nn.Sequential(nn.Linear(5, 4), _Centred(), nn.Tanh(), nn.Linear(4, 3)),
     }.get(case, _mlp())
     la = _fitted(net.double(), structure, subset, inputs)
-    assert rank_one_layers(la, torch.randn(1, inputs, dtype=torch.float64)) is None
+    if case == "training mode":
+        la.model.train()
+    assert rank_one_layers(la, torch.randn(2, inputs, dtype=torch.float64)) is None
 
 
 @pytest.mark.parametrize("link", ["probit", "mc"])
