@@ -49,6 +49,7 @@ class LaplacePosterior:
         self.sampled_sites = list(sampled_sites)
         shapes = {site.name: site.shape for site in bnn.sites}
         self._sizes = [math.prod(shapes[name]) for name in self.sampled_sites]
+        self._rank_one: tuple[list[torch.nn.Linear] | None] | None = None  # rank_one_layers's answer, once asked
         if sum(self._sizes) != laplace.n_params:
             raise ValueError(
                 f"the sites {self.sampled_sites} hold {sum(self._sizes)} weights but the approximation "
@@ -120,6 +121,22 @@ class LaplacePosterior:
                 if name not in draws:
                     draws[name] = self.map_values[name].expand(num_samples, *shapes[name])
         return {name: draws[name] for name in self.bnn.site_names if name in draws}
+
+    def rank_one_layers(self, probe: torch.Tensor) -> list[torch.nn.Linear] | None:
+        """:func:`pyro_bnn.laplace.kron_glm.rank_one_layers` of this approximation, checked on the first ``probe``
+        it is asked with and kept: the answer is the network's and the approximation's (the check computes the
+        probe's moments through laplace-torch's full Jacobian as well, so it is not repeated per call).
+
+        Args:
+            probe: Inputs ``(B, *input_shape)`` on the model's device (the first two are used).
+        """
+        if self._rank_one is None:
+            # imported here: kron_glm imports fit, which imports this module
+            from pyro_bnn.laplace.kron_glm import rank_one_layers
+
+            with on_model_device(self.laplace.model):
+                self._rank_one = (rank_one_layers(self.laplace, probe),)
+        return self._rank_one[0]
 
     def source(self) -> LaplaceSource:
         """The parameter source of this posterior for :func:`~pyro_bnn.predict.predict` (MC predictive)."""

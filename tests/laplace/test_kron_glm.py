@@ -40,7 +40,7 @@ def _mlp(bias: bool = True) -> nn.Module:
 def test_the_moments_equal_laplace_torch_s_over_the_full_jacobian(bias):
     la = _fitted(_mlp(bias))
     x = torch.randn(6, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    layers = rank_one_layers(la, x[:1])
+    layers = rank_one_layers(la, x[:2])
     assert layers is not None and len(layers) == 3
     f_mu, f_var = kron_glm_moments(la, x, layers)
     jacobians, want_mu = la.backend.jacobians(x)
@@ -56,7 +56,7 @@ def test_a_scalar_prior_precision_gives_laplace_torch_s_moments_too():
     la.prior_precision = torch.tensor([2.5], dtype=torch.float64)
     x = torch.randn(4, 5, dtype=torch.float64)
     jacobians, _ = la.backend.jacobians(x)
-    _, f_var = kron_glm_moments(la, x, rank_one_layers(la, x[:1]))
+    _, f_var = kron_glm_moments(la, x, rank_one_layers(la, x[:2]))
     torch.testing.assert_close(f_var, la.functional_variance(jacobians), rtol=1e-10, atol=1e-12)
 
 
@@ -154,6 +154,7 @@ def test_predict_laplace_gives_laplace_torch_s_predictive_through_the_rank_one_f
     from pyro_bnn.data import BatchLoader
     from pyro_bnn.infer import RuntimeOptions, Trainer
     from pyro_bnn.laplace import fit_laplace, predict_laplace
+    from pyro_bnn.laplace import kron_glm as kron_glm_module
     from pyro_bnn.laplace import predictive as predictive_module
     from pyro_bnn.likelihoods import Categorical
     from pyro_bnn.models import build_model
@@ -178,10 +179,18 @@ def test_predict_laplace_gives_laplace_torch_s_predictive_through_the_rank_one_f
     torch.manual_seed(5)
     fast = predict_laplace(posterior, test, link=link, num_samples=7)
     assert calls == [(25, True)]  # one batch of MC_BATCH_SIZE, through the rank-one form
-    monkeypatch.setattr(predictive_module, "rank_one_layers", lambda la, probe: None)
+    checks = []
+    checker = kron_glm_module.rank_one_layers
+    monkeypatch.setattr(
+        kron_glm_module, "rank_one_layers", lambda la, probe: checks.append(len(probe)) or checker(la, probe)
+    )
+    predict_laplace(posterior, test, link=link, num_samples=7)
+    assert checks == []  # the posterior's answer is kept: the check (a full Jacobian) runs once per posterior
+    monkeypatch.setattr(posterior, "rank_one_layers", lambda probe: None)
+    calls.clear()
     torch.manual_seed(5)
     plain = predict_laplace(posterior, test, link=link, num_samples=7)
-    assert calls[1:] and all(not fast_path for _, fast_path in calls[1:])
+    assert calls and all(not fast_path for _, fast_path in calls)
     assert fast.probs.shape == plain.probs.shape == ((1 if link == "probit" else 7), 25, 3)
     torch.testing.assert_close(fast.probs, plain.probs, rtol=0, atol=1e-5)
     assert (plain.probs.max(-1).values < 0.999).any()  # the spread moves the probabilities

@@ -40,8 +40,9 @@ def fake_runner(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     probs = torch.full((1, 2, 2), 0.5)
     prediction = Prediction(probs=probs, targets=torch.tensor([0, 1]))
     metrics = {"accuracy": float(spec.option("value"))}
-    return RunResult(folder, metrics if spec.option("device") is None else {**metrics, "device": spec.option("device")},
-                     prediction)  # fmt: skip
+    if spec.option("device") is not None:
+        metrics["device"] = spec.option("device")
+    return RunResult(folder, metrics, prediction)
 
 
 def _runner_spec(label: str, value: float, members=(), **options) -> RunSpec:

@@ -87,24 +87,23 @@ CAVEATS = """- **Label switching.** A tanh network's function is unchanged by pe
   out-of-domain inputs are points on a circle far around the data: a tanh network's predictions saturate there, so
   the predictive entropy is often *lower* out of domain than near the decision boundary; an AUROC below 0.5 there is
   a finding about the score, not a bug. On Fashion-MNIST they are MNIST's test digits.
-- **Cost** is the fit plus the scoring of a run, on a shared 2-core machine, one torch thread per run. *fit*: the
+- **Cost** is the fit plus the scoring of a run, on a 2-core machine, one torch thread per run. *fit*: the
   run's recorded `fit_seconds`, the MAP networks a Laplace fit or an ensemble is built from included (not the NUTS
   reference the moons families are compared with); *scoring*: the rest of the run's own recorded wall time (loading,
   the test and out-of-domain predictives, and on moons the comparison with NUTS and the predictive map); *total*:
   their sum, which the "cheapest" lines rank. Where a MAP network's record was rewritten after a family summed its
-  time (the retrained Fashion-MNIST MAP networks, below), the family's own time all counts as scoring: its total is
-  then over by its own fit at most (a few seconds for last-layer Laplace, nothing for the ensemble). The machine
-  also paused the grid's processes for minutes at a time while other work ran, and a pause counts in the wall time
-  of the runs in flight: a large sd in a time column (NUTS, SGLD and node noise on Fashion-MNIST) is such a pause,
-  not the method; the per-seed CSV shows which seed.
+  time (a MAP network retrained alone), the family's own time all counts as scoring: its total is then over by its
+  own fit at most (a few seconds for last-layer Laplace, nothing for the ensemble). Other work on the machine counts
+  in the wall time of the runs in flight: a large sd in a time column is more likely that than the method; the
+  per-seed CSV shows which seed.
 - **SG-MCMC** runs without a Metropolis correction at step sizes picked on one seed; its draws are biased by the
   step size, more so for the larger cyclical peak.
 - **No flow VI on Fashion-MNIST**, and no full-covariance VI (`mvn`) anywhere: the flow guide refuses networks of
-  more than 1 024 weights and `mvn` more than 4 096 (its covariance has P^2 entries), and the 3FC has 478 000. On
-  moons, low-rank VI stands for the correlated Gaussian family.
-- **KFAC Laplace on Fashion-MNIST** costs most of its time in the GLM predictive over all 478 000 weights (about
-  150 ms per input on 2 CPU cores, whatever the batch): its scoring, not its fit, which is why its total is the
-  largest of any Fashion-MNIST family though its fit is the smallest.
+  more than 1 024 weights and `mvn` more than 4 096 (its covariance has P^2 entries), and the Fashion-MNIST MLP has
+  638 810. On moons, low-rank VI stands for the correlated Gaussian family.
+- **KFAC Laplace's GLM predictive** over all 638 810 weights of the Fashion-MNIST MLP comes from each layer's
+  rank-one Jacobians (`pyro_bnn.laplace.kron_glm`, equal to laplace-torch's full-Jacobian route, which took about
+  300 ms per input here and made these runs 18-40 minutes long; `bench/LAPLACE_GLM.md`).
 - **Convergence.** The two verdicts that rest on MAP networks (the ensemble's members, the KFAC fit's MAP network)
   judge a data set only when every such network converged by the shared rule (`pyro_bnn.reproduce.comparability`:
   stopped by patience, or at its epoch cap with its validation accuracy flat over its last 3 epochs); otherwise the
