@@ -19,9 +19,10 @@ reads the same seed's NUTS run (its members), so the grid runs NUTS and the MAP 
 
 Cost of the ``cpu`` profile, measured on 2026-11-28 with ``--workers 2`` on this 2-core machine (one torch thread
 per run): 0.45 h of run time in 16-20 minutes of wall time (three retrains). Moons NUTS takes about 190 s a seed
-(4 chains of 200 + 200 iterations, tree depth 8), the largest part; every other moons family 3-45 s; on Fashion-MNIST (a 3FC of 400 units,
-5 000 training images, 10 epochs) 10-75 s per run, the KFAC Laplace runs 14 s (their GLM predictive from rank-one
-Jacobians, :mod:`pyro_bnn.laplace.kron_glm`; through laplace-torch's full Jacobian it took 18-40 minutes a run).
+(4 chains of 200 + 200 iterations, tree depth 8), the largest part; every other moons family 3-45 s; on
+Fashion-MNIST (a 3FC of 400 units, 5 000 training images, 10 epochs) 10-75 s per run, the KFAC Laplace runs 14 s
+(their GLM predictive from rank-one Jacobians, :mod:`pyro_bnn.laplace.kron_glm`; through laplace-torch's full
+Jacobian it took 18-40 minutes a run).
 """
 
 from __future__ import annotations
