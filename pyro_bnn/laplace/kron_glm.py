@@ -54,10 +54,7 @@ def rank_one_layers(la: Any, probe: torch.Tensor) -> list[nn.Linear] | None:
     owners = _owners(m for m in la.model.modules() if type(m) is nn.Linear)
     if any(id(p) not in owners for p in la.params):
         return None
-    layers: list[nn.Linear] = []
-    for p in la.params:
-        if owners[id(p)] not in layers:
-            layers.append(owners[id(p)])
+    layers = list(dict.fromkeys(owners[id(p)] for p in la.params))  # each once, in the parameters' order
     probe = probe[:2]
     try:
         _, f_var = kron_glm_moments(la, probe, layers)

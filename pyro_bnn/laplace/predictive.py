@@ -80,19 +80,18 @@ def predict_laplace(
     num_samples = positive_int(num_samples, "num_samples")
     batch_size = optional_positive_int(batch_size, "batch_size")
     bnn = posterior.bnn
+    size = MC_BATCH_SIZE if batch_size is None else batch_size
     if predictive is Predictive.MC:
-        size = MC_BATCH_SIZE if batch_size is None else batch_size
         return predict(bnn, posterior.source(), data, num_samples=num_samples, batch_size=size, point=point)
     regression = posterior.laplace.likelihood == "regression"
-    batches = _batches(data, MC_BATCH_SIZE if batch_size is None else batch_size)
+    batches = _batches(data, size)
     device = next(iter(posterior.map_values.values())).device
     probe = batches[0][0][:2].to(device)
     bnn.validate_batch(probe)
     layers = posterior.rank_one_layers(probe)
     if layers is None and batch_size is None:  # laplace-torch's full Jacobians: batches sized by their memory
-        batch_size = glm_batch_size(posterior)
-        batches = [pair for x, y in batches for pair in _split(x, y, batch_size)]
-    batch_size = MC_BATCH_SIZE if batch_size is None else batch_size
+        size = glm_batch_size(posterior)
+        batches = [pair for x, y in batches for pair in _split(x, y, size)]
     outputs = []
     for x, _ in batches:
         outputs.append(_glm_outputs(posterior, x.to(device), regression, link, num_samples, layers))
@@ -103,7 +102,7 @@ def predict_laplace(
     prediction = Prediction(**fields, targets=targets, log_likelihood=log_likelihood)
     if point:
         pairs = [(x, y) if y is not None else x for x, y in batches]
-        prediction.point = predict_posterior_mean(bnn, PointEstimate(posterior.mean()), pairs, batch_size=batch_size)
+        prediction.point = predict_posterior_mean(bnn, PointEstimate(posterior.mean()), pairs, batch_size=size)
     return prediction
 
 
