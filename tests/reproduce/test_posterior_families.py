@@ -82,6 +82,19 @@ def test_a_runner_fails_with_a_failed_member_and_a_bad_runner_is_one_line(tmp_pa
         resolve_runner("pyro_bnn.reproduce:no_such_function")
 
 
+def test_an_sgmcmc_run_from_the_network_s_initialisation_does_not_depend_on_the_runs_before_it(tmp_path):
+    from pyro_bnn.reproduce.papers.posterior_families.runs import sgmcmc
+
+    config = RunConfig(dataset="moons", model="tanh-small", seed=3, device="cpu", batch_size=64, num_samples=4)
+    options = run_tags(method="sgld", step_size=1e-3, chains=1, draws=3, burn_in=5, thin=1, init="network")
+    spec = RunSpec(config, label="sgld", runner="x:sgmcmc", options=options)
+    metrics = []
+    for before in (0, 1):  # what the process's generator holds from the runs before this one
+        torch.manual_seed(before)
+        metrics.append(sgmcmc(spec, tmp_path, tmp_path / f"run{before}").metrics)
+    assert metrics[0]["nll"] == metrics[1]["nll"] and metrics[0]["accuracy"] == metrics[1]["accuracy"]
+
+
 # ------------------------------------------------------------------------------------------------ the plan
 SIZE_KEYS = {"epochs", "train_subset", "val_size", "test_subset", "num_samples", "num_particles", "model", "seed",
              "data_dir", "data_seed"}  # fmt: skip

@@ -121,6 +121,9 @@ def sgmcmc(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     config = spec.config
     data = load_data(config)
     device = resolve_device(config.device)
+    # init="network" starts the chains from the network's own initialisation: seeded here, or it would be whatever
+    # the process's generator held after the runs before it (Fashion-MNIST SGLD seed 1 differed between two grids)
+    pyro.set_rng_seed(config.seed)
     bnn, _ = build_bnn(config, data)
     bnn.to(device)
     train, _, _ = data.loaders(batch_size=config.batch_size, seed=config.seed, device=device)
