@@ -169,8 +169,12 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
     totals = torch.zeros(2, device=trainer.device, dtype=torch.float64)
     total_weight = 0.0
     start = time.perf_counter()
+    # The bar wraps one iterator, made here: tqdm.auto's class (tqdm_asyncio) calls iter() on a plain iterable in
+    # its constructor and again when the bar is iterated, so a BatchLoader, which fixes its order and advances its
+    # epoch at iter() time, trained every epoch e on the order of e + 1 (batched runs, on that of e), and a torch
+    # DataLoader made two iterators per epoch (its workers started twice, its seed drawn twice).
     bar = tqdm(
-        loader,
+        iter(loader),
         mininterval=1.0,
         total=num_steps,
         desc=f"epoch {run.epoch + 1}/{epochs}",

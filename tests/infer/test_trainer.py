@@ -107,6 +107,31 @@ def test_blundell_weighting_averages_to_one_per_epoch():
     assert history[0]["kl_weight"] == pytest.approx(1.0)
 
 
+class _OrderLog(BatchLoader):
+    """A BatchLoader that records every iteration: the epoch whose order it visits, and the batches it yields."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.iterations: list[int] = []
+
+    def __iter__(self):
+        self.iterations.append(self.epoch)
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_each_epoch_trains_on_its_own_order_from_one_iteration(progress):
+    """Epoch e visits ``loader.epoch_order(e)``, the loader iterated once per epoch (plus once for the first batch
+    the guide is set up on), with or without the progress bar: tqdm.auto's bar iterated a plain iterable twice,
+    so epoch e trained on the order of e + 1 and batched runs (which iterate once) saw other batches."""
+    x, y = _blobs()
+    loader = _OrderLog(x[:90], y[:90], 30, shuffle=True, seed=4)
+    trainer = _trainer(_classifier())
+    trainer.progress = progress
+    trainer.fit(loader, 3)
+    assert loader.iterations == [0, 0, 1, 2]
+
+
 def test_same_seed_gives_identical_runs():
     histories = []
     for _ in range(2):
