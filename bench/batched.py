@@ -37,10 +37,11 @@ from pyro_bnn import BNN  # noqa: E402
 from pyro_bnn.batched import adam as batched_adam  # noqa: E402
 from pyro_bnn.batched import fit_batched  # noqa: E402
 from pyro_bnn.data import BatchLoader, load_dataset  # noqa: E402
+from pyro_bnn.guides import parse_guide  # noqa: E402
 from pyro_bnn.infer import RuntimeOptions, Trainer  # noqa: E402
 from pyro_bnn.likelihoods import Categorical  # noqa: E402
 from pyro_bnn.models import build_model  # noqa: E402
-from pyro_bnn.priors import NormalPrior  # noqa: E402
+from pyro_bnn.priors import NormalPrior, nothing  # noqa: E402
 
 RUN_COUNTS = (1, 4, 8, 32)
 GOALS = {("cpu", "moons", 32): 10.0, ("cpu", "3fc", 4): 1.3, ("cuda", "3fc", 8): 4.0}
@@ -99,15 +100,21 @@ def _workloads(device: torch.device, long_steps: int = 0) -> dict[str, dict]:
     return works
 
 
+GUIDE = "flat:rel=1"
+"""The guide of every run unless ``--guide`` names another (whose timings are printed, not written)."""
+
+
 def _trainer(work: dict, seed: int, device: torch.device) -> tuple[Trainer, BatchLoader]:
     name, shape, classes, activation = work["model"]
     x, y = work["data"]
     pyro.set_rng_seed(seed)
     net = build_model(name, input_shape=shape, num_classes=classes, activation=activation)
-    bnn = BNN(net, NormalPrior(0.0, 1.0), Categorical(len(x)))
+    guide = work.get("guide", GUIDE)
+    select = None if parse_guide(guide).random_weights else nothing  # mle: a network without weight sites
+    bnn = BNN(net, NormalPrior(0.0, 1.0, select=select), Categorical(len(x)))
     trainer = Trainer(
         bnn,
-        "flat:rel=1",
+        guide,
         optim=pyro.optim.Adam({"lr": work["lr"]}),
         runtime=RuntimeOptions(device=device, seed=seed, progress=False),
     )
@@ -163,11 +170,14 @@ def timings(work: dict, runs: int, device: torch.device) -> tuple[float, float]:
     return statistics.median(alone), statistics.median(batched)
 
 
-def measure(device: torch.device, names: list[str], counts: tuple[int, ...], long_steps: int = 0) -> list[dict]:
+def measure(
+    device: torch.device, names: list[str], counts: tuple[int, ...], long_steps: int = 0, guide: str = GUIDE
+) -> list[dict]:
     rows = []
     for name, work in _workloads(device, long_steps).items():
         if name not in names:
             continue
+        work = {**work, "guide": guide}
         for runs in counts:
             alone, seconds = timings(work, runs, device)
             separate_rate, batched_rate = 3600 / alone, 3600 * runs / seconds
@@ -227,13 +237,16 @@ def main() -> None:
         default="auto",
         help="force the batched Adam update (default: by the stack's size); with another than auto, print only",
     )
+    parser.add_argument(
+        "--guide", default=GUIDE, help="every run's guide (default %(default)s); with another one, print only"
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     counts = tuple(int(r) for r in args.runs.split(","))
     if args.adam != "auto":
         batched_adam.STACKED_MAX_ELEMENTS = 1 << 62 if args.adam == "stacked" else 0
-    rows = measure(device, args.workloads.split(","), counts, args.long_steps)
-    if args.adam != "auto":
+    rows = measure(device, args.workloads.split(","), counts, args.long_steps, args.guide)
+    if args.adam != "auto" or args.guide != GUIDE:
         return
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     result = {"device": device.type, "machine": bench_run.machine(), "commit": bench_run._git_commit(), "rows": rows}

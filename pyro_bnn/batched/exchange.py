@@ -23,7 +23,7 @@ from pyro_bnn.batched.stack import RunStack
 def _pieces(stack: RunStack, run: int, leaf: int, row: torch.Tensor) -> list[tuple[nn.Parameter, torch.Tensor]]:
     """Run ``run``'s parameters held by leaf ``leaf`` of the stack, each with its part of ``row`` (one run's row of
     a tensor laid out like that leaf), shaped like the parameter."""
-    if leaf < 2:
+    if leaf < len(stack.guide_leaves):
         segments = stack.layouts[run].segments
         return [(s.loc if leaf == 0 else s.raw_scale, row[s.start : s.stop].view_as(s.loc)) for s in segments]
     (param,) = stack.run_parameters(run)[leaf]

@@ -148,8 +148,8 @@ class _Batch:
     def finite(self) -> torch.Tensor:
         """``(R,)`` bool: the runs whose stacked values are all finite."""
         stack = self.stack
-        finite = torch.isfinite(stack.loc).all(1) & torch.isfinite(stack.raw_scale).all(1)
-        for value in stack.deterministic.values():
+        finite = torch.isfinite(stack.loc).all(1)
+        for value in [*stack.guide_leaves[1:], *stack.deterministic.values()]:
             finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(1)
         return finite
 
@@ -283,7 +283,8 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weight *= minibatch_kl_weight(trainer.kl_weighting, step, num_steps)
             weights.append(weight)
             kl_totals[run] += weight
-        eps = batch.noise.draw((stack.loc.shape[1],), dtype=dtype, device=device)
+        # A point estimate draws nothing: its noise is (R, 0).
+        eps = batch.noise.draw((0 if stack.point else stack.loc.shape[1],), dtype=dtype, device=device)
         kl_weight = torch.tensor(weights, dtype=dtype, device=device)
         terms, updated = batch.run_step(StepInputs(x, y, kl_weight, eps, batch.bridge.learning_rates(), weight_decays))
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:

@@ -213,6 +213,14 @@ class BatchedKL:
             kl = kl + (value if seg.all_closed else torch.where(seg.closed, value, torch.zeros_like(value)))
         return kl
 
+    def negative_log_prior(self, weights: torch.Tensor) -> torch.Tensor:
+        """``-sum log p(w)`` of each run under its own prior, ``(R, D)`` → ``(R,)``: the latent term of a point
+        estimate (``AutoDelta`` under ``Trace_ELBO``, whose guide density is 0); 0 for flat priors and for D = 0."""
+        value = weights.new_zeros(weights.shape[0])
+        for seg in self.segments:
+            value = value - seg.log_prob(weights[:, seg.start : seg.stop])
+        return value
+
     def monte_carlo(self, eps: torch.Tensor, log_scale: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``log q(w) - log p(w)`` over each run's Monte Carlo segments: ``(R,)`` (0 where its KL is analytic).
 

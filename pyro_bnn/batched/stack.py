@@ -153,7 +153,8 @@ class RunStack:
     Args:
         models: The R models (the same network class, weight sites and likelihood; priors may differ).
         guides: Their set-up guides, of families that declare a batched layout
-            (:class:`~pyro_bnn.guides.BatchedLayout`: ``flat``, ``bbb``), all with one scale map.
+            (:class:`~pyro_bnn.guides.BatchedLayout`: ``flat``, ``bbb``, the point estimates ``map`` and ``mle``),
+            all with one scale map.
         loop_runs: Run the networks one after another (True) or in one vmapped pass (False); default: by the
             number of weights (:data:`LOOP_MIN_WEIGHTS`). The outputs are the same either way.
         chain: Run a chain of linear layers and activations (:func:`linear_chain`) as batched matrix products
@@ -161,7 +162,8 @@ class RunStack:
             ``loop_runs``; the outputs are the same.
 
     Attributes:
-        loc, raw_scale: ``(R, D)`` leaves: the flat locations and raw scales (sigma = ``scale_map(raw_scale)``).
+        loc, raw_scale: ``(R, D)`` leaves: the flat locations and raw scales (sigma = ``scale_map(raw_scale)``);
+            raw_scale is None for point estimates (:attr:`point`), whose weights are ``loc``.
         deterministic: ``{name in the network: (R, *shape)}`` leaves.
         layouts: Each run's :class:`~pyro_bnn.batched.layout.GuideLayout`.
 
@@ -184,13 +186,14 @@ class RunStack:
         self.layouts: list[GuideLayout] = [guide_layout(g, m) for g, m in zip(guides, models, strict=True)]
         kinds = {layout.scale_map for layout in self.layouts}
         if len(kinds) != 1:
-            raise ValueError("the runs' guides differ in kind (FlatMeanField and BayesByBackprop): batch one kind")
+            names = ", ".join(sorted({type(g).__name__ for g in guides}))
+            raise ValueError(f"the runs' guides differ in kind ({names}): batch one kind")
         self.scale_map: ScaleMap = kinds.pop()
         self.sites = self.layouts[0].sites
         with torch.no_grad():
             locs, raws = zip(*(layout.read() for layout in self.layouts), strict=True)
             self.loc = torch.stack(locs).requires_grad_()
-            self.raw_scale = torch.stack(raws).requires_grad_()
+            self.raw_scale = None if self.point else torch.stack(raws).requires_grad_()
             self.deterministic: dict[str, torch.Tensor] = {
                 name: torch.stack([m.net.get_parameter(name).detach() for m in models]).requires_grad_()
                 for name, p in models[0].net.named_parameters()
@@ -224,14 +227,27 @@ class RunStack:
         return self.loc.shape[0]
 
     @property
+    def point(self) -> bool:
+        """Whether the runs' guides are point estimates (no scales: ``raw_scale`` is None)."""
+        return self.scale_map is ScaleMap.POINT
+
+    @property
+    def guide_leaves(self) -> list[torch.Tensor]:
+        """The guides' stacked leaves: ``loc`` and ``raw_scale``, ``loc`` alone for point estimates, none without
+        weight sites (a maximum-likelihood network, whose parameters are all deterministic)."""
+        if not self.sites:
+            return []
+        return [self.loc] if self.raw_scale is None else [self.loc, self.raw_scale]
+
+    @property
     def leaves(self) -> list[torch.Tensor]:
-        """Every stacked leaf the optimiser updates: ``loc``, ``raw_scale``, then the deterministic parameters."""
-        return [self.loc, self.raw_scale, *self.deterministic.values()]
+        """Every stacked leaf the optimiser updates: :attr:`guide_leaves`, then the deterministic parameters."""
+        return [*self.guide_leaves, *self.deterministic.values()]
 
     def run_parameters(self, run: int) -> list[list[nn.Parameter]]:
         """Per leaf of :attr:`leaves`, the parameters of run ``run``'s own guide or network it holds."""
-        layout = self.layouts[run]
-        own = [[s.loc for s in layout.segments], [s.raw_scale for s in layout.segments]]
+        segments = self.layouts[run].segments
+        own = [[s.loc for s in segments], [s.raw_scale for s in segments]][: len(self.guide_leaves)]
         return own + [[self.models[run].net.get_parameter(name)] for name in self.deterministic]
 
     def split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -303,8 +319,9 @@ class RunStack:
     @torch.no_grad()
     def write_runs(self, runs: Sequence[int]) -> None:
         """Copies the stacked values of ``runs`` into their own guides and networks."""
-        loc, raw = self.loc.detach(), self.raw_scale.detach()
+        loc = self.loc.detach()
+        raw = None if self.raw_scale is None else self.raw_scale.detach()
         for run in runs:
-            self.layouts[run].copy_in(loc[run], raw[run])
+            self.layouts[run].copy_in(loc[run], None if raw is None else raw[run])
             for name, value in self.deterministic.items():
                 self.models[run].net.get_parameter(name).copy_(value[run])

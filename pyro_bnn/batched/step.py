@@ -5,6 +5,9 @@ Run r's loss is the objective a single run computes with :class:`~pyro_bnn.infer
 
     loss_r = -(N / B) * sum_b log p(y_rb | w_r) + kl_weight_r * KL_r,    w_r = loc_r + sigma_r * eps_r
 
+For point estimates (the ``map`` and ``mle`` guides, ``Trace_ELBO`` with ``AutoDelta``) ``w_r = loc_r`` and
+``KL_r = -log p(w_r)``: the MAP objective, the likelihood alone where the network has no weight sites.
+
 with the KL in closed form for Normal priors and ``log q(w) - log p(w)`` otherwise (:mod:`.kl`). With
 ``antithetic`` the first half of each run's batch is scored at ``loc + sigma * eps`` and the second at
 ``loc - sigma * eps`` (the fast objective's default); without it and with ``closed_form_kl=False`` the loss is
@@ -116,6 +119,8 @@ class BatchedStep:
         """
         stack = self.stack
         loc, raw = stack.loc, stack.raw_scale
+        if stack.point:
+            return self._point_terms(x, y, kl_weight)
         antithetic = self.form.antithetic and x.shape[1] > 1
         if stack.scale_map is ScaleMap.EXP:  # one fused node: the draw and the closed-form KL
             log_scale = raw
@@ -138,17 +143,33 @@ class BatchedStep:
             )
         else:
             output = stack.outputs(x, stack.split(plus))
-        # Without argument checks: one run's NaN outputs must freeze that run, not raise for the whole batch.
-        with pyro.validation_enabled(False):
-            log_likelihood = self.likelihood.log_likelihood(output, y)  # (R, B)
-        # The data plate's N / B (1 for kl_scale="paper"), read from the likelihood as a single run does.
-        plate = self.likelihood.plate(x.shape[1], x.device)
-        data = -log_likelihood.sum(1) * (plate.size / plate.subsample_size)
+        data = self._data_term(output, y)
         if self.kl.monte_carlo_segments:
             mc = self.kl.monte_carlo(eps, log_scale, plus)
             if antithetic:
                 mc = 0.5 * (mc + self.kl.monte_carlo(-eps, log_scale, minus))
             kl = kl + mc
+        return self._combine(data, kl, kl_weight)
+
+    def _point_terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor):
+        """:meth:`terms` of point estimates (``Trace_ELBO`` with ``AutoDelta``): the weights are the locations,
+        whose log density under the guide is 0, so the latent term is ``-log p(w)`` (nothing without weight sites,
+        the maximum-likelihood network)."""
+        stack = self.stack
+        output = stack.outputs(x, stack.split(stack.loc))
+        return self._combine(self._data_term(output, y), self.kl.negative_log_prior(stack.loc), kl_weight)
+
+    def _data_term(self, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``-(N / B) * sum_b log p(y_rb | w_r)``, ``(R,)``, from the outputs ``(R, B, out)``."""
+        # Without argument checks: one run's NaN outputs must freeze that run, not raise for the whole batch.
+        with pyro.validation_enabled(False):
+            log_likelihood = self.likelihood.log_likelihood(output, y)  # (R, B)
+        # The data plate's N / B (1 for kl_scale="paper"), read from the likelihood as a single run does.
+        plate = self.likelihood.plate(output.shape[1], output.device)
+        return -log_likelihood.sum(1) * (plate.size / plate.subsample_size)
+
+    @staticmethod
+    def _combine(data: torch.Tensor, kl: torch.Tensor, kl_weight: torch.Tensor):
         loss = data + kl_weight.to(kl.dtype) * kl
         data_value = data.detach()
         return loss, BatchedTerms(loss.detach(), data_value, loss.detach() - data_value)

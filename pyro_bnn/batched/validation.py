@@ -43,25 +43,33 @@ def validation_outputs(
         ``(R', S, N, out)``.
     """
     index = torch.tensor(list(runs), device=stack.loc.device)
-    loc, raw = stack.loc[index], stack.raw_scale[index]
-    scale, _ = stack.scale_map.scale_and_log(raw)
-    eps = torch.stack(
-        [
-            torch.randn((num_samples, loc.shape[1]), generator=noise.generators[r], dtype=loc.dtype, device=loc.device)
-            for r in runs
-        ]
-    )
-    weights = (loc[:, None] + scale[:, None] * eps).reshape(len(runs) * num_samples, -1)
+    loc = stack.loc[index]
+    draws = num_samples
+    if stack.point:  # every draw of a point estimate is its value: one pass, repeated below
+        draws = 1
+        weights = loc
+    else:
+        scale, _ = stack.scale_map.scale_and_log(stack.raw_scale[index])
+        eps = torch.stack(
+            [
+                torch.randn(
+                    (num_samples, loc.shape[1]), generator=noise.generators[r], dtype=loc.dtype, device=loc.device
+                )
+                for r in runs
+            ]
+        )
+        weights = (loc[:, None] + scale[:, None] * eps).reshape(len(runs) * num_samples, -1)
     values = stack.split(weights)
-    det = {k: v[index].repeat_interleave(num_samples, 0) for k, v in stack.per_run_values().items()}
-    rows = max(1, MAX_ACTIVATIONS // (len(runs) * num_samples * _widest(stack)))
+    det = {k: v[index].repeat_interleave(draws, 0) for k, v in stack.per_run_values().items()}
+    rows = max(1, MAX_ACTIVATIONS // (len(runs) * draws * _widest(stack)))
     pieces = []
     for start in range(0, x.shape[1], rows):
         chunk = x[:, start : start + rows]
-        chunk = chunk[:, None].expand(-1, num_samples, *chunk.shape[1:]).reshape(-1, *chunk.shape[1:])
+        chunk = chunk[:, None].expand(-1, draws, *chunk.shape[1:]).reshape(-1, *chunk.shape[1:])
         out = stack.outputs(chunk, values, det)
-        pieces.append(out.reshape(len(runs), num_samples, *out.shape[1:]))
-    return torch.cat(pieces, dim=2)
+        pieces.append(out.reshape(len(runs), draws, *out.shape[1:]))
+    outputs = torch.cat(pieces, dim=2)
+    return outputs.expand(-1, num_samples, *outputs.shape[2:]) if draws != num_samples else outputs
 
 
 def validation_metrics(

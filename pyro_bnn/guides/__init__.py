@@ -17,7 +17,7 @@ from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import mean_posterior_scale, posterior_loc_scale
 from pyro_bnn.guides.mixture import EqualMixtureNormal, NodeNoiseMixture
 from pyro_bnn.guides.multivariate import MAX_FULL_COVARIANCE_WEIGHTS, FullCovarianceNormal, LowRankNormal
-from pyro_bnn.guides.point import MCDropout
+from pyro_bnn.guides.point import MCDropout, PointEstimateGuide
 from pyro_bnn.guides.registry import (
     GuideFamily,
     families_with,
@@ -51,6 +51,7 @@ __all__ = [
     "LocInit",
     "RelativeScaleNormal",
     "MCDropout",
+    "PointEstimateGuide",
     "EqualMixtureNormal",
     "NodeNoiseMixture",
     "LowRankNormal",

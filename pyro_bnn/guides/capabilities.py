@@ -68,9 +68,18 @@ class ScaleMap(str, Enum):
     """``sigma = exp(raw)`` (:class:`~pyro_bnn.guides.FlatMeanField`'s ``log_scale``)."""
     SOFTPLUS = "softplus"
     """``sigma = softplus(raw)`` (:class:`~pyro_bnn.guides.BayesByBackprop`'s ``rho``)."""
+    POINT = "point"
+    """No scale: a point estimate (``AutoDelta``'s value, the MAP and MLE guides), whose weights are its locations
+    and whose "KL" under ``Trace_ELBO`` is ``-log p(w)``."""
 
     def scale_and_log(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(sigma, log sigma)`` of ``raw``, any shape."""
+        """``(sigma, log sigma)`` of ``raw``, any shape.
+
+        Raises:
+            ValueError: A point estimate, which has no scale.
+        """
+        if self is ScaleMap.POINT:
+            raise ValueError("a point estimate has no scale")
         if self is ScaleMap.EXP:
             return raw.exp(), raw
         scale = F.softplus(raw)
@@ -79,25 +88,33 @@ class ScaleMap(str, Enum):
 
 @dataclass(frozen=True)
 class BatchedLayout:
-    """Where a mean-field Normal guide keeps what batched runs stack: its locations and raw scales, read into and
-    written back from the flat ``(D,)`` rows of the ``(R, D)`` stack (the model's weight sites in order).
+    """Where a mean-field Normal guide (or a point estimate) keeps what batched runs stack: its locations and raw
+    scales, read into and written back from the flat ``(D,)`` rows of the ``(R, D)`` stack (the model's weight
+    sites in order).
 
     Attributes:
-        scale_map: How a raw scale becomes sigma.
+        scale_map: How a raw scale becomes sigma (:attr:`ScaleMap.POINT`: there is none).
         loc: The name (in ``guide.named_parameters()``) of the locations: one flat ``(D,)`` parameter over every
             weight site, or, holding ``{site}``, a template naming one parameter of the site's shape per site
             (``{site}`` is replaced by the site's name).
-        raw_scale: The raw scales, named the same way.
+        raw_scale: The raw scales, named the same way; None for a point estimate (and only for one).
     """
 
     scale_map: ScaleMap
     loc: str
-    raw_scale: str
+    raw_scale: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale_map", ScaleMap(self.scale_map))
-        if ("{site}" in self.loc) != ("{site}" in self.raw_scale):
+        if (self.raw_scale is None) != (self.scale_map is ScaleMap.POINT):
+            raise ValueError(f"raw_scale {self.raw_scale!r}: a point estimate has none, a Normal guide needs one")
+        if self.raw_scale is not None and ("{site}" in self.loc) != ("{site}" in self.raw_scale):
             raise ValueError(f"loc {self.loc!r} and raw_scale {self.raw_scale!r}: both per site or both flat")
+
+    @property
+    def point(self) -> bool:
+        """Whether the guide is a point estimate (no scales: :attr:`ScaleMap.POINT`)."""
+        return self.scale_map is ScaleMap.POINT
 
     @property
     def per_site(self) -> bool:

@@ -7,6 +7,21 @@ from collections.abc import Callable
 from pyro.infer.autoguide import AutoDelta
 from pyro.infer.autoguide.initialization import init_to_median
 
+from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
+
+
+class PointEstimateGuide(AutoDelta):
+    """Pyro's ``AutoDelta`` (a point estimate per weight site: MAP under a prior, maximum likelihood without one)
+    that batched runs can stack: the ``map`` and ``mle`` guides. It trains, predicts and checkpoints as
+    ``AutoDelta`` does; it only declares where its values live (:attr:`batched_layout`).
+
+    ``AutoDelta`` keeps each site's value as a parameter named ``<site>_unconstrained`` (one attribute per site,
+    nested at the dots of its name); for the real support of a weight it is the weight itself.
+    """
+
+    batched_layout = BatchedLayout(ScaleMap.POINT, loc="{site}_unconstrained")
+    """Batched runs stack each weight site's value (:class:`~pyro_bnn.guides.capabilities.BatchedLayout`)."""
+
 
 class MCDropout(AutoDelta):
     """MC dropout (Gal & Ghahramani, 2016): a MAP point estimate whose dropout stays on at prediction time.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pyro.infer.autoguide import AutoDelta, AutoGuide, AutoNormal
+from pyro.infer.autoguide import AutoGuide, AutoNormal
 from pyro.infer.autoguide.initialization import init_to_median
 
 from pyro_bnn.bnn import BNN
@@ -18,7 +18,7 @@ from pyro_bnn.guides.flow import IAF_FAMILY
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.guides.multivariate import LOWRANK_FAMILY, MVN_FAMILY
-from pyro_bnn.guides.point import MCDropout
+from pyro_bnn.guides.point import MCDropout, PointEstimateGuide
 from pyro_bnn.guides.registry import GuideFamily, guide_families, guide_family, register_guide
 from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
 
@@ -278,16 +278,18 @@ for _family in (
     ),
     GuideFamily(
         Form(GuideKind.MAP),
-        build=lambda spec, bnn: AutoDelta(bnn, init_loc_fn=init_to_network(bnn)),
+        build=lambda spec, bnn: PointEstimateGuide(bnn, init_loc_fn=init_to_network(bnn)),
         parse=lambda parsed: GuideSpec(parsed.kind),
         format=lambda spec: spec.name,
+        batched_layout=PointEstimateGuide.batched_layout,
     ),
     GuideFamily(
         Form(GuideKind.MLE),
-        build=lambda spec, bnn: AutoDelta(bnn, init_loc_fn=init_to_network(bnn)),
+        build=lambda spec, bnn: PointEstimateGuide(bnn, init_loc_fn=init_to_network(bnn)),
         capabilities={Capability.DETERMINISTIC},
         parse=lambda parsed: GuideSpec(parsed.kind),
         format=lambda spec: spec.name,
+        batched_layout=PointEstimateGuide.batched_layout,
     ),
     GuideFamily(
         Form(

@@ -29,16 +29,16 @@ from pyro_bnn.infer import AutoELBO, FastMeanFieldELBO, MeanFieldELBO, MixtureMe
 from pyro_bnn.infer.objective_registry import BatchedForm, batched_form, batched_objectives, objective_entries
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
-from pyro_bnn.priors import parse_prior
+from pyro_bnn.priors import nothing, parse_prior
 from pyro_bnn.spec import Arg, Form, Positive
 
 N = 40
 
 
-def _bnn(seed: int = 0) -> BNN:
+def _bnn(seed: int = 0, select=None) -> BNN:
     pyro.set_rng_seed(seed)
     net = build_model("mlp:4", input_shape=(2,), num_classes=2, activation="tanh")
-    return BNN(net, parse_prior("normal:0,1"), Categorical(N))
+    return BNN(net, parse_prior("normal:0,1", select=select), Categorical(N))
 
 
 def _run_once(guide, bnn=None):
@@ -48,12 +48,12 @@ def _run_once(guide, bnn=None):
 
 
 def test_the_registries_declare_which_families_and_objectives_batch():
-    assert families_with(Capability.BATCHED) == ["flat", "bbb"]
+    assert families_with(Capability.BATCHED) == ["flat", "bbb", "map", "mle"]
     assert set(batched_objectives()) == {"auto", "trace", "meanfield", "fast", "fast-single"}
     for family in guide_families():
         assert (family.batched_layout is not None) == family.offers(Capability.BATCHED), family.name
         if family.batched_layout is not None:
-            bnn = _bnn()
+            bnn = _bnn(select=nothing if family.offers(Capability.DETERMINISTIC) else None)
             guide = _run_once(parse_guide(family.form.example or family.name).build(bnn))
             assert isinstance(guide, BatchedPosterior) and guide.batched_layout is family.batched_layout
             assert guide_layout(guide, bnn).scale_map is family.batched_layout.scale_map
@@ -61,6 +61,10 @@ def test_the_registries_declare_which_families_and_objectives_batch():
         GuideFamily(Form("x"), build=lambda spec, bnn: None, capabilities={Capability.BATCHED})
     with pytest.raises(ValueError, match="both per site or both flat"):
         BatchedLayout(ScaleMap.EXP, "locs.{site}", "log_scale")
+    with pytest.raises(ValueError, match="a point estimate has none"):
+        BatchedLayout(ScaleMap.POINT, "{site}", "rhos.{site}")
+    with pytest.raises(ValueError, match="a Normal guide needs one"):
+        BatchedLayout(ScaleMap.SOFTPLUS, "locs.{site}")
 
 
 def test_each_objective_states_its_batched_form_or_refuses_in_one_line():
@@ -136,5 +140,5 @@ def test_a_family_registered_with_a_batched_layout_trains_in_a_batch(toy_family)
 
 def test_a_guide_without_a_batched_layout_gets_the_same_refusal():
     bnn = _bnn()
-    with pytest.raises(ValueError, match=r"batched runs train a FlatMeanField \('flat:...'\) or BayesByBackprop"):
+    with pytest.raises(ValueError, match=r"BayesByBackprop \('bbb'\) or point-estimate \('map', 'mle'\) guide, got A"):
         RunStack([bnn], [_run_once(AutoNormal(bnn))])

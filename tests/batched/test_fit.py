@@ -15,7 +15,7 @@ from pyro_bnn.data import BatchLoader
 from pyro_bnn.infer import Checkpoint, EarlyStopping, NonFiniteLossError, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
-from pyro_bnn.priors import parse_prior
+from pyro_bnn.priors import nothing, parse_prior
 
 N, VAL = 120, 60
 
@@ -35,7 +35,7 @@ def _trainer(seed: int, *, prior="normal:0,1", lr=0.05, guide="flat:0.05", objec
     val = BatchLoader(x[N:], y[N:], batch_size=VAL)
     pyro.set_rng_seed(seed)
     net = build_model("mlp:8", input_shape=(2,), num_classes=2, activation="tanh")
-    bnn = BNN(net, parse_prior(prior), Categorical(N))
+    bnn = BNN(net, parse_prior(prior, select=nothing if guide == "mle" else None), Categorical(N))
     trainer = Trainer(
         bnn,
         guide,
@@ -213,3 +213,51 @@ def test_runs_with_other_batch_sizes_are_refused():
     odd_first = BatchLoader(x[:N], y[:N], batch_size=30, shuffle=True, seed=0)
     with pytest.raises(ValueError, match="same batch size"):
         fit_batched([_trainer(seed=0)[0], _trainer(seed=1)[0]], [odd_first, odd], 1, progress=False)
+
+
+def _trained_values(trainer) -> dict[str, torch.Tensor]:
+    return {**dict(trainer.guide.named_parameters()), **dict(trainer.bnn.named_parameters())}
+
+
+@pytest.mark.parametrize("guide", ["map", "mle"])
+def test_batched_point_estimates_train_exactly_as_single_runs(guide):
+    """A point estimate draws no noise, so a batch of MAP (or maximum-likelihood) runs with their own seeds, priors
+    and learning rates must follow each run trained alone step for step: the same epoch losses and validation NLL,
+    and the same final weights (within float32 rounding after 15 Adam steps)."""
+    specs = [
+        {"seed": 0, "guide": guide},
+        {"seed": 1, "guide": guide, "prior": "laplace:0,0.5", "lr": 0.02},
+        {"seed": 2, "guide": guide, "prior": "normal:0,0.3"},
+    ]
+    batched, outcomes = _fit(specs, 5)
+    for spec, trainer, outcome in zip(specs, batched, outcomes, strict=True):
+        single, train, val = _trainer(**spec)
+        history = single.fit(train, 5, val_loader=val)
+        assert not outcome.failed and outcome.history[-1]["batched_runs"] == 3
+        for a, b in zip(outcome.history, history, strict=True):
+            assert math.isclose(a["loss"], b["loss"], rel_tol=1e-5), (a["epoch"], a["loss"], b["loss"])
+            assert math.isclose(a["kl_term"], b["kl_term"], rel_tol=1e-5, abs_tol=1e-6)
+            assert math.isclose(a["val_nll"], b["val_nll"], rel_tol=1e-5)
+        ours, theirs = _trained_values(trainer), _trained_values(single)
+        assert ours.keys() == theirs.keys() and len(ours) == 4
+        for name, value in ours.items():
+            torch.testing.assert_close(value, theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+    # MAP's latent term is -log p(w) under each run's prior; maximum likelihood has none.
+    kl = [o.history[-1]["kl_term"] for o in outcomes]
+    assert all(k == 0 for k in kl) if guide == "mle" else all(k > 0 for k in kl)
+
+
+def test_a_batch_of_point_estimates_resumes_exactly(tmp_path):
+    """The point estimates' Adam state goes into their checkpoints and back: a batch resumed after 2 of 4 epochs
+    ends where an uninterrupted one ends."""
+    specs = [{"seed": s, "guide": "map", "prior": p} for s, p in ((0, "normal:0,1"), (1, "cauchy:0,1"))]
+    full, _ = _fit(specs, 4)
+    paths = [tmp_path / f"run{i}.pt" for i in range(2)]
+    _fit([{**s, "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)], 2)
+    resumed, _ = _fit(
+        [{**s, "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)], 4, resume_from=paths
+    )
+    for a, b in zip(full, resumed, strict=True):
+        ours, theirs = _trained_values(a), _trained_values(b)
+        for name, value in ours.items():
+            torch.testing.assert_close(value, theirs[name], rtol=1e-5, atol=1e-6, msg=name)

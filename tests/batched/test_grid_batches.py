@@ -51,7 +51,12 @@ def test_batch_keys_group_what_may_share_a_batch():
     )
     for changes in ({"batch_size": 32}, {"epochs": 5}, {"model": "mlp:4"}, {"activation": "relu"}, {"guide": "bbb"}):
         assert batch_key(dataclasses.replace(BASE, **changes)) != base, changes
+    # The point estimates batch (MAP members of an ensemble, the deterministic network), each with its own kind.
+    point = {guide: batch_key(dataclasses.replace(BASE, guide=guide)) for guide in ("map", "mle")}
+    assert None not in point.values() and len({base, *point.values()}) == 3
+    assert batch_key(dataclasses.replace(BASE, guide="map", seed=4, prior="laplace:0,1")) == point["map"]
     for alone in (
+        {"guide": "mc-dropout:0.1"},
         {"prior": "hierarchical:normal,halfcauchy,1"},
         {"prior": "mixture:0.5,1,0.01"},
         {"guide": "autonormal:0.01"},
@@ -134,3 +139,20 @@ def test_a_batch_refused_once_built_falls_back_to_single_runs(tmp_path, monkeypa
     assert [r.status for r in done] == [Status.DONE] * 2
     assert all("batched_runs" not in r.metrics for r in done)
     assert torch.isfinite(torch.tensor([r.metrics["accuracy"] for r in done])).all()
+
+
+def test_a_grid_of_point_estimates_batches_and_scores_as_single_runs(tmp_path):
+    """MAP runs with their own priors and the maximum-likelihood network (a deep ensemble's members, a grid's
+    deterministic baseline) train in batches whose run folders score exactly as the same runs trained alone: a point
+    estimate draws no noise, so nothing but float rounding may differ."""
+    specs = [_spec(guide="map", seed=s, prior=p) for s, p in ((0, "normal:0,1"), (1, "laplace:0,0.3"), (2, "flat"))]
+    specs += [_spec(guide="mle", seed=s) for s in (0, 1)]
+    batched = run_grid(specs, tmp_path / "batched", LocalExecutor(batch_runs=8), progress=False)
+    single = run_grid(specs, tmp_path / "single", LocalExecutor(batch_runs=1), progress=False)
+    assert [r.status for r in batched + single] == [Status.DONE] * 10, [r.reason for r in batched + single]
+    assert [r.metrics.get("batched_runs", 1) for r in batched] == [3, 3, 3, 2, 2]
+    for a, b in zip(batched, single, strict=True):
+        assert "batched_runs" not in b.metrics
+        for key in ("accuracy", "nll", "ece"):
+            assert a.metrics[key] == pytest.approx(b.metrics[key], rel=1e-4, abs=1e-6), (a.spec.run_id, key)
+        assert [h["loss"] for h in a.history] == pytest.approx([h["loss"] for h in b.history], rel=1e-5)

@@ -197,8 +197,13 @@ def test_networks_that_differ_are_refused():
         guide(torch.randn(B, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
     with pytest.raises(ValueError, match="run 1's network differs from run 0's"):
         RunStack([a[0], bnn], [a[1], guide])
-    with pytest.raises(ValueError, match="FlatMeanField .* or BayesByBackprop"):
+    with pytest.raises(ValueError, match="FlatMeanField .*, BayesByBackprop .* or point-estimate"):
         RunStack([a[0]], [pyro.infer.autoguide.AutoNormal(a[0])])
+    point = parse_guide("map").build(a[0])
+    with torch.no_grad(), pyro.poutine.block():
+        point(torch.randn(B, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"differ in kind \(FlatMeanField, PointEstimateGuide\)"):
+        RunStack([a[0], a[0]], [a[1], point])
 
 
 def _leaky_runs(slopes, select=None):

@@ -10,6 +10,7 @@ from pyro_bnn.guides import (
     BayesByBackprop,
     GuideKind,
     MCDropout,
+    PointEstimateGuide,
     init_to_network,
     parse_guide,
     posterior_loc_scale,
@@ -88,7 +89,7 @@ def test_posterior_loc_scale_needs_a_set_up_guide():
     [
         ("autonormal:1e-3", GuideKind.AUTONORMAL, AutoNormal),
         ("bbb", GuideKind.BBB, BayesByBackprop),
-        ("map", GuideKind.MAP, AutoDelta),
+        ("map", GuideKind.MAP, PointEstimateGuide),
         ("mc-dropout:0.2", GuideKind.MC_DROPOUT, MCDropout),
     ],
 )
