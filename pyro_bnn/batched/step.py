@@ -118,9 +118,9 @@ class BatchedStep:
             eps: ``(R, D)`` standard normal draws.
         """
         stack = self.stack
-        loc, raw = stack.loc, stack.raw_scale
         if stack.point:
             return self._point_terms(x, y, kl_weight)
+        loc, raw = stack.loc, stack.raw_scale
         antithetic = self.form.antithetic and x.shape[1] > 1
         if stack.scale_map is ScaleMap.EXP:  # one fused node: the draw and the closed-form KL
             log_scale = raw
