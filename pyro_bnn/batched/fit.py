@@ -148,8 +148,8 @@ class _Batch:
     def finite(self) -> torch.Tensor:
         """``(R,)`` bool: the runs whose stacked values are all finite."""
         stack = self.stack
-        finite = torch.isfinite(stack.loc).all(1)
-        for value in [*stack.guide_leaves[1:], *stack.deterministic.values()]:
+        finite = torch.ones(stack.num_runs, dtype=torch.bool, device=stack.loc.device)
+        for value in stack.leaves:  # a network without weight sites has an empty loc, which is not a leaf
             finite &= torch.isfinite(value.reshape(value.shape[0], -1)).all(1)
         return finite
 
