@@ -38,10 +38,10 @@ from pyro_bnn.batched import adam as batched_adam  # noqa: E402
 from pyro_bnn.batched import fit_batched  # noqa: E402
 from pyro_bnn.data import BatchLoader, load_dataset  # noqa: E402
 from pyro_bnn.guides import parse_guide  # noqa: E402
-from pyro_bnn.infer import RuntimeOptions, Trainer  # noqa: E402
+from pyro_bnn.infer import ObjectiveOptions, RuntimeOptions, Trainer  # noqa: E402
 from pyro_bnn.likelihoods import Categorical  # noqa: E402
 from pyro_bnn.models import build_model  # noqa: E402
-from pyro_bnn.priors import NormalPrior, nothing  # noqa: E402
+from pyro_bnn.priors import nothing, parse_prior  # noqa: E402
 
 RUN_COUNTS = (1, 4, 8, 32)
 GOALS = {("cpu", "moons", 32): 10.0, ("cpu", "3fc", 4): 1.3, ("cuda", "3fc", 8): 4.0}
@@ -103,19 +103,24 @@ def _workloads(device: torch.device, long_steps: int = 0) -> dict[str, dict]:
 GUIDE = "flat:rel=1"
 """The guide of every run unless ``--guide`` names another (whose timings are printed, not written)."""
 
+RUN_SETTINGS = {"guide": GUIDE, "prior": "normal:0,1", "particles": 1}
+"""Every run's guide, prior and particles per step; timings under others (``--guide``, ``--prior``, ``--particles``,
+e.g. Blundell et al.'s ``bbb``, a scale mixture and 2) are printed, not written."""
+
 
 def _trainer(work: dict, seed: int, device: torch.device) -> tuple[Trainer, BatchLoader]:
     name, shape, classes, activation = work["model"]
     x, y = work["data"]
     pyro.set_rng_seed(seed)
     net = build_model(name, input_shape=shape, num_classes=classes, activation=activation)
-    guide = work.get("guide", GUIDE)
+    guide = work["guide"]
     select = None if parse_guide(guide).random_weights else nothing  # mle: a network without weight sites
-    bnn = BNN(net, NormalPrior(0.0, 1.0, select=select), Categorical(len(x)))
+    bnn = BNN(net, parse_prior(work["prior"], select=select), Categorical(len(x)))
     trainer = Trainer(
         bnn,
         guide,
         optim=pyro.optim.Adam({"lr": work["lr"]}),
+        objective=ObjectiveOptions("auto", num_particles=work["particles"]),
         runtime=RuntimeOptions(device=device, seed=seed, progress=False),
     )
     return trainer, BatchLoader(x, y, work["batch"], shuffle=True, seed=seed, device=device)
@@ -171,13 +176,13 @@ def timings(work: dict, runs: int, device: torch.device) -> tuple[float, float]:
 
 
 def measure(
-    device: torch.device, names: list[str], counts: tuple[int, ...], long_steps: int = 0, guide: str = GUIDE
+    device: torch.device, names: list[str], counts: tuple[int, ...], long_steps: int = 0, settings: dict | None = None
 ) -> list[dict]:
     rows = []
     for name, work in _workloads(device, long_steps).items():
         if name not in names:
             continue
-        work = {**work, "guide": guide}
+        work = {**work, **RUN_SETTINGS, **(settings or {})}
         for runs in counts:
             alone, seconds = timings(work, runs, device)
             separate_rate, batched_rate = 3600 / alone, 3600 * runs / seconds
@@ -237,16 +242,18 @@ def main() -> None:
         default="auto",
         help="force the batched Adam update (default: by the stack's size); with another than auto, print only",
     )
-    parser.add_argument(
-        "--guide", default=GUIDE, help="every run's guide (default %(default)s); with another one, print only"
-    )
+    for option, kind in (("guide", str), ("prior", str), ("particles", int)):
+        default = RUN_SETTINGS[option]
+        help_text = f"every run's {option} (default %(default)s); with another, print only"
+        parser.add_argument(f"--{option}", type=kind, default=default, help=help_text)
     args = parser.parse_args()
     device = torch.device(args.device)
     counts = tuple(int(r) for r in args.runs.split(","))
     if args.adam != "auto":
         batched_adam.STACKED_MAX_ELEMENTS = 1 << 62 if args.adam == "stacked" else 0
-    rows = measure(device, args.workloads.split(","), counts, args.long_steps, args.guide)
-    if args.adam != "auto" or args.guide != GUIDE:
+    settings = {option: getattr(args, option) for option in RUN_SETTINGS}
+    rows = measure(device, args.workloads.split(","), counts, args.long_steps, settings)
+    if args.adam != "auto" or settings != RUN_SETTINGS:
         return
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     result = {"device": device.type, "machine": bench_run.machine(), "commit": bench_run._git_commit(), "rows": rows}

@@ -131,6 +131,9 @@ class _Batch:
         self.step = BatchedStep(self.stack, kl, self.adam, self.form)
         self.graph = GraphedBatchedStep(self.step) if graphed else None
         """The step replayed from a CUDA graph, on a CUDA device unless ``cuda_graph=False``; None otherwise."""
+        particles, size = self.form.particles, self.stack.loc.shape[1]
+        # Per run and step: (D,) for one draw, (P, D) for P particles; a point estimate draws nothing, (0,).
+        self.noise_shape = (0,) if self.stack.point else (size,) if particles == 1 else (particles, size)
         seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
         self.noise = RunNoise(seeds, loc.device)
         self.val = [None if loader is None else gather(loader) for loader in val_loaders]
@@ -283,8 +286,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weight *= minibatch_kl_weight(trainer.kl_weighting, step, num_steps)
             weights.append(weight)
             kl_totals[run] += weight
-        # A point estimate draws nothing: its noise is (R, 0).
-        eps = batch.noise.draw((0 if stack.point else stack.loc.shape[1],), dtype=dtype, device=device)
+        eps = batch.noise.draw(batch.noise_shape, dtype=dtype, device=device)
         kl_weight = torch.tensor(weights, dtype=dtype, device=device)
         terms, updated = batch.run_step(StepInputs(x, y, kl_weight, eps, batch.bridge.learning_rates(), weight_decays))
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:

@@ -3,9 +3,9 @@
 Each run's prior is read once, per weight site, from its model (``model.prior.distribution``) and stacked over the
 runs: a site's prior parameters become ``(R, 1)`` (one number per run) or ``(R, n)`` tensors, and consecutive sites
 with the same family and scalar parameters merge into one segment of the flat vectors. Normal priors get the
-closed-form ``KL(Normal(mu, sigma) || Normal(m, s))``; Laplace, Cauchy and flat priors (and Normal ones with
-``closed_form_kl=False``) get the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights, as
-:class:`~pyro_bnn.infer.FastMeanFieldELBO` does for one run.
+closed-form ``KL(Normal(mu, sigma) || Normal(m, s))``; Laplace, Cauchy, scale-mixture and flat priors (and Normal
+ones with ``closed_form_kl=False``) get the Monte Carlo estimate ``log q(w) - log p(w)`` of the drawn weights, as
+:class:`~pyro_bnn.infer.FastMeanFieldELBO` and ``Trace_ELBO`` do for one run.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from torch.distributions import Cauchy, Distribution, Independent, Laplace, Norm
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import FlatSite
+from pyro_bnn.priors import ScaleMixtureNormal, scale_mixture_log_density
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_PI = math.log(math.pi)
@@ -41,6 +42,9 @@ class Family(str, Enum):
     """Laplace(loc, scale)."""
     CAUCHY = "cauchy"
     """Cauchy(loc, scale)."""
+    MIXTURE = "mixture"
+    """Bayes by Backprop's scale mixture ``pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2)``
+    (:class:`~pyro_bnn.priors.ScaleMixtureNormal`)."""
     FLAT = "flat"
     """The improper flat prior (log density 0)."""
 
@@ -48,24 +52,45 @@ class Family(str, Enum):
 _TYPES = ((Normal, Family.NORMAL), (Laplace, Family.LAPLACE), (Cauchy, Family.CAUCHY))
 
 
-def prior_family(prior: Distribution) -> tuple[Family, torch.Tensor | None, torch.Tensor | None]:
-    """``(family, loc, scale)`` of a weight prior (``Independent`` wrappers removed); loc and scale None for flat.
+def prior_family(prior: Distribution) -> tuple[Family, tuple[torch.Tensor, ...]]:
+    """``(family, parameters)`` of a weight prior (``Independent`` wrappers removed): ``(loc, scale)`` for Normal,
+    Laplace and Cauchy, ``(pi, sigma1, sigma2)`` for the scale mixture, ``()`` for flat.
 
     Raises:
-        ValueError: Another family (a scale mixture, a hierarchical prior's conditional), which batched runs do not
-            score.
+        ValueError: Another family (a hierarchical prior's conditional, a user's distribution), which batched runs
+            do not score.
     """
     base = prior
     while isinstance(base, Independent):
         base = base.base_dist
     if isinstance(base, ImproperUniform):
-        return Family.FLAT, None, None
+        return Family.FLAT, ()
+    if isinstance(base, ScaleMixtureNormal):
+        return Family.MIXTURE, (base.pi, base.sigma1, base.sigma2)
     for kind, family in _TYPES:
         if type(base) is kind or isinstance(base, kind):
-            return family, base.loc, base.scale
+            return family, (base.loc, base.scale)
     raise ValueError(
-        f"batched runs take Normal, Laplace, Cauchy or flat priors, got {type(base).__name__}; train this run alone"
+        f"batched runs take Normal, Laplace, Cauchy, scale-mixture or flat priors, got {type(base).__name__}; "
+        "train this run alone"
     )
+
+
+_UNUSED = (0.0, 1.0, 0.5, 1.0)
+"""What :class:`PriorSegment` holds for ``(loc, scale, pi, scale2)`` where a run's family has no such parameter (finite
+values that every family's log density can be evaluated at, then masked out)."""
+
+
+def _site_parameters(family: Family, params: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor | None, ...]:
+    """A prior's parameters in :class:`PriorSegment`'s order ``(loc, scale, pi, scale2)``, None where the family has
+    none (:data:`_UNUSED`)."""
+    if family is Family.FLAT:
+        return None, None, None, None
+    if family is Family.MIXTURE:
+        pi, sigma1, sigma2 = params
+        return None, sigma1, pi, sigma2
+    loc, scale = params
+    return loc, scale, None, None
 
 
 def _compact(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -82,8 +107,11 @@ class PriorSegment:
 
     Attributes:
         families: Each run's family on the segment.
-        loc, scale: ``(R, 1)`` (one number per run) or ``(R, stop - start)``; 0 and 1 for a flat prior.
+        loc, scale: ``(R, 1)`` (one number per run) or ``(R, stop - start)``; 0 and 1 for a flat prior; 0 and
+            sigma1 for a scale mixture.
         closed: ``(R,)`` bool: the runs whose KL on this segment is analytic (Normal prior, closed form asked).
+        pi, scale2: A scale mixture's weight of its first component and sigma2, shaped as ``loc``; 0.5 and 1 for
+            the other families.
 
     The host-side facts below are read once here, so that a step reads nothing back from the device (a CUDA graph
     cannot capture a step that does).
@@ -95,6 +123,8 @@ class PriorSegment:
     loc: torch.Tensor
     scale: torch.Tensor
     closed: torch.Tensor
+    pi: torch.Tensor
+    scale2: torch.Tensor
     any_closed: bool = field(init=False)
     """Whether some run's KL on this segment is analytic."""
     all_closed: bool = field(init=False)
@@ -129,6 +159,8 @@ class PriorSegment:
                 per = -0.5 * z.square() - self.scale.log() - _HALF_LOG_2PI
             elif family is Family.LAPLACE:
                 per = -z.abs() - (2 * self.scale).log()
+            elif family is Family.MIXTURE:
+                per = scale_mixture_log_density(w, self.pi, self.scale, self.scale2)
             else:
                 per = -torch.log1p(z.square()) - self.scale.log() - _LOG_PI
             total = torch.where(self.family_masks[family], per.sum(1), total)
@@ -158,15 +190,17 @@ class BatchedKL:
         dtype: torch.dtype,
     ) -> None:
         segments: list[PriorSegment] = []
-        one = torch.ones(1)
         for site, *model_sites in zip(sites, *(m.sites for m in models), strict=True):
             read = [prior_family(m.prior.distribution(s, {})) for m, s in zip(models, model_sites, strict=True)]
-            families = tuple(family for family, _, _ in read)
-            locs = [one * 0 if loc is None else _compact(loc, site.shape) for _, loc, _ in read]
-            scales = [one if scale is None else _compact(scale, site.shape) for _, _, scale in read]
-            width = max(max(t.numel() for t in locs), max(t.numel() for t in scales))
-            loc = torch.stack([t.expand(width) for t in locs]).to(device, dtype)
-            scale = torch.stack([t.expand(width) for t in scales]).to(device, dtype)
+            families = tuple(family for family, _ in read)
+            # Per run, (loc, scale, pi, scale2) compacted: (1,) where one number covers the site, else (n,).
+            columns = zip(*(_site_parameters(family, params) for family, params in read), strict=True)
+            compact = [
+                [torch.full((1,), unused) if v is None else _compact(v, site.shape) for v in values]
+                for unused, values in zip(_UNUSED, columns, strict=True)
+            ]
+            width = max(t.numel() for values in compact for t in values)
+            loc, scale, pi, scale2 = (torch.stack([t.expand(width) for t in v]).to(device, dtype) for v in compact)
             closed = torch.tensor([closed_form_kl and f is Family.NORMAL for f in families], device=device)
             last = segments[-1] if segments else None
             if (
@@ -174,12 +208,14 @@ class BatchedKL:
                 and last.stop == site.start
                 and last.families == families
                 and last.loc.shape[1] == loc.shape[1] == 1
-                and torch.equal(last.loc, loc)
-                and torch.equal(last.scale, scale)
+                and all(
+                    torch.equal(a, b)
+                    for a, b in zip((last.loc, last.scale, last.pi, last.scale2), (loc, scale, pi, scale2), strict=True)
+                )
             ):
                 last.stop = site.stop  # one segment over consecutive sites with the same scalar priors
                 continue
-            segments.append(PriorSegment(site.start, site.stop, families, loc, scale, closed))
+            segments.append(PriorSegment(site.start, site.stop, families, loc, scale, closed, pi, scale2))
         self.segments = segments
         self.closed_segments = [s for s in segments if s.any_closed]
         self.monte_carlo_segments = [s for s in segments if s.any_monte_carlo]

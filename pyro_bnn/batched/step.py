@@ -11,7 +11,9 @@ For point estimates (the ``map`` and ``mle`` guides, ``Trace_ELBO`` with ``AutoD
 with the KL in closed form for Normal priors and ``log q(w) - log p(w)`` otherwise (:mod:`.kl`). With
 ``antithetic`` the first half of each run's batch is scored at ``loc + sigma * eps`` and the second at
 ``loc - sigma * eps`` (the fast objective's default); without it and with ``closed_form_kl=False`` the loss is
-Pyro's ``Trace_ELBO``, draw for draw in distribution.
+Pyro's ``Trace_ELBO``, draw for draw in distribution. With P particles (``BatchedForm.particles``) each run draws P
+independent weight vectors and its loss is the mean of their P losses, as ``Trace_ELBO(num_particles=P)`` and the
+fast objective with P particles compute.
 
 Each run draws its noise from its own ``torch.Generator`` (:class:`RunNoise`), so a run's draws do not depend on the
 other runs of its batch, and the backward pass of the summed loss gives each run the gradient of its own loss only
@@ -55,7 +57,7 @@ class StepInputs(NamedTuple):
         x: ``(R, B, *input_shape)``.
         y: ``(R, B)`` or ``(R, B, D_out)``.
         kl_weight: ``(R,)``, each run's factor on its KL.
-        eps: ``(R, D)`` standard normal draws.
+        eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles (``(R, 0)`` for point estimates).
         lrs: Per leaf of ``stack.leaves``, the runs' learning rates ``(R,)``.
         weight_decays: Per leaf, the runs' weight decays ``(R,)`` or None (no decay); None: no leaf decays.
         active: ``(R,)`` bool, the runs still training (None: all), on any device.
@@ -115,11 +117,13 @@ class BatchedStep:
         Args:
             x: ``(R, B, *input_shape)``; y: ``(R, B)`` or ``(R, B, D_out)``.
             kl_weight: ``(R,)``, each run's factor on its KL.
-            eps: ``(R, D)`` standard normal draws.
+            eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles.
         """
         stack = self.stack
         if stack.point:
             return self._point_terms(x, y, kl_weight)
+        if eps.dim() == 3:
+            return self._particle_terms(x, y, kl_weight, eps)
         loc, raw = stack.loc, stack.raw_scale
         antithetic = self.form.antithetic and x.shape[1] > 1
         if stack.scale_map is ScaleMap.EXP:  # one fused node: the draw and the closed-form KL
@@ -130,17 +134,9 @@ class BatchedStep:
             delta = scale * eps
             plus, minus = loc + delta, (loc - delta if antithetic else None)
             kl = self.kl.closed_form(loc, scale, log_scale)
-        if antithetic and x.shape[1] % 2 == 0 and not stack.loop_runs:
-            # Both halves in one vmapped pass over 2R networks (the per-call overhead dominates small nets).
-            half = x.shape[1] // 2
-            per_run = {k: torch.cat([v, v]) for k, v in stack.per_run_values().items()}
-            both = stack.outputs(torch.cat([x[:, :half], x[:, half:]]), stack.split(torch.cat([plus, minus])), per_run)
-            output = torch.cat([both[: x.shape[0]], both[x.shape[0] :]], dim=1)
-        elif antithetic:
+        if antithetic:
             half = (x.shape[1] + 1) // 2
-            output = torch.cat(
-                [stack.outputs(x[:, :half], stack.split(plus)), stack.outputs(x[:, half:], stack.split(minus))], dim=1
-            )
+            output = torch.cat(self._outputs([(x[:, :half], plus), (x[:, half:], minus)]), dim=1)
         else:
             output = stack.outputs(x, stack.split(plus))
         data = self._data_term(output, y)
@@ -150,6 +146,33 @@ class BatchedStep:
                 mc = 0.5 * (mc + self.kl.monte_carlo(-eps, log_scale, minus))
             kl = kl + mc
         return self._combine(data, kl, kl_weight)
+
+    def _particle_terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor, eps: torch.Tensor):
+        """:meth:`terms` with P independent draws per run, ``eps`` ``(R, P, D)``: each run's loss is the mean of the
+        P losses (data term and KL of each draw; the closed-form part of the KL is the same for every draw)."""
+        stack = self.stack
+        scale, log_scale = stack.scale_map.scale_and_log(stack.raw_scale)
+        draws = eps.unbind(1)
+        weights = [stack.loc + scale * e for e in draws]
+        outputs = self._outputs([(x, w) for w in weights])
+        data = torch.stack([self._data_term(output, y) for output in outputs]).mean(0)
+        kl = self.kl.closed_form(stack.loc, scale, log_scale)
+        if self.kl.monte_carlo_segments:
+            mc = [self.kl.monte_carlo(e, log_scale, w) for e, w in zip(draws, weights, strict=True)]
+            kl = kl + torch.stack(mc).mean(0)
+        return self._combine(data, kl, kl_weight)
+
+    def _outputs(self, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+        """Each pair's outputs ``(R, B_i, out)`` from its inputs ``(R, B_i, *input_shape)`` and flat weights
+        ``(R, D)``: in one vmapped pass over ``len(pairs) * R`` networks when the inputs have one shape (the per-call
+        overhead dominates small nets), one pass per pair otherwise and for networks run one by one."""
+        stack = self.stack
+        if stack.loop_runs or len({x.shape for x, _ in pairs}) != 1:
+            return [stack.outputs(x, stack.split(w)) for x, w in pairs]
+        inputs, weights = zip(*pairs, strict=True)
+        per_run = {k: torch.cat([v] * len(pairs)) for k, v in stack.per_run_values().items()}
+        outputs = stack.outputs(torch.cat(inputs), stack.split(torch.cat(weights)), per_run)
+        return list(outputs.split(inputs[0].shape[0]))
 
     def _point_terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor):
         """:meth:`terms` of point estimates (``Trace_ELBO`` with ``AutoDelta``): the weights are the locations,

@@ -151,11 +151,11 @@ class FastMeanFieldELBO:
         """What batched runs compute for this objective: its antithetic pair or single draw, its KL.
 
         Raises:
-            ValueError: Several particles or a local noise option, which batched runs do not compute.
+            ValueError: A local noise option, which batched runs do not compute.
         """
-        if self.num_particles != 1 or self.local_reparameterization or self.flipout:
-            raise ValueError(f"batched runs compute one particle without local noise options, got {self!r}")
-        return BatchedForm(antithetic=self.antithetic, closed_form_kl=self.closed_form_kl)
+        if self.local_reparameterization or self.flipout:
+            raise ValueError(f"batched runs draw whole weights, without local noise options, got {self!r}")
+        return BatchedForm(antithetic=self.antithetic, closed_form_kl=self.closed_form_kl, particles=self.num_particles)
 
     def __repr__(self) -> str:
         return (

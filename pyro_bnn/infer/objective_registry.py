@@ -36,10 +36,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BatchedForm:
     """Which single-run objective a batch of runs computes (:class:`~pyro_bnn.batched.BatchedStep`): the antithetic
-    pair or one draw, the analytic KL (for Normal priors) or ``log q - log p`` of the drawn weights."""
+    pair or independent draws (``particles`` of them, the loss their mean), the analytic KL (for Normal priors) or
+    ``log q - log p`` of the drawn weights."""
 
     antithetic: bool = True
     closed_form_kl: bool = True
+    particles: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles < 1:
+            raise ValueError(f"BatchedForm: particles must be an int >= 1, got {self.particles!r}")
+        if self.antithetic and self.particles != 1:
+            raise ValueError(f"BatchedForm: the antithetic pair is one particle, got particles={self.particles}")
 
 
 def batched_form(objective: Any) -> BatchedForm:
@@ -47,13 +55,13 @@ def batched_form(objective: Any) -> BatchedForm:
     which makes an ``AutoELBO`` choose): the objective's own ``batched_form()``.
 
     Raises:
-        ValueError: An objective batched runs do not compute (several particles, local noise, a mixture, ...), or
-            an ``AutoELBO`` that has not chosen yet.
+        ValueError: An objective batched runs do not compute (local noise, a mixture guide's, ...), or an
+            ``AutoELBO`` that has not chosen yet.
     """
     method = getattr(objective, "batched_form", None)
     form = method() if callable(method) else None
     if form is None:
-        raise ValueError(f"batched runs compute the fast or Trace ELBO with one particle, not {objective!r}")
+        raise ValueError(f"batched runs compute the fast ELBO or Trace_ELBO, not {objective!r}")
     return form
 
 
@@ -68,8 +76,7 @@ class ObjectiveEntry:
         requires: Guide capabilities it needs (all of them).
         excludes: Guide capabilities it cannot score (any of them).
         doc: One paragraph for ``pyro-bnn list`` and the docs.
-        batched: Whether batched runs compute it with one particle (its instances' ``batched_form()`` says how;
-            :func:`batched_form`).
+        batched: Whether batched runs compute it (its instances' ``batched_form()`` says how; :func:`batched_form`).
     """
 
     name: str
@@ -129,8 +136,8 @@ def register_objective(
         requires: Guide capabilities it needs.
         excludes: Guide capabilities it cannot score.
         doc: Its description.
-        batched: Batched runs compute it with one particle: its instances have a ``batched_form()`` method
-            returning the :class:`BatchedForm` (None, or a ValueError, for options that have none).
+        batched: Batched runs compute it: its instances have a ``batched_form()`` method returning the
+            :class:`BatchedForm` (None, or a ValueError, for options that have none).
         replace: Allow replacing another factory registered under ``name``.
 
     Raises:
@@ -175,7 +182,7 @@ def objective_entries() -> tuple[ObjectiveEntry, ...]:
 
 
 def batched_objectives() -> tuple[str, ...]:
-    """The names of the objectives batched runs compute (with one particle), in registration order."""
+    """The names of the objectives batched runs compute, in registration order."""
     return tuple(entry.name for entry in _ENTRIES.values() if entry.batched)
 
 

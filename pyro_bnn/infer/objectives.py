@@ -129,12 +129,10 @@ class TraceELBO:
         self.num_particles = num_particles
         self.vectorize_particles = bool(vectorize_particles) and num_particles > 1
 
-    def batched_form(self) -> BatchedForm | None:
-        """What batched runs compute for this objective: one draw of every weight, the KL by ``log q - log p`` (the
-        analytic KL for :class:`MeanFieldELBO`); None with several particles."""
-        if self.num_particles != 1:
-            return None
-        return BatchedForm(antithetic=False, closed_form_kl=self.analytic_kl)
+    def batched_form(self) -> BatchedForm:
+        """What batched runs compute for this objective: ``num_particles`` independent draws of every weight, the
+        KL by ``log q - log p`` (the analytic KL for :class:`MeanFieldELBO`)."""
+        return BatchedForm(antithetic=False, closed_form_kl=self.analytic_kl, particles=self.num_particles)
 
     def __call__(
         self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor, kl_weight: float = 1.0

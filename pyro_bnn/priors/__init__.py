@@ -3,7 +3,7 @@
 from pyro_bnn.priors.base import ParameterSite, Prior
 from pyro_bnn.priors.families import CauchyPrior, FlatPrior, LaplacePrior, NormalPrior, ScaleMixturePrior
 from pyro_bnn.priors.hierarchical import HierarchicalPrior, Hyperprior, WeightFamily
-from pyro_bnn.priors.mixture import ScaleMixtureNormal
+from pyro_bnn.priors.mixture import ScaleMixtureNormal, scale_mixture_log_density
 from pyro_bnn.priors.selection import (
     Select,
     all_of,
@@ -39,5 +39,6 @@ __all__ = [
     "negate",
     "nothing",
     "parse_prior",
+    "scale_mixture_log_density",
     "weights_only",
 ]

@@ -45,6 +45,22 @@ class _MixtureLogDensity(torch.autograd.Function):
         return grad * slope.mul_(value).mul_(-2.0), None, None, None, None
 
 
+def scale_mixture_log_density(
+    value: torch.Tensor, pi: torch.Tensor, sigma1: torch.Tensor, sigma2: torch.Tensor
+) -> torch.Tensor:
+    """``log(pi N(value; 0, sigma1^2) + (1 - pi) N(value; 0, sigma2^2))`` element-wise, in the broadcast shape of
+    the four tensors: through one hand-written autograd node when the parameters need no gradient (the prior of
+    :class:`ScaleMixtureNormal` and of batched runs), through autograd otherwise (a hyperprior's sampled scale)."""
+    a1 = pi.log() - sigma1.log() - _HALF_LOG_2PI
+    a2 = torch.log1p(-pi) - sigma2.log() - _HALF_LOG_2PI
+    c1, c2 = 0.5 / sigma1.square(), 0.5 / sigma2.square()
+    if not any(p.requires_grad for p in (pi, sigma1, sigma2)):
+        log_p, _ = _MixtureLogDensity.apply(value, a1, a2, c1, c2)
+        return log_p
+    square = value.square()
+    return torch.logaddexp(a1 - c1 * square, a2 - c2 * square)
+
+
 class ScaleMixtureNormal(TorchDistribution):
     """Element-wise mixture of two zero-mean Normals: ``pi * N(0, sigma1^2) + (1 - pi) * N(0, sigma2^2)``.
 
@@ -84,15 +100,7 @@ class ScaleMixtureNormal(TorchDistribution):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             self._validate_sample(value)
-        pi, sigma1, sigma2 = self._unexpanded
-        a1 = pi.log() - sigma1.log() - _HALF_LOG_2PI
-        a2 = torch.log1p(-pi) - sigma2.log() - _HALF_LOG_2PI
-        c1, c2 = 0.5 / sigma1.square(), 0.5 / sigma2.square()
-        if not any(p.requires_grad for p in (pi, sigma1, sigma2)):
-            log_p, _ = _MixtureLogDensity.apply(value, a1, a2, c1, c2)
-        else:  # a hyperprior's sampled scale: autograd through every parameter
-            square = value.square()
-            log_p = torch.logaddexp(a1 - c1 * square, a2 - c2 * square)
+        log_p = scale_mixture_log_density(value, *self._unexpanded)
         return log_p.expand(torch.broadcast_shapes(log_p.shape, self.batch_shape))
 
     @torch.no_grad()

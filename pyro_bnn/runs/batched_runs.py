@@ -61,22 +61,22 @@ _MAY_DIFFER = frozenset(
 
 
 def batch_key(config: RunConfig) -> tuple | None:
-    """What runs sharing a batch with this one must agree on, or None when it trains alone (node noise, a guide
-    that does not batch, a MAP warm start, MC dropout, a hierarchical or scale-mixture prior, SGD,
-    several particles or an objective with local noise).
+    """What runs sharing a batch with this one must agree on (the number of particles among the rest), or None when
+    it trains alone (node noise, a guide that does not batch, a MAP warm start, MC dropout, a hierarchical prior,
+    SGD or an objective with local noise).
 
     Two configs with equal keys can train in one batch; :func:`pyro_bnn.batched.fit_batched` still checks the
     built runs and refuses, before any step, what this static look cannot see.
     """
     config = config.resolved()
-    if config.node_noise or config.num_particles != 1 or config.elbo not in batched_objectives():
+    if config.node_noise or config.elbo not in batched_objectives():
         return None
     if config.optimizer != OptimizerKind.ADAM.value:
         return None
     guide = parse_guide(config.guide)
     if not guide.offers(Capability.BATCHED) or guide.map_warm_start_epochs or guide.dropout:
         return None
-    if PRIOR_FAMILY.parse(config.prior).kind in (PriorKind.HIERARCHICAL, PriorKind.MIXTURE):
+    if PRIOR_FAMILY.parse(config.prior).kind is PriorKind.HIERARCHICAL:
         return None
     activation = parse_activation(config.activation)
     values = {k: v for k, v in vars(config).items() if k not in _MAY_DIFFER}
@@ -197,12 +197,16 @@ def _net_size(dataset: str, model: str) -> tuple[int, int]:
 
 
 def run_memory_bytes(config: RunConfig) -> int:
-    """About how many bytes one run of ``config`` occupies in a batch: 12 numbers per weight (location, raw scale,
-    their gradients, Adam's moments, the noise, the drawn weight and slack) and, per training example, 4 numbers per
-    activation of the network (the forward values, their gradients and the pre-activations)."""
+    """About how many bytes one run of ``config`` occupies in a batch: 10 numbers per weight (location, raw scale,
+    their gradients, Adam's moments and slack) and 2 per weight and particle (the noise and the drawn weight), and
+    per training example and particle 4 numbers per activation of the network (the forward values, their gradients
+    and the pre-activations)."""
     weights, activations = _net_size(config.dataset, config.model)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
-    return 4 * (12 * weights + 4 * config.batch_size * activations + inputs * config.batch_size)
+    particles = config.num_particles
+    return 4 * (
+        (10 + 2 * particles) * weights + 4 * particles * config.batch_size * activations + inputs * config.batch_size
+    )
 
 
 def free_memory_bytes(device: str) -> int:

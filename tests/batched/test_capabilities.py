@@ -72,10 +72,17 @@ def test_each_objective_states_its_batched_form_or_refuses_in_one_line():
     assert batched_form(FastMeanFieldELBO(antithetic=False, closed_form_kl=False)) == BatchedForm(False, False)
     assert batched_form(TraceELBO()) == BatchedForm(antithetic=False, closed_form_kl=False)
     assert batched_form(MeanFieldELBO()) == BatchedForm(antithetic=False, closed_form_kl=True)
-    with pytest.raises(ValueError, match="batched runs compute one particle without local noise options"):
+    # Several particles: independent draws, never the antithetic pair.
+    assert batched_form(TraceELBO(num_particles=2)) == BatchedForm(antithetic=False, closed_form_kl=False, particles=2)
+    assert batched_form(FastMeanFieldELBO(num_particles=3)) == BatchedForm(False, True, particles=3)
+    with pytest.raises(ValueError, match="BatchedForm: the antithetic pair is one particle, got particles=2"):
+        BatchedForm(antithetic=True, particles=2)
+    with pytest.raises(ValueError, match="BatchedForm: particles must be an int >= 1, got 0"):
+        BatchedForm(antithetic=False, particles=0)
+    with pytest.raises(ValueError, match="batched runs draw whole weights, without local noise options"):
         batched_form(FastMeanFieldELBO(local_reparameterization=True))
-    for objective in (TraceELBO(num_particles=2), MixtureMeanKL(), AutoELBO()):  # AutoELBO: not chosen yet
-        with pytest.raises(ValueError, match="batched runs compute the fast or Trace ELBO with one particle, not"):
+    for objective in (MixtureMeanKL(), AutoELBO()):  # AutoELBO: not chosen yet
+        with pytest.raises(ValueError, match="batched runs compute the fast ELBO or Trace_ELBO, not"):
             batched_form(objective)
     auto = AutoELBO()
     auto.chosen = auto.trace
@@ -87,7 +94,7 @@ def test_each_objective_states_its_batched_form_or_refuses_in_one_line():
         if entry.batched:
             assert isinstance(batched_form(objective), BatchedForm), entry.name
         else:
-            with pytest.raises(ValueError, match="batched runs compute"):
+            with pytest.raises(ValueError, match="batched runs (compute|draw whole weights)"):
                 batched_form(objective)
 
 

@@ -13,7 +13,7 @@ from pyro_bnn.batched import fit as fit_module
 from pyro_bnn.batched import fit_batched
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.data import BatchLoader
-from pyro_bnn.infer import NonFiniteLossError, Trainer
+from pyro_bnn.infer import NonFiniteLossError, ObjectiveOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import parse_prior
@@ -25,7 +25,15 @@ N = 170
 the short batch runs eagerly."""
 
 
-def _trainer(seed: int, *, lr: float = 0.05, prior: str = "normal:0,1", nan_at: int | None = None):
+def _trainer(
+    seed: int,
+    *,
+    lr: float = 0.05,
+    prior: str = "normal:0,1",
+    nan_at: int | None = None,
+    guide: str = "flat:0.05",
+    objective: ObjectiveOptions | str = "auto",
+):
     gen = torch.Generator().manual_seed(100 + seed)
     x = torch.randn(N, 2, generator=gen)
     y = (x.sum(1) > 0).long()
@@ -34,7 +42,9 @@ def _trainer(seed: int, *, lr: float = 0.05, prior: str = "normal:0,1", nan_at: 
     pyro.set_rng_seed(seed)
     net = build_model("mlp:8,8", input_shape=(2,), num_classes=2, activation="tanh")
     bnn = BNN(net, parse_prior(prior), Categorical(N))
-    trainer = Trainer(bnn, "flat:0.05", optim=pyro.optim.Adam({"lr": lr}), seed=seed, device=CUDA, progress=False)
+    trainer = Trainer(
+        bnn, guide, optim=pyro.optim.Adam({"lr": lr}), objective=objective, seed=seed, device=CUDA, progress=False
+    )
     loader = BatchLoader(x, y, batch_size=32, shuffle=nan_at is None, seed=seed, device=CUDA)
     return trainer, loader
 
@@ -77,6 +87,30 @@ def test_graphed_batched_runs_train_as_eager_ones(update, graphs, monkeypatch):
         torch.testing.assert_close(a.guide.loc, b.guide.loc, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(a.guide.log_scale, b.guide.log_scale, rtol=1e-5, atol=1e-6)
         assert [h["loss"] for h in a.history] == pytest.approx([h["loss"] for h in b.history], rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "common",
+    [
+        {"guide": "bbb", "objective": ObjectiveOptions("trace", num_particles=2)},  # noise (R, 2, D)
+        {"guide": "map"},  # noise (R, 0), no scales
+    ],
+    ids=["blundell", "map"],
+)
+def test_graphed_bayes_by_backprop_and_point_estimates_train_as_eager_ones(common, graphs):
+    """Blundell et al.'s Bayes by Backprop (two particles a step, scale-mixture priors) and MAP runs replay from a
+    graph as they train eagerly."""
+    priors = ["mixture:0.5,1,0.05", "normal:0,1", "mixture:0.25,1,0.1"]
+    specs = [{"seed": s, "prior": p, **common} for s, p in enumerate(priors)]
+    eager, _ = _fit(specs, 2, cuda_graph=False)
+    graphed, outcomes = _fit(specs, 2, cuda_graph=True)
+    assert graphs[0].replays == 2 * 5 - 2
+    for a, b, outcome in zip(eager, graphed, outcomes, strict=True):
+        assert not outcome.failed
+        ours, theirs = dict(a.guide.named_parameters()), dict(b.guide.named_parameters())
+        assert ours.keys() == theirs.keys() and ours
+        for name, value in ours.items():
+            torch.testing.assert_close(value, theirs[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
 @pytest.mark.parametrize("update", ["stacked", "rows"])

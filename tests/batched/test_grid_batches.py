@@ -44,13 +44,25 @@ def test_batch_keys_group_what_may_share_a_batch():
         {"lr": 0.1},
         {"kl_anneal": "linear:2"},
         {"guide": "flat:0.1"},
+        {"prior": "mixture:0.5,1,0.01"},
     ):
         assert batch_key(dataclasses.replace(BASE, **changes)) == base, changes
     assert batch_key(dataclasses.replace(BASE, activation="leaky:-0.5")) == batch_key(
         dataclasses.replace(BASE, activation="leaky:0.2")
     )
-    for changes in ({"batch_size": 32}, {"epochs": 5}, {"model": "mlp:4"}, {"activation": "relu"}, {"guide": "bbb"}):
+    for changes in (
+        {"batch_size": 32},
+        {"epochs": 5},
+        {"model": "mlp:4"},
+        {"activation": "relu"},
+        {"guide": "bbb"},
+        {"num_particles": 2},
+    ):
         assert batch_key(dataclasses.replace(BASE, **changes)) != base, changes
+    # Bayes by Backprop's runs (two particles, its scale mixture or a Normal prior, either KL weighting) share one.
+    bbb = dataclasses.replace(BASE, guide="bbb", num_particles=2)
+    assert batch_key(bbb) is not None
+    assert batch_key(dataclasses.replace(bbb, prior="mixture:0.25,1,0.0025", kl_weighting="blundell")) == batch_key(bbb)
     # The point estimates batch (MAP members of an ensemble, the deterministic network), each with its own kind.
     point = {guide: batch_key(dataclasses.replace(BASE, guide=guide)) for guide in ("map", "mle")}
     assert None not in point.values() and len({base, *point.values()}) == 3
@@ -58,10 +70,8 @@ def test_batch_keys_group_what_may_share_a_batch():
     for alone in (
         {"guide": "mc-dropout:0.1"},
         {"prior": "hierarchical:normal,halfcauchy,1"},
-        {"prior": "mixture:0.5,1,0.01"},
         {"guide": "autonormal:0.01"},
         {"guide": "flat:0.05,loc=map"},
-        {"num_particles": 2},
         {"elbo": "fast-local"},
         {"optimizer": "sgd"},
         {"node_noise": True, "guide": "mixture:2"},

@@ -68,27 +68,38 @@ def _batched(runs, form, lrs, kl_weights, eps, xs, ys):
         (["flat", "flat"], BatchedForm(antithetic=False, closed_form_kl=False)),
         (["normal:0,1", "laplace:0,0.3", "flat"], BatchedForm(antithetic=True, closed_form_kl=True)),
         (["cauchy:0,1", "normal:0,0.3", "laplace:0.1,2"], BatchedForm(antithetic=False, closed_form_kl=False)),
+        (["mixture:0.5,1,0.05", "mixture:0.25,2,0.1", "normal:0,1"], BatchedForm(antithetic=True, closed_form_kl=True)),
+        (["mixture:0.5,1,0.05", "laplace:0,1"], BatchedForm(antithetic=False, closed_form_kl=False)),
+        (
+            ["normal:0,1", "normal:0,0.3", "laplace:0,1"],
+            BatchedForm(antithetic=False, closed_form_kl=True, particles=2),
+        ),
+        (["mixture:0.5,1,0.05", "cauchy:0,1"], BatchedForm(antithetic=False, closed_form_kl=False, particles=3)),
     ],
 )
 def test_batched_steps_equal_separate_fast_elbo_steps_with_the_same_noise(monkeypatch, priors, form):
     """Each run's loss and its parameters after 4 Adam steps equal those of FastMeanFieldELBO + torch Adam run on
-    that run alone with the same noise, to 1e-6 in float64 (per-run priors, learning rates and KL weights)."""
+    that run alone with the same noise, to 1e-6 in float64 (per-run priors, learning rates and KL weights; one draw,
+    the antithetic pair or several particles)."""
     R = len(priors)
     lrs = [0.05, 0.01, 0.2][:R]
     kl_weights = [1.0, 0.3, 0.0][:R]
     xs, ys = _data(R)
     runs = [_run(prior, "flat:0.1", seed) for seed, prior in enumerate(priors)]
     D = runs[0][1].num_latents
-    eps = torch.randn(STEPS, R, D, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    lead = () if form.particles == 1 else (form.particles,)
+    eps = torch.randn(STEPS, R, *lead, D, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     separate = [_run(prior, "flat:0.1", seed) for seed, prior in enumerate(priors)]
     stack, batched_losses = _batched(runs, form, lrs, kl_weights, eps, xs, ys)
 
-    objective = FastMeanFieldELBO(antithetic=form.antithetic, closed_form_kl=form.closed_form_kl)
+    objective = FastMeanFieldELBO(
+        antithetic=form.antithetic, closed_form_kl=form.closed_form_kl, num_particles=form.particles
+    )
     for r, (bnn, guide) in enumerate(separate):
         optimizer = torch.optim.Adam(guide.parameters(), lr=lrs[r])
         for t in range(STEPS):
-            monkeypatch.setattr(
-                fast_module, "standard_normal", lambda shape, *, dtype, device, _e=eps[t, r]: _e.clone()
+            monkeypatch.setattr(  # a single run draws (D,) for one particle, (P, 1, D) for P
+                fast_module, "standard_normal", lambda shape, *, dtype, device, _e=eps[t, r]: _e.reshape(shape).clone()
             )
             optimizer.zero_grad()
             terms = objective(bnn, guide, xs[r][t], ys[r][t], kl_weight=kl_weights[r])
@@ -128,6 +139,46 @@ def test_batched_bayes_by_backprop_step_equals_the_hand_written_objective():
         expected.backward()
         params = dict(guide.named_parameters())
         for site in stack.sites:  # every site's mu and rho (softplus) gradient
+            mu, rho = params[f"locs.{site.name}_unconstrained"], params[f"rhos.{site.name}_unconstrained"]
+            sl = slice(site.start, site.stop)
+            torch.testing.assert_close(stack.loc.grad[r, sl], mu.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+            torch.testing.assert_close(stack.raw_scale.grad[r, sl], rho.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+
+
+def test_batched_bayes_by_backprop_with_two_particles_and_scale_mixtures_equals_the_hand_written_objective():
+    """Bayes by Backprop as Blundell et al. train it (Trace_ELBO, two particles, scale-mixture priors): each run's
+    loss is the mean over its two draws of -(N/B) log p(y | w) + kl_weight (log q(w) - log p(w)), written by hand
+    with ScaleMixtureNormal and torch's Normal densities, and its gradient that loss's gradient."""
+    priors = ["mixture:0.5,1,0.05", "mixture:0.25,2,0.1", "normal:0,0.5"]
+    runs = [_run(prior, "bbb", seed) for seed, prior in enumerate(priors)]
+    models, guides = zip(*runs, strict=True)
+    stack = RunStack(models, guides)
+    kl = BatchedKL(models, stack.sites, closed_form_kl=False, device=stack.loc.device, dtype=torch.float64)
+    step = BatchedStep(stack, kl, BatchedAdam(stack.leaves), BatchedForm(False, False, particles=2))
+    xs, ys = _data(3)
+    x, y = torch.stack([xr[0] for xr in xs]), torch.stack([yr[0] for yr in ys])
+    eps = torch.randn(3, 2, stack.loc.shape[1], generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    kl_weights = (1.0, 0.5, 0.2)
+    loss, terms = step.terms(x, y, torch.tensor(kl_weights, dtype=torch.float64), eps)
+    loss.sum().backward()
+    for r, ((bnn, guide), weight) in enumerate(zip(runs, kl_weights, strict=True)):
+        expected, data = 0.0, 0.0
+        for p in range(2):
+            flat_eps, weights, particle = stack.split(eps[r, p]), {}, 0.0
+            for name, site in zip(bnn.site_names, bnn.sites, strict=True):
+                loc, scale = guide.loc_scale()[name]
+                weights[name] = w = loc + scale * flat_eps[name]
+                log_q = Normal(loc, scale).log_prob(w).sum()
+                log_p = bnn.prior.distribution(site, {}).log_prob(w)
+                particle = particle + weight * (log_q - log_p)
+            log_likelihood = bnn.likelihood.log_likelihood(bnn.apply_parameters(x[r], weights), y[r]).sum()
+            data = data - log_likelihood * (N / B) / 2
+            expected = expected + (particle - log_likelihood * (N / B)) / 2
+        torch.testing.assert_close(loss[r], expected, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(terms.data_term[r], data.detach(), rtol=1e-9, atol=1e-9)
+        expected.backward()
+        params = dict(guide.named_parameters())
+        for site in stack.sites:
             mu, rho = params[f"locs.{site.name}_unconstrained"], params[f"rhos.{site.name}_unconstrained"]
             sl = slice(site.start, site.stop)
             torch.testing.assert_close(stack.loc.grad[r, sl], mu.grad.reshape(-1), rtol=1e-9, atol=1e-9)

@@ -19,6 +19,7 @@ from pyro_bnn.reproduce.papers.bbb_fashion import BbbFashion
 from pyro_bnn.reproduce.papers.bbb_fashion.analysis import _accuracies, _ood
 from pyro_bnn.reproduce.papers.bbb_fashion.plan import PROFILES as FASHION_PROFILES
 from pyro_bnn.reproduce.planned import RunRecord, RunSpec
+from pyro_bnn.runs.batched_runs import batch_key
 from pyro_bnn.runs.config import RunConfig
 
 SIZE_FIELDS = {"epochs", "train_subset", "val_size", "test_subset", "num_val_samples", "seed", "data_dir", "patience"}
@@ -85,6 +86,8 @@ def test_the_gpu_plan_is_the_prior_and_weighting_grid_on_the_full_data_with_thre
         assert (c.batch_size, c.num_particles, c.num_samples, c.num_val_samples) == (100, 2, 10, 10)
         assert c.epochs == c.patience == 20 < twin.config.epochs == 600  # never stops early, as the paper's runs
         assert spec.run_id != twin.run_id
+    # Blundell's two particles and scale mixtures batch: on a GPU, --batch-runs auto trains all 18 in one kind.
+    assert len({batch_key(s.config) for s in specs}) == 1 and batch_key(specs[0].config) is not None
 
 
 FLAT = [0.96, 0.97, 0.975, 0.977, 0.978, 0.979, 0.98, 0.98, 0.981, 0.981]
