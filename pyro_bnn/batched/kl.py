@@ -151,8 +151,10 @@ class PriorSegment:
     def log_prob(self, w: torch.Tensor) -> torch.Tensor:
         """``sum log p(w)`` over the segment, each run under its own prior: ``w`` ``(R, stop - start)`` → ``(R,)``."""
         total = w.new_zeros(w.shape[0])
-        z = (w - self.loc) / self.scale
-        for family in set(self.families):
+        families = set(self.families)
+        z = (w - self.loc) / self.scale if families & {Family.NORMAL, Family.LAPLACE, Family.CAUCHY} else None
+        for family in families:
+            mask = self.family_masks[family]
             if family is Family.FLAT:
                 continue
             if family is Family.NORMAL:
@@ -160,10 +162,13 @@ class PriorSegment:
             elif family is Family.LAPLACE:
                 per = -z.abs() - (2 * self.scale).log()
             elif family is Family.MIXTURE:
-                per = scale_mixture_log_density(w, self.pi, self.scale, self.scale2)
+                # The other runs' rows are scored at 0: at their own (large) weights the unused parameters could
+                # overflow to a NaN whose gradient torch.where does not mask.
+                at = w if len(families) == 1 else torch.where(mask[:, None], w, torch.zeros_like(w))
+                per = scale_mixture_log_density(at, self.pi, self.scale, self.scale2)
             else:
                 per = -torch.log1p(z.square()) - self.scale.log() - _LOG_PI
-            total = torch.where(self.family_masks[family], per.sum(1), total)
+            total = torch.where(mask, per.sum(1), total)
         return total
 
 

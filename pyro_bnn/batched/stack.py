@@ -1,11 +1,12 @@
 """R runs of one architecture as stacked tensors, and the network run over all R in one vectorised pass.
 
 A :class:`RunStack` takes R ordinary (model, guide) pairs, checks that they can share one vectorised computation
-(the same network class and weight sites, the same likelihood, a mean-field guide of the same kind), and holds their
-trainable values stacked along a leading run dimension (:mod:`pyro_bnn.sites`: runs sit left of every other
-dimension):
+(the same network class and weight sites, the same likelihood, a mean-field guide or a point estimate of the same
+kind), and holds their trainable values stacked along a leading run dimension (:mod:`pyro_bnn.sites`: runs sit left
+of every other dimension):
 
-* ``loc`` and ``raw_scale``: ``(R, D)``, the guides' flat locations and raw scales (:mod:`.layout`);
+* ``loc`` and ``raw_scale``: ``(R, D)``, the guides' flat locations and raw scales (:mod:`.layout`; no raw scales
+  for a point estimate);
 * ``deterministic``: ``{name: (R, *shape)}``, the network's parameters the prior leaves deterministic.
 
 :meth:`RunStack.outputs` runs the network of every run on its own inputs: a chain of linear layers and element-wise
@@ -200,7 +201,9 @@ class RunStack:
                 if p.requires_grad
             }
         self._shared_buffers = dict(_net_buffers(models[0]))
-        self.loop_runs = self.loc.shape[1] >= LOOP_MIN_WEIGHTS if loop_runs is None else bool(loop_runs)
+        # Every stacked value counts: a maximum-likelihood network's parameters are all deterministic (D = 0).
+        size = self.loc.shape[1] + sum(v[0].numel() for v in self.deterministic.values())
+        self.loop_runs = size >= LOOP_MIN_WEIGHTS if loop_runs is None else bool(loop_runs)
         """Run the networks one after another instead of in one vmapped pass (see :data:`LOOP_MIN_WEIGHTS`)."""
         # A copy of run 0's network runs every run's values; a leaky ReLU whose slope differs between the runs
         # becomes one with a slope buffer, given per run like the weights.

@@ -5,15 +5,16 @@ Run r's loss is the objective a single run computes with :class:`~pyro_bnn.infer
 
     loss_r = -(N / B) * sum_b log p(y_rb | w_r) + kl_weight_r * KL_r,    w_r = loc_r + sigma_r * eps_r
 
-For point estimates (the ``map`` and ``mle`` guides, ``Trace_ELBO`` with ``AutoDelta``) ``w_r = loc_r`` and
-``KL_r = -log p(w_r)``: the MAP objective, the likelihood alone where the network has no weight sites.
-
 with the KL in closed form for Normal priors and ``log q(w) - log p(w)`` otherwise (:mod:`.kl`). With
 ``antithetic`` the first half of each run's batch is scored at ``loc + sigma * eps`` and the second at
 ``loc - sigma * eps`` (the fast objective's default); without it and with ``closed_form_kl=False`` the loss is
 Pyro's ``Trace_ELBO``, draw for draw in distribution. With P particles (``BatchedForm.particles``) each run draws P
 independent weight vectors and its loss is the mean of their P losses, as ``Trace_ELBO(num_particles=P)`` and the
 fast objective with P particles compute.
+
+For point estimates (the ``map`` and ``mle`` guides, ``Trace_ELBO`` with ``AutoDelta``) ``w_r = loc_r`` and
+``KL_r = -log p(w_r)``: the MAP objective, the likelihood alone where the network has no weight sites; they draw no
+noise (``eps`` is ``(R, 0)``).
 
 Each run draws its noise from its own ``torch.Generator`` (:class:`RunNoise`), so a run's draws do not depend on the
 other runs of its batch, and the backward pass of the summed loss gives each run the gradient of its own loss only
@@ -122,7 +123,7 @@ class BatchedStep:
         stack = self.stack
         if stack.point:
             return self._point_terms(x, y, kl_weight)
-        if eps.dim() == 3:
+        if self.form.particles > 1:
             return self._particle_terms(x, y, kl_weight, eps)
         loc, raw = stack.loc, stack.raw_scale
         antithetic = self.form.antithetic and x.shape[1] > 1
@@ -151,6 +152,10 @@ class BatchedStep:
         """:meth:`terms` with P independent draws per run, ``eps`` ``(R, P, D)``: each run's loss is the mean of the
         P losses (data term and KL of each draw; the closed-form part of the KL is the same for every draw)."""
         stack = self.stack
+        if eps.dim() != 3 or eps.shape[1] != self.form.particles:
+            raise ValueError(
+                f"{self.form.particles} particles need noise (R, {self.form.particles}, D), got {tuple(eps.shape)}"
+            )
         scale, log_scale = stack.scale_map.scale_and_log(stack.raw_scale)
         draws = eps.unbind(1)
         weights = [stack.loc + scale * e for e in draws]
@@ -164,8 +169,9 @@ class BatchedStep:
 
     def _outputs(self, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
         """Each pair's outputs ``(R, B_i, out)`` from its inputs ``(R, B_i, *input_shape)`` and flat weights
-        ``(R, D)``: in one vmapped pass over ``len(pairs) * R`` networks when the inputs have one shape (the per-call
-        overhead dominates small nets), one pass per pair otherwise and for networks run one by one."""
+        ``(R, D)``: in one call of :meth:`RunStack.outputs <.stack.RunStack.outputs>` over ``len(pairs) * R``
+        networks when the inputs have one shape (the per-call overhead dominates small nets), one call per pair
+        otherwise and for networks run one by one."""
         stack = self.stack
         if stack.loop_runs or len({x.shape for x, _ in pairs}) != 1:
             return [stack.outputs(x, stack.split(w)) for x, w in pairs]

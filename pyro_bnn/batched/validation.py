@@ -24,7 +24,9 @@ def gather(loader: Iterable) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _widest(stack: RunStack) -> int:
-    return max([site.shape[0] for site in stack.sites if len(site.shape)] + [1])
+    """The most outputs of one layer: the first dimension of its widest weight, random or deterministic."""
+    shapes = [site.shape for site in stack.sites] + [v.shape[1:] for v in stack.deterministic.values()]
+    return max([shape[0] for shape in shapes if len(shape)] + [1])
 
 
 @torch.no_grad()

@@ -106,8 +106,10 @@ class BatchedLayout:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale_map", ScaleMap(self.scale_map))
-        if (self.raw_scale is None) != (self.scale_map is ScaleMap.POINT):
-            raise ValueError(f"raw_scale {self.raw_scale!r}: a point estimate has none, a Normal guide needs one")
+        if self.raw_scale is not None and self.scale_map is ScaleMap.POINT:
+            raise ValueError(f"raw_scale {self.raw_scale!r}: a point estimate has no scale")
+        if self.raw_scale is None and self.scale_map is not ScaleMap.POINT:
+            raise ValueError(f"raw_scale None: a Normal guide ({self.scale_map.value} scales) needs one")
         if self.raw_scale is not None and ("{site}" in self.loc) != ("{site}" in self.raw_scale):
             raise ValueError(f"loc {self.loc!r} and raw_scale {self.raw_scale!r}: both per site or both flat")
 
@@ -118,7 +120,7 @@ class BatchedLayout:
 
     @property
     def per_site(self) -> bool:
-        """Whether every site has a parameter pair of its own (else one flat pair covers all of them)."""
+        """Whether every site has parameters of its own (else one flat location, and scale, covers all of them)."""
         return "{site}" in self.loc
 
 

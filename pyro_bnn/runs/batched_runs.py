@@ -200,13 +200,11 @@ def run_memory_bytes(config: RunConfig) -> int:
     """About how many bytes one run of ``config`` occupies in a batch: 10 numbers per weight (location, raw scale,
     their gradients, Adam's moments and slack) and 2 per weight and particle (the noise and the drawn weight), and
     per training example and particle 4 numbers per activation of the network (the forward values, their gradients
-    and the pre-activations)."""
+    and the pre-activations) and its input (the particles' copies of the batch); a point estimate draws nothing."""
     weights, activations = _net_size(config.dataset, config.model)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
-    particles = config.num_particles
-    return 4 * (
-        (10 + 2 * particles) * weights + 4 * particles * config.batch_size * activations + inputs * config.batch_size
-    )
+    particles = config.num_particles if parse_guide(config.guide).random_weights else 1
+    return 4 * ((10 + 2 * particles) * weights + particles * config.batch_size * (4 * activations + inputs))
 
 
 def free_memory_bytes(device: str) -> int:

@@ -61,9 +61,9 @@ def test_the_registries_declare_which_families_and_objectives_batch():
         GuideFamily(Form("x"), build=lambda spec, bnn: None, capabilities={Capability.BATCHED})
     with pytest.raises(ValueError, match="both per site or both flat"):
         BatchedLayout(ScaleMap.EXP, "locs.{site}", "log_scale")
-    with pytest.raises(ValueError, match="a point estimate has none"):
+    with pytest.raises(ValueError, match="a point estimate has no scale"):
         BatchedLayout(ScaleMap.POINT, "{site}", "rhos.{site}")
-    with pytest.raises(ValueError, match="a Normal guide needs one"):
+    with pytest.raises(ValueError, match=r"raw_scale None: a Normal guide \(softplus scales\) needs one"):
         BatchedLayout(ScaleMap.SOFTPLUS, "locs.{site}")
 
 

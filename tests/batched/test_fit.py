@@ -214,13 +214,15 @@ def _trained_values(trainer) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("guide", ["map", "mle"])
 def test_batched_point_estimates_train_exactly_as_single_runs(guide):
-    """A point estimate draws no noise, so a batch of MAP (or maximum-likelihood) runs with their own seeds, priors
-    and learning rates must follow each run trained alone step for step: the same epoch losses and validation NLL,
-    and the same final weights (within float32 rounding after 15 Adam steps)."""
+    """A point estimate draws no noise, so a batch of MAP (or maximum-likelihood) runs with their own seeds, priors,
+    learning rates and KL weights (annealed, Blundell's minibatch weights, a temperature) must follow each run
+    trained alone step for step: the same epoch losses and validation NLL, and the same final weights (within
+    float32 rounding after 15 Adam steps)."""
+    annealed = ObjectiveOptions(kl_schedule=lambda progress: min(1.0, 0.2 + progress / 3), temperature=0.5)
     specs = [
         {"seed": 0, "guide": guide},
-        {"seed": 1, "guide": guide, "prior": "laplace:0,0.5", "lr": 0.02},
-        {"seed": 2, "guide": guide, "prior": "normal:0,0.3"},
+        {"seed": 1, "guide": guide, "prior": "laplace:0,0.5", "lr": 0.02, "objective": annealed},
+        {"seed": 2, "guide": guide, "prior": "normal:0,0.3", "objective": ObjectiveOptions(kl_weighting="blundell")},
     ]
     batched, outcomes = _fit(specs, 5)
     for spec, trainer, outcome in zip(specs, batched, outcomes, strict=True):
@@ -235,9 +237,11 @@ def test_batched_point_estimates_train_exactly_as_single_runs(guide):
         assert ours.keys() == theirs.keys() and len(ours) == 4
         for name, value in ours.items():
             torch.testing.assert_close(value, theirs[name], rtol=1e-5, atol=1e-6, msg=name)
-    # MAP's latent term is -log p(w) under each run's prior; maximum likelihood has none.
+    # MAP's latent term is -log p(w) under each run's prior, times its KL weight; maximum likelihood has none.
     kl = [o.history[-1]["kl_term"] for o in outcomes]
-    assert all(k == 0 for k in kl) if guide == "mle" else all(k > 0 for k in kl)
+    assert all(k == 0 for k in kl) if guide == "mle" else all(k != 0 for k in kl)
+    weights = [o.history[0]["kl_weight"] for o in outcomes]
+    assert weights[0] == 1.0 and weights[1] < 0.5 and weights[2] < 1.0  # three schedules, each followed
 
 
 @pytest.mark.parametrize(

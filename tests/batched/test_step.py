@@ -9,13 +9,13 @@ from torch.distributions import Normal, kl_divergence
 
 import pyro_bnn.infer.fast as fast_module
 from pyro_bnn import BNN
-from pyro_bnn.batched import BatchedAdam, BatchedForm, BatchedKL, BatchedStep, RunStack, StepInputs
+from pyro_bnn.batched import BatchedAdam, BatchedForm, BatchedKL, BatchedStep, Family, RunStack, StepInputs
 from pyro_bnn.batched.stack import linear_chain
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import FastMeanFieldELBO
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
-from pyro_bnn.priors import parse_prior
+from pyro_bnn.priors import ScaleMixtureNormal, parse_prior
 from pyro_bnn.priors.selection import weights_only
 
 N, B, STEPS = 40, 16, 4
@@ -296,6 +296,53 @@ def test_the_chain_vmap_and_loop_give_the_same_outputs_and_gradients(select):
     for r, (bnn, guide) in enumerate(zip(models, guides, strict=True)):
         expected = bnn.apply_parameters(x[r], guide.split(guide.loc.detach()))
         torch.testing.assert_close(results["chain"][0][r], expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "form", [BatchedForm(antithetic=True), BatchedForm(antithetic=False, particles=3)], ids=["antithetic", "particles"]
+)
+def test_the_chain_vmap_and_loop_give_the_same_losses_and_gradients_over_several_draws(form):
+    """The antithetic pair and P particles run 2R or PR networks (in one call where the stack allows it, with every
+    per-run slope and deterministic bias repeated per draw): the three ways of running them give each run the same
+    loss and gradients."""
+    models, guides = zip(*_leaky_runs((-0.5, 0.0, 0.3), weights_only), strict=True)
+    x = torch.randn(3, B, 1, 2, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    y = torch.randint(0, 3, (3, B), generator=torch.Generator().manual_seed(4))
+    results = {}
+    for name, options in {
+        "chain": {"chain": True},
+        "vmap": {"chain": False, "loop_runs": False},
+        "loop": {"chain": False, "loop_runs": True},
+    }.items():
+        stack = RunStack(models, guides, **options)
+        kl = BatchedKL(models, stack.sites, closed_form_kl=True, device=stack.loc.device, dtype=torch.float64)
+        step = BatchedStep(stack, kl, BatchedAdam(stack.leaves), form)
+        lead = () if form.particles == 1 else (form.particles,)
+        eps = torch.randn(3, *lead, stack.loc.shape[1], generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+        loss, _ = step.terms(x, y, torch.tensor([1.0, 0.5, 0.2], dtype=torch.float64), eps)
+        (loss * torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)).sum().backward()
+        results[name] = (loss.detach(), *(leaf.grad for leaf in stack.leaves))
+    for name in ("vmap", "loop"):
+        for got, want in zip(results["chain"], results[name], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_a_mixture_run_leaves_a_diverging_run_of_another_family_finite_gradients():
+    """Runs of other families in a scale mixture's segment are scored at 0 by the mixture's formula (then masked
+    out): at their own huge weights the unused mixture parameters would overflow to a NaN that the mask does not
+    keep out of the gradient (float32, w = 1e20)."""
+    runs = [_run(prior, "flat:0.1", seed) for seed, prior in enumerate(["laplace:0,1", "mixture:0.5,1,0.05"])]
+    models, guides = zip(*runs, strict=True)
+    stack = RunStack(models, guides)
+    kl = BatchedKL(models, stack.sites, closed_form_kl=False, device=stack.loc.device, dtype=torch.float32)
+    assert {family for seg in kl.segments for family in seg.families} == {Family.LAPLACE, Family.MIXTURE}
+    w = torch.full((2, stack.loc.shape[1]), 0.5).index_fill_(0, torch.tensor([0]), 1e20).requires_grad_()
+    value = kl.negative_log_prior(w)
+    value.sum().backward()
+    assert torch.isfinite(value).all() and torch.isfinite(w.grad).all()
+    torch.testing.assert_close(w.grad[0], torch.ones_like(w.grad[0]))  # d(-log Laplace(w; 0, 1))/dw = sign(w)
+    expected = -ScaleMixtureNormal(torch.tensor(0.5), torch.tensor(1.0), torch.tensor(0.05)).log_prob(w[1]).sum()
+    torch.testing.assert_close(value[1], expected)
 
 
 def test_only_chains_of_linear_layers_and_elementwise_activations_take_the_chain():

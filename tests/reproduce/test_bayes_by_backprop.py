@@ -86,8 +86,12 @@ def test_the_gpu_plan_is_the_prior_and_weighting_grid_on_the_full_data_with_thre
         assert (c.batch_size, c.num_particles, c.num_samples, c.num_val_samples) == (100, 2, 10, 10)
         assert c.epochs == c.patience == 20 < twin.config.epochs == 600  # never stops early, as the paper's runs
         assert spec.run_id != twin.run_id
-    # Blundell's two particles and scale mixtures batch: on a GPU, --batch-runs auto trains all 18 in one kind.
+    # Blundell's two particles and scale mixtures batch: on a GPU, --batch-runs auto trains all 18 in one kind,
+    # and bbb-fashion's 5 gpu runs in another.
     assert len({batch_key(s.config) for s in specs}) == 1 and batch_key(specs[0].config) is not None
+    fashion = BbbFashion().plan(FASHION_PROFILES["gpu"], FASHION_PROFILES["gpu"].seeds, {})
+    assert len(fashion) == 5 and len({batch_key(s.config) for s in fashion}) == 1
+    assert batch_key(fashion[0].config) not in (None, batch_key(specs[0].config))
 
 
 FLAT = [0.96, 0.97, 0.975, 0.977, 0.978, 0.979, 0.98, 0.98, 0.981, 0.981]
