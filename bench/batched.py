@@ -183,7 +183,7 @@ def measure(
     for name, work in _workloads(device, long_steps).items():
         if name not in names:
             continue
-        work = {**work, **RUN_SETTINGS, **(settings or {})}
+        work = {**work, **(settings or {})}  # _trainer fills in RUN_SETTINGS for what is not given
         for runs in counts:
             alone, seconds = timings(work, runs, device)
             separate_rate, batched_rate = 3600 / alone, 3600 * runs / seconds

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.registry import families_with
 
@@ -44,8 +45,7 @@ class BatchedForm:
     particles: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.particles, bool) or not isinstance(self.particles, int) or self.particles < 1:
-            raise ValueError(f"BatchedForm: particles must be an int >= 1, got {self.particles!r}")
+        positive_int(self.particles, "BatchedForm: particles")
         if self.antithetic and self.particles != 1:
             raise ValueError(f"BatchedForm: the antithetic pair is one particle, got particles={self.particles}")
 

@@ -110,6 +110,16 @@ def test_batched_steps_equal_separate_fast_elbo_steps_with_the_same_noise(monkey
         torch.testing.assert_close(stack.raw_scale[r].detach(), guide.log_scale.detach(), rtol=1e-6, atol=1e-6)
 
 
+def _assert_bayes_by_backprop_gradients(stack: RunStack, run: int, guide: torch.nn.Module) -> None:
+    """Run ``run``'s stacked gradients equal its own guide's, every site's mu and rho (softplus), to 1e-9."""
+    params = dict(guide.named_parameters())
+    for site in stack.sites:
+        mu, rho = params[f"locs.{site.name}_unconstrained"], params[f"rhos.{site.name}_unconstrained"]
+        sl = slice(site.start, site.stop)
+        torch.testing.assert_close(stack.loc.grad[run, sl], mu.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(stack.raw_scale.grad[run, sl], rho.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+
+
 def test_batched_bayes_by_backprop_step_equals_the_hand_written_objective():
     """For BayesByBackprop guides (sigma = softplus(rho)), each run's loss equals -(N/B) log p(y | w) + KL written
     by hand with torch.distributions' KL, and its gradient that loss's gradient."""
@@ -137,12 +147,7 @@ def test_batched_bayes_by_backprop_step_equals_the_hand_written_objective():
         expected = data + weight * kl_value
         torch.testing.assert_close(loss[r], expected, rtol=1e-9, atol=1e-9)
         expected.backward()
-        params = dict(guide.named_parameters())
-        for site in stack.sites:  # every site's mu and rho (softplus) gradient
-            mu, rho = params[f"locs.{site.name}_unconstrained"], params[f"rhos.{site.name}_unconstrained"]
-            sl = slice(site.start, site.stop)
-            torch.testing.assert_close(stack.loc.grad[r, sl], mu.grad.reshape(-1), rtol=1e-9, atol=1e-9)
-            torch.testing.assert_close(stack.raw_scale.grad[r, sl], rho.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+        _assert_bayes_by_backprop_gradients(stack, r, guide)
 
 
 def test_batched_bayes_by_backprop_with_two_particles_and_scale_mixtures_equals_the_hand_written_objective():
@@ -177,12 +182,7 @@ def test_batched_bayes_by_backprop_with_two_particles_and_scale_mixtures_equals_
         torch.testing.assert_close(loss[r], expected, rtol=1e-9, atol=1e-9)
         torch.testing.assert_close(terms.data_term[r], data.detach(), rtol=1e-9, atol=1e-9)
         expected.backward()
-        params = dict(guide.named_parameters())
-        for site in stack.sites:
-            mu, rho = params[f"locs.{site.name}_unconstrained"], params[f"rhos.{site.name}_unconstrained"]
-            sl = slice(site.start, site.stop)
-            torch.testing.assert_close(stack.loc.grad[r, sl], mu.grad.reshape(-1), rtol=1e-9, atol=1e-9)
-            torch.testing.assert_close(stack.raw_scale.grad[r, sl], rho.grad.reshape(-1), rtol=1e-9, atol=1e-9)
+        _assert_bayes_by_backprop_gradients(stack, r, guide)
 
 
 def test_a_diverging_run_leaves_the_others_bit_identical():
