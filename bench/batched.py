@@ -112,9 +112,10 @@ def _trainer(work: dict, seed: int, device: torch.device) -> tuple[Trainer, Batc
     name, shape, classes, activation = work["model"]
     x, y = work["data"]
     pyro.set_rng_seed(seed)
-    net = build_model(name, input_shape=shape, num_classes=classes, activation=activation)
     work = {**RUN_SETTINGS, **work}  # bench/profile_batched.py passes a bare workload
     guide = work["guide"]
+    dropout = parse_guide(guide).dropout  # MC dropout: the network has dropout layers of its probability
+    net = build_model(name, input_shape=shape, num_classes=classes, activation=activation, dropout=dropout)
     select = None if parse_guide(guide).random_weights else nothing  # mle: a network without weight sites
     bnn = BNN(net, parse_prior(work["prior"], select=select), Categorical(len(x)))
     trainer = Trainer(

@@ -106,7 +106,13 @@ def _set_up(trainer: Trainer, loader: Iterable, resume_from: str | os.PathLike |
 class _Batch:
     """The state of one lockstep fit: the trainers, their stack and step, and which runs still train."""
 
-    def __init__(self, trainers: Sequence[Trainer], val_loaders: Sequence[Iterable | None], cuda_graph: bool) -> None:
+    def __init__(
+        self,
+        trainers: Sequence[Trainer],
+        val_loaders: Sequence[Iterable | None],
+        cuda_graph: bool,
+        input_shape: tuple[int, ...],
+    ) -> None:
         self.trainers = list(trainers)
         self.stack = RunStack([t.bnn for t in trainers], [t.guide for t in trainers])
         graphed = cuda_graph and self.stack.loc.device.type == "cuda"
@@ -132,14 +138,20 @@ class _Batch:
         self.graph = GraphedBatchedStep(self.step) if graphed else None
         """The step replayed from a CUDA graph, on a CUDA device unless ``cuda_graph=False``; None otherwise."""
         particles, size = self.form.particles, self.stack.loc.shape[1]
-        # Per run and step: (D,) for one draw, (P, D) for P particles; a point estimate draws nothing, (0,).
-        self.noise_shape = (0,) if self.stack.point else (size,) if particles == 1 else (particles, size)
+        # Per run and step: (D,) for one draw, (P, D) for P particles; a point estimate draws its dropout masks'
+        # values, M per example ((B M,), (0,) without dropout).
+        self._weight_noise = (size,) if particles == 1 else (particles, size)
+        self._mask_size = sum(layer.size for layer in self.stack.dropout_layers(input_shape))
         seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
         self.noise = RunNoise(seeds, loc.device)
         self.val = [None if loader is None else gather(loader) for loader in val_loaders]
         self.active = [True] * len(trainers)
         """Which runs still train (a list: read on the host every step)."""
         self.outcomes = [RunOutcome(t.history) for t in trainers]
+
+    def noise_shape(self, rows: int) -> tuple[int, ...]:
+        """The shape of one run's noise for a step on ``rows`` examples."""
+        return (rows * self._mask_size,) if self.stack.point else self._weight_noise
 
     @torch.no_grad()
     def write_back(self, runs: list[int]) -> None:
@@ -227,7 +239,7 @@ def fit_batched(
     starts = {t.epoch for t in trainers}
     if len(starts) != 1:
         raise ValueError(f"the runs of a batch must resume at the same epoch, got epochs {sorted(starts)}")
-    batch = _Batch(trainers, val_loaders, cuda_graph)
+    batch = _Batch(trainers, val_loaders, cuda_graph, shapes[0][0][1:])
     for trainer in trainers:
         for callback in trainer.callbacks:
             callback.on_train_start(trainer)
@@ -286,7 +298,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             weight *= minibatch_kl_weight(trainer.kl_weighting, step, num_steps)
             weights.append(weight)
             kl_totals[run] += weight
-        eps = batch.noise.draw(batch.noise_shape, dtype=dtype, device=device)
+        eps = batch.noise.draw(batch.noise_shape(x.shape[1]), dtype=dtype, device=device)
         kl_weight = torch.tensor(weights, dtype=dtype, device=device)
         terms, updated = batch.run_step(StepInputs(x, y, kl_weight, eps, batch.bridge.learning_rates(), weight_decays))
         for run in [r for r, ok in enumerate(updated.tolist()) if batch.active[r] and not ok]:

@@ -20,7 +20,10 @@ same for their Adam states), so that checkpoints, evaluation and diagnostics see
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
 
 import torch
 from torch import nn
@@ -48,6 +51,37 @@ _ELEMENTWISE = (nn.Tanh, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.ELU, nn.Softp
 (:func:`linear_chain`) applies them to its ``(R, features, B)`` activations as they are."""
 
 
+class MaskedDropout(nn.Module):
+    """Dropout whose mask is given: ``x * mask``, the mask a buffer that :meth:`RunStack.outputs` sets per run (each
+    run's own draw, :meth:`RunStack.dropout_masks`), of the input's shape with the kept values at ``1 / (1 - p)`` as
+    ``nn.Dropout`` scales them in training. Its own mask, a scalar 1, switches dropout off (evaluation mode)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = float(p)
+        self.register_buffer("mask", torch.ones(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.mask
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+@dataclass(frozen=True)
+class DropoutLayer:
+    """One dropout layer of a stacked network: its name, probability and the shape of one example's input to it."""
+
+    name: str
+    p: float
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        """Values of one example's mask."""
+        return math.prod(self.shape)
+
+
 class RunSlopeLeakyReLU(nn.Module):
     """A leaky ReLU whose slope is a buffer, so that vmapped runs each get their own (a Leaky slope sweep in one
     batch). The same function and gradient as :class:`~pyro_bnn.nn.LeakyReLU` (slope times the input below 0, the
@@ -65,7 +99,8 @@ def linear_chain(net: nn.Module) -> tuple[tuple[str, nn.Module], ...] | None:
     """The layers of ``net`` when it is a chain that :meth:`RunStack.outputs` computes with batched matrix products:
     an ``nn.Sequential`` (or the zoo's :class:`~pyro_bnn.models.base.SequentialNet`, whose forward is the same) of an
     optional leading ``Flatten``, ``Linear`` layers, element-wise activations (:data:`_ELEMENTWISE`, a
-    :class:`RunSlopeLeakyReLU`) and dropout with ``p = 0``; None for any other network (it goes through vmap).
+    :class:`RunSlopeLeakyReLU`), dropout with ``p = 0`` and :class:`MaskedDropout`; None for any other network (it goes
+    through vmap).
     The chain calls no module hooks (vmap's ``functional_call`` would).
     """
     if not isinstance(net, nn.Sequential) or type(net).forward not in (nn.Sequential.forward, SequentialNet.forward):
@@ -78,7 +113,7 @@ def linear_chain(net: nn.Module) -> tuple[tuple[str, nn.Module], ...] | None:
             continue
         if kind in _DROPOUTS and module.p == 0:
             continue
-        if kind is not nn.Linear and kind is not RunSlopeLeakyReLU and kind not in _ELEMENTWISE:
+        if kind not in (nn.Linear, RunSlopeLeakyReLU, MaskedDropout) and kind not in _ELEMENTWISE:
             return None
         layers.append((name, module))
     return tuple(layers)
@@ -122,14 +157,17 @@ def _check_models(models: Sequence[BNN]) -> None:
                 f"run {run}'s likelihood ({model.likelihood!r}) differs from run 0's ({first.likelihood!r}) in its "
                 "class, data set size, KL scaling or parameters (a Gaussian's noise scale): batch runs that share it"
             )
-        dropout = [name for name, m in model.net.named_modules() if isinstance(m, _DROPOUTS) and m.p > 0]
-        if dropout:
-            raise ValueError(
-                f"run {run}'s network has dropout ({dropout[0]}), which batched runs do not draw: train it alone"
-            )
         for (name, a), (_, b) in zip(_net_buffers(model), _net_buffers(first), strict=True):
             if a.shape != b.shape or not torch.equal(a, b):
                 raise ValueError(f"run {run}'s network buffer {name!r} differs from run 0's; batch runs that share it")
+
+
+def _mc_dropout(guides: Sequence[nn.Module]) -> bool:
+    """Whether the guides keep dropout on when predicting (``mc_dropout``), which all of them must agree on."""
+    flags = {bool(getattr(g, "mc_dropout", False)) for g in guides}
+    if len(flags) != 1:
+        raise ValueError("some runs' guides are MC dropout and others are not: batch one kind")
+    return flags.pop()
 
 
 def _same_likelihood(a: nn.Module, b: nn.Module) -> bool:
@@ -218,11 +256,84 @@ class RunStack:
                     self.per_run_buffers[prefix + "slope"] = torch.tensor(
                         slopes, dtype=self.loc.dtype, device=self.loc.device
                     )
+        self.mc_dropout = _mc_dropout(guides)
+        """Whether the guides keep dropout on when predicting (MC dropout): validation then draws masks too."""
+        self._replace_dropout()
+        self._dropout_layers: dict[tuple[int, ...], tuple[DropoutLayer, ...]] = {}
         self.chain = linear_chain(self.net) if chain is None or chain else None
         """The network's layers when :meth:`outputs` runs it as batched matrix products (:func:`linear_chain`),
         else None."""
         if chain and self.chain is None:
             raise ValueError(f"{type(self.net).__name__} is not a chain of linear layers and activations")
+
+    def _replace_dropout(self) -> None:
+        """Makes every dropout layer of the stacked network a :class:`MaskedDropout` (point estimates only: their
+        step draws the masks; a run with random weights trains alone)."""
+        dropout = [(name, m) for name, m in self.net.named_modules() if isinstance(m, _DROPOUTS) and m.p > 0]
+        if not dropout:
+            return
+        name, module = dropout[0]
+        if not self.point:
+            raise ValueError(
+                f"run 0's network has dropout ({name}), which batched runs draw for point estimates only (map, "
+                "mc-dropout): train it alone"
+            )
+        other = [(name, m) for name, m in dropout if type(m) is not nn.Dropout]
+        if other:
+            raise ValueError(
+                f"run 0's network has {type(other[0][1]).__name__} ({other[0][0]}), whose masks batched runs do not "
+                "draw (nn.Dropout only): train it alone"
+            )
+        for name, module in dropout:
+            self.net.set_submodule(name, MaskedDropout(module.p).to(self.loc.device))
+
+    def dropout_layers(self, input_shape: Sequence[int]) -> tuple[DropoutLayer, ...]:
+        """The network's dropout layers, each with the shape of one example's input to it (found once per input
+        shape by running run 0's network on zeros); () for a network without dropout.
+
+        Args:
+            input_shape: One example's shape, ``x.shape[2:]`` of the step's inputs ``(R, B, *input_shape)``.
+        """
+        key = tuple(int(n) for n in input_shape)
+        if key not in self._dropout_layers:
+            modules = [(name, m) for name, m in self.net.named_modules() if type(m) is MaskedDropout]
+            shapes: dict[str, tuple[int, ...]] = {}
+
+            def record(name: str, args: tuple) -> None:  # a pre-hook that returns nothing leaves the input as it is
+                shapes[name] = tuple(args[0].shape[1:])
+
+            hooks = [m.register_forward_pre_hook(lambda _, args, name=name: record(name, args)) for name, m in modules]
+            values = {
+                **self._shared_buffers,
+                **{name: value[0] for name, value in self.split(self.loc.detach()).items()},
+                **{name: value[0].detach() for name, value in self.per_run_values().items()},
+            }
+            try:
+                with torch.no_grad():
+                    functional_call(self.net, values, (self.loc.new_zeros((1, *key)),))
+            finally:
+                for hook in hooks:
+                    hook.remove()
+            self._dropout_layers[key] = tuple(DropoutLayer(name, m.p, tuple(shapes[name])) for name, m in modules)
+        return self._dropout_layers[key]
+
+    def dropout_masks(self, eps: torch.Tensor, layers: Sequence[DropoutLayer]) -> dict[str, torch.Tensor]:
+        """Dropout masks from standard normal draws: a value is kept (at ``1 / (1 - p)``) where its draw exceeds the
+        p-quantile of N(0, 1), which it does with probability 1 - p, as ``nn.Dropout`` keeps it.
+
+        Args:
+            eps: ``(R', B, M)``, M the layers' mask sizes summed (one example's).
+            layers: :meth:`dropout_layers`.
+
+        Returns:
+            ``{"<layer>.mask": (R', B, *shape)}``, for :meth:`outputs`' ``per_run`` values.
+        """
+        masks = {}
+        pieces = eps.split([layer.size for layer in layers], dim=-1)
+        for layer, piece in zip(layers, pieces, strict=True):
+            keep = piece > NormalDist().inv_cdf(layer.p)
+            masks[f"{layer.name}.mask"] = (keep.to(eps.dtype) / (1 - layer.p)).reshape(*eps.shape[:2], *layer.shape)
+        return masks
 
     @property
     def num_runs(self) -> int:
@@ -311,6 +422,10 @@ class RunStack:
                     h = torch.bmm(weight, h)
                 else:
                     h = torch.baddbmm(bias.expand(runs, -1).unsqueeze(-1), weight, h)
+            elif type(module) is MaskedDropout:
+                mask = values.get(f"{name}.mask")
+                if mask is not None:  # (R', B, features), the activations' transpose
+                    h = h * mask.reshape(runs, mask.shape[1], -1).transpose(1, 2)
             elif type(module) is RunSlopeLeakyReLU:
                 slope = values.get(f"{name}.slope", module.slope)
                 h = torch.where(h > 0, h, slope.expand(runs).reshape(runs, 1, 1) * h)

@@ -12,9 +12,10 @@ Pyro's ``Trace_ELBO``, draw for draw in distribution. With P particles (``Batche
 independent weight vectors and its loss is the mean of their P losses, as ``Trace_ELBO(num_particles=P)`` and the
 fast objective with P particles compute.
 
-For point estimates (the ``map`` and ``mle`` guides, ``Trace_ELBO`` with ``AutoDelta``) ``w_r = loc_r`` and
-``KL_r = -log p(w_r)``: the MAP objective, the likelihood alone where the network has no weight sites; they draw no
-noise (``eps`` is ``(R, 0)``).
+For point estimates (the ``map``, ``mle`` and ``mc-dropout`` guides, ``Trace_ELBO`` with ``AutoDelta``)
+``w_r = loc_r`` and ``KL_r = -log p(w_r)``: the MAP objective, the likelihood alone where the network has no weight
+sites; they draw no weight noise. A network with dropout draws instead each run's dropout masks, one per example and
+layer, from ``eps`` ``(R, B M)`` (M values per example; ``(R, 0)`` without dropout).
 
 Each run draws its noise from its own ``torch.Generator`` (:class:`RunNoise`), so a run's draws do not depend on the
 other runs of its batch, and the backward pass of the summed loss gives each run the gradient of its own loss only
@@ -58,7 +59,8 @@ class StepInputs(NamedTuple):
         x: ``(R, B, *input_shape)``.
         y: ``(R, B)`` or ``(R, B, D_out)``.
         kl_weight: ``(R,)``, each run's factor on its KL.
-        eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles (``(R, 0)`` for point estimates).
+        eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles; for point estimates ``(R, B M)``,
+            the dropout masks' draws (``(R, 0)`` without dropout).
         lrs: Per leaf of ``stack.leaves``, the runs' learning rates ``(R,)``.
         weight_decays: Per leaf, the runs' weight decays ``(R,)`` or None (no decay); None: no leaf decays.
         active: ``(R,)`` bool, the runs still training (None: all), on any device.
@@ -118,11 +120,12 @@ class BatchedStep:
         Args:
             x: ``(R, B, *input_shape)``; y: ``(R, B)`` or ``(R, B, D_out)``.
             kl_weight: ``(R,)``, each run's factor on its KL.
-            eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles.
+            eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles, ``(R, B M)`` for point
+                estimates (their dropout masks' draws).
         """
         stack = self.stack
         if stack.point:
-            return self._point_terms(x, y, kl_weight)
+            return self._point_terms(x, y, kl_weight, eps)
         if self.form.particles > 1:
             return self._particle_terms(x, y, kl_weight, eps)
         loc, raw = stack.loc, stack.raw_scale
@@ -180,12 +183,23 @@ class BatchedStep:
         outputs = stack.outputs(torch.cat(inputs), stack.split(torch.cat(weights)), per_run)
         return list(outputs.split(inputs[0].shape[0]))
 
-    def _point_terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor):
+    def _point_terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor, eps: torch.Tensor):
         """:meth:`terms` of point estimates (``Trace_ELBO`` with ``AutoDelta``): the weights are the locations,
         whose log density under the guide is 0, so the latent term is ``-log p(w)`` (nothing without weight sites,
-        the maximum-likelihood network)."""
+        the maximum-likelihood network). A network with dropout takes each run's masks from ``eps`` ``(R, B M)``
+        (:meth:`RunStack.dropout_masks <.stack.RunStack.dropout_masks>`; M = 0 without dropout)."""
         stack = self.stack
-        output = stack.outputs(x, stack.split(stack.loc))
+        per_run = None
+        layers = stack.dropout_layers(x.shape[2:])
+        if layers:
+            size = sum(layer.size for layer in layers)
+            if eps.shape != (x.shape[0], x.shape[1] * size):
+                raise ValueError(
+                    f"dropout needs noise (R, B * {size}) = {(x.shape[0], x.shape[1] * size)}, got {tuple(eps.shape)}"
+                )
+            masks = stack.dropout_masks(eps.reshape(x.shape[0], x.shape[1], size), layers)
+            per_run = {**stack.per_run_values(), **masks}
+        output = stack.outputs(x, stack.split(stack.loc), per_run)
         return self._combine(self._data_term(output, y), self.kl.negative_log_prior(stack.loc), kl_weight)
 
     def _data_term(self, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
-"""Per-epoch validation of R runs at once: S posterior draws per run, every run's network on its own validation set
-in one vectorised pass, then each run's metrics as :class:`~pyro_bnn.infer.Validation` computes them."""
+"""Per-epoch validation of R runs at once: S posterior draws per run (weights, or MC dropout's masks), every run's
+network on its own validation set in one vectorised pass, then each run's metrics as
+:class:`~pyro_bnn.infer.Validation` computes them."""
 
 from __future__ import annotations
 
@@ -47,9 +48,13 @@ def validation_outputs(
     index = torch.tensor(list(runs), device=stack.loc.device)
     loc = stack.loc[index]
     draws = num_samples
-    if stack.point:  # every draw of a point estimate is its value: one pass, repeated below
+    # MC dropout draws a mask per draw, example and layer; other networks predict with dropout off.
+    layers = stack.dropout_layers(x.shape[2:]) if stack.mc_dropout else ()
+    if stack.point and not layers:  # every draw of a point estimate is its value: one pass, repeated below
         draws = 1
         weights = loc
+    elif stack.point:
+        weights = loc.repeat_interleave(draws, 0)
     else:
         scale, _ = stack.scale_map.scale_and_log(stack.raw_scale[index])
         eps = torch.stack(
@@ -63,12 +68,23 @@ def validation_outputs(
         weights = (loc[:, None] + scale[:, None] * eps).reshape(len(runs) * num_samples, -1)
     values = stack.split(weights)
     det = {k: v[index].repeat_interleave(draws, 0) for k, v in stack.per_run_values().items()}
-    rows = max(1, MAX_ACTIVATIONS // (len(runs) * draws * _widest(stack)))
+    size = sum(layer.size for layer in layers)  # mask values per example (MC dropout), counted as activations
+    rows = max(1, MAX_ACTIVATIONS // (len(runs) * draws * max(_widest(stack), size)))
     pieces = []
     for start in range(0, x.shape[1], rows):
         chunk = x[:, start : start + rows]
+        n = chunk.shape[1]
         chunk = chunk[:, None].expand(-1, draws, *chunk.shape[1:]).reshape(-1, *chunk.shape[1:])
-        out = stack.outputs(chunk, values, det)
+        per_run = det
+        if layers:  # (R' S, n, M) draws, run r's from its own generator
+            eps = torch.stack(
+                [
+                    torch.randn((draws, n, size), generator=noise.generators[r], dtype=loc.dtype, device=loc.device)
+                    for r in runs
+                ]
+            )
+            per_run = {**det, **stack.dropout_masks(eps.reshape(len(runs) * draws, n, size), layers)}
+        out = stack.outputs(chunk, values, per_run)
         pieces.append(out.reshape(len(runs), draws, *out.shape[1:]))
     outputs = torch.cat(pieces, dim=2)
     return outputs.expand(-1, num_samples, *outputs.shape[2:]) if draws != num_samples else outputs

@@ -23,12 +23,13 @@ class PointEstimateGuide(AutoDelta):
     """Batched runs stack each weight site's value (:class:`~pyro_bnn.guides.capabilities.BatchedLayout`)."""
 
 
-class MCDropout(AutoDelta):
+class MCDropout(PointEstimateGuide):
     """MC dropout (Gal & Ghahramani, 2016): a MAP point estimate whose dropout stays on at prediction time.
 
     Use it with a network that has dropout layers (``build_model(..., dropout=p)``) and a Normal prior, whose log
     density is the L2 weight decay of the dropout objective. Training is MAP; :func:`pyro_bnn.predict.predict`
     sees :attr:`mc_dropout` and keeps the network in train mode, so each predictive sample draws a dropout mask.
+    Batched runs stack its values as the MAP guide's and draw each run's masks (:mod:`pyro_bnn.batched`).
     """
 
     mc_dropout = True

@@ -300,6 +300,7 @@ for _family in (
         build=lambda spec, bnn: MCDropout(bnn, init_loc_fn=init_to_network(bnn)),
         parse=lambda parsed: GuideSpec(parsed.kind, dropout=parsed["dropout probability"]),
         format=lambda spec: f"mc-dropout:{spec.dropout:g}",
+        batched_layout=MCDropout.batched_layout,
     ),
     GuideFamily(
         Form(

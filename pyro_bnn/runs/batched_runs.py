@@ -62,8 +62,8 @@ _MAY_DIFFER = frozenset(
 
 def batch_key(config: RunConfig) -> tuple | None:
     """What runs sharing a batch with this one must agree on (the number of particles among the rest), or None when
-    it trains alone (node noise, a guide that does not batch, a MAP warm start, MC dropout, a hierarchical prior,
-    SGD or an objective with local noise).
+    it trains alone (node noise, a guide that does not batch, a MAP warm start, a hierarchical prior, SGD or an
+    objective with local noise).
 
     Two configs with equal keys can train in one batch; :func:`pyro_bnn.batched.fit_batched` still checks the
     built runs and refuses, before any step, what this static look cannot see.
@@ -74,7 +74,7 @@ def batch_key(config: RunConfig) -> tuple | None:
     if config.optimizer != OptimizerKind.ADAM.value:
         return None
     guide = parse_guide(config.guide)
-    if not guide.offers(Capability.BATCHED) or guide.map_warm_start_epochs or guide.dropout:
+    if not guide.offers(Capability.BATCHED) or guide.map_warm_start_epochs:
         return None
     if PRIOR_FAMILY.parse(config.prior).kind is PriorKind.HIERARCHICAL:
         return None
@@ -82,7 +82,8 @@ def batch_key(config: RunConfig) -> tuple | None:
     values = {k: v for k, v in vars(config).items() if k not in _MAY_DIFFER}
     # Leaky slopes may differ (a per-run buffer); other activations must agree.
     kind = activation.kind.value if activation.kind is Activation.LEAKY_RELU else str(config.activation)
-    return (tuple(sorted(values.items())), kind, guide.family.name)
+    # MC dropout's probability is its network's (the runs of a batch run one network).
+    return (tuple(sorted(values.items())), kind, guide.family.name, guide.dropout)
 
 
 def train_runs_batched(
@@ -200,11 +201,14 @@ def run_memory_bytes(config: RunConfig) -> int:
     """About how many bytes one run of ``config`` occupies in a batch: 10 numbers per weight (location, raw scale,
     their gradients, Adam's moments and slack) and 2 per weight and particle (the noise and the drawn weight), and
     per training example and particle 4 numbers per activation of the network (the forward values, their gradients
-    and the pre-activations) and its input (the particles' copies of the batch); a point estimate draws nothing."""
+    and the pre-activations) and its input (the particles' copies of the batch); a point estimate draws no weights,
+    and with dropout 2 numbers per activation (the masks and their draws)."""
     weights, activations = _net_size(config.dataset, config.model)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
-    particles = config.num_particles if parse_guide(config.guide).random_weights else 1
-    return 4 * ((10 + 2 * particles) * weights + particles * config.batch_size * (4 * activations + inputs))
+    guide = parse_guide(config.guide)
+    particles = config.num_particles if guide.random_weights else 1
+    per_example = (4 + 2 * (guide.dropout > 0)) * activations + inputs
+    return 4 * ((10 + 2 * particles) * weights + particles * config.batch_size * per_example)
 
 
 def free_memory_bytes(device: str) -> int:

@@ -48,7 +48,7 @@ def _run_once(guide, bnn=None):
 
 
 def test_the_registries_declare_which_families_and_objectives_batch():
-    assert families_with(Capability.BATCHED) == ["flat", "bbb", "map", "mle"]
+    assert families_with(Capability.BATCHED) == ["flat", "bbb", "map", "mle", "mc-dropout"]
     assert set(batched_objectives()) == {"auto", "trace", "meanfield", "fast", "fast-single"}
     for family in guide_families():
         assert (family.batched_layout is not None) == family.offers(Capability.BATCHED), family.name

@@ -13,6 +13,7 @@ from pyro_bnn.batched import fit as fit_module
 from pyro_bnn.batched import fit_batched
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.data import BatchLoader
+from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import NonFiniteLossError, ObjectiveOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
@@ -40,7 +41,8 @@ def _trainer(
     if nan_at is not None:
         x[nan_at] = float("nan")  # unshuffled: the loss turns NaN at step nan_at // 32 + 1 of the first epoch
     pyro.set_rng_seed(seed)
-    net = build_model("mlp:8,8", input_shape=(2,), num_classes=2, activation="tanh")
+    dropout = parse_guide(guide).dropout  # MC dropout's network has dropout layers
+    net = build_model("mlp:8,8", input_shape=(2,), num_classes=2, activation="tanh", dropout=dropout)
     bnn = BNN(net, parse_prior(prior), Categorical(N))
     trainer = Trainer(
         bnn, guide, optim=pyro.optim.Adam({"lr": lr}), objective=objective, seed=seed, device=CUDA, progress=False
@@ -94,12 +96,13 @@ def test_graphed_batched_runs_train_as_eager_ones(update, graphs, monkeypatch):
     [
         {"guide": "bbb", "objective": ObjectiveOptions("trace", num_particles=2)},  # noise (R, 2, D)
         {"guide": "map"},  # noise (R, 0), no scales
+        {"guide": "mc-dropout:0.2"},  # noise (R, B M): the masks, made inside the graph
     ],
-    ids=["blundell", "map"],
+    ids=["blundell", "map", "mc-dropout"],
 )
 def test_graphed_bayes_by_backprop_and_point_estimates_train_as_eager_ones(common, graphs):
-    """Blundell et al.'s Bayes by Backprop (two particles a step, scale-mixture priors) and MAP runs replay from a
-    graph as they train eagerly."""
+    """Blundell et al.'s Bayes by Backprop (two particles a step, scale-mixture priors), MAP and MC dropout runs
+    replay from a graph as they train eagerly."""
     priors = ["mixture:0.5,1,0.05", "normal:0,1", "mixture:0.25,1,0.1"]
     specs = [{"seed": s, "prior": p, **common} for s, p in enumerate(priors)]
     eager, _ = _fit(specs, 2, cuda_graph=False)

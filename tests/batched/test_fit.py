@@ -8,9 +8,10 @@ import math
 import pyro
 import pytest
 import torch
+from torch.distributions import Normal
 
 from pyro_bnn import BNN
-from pyro_bnn.batched import fit_batched
+from pyro_bnn.batched import RunStack, fit_batched
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.infer import Checkpoint, EarlyStopping, NonFiniteLossError, ObjectiveOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
@@ -31,12 +32,16 @@ def _data(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.where(flip, 1 - y, y)
 
 
-def _trainer(seed: int, *, prior="normal:0,1", lr=0.05, guide="flat:0.05", objective="auto", callbacks=(), **kw):
+def _trainer(
+    seed: int, *, prior="normal:0,1", lr=0.05, guide="flat:0.05", objective="auto", callbacks=(), dropout=None, **kw
+):
     x, y = _data(seed)
     train = BatchLoader(x[:N], y[:N], batch_size=40, shuffle=True, seed=seed)
     val = BatchLoader(x[N:], y[N:], batch_size=VAL)
     pyro.set_rng_seed(seed)
-    net = build_model("mlp:8", input_shape=(2,), num_classes=2, activation="tanh")
+    if dropout is None:  # MC dropout's network has dropout layers of its probability
+        dropout = float(guide.split(":")[1]) if guide.startswith("mc-dropout") else 0.0
+    net = build_model("mlp:8", input_shape=(2,), num_classes=2, activation="tanh", dropout=dropout)
     bnn = BNN(net, parse_prior(prior, select=nothing if guide == "mle" else None), Categorical(N))
     trainer = Trainer(
         bnn,
@@ -158,8 +163,9 @@ def test_runs_that_cannot_share_a_batch_are_refused_before_training():
         {"guide": "flat:0.05", "objective": "trace"},
         pytest.param({"guide": "bbb", "objective": "trace"}, marks=pytest.mark.slow),
         {"guide": "bbb", "objective": BLUNDELL, "prior": "mixture:0.5,1,0.05"},
+        {"guide": "mc-dropout:0.2", "objective": "trace"},
     ],
-    ids=["flat", "bayes-by-backprop", "blundell"],
+    ids=["flat", "bayes-by-backprop", "blundell", "mc-dropout"],
 )
 def test_batched_runs_match_separate_runs_over_seeds(spec):
     """Over 8 seeds, batched runs reach the final ELBO and validation accuracy of runs trained one by one (the mean
@@ -253,13 +259,15 @@ def test_batched_point_estimates_train_exactly_as_single_runs(guide):
             for s, p in ((0, "mixture:0.5,1,0.05"), (1, "normal:0,1"))
         ],
         [{"seed": s, "guide": "map", "prior": p} for s, p in ((0, "normal:0,1"), (1, "cauchy:0,1"))],
+        [{"seed": s, "guide": "mc-dropout:0.3", "prior": p} for s, p in ((0, "normal:0,1"), (1, "normal:0,0.5"))],
     ],
-    ids=["bayes-by-backprop", "blundell", "map"],
+    ids=["bayes-by-backprop", "blundell", "map", "mc-dropout"],
 )
 def test_a_batch_resumes_exactly(tmp_path, specs):
     """Bayes by Backprop's per-site mu and rho (copied to and from the batched Adam's rows; with one particle, or
     Blundell et al.'s two and a scale mixture) and the point estimates' values go into their checkpoints with their
-    Adam state and back: a batch resumed after 2 of 4 epochs ends where an uninterrupted one ends."""
+    Adam state and back: a batch resumed after 2 of 4 epochs ends where an uninterrupted one ends (MC dropout's
+    masks too: each run draws them from its generator seeded by the epoch)."""
     full, _ = _fit(specs, 4)
     paths = [tmp_path / f"run{i}.pt" for i in range(2)]
     _fit([{**s, "callbacks": [Checkpoint(p)]} for s, p in zip(specs, paths, strict=True)], 2)
@@ -271,3 +279,42 @@ def test_a_batch_resumes_exactly(tmp_path, specs):
         assert ours.keys() == theirs.keys()
         for name, value in ours.items():
             torch.testing.assert_close(value, theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_batched_validation_draws_dropout_masks_for_mc_dropout_only():
+    """MC dropout validates with a fresh mask per draw, example and layer, each run's from its own generator (here
+    drawn again from the same seed and applied by hooks on the run's own network); a MAP network with dropout
+    layers validates with dropout off, every draw its network in evaluation mode."""
+    from pyro_bnn.batched.step import RunNoise
+    from pyro_bnn.batched.validation import validation_outputs
+
+    x = torch.stack([_data(s)[0][N:] for s in (0, 1)])  # (R, VAL, 2)
+    for guide in ("mc-dropout:0.3", "map"):
+        built = [_trainer(seed=s, guide=guide, dropout=0.3) for s in (0, 1)]
+        for trainer, train, _ in built:
+            trainer.setup(*next(iter(train)))
+        stack = RunStack([t.bnn for t, _, _ in built], [t.guide for t, _, _ in built])
+        noise = RunNoise([10, 11], stack.loc.device)
+        noise.start_epoch(0)
+        outputs = validation_outputs(stack, [0, 1], x, 3, noise)
+        assert outputs.shape == (2, 3, VAL, 2)
+        for r, (trainer, _, _) in enumerate(built):
+            net = trainer.bnn.net.eval()
+            values = trainer.guide.median()
+            if guide == "map":
+                expected = trainer.bnn.apply_parameters(x[r], values)
+                for s in range(3):
+                    torch.testing.assert_close(outputs[r, s], expected, rtol=1e-6, atol=1e-6)
+                continue
+            again = RunNoise([10 + r], stack.loc.device)
+            again.start_epoch(0)
+            draws = torch.randn((3, VAL, 8), generator=again.generators[0])
+            for s in range(3):
+                mask = (draws[s] > Normal(0.0, 1.0).icdf(torch.tensor(0.3))).float() / 0.7
+                hook = net.drop1.register_forward_hook(lambda _, args, out, m=mask: out * m)
+                try:
+                    expected = trainer.bnn.apply_parameters(x[r], values)
+                finally:
+                    hook.remove()
+                torch.testing.assert_close(outputs[r, s], expected, rtol=1e-6, atol=1e-6)
+            assert not torch.allclose(outputs[r, 0], outputs[r, 1])

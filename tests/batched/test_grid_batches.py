@@ -63,12 +63,14 @@ def test_batch_keys_group_what_may_share_a_batch():
     bbb = dataclasses.replace(BASE, guide="bbb", num_particles=2)
     assert batch_key(bbb) is not None
     assert batch_key(dataclasses.replace(bbb, prior="mixture:0.25,1,0.0025", kl_weighting="blundell")) == batch_key(bbb)
-    # The point estimates batch (MAP members of an ensemble, the deterministic network), each with its own kind.
-    point = {guide: batch_key(dataclasses.replace(BASE, guide=guide)) for guide in ("map", "mle")}
-    assert None not in point.values() and len({base, *point.values()}) == 3
+    # The point estimates batch (MAP members of an ensemble, the deterministic network, MC dropout at one
+    # probability), each with its own kind.
+    point = {guide: batch_key(dataclasses.replace(BASE, guide=guide)) for guide in ("map", "mle", "mc-dropout:0.1")}
+    assert None not in point.values() and len({base, *point.values()}) == 4
     assert batch_key(dataclasses.replace(BASE, guide="map", seed=4, prior="laplace:0,1")) == point["map"]
+    assert batch_key(dataclasses.replace(BASE, guide="mc-dropout:0.1", seed=4)) == point["mc-dropout:0.1"]
+    assert batch_key(dataclasses.replace(BASE, guide="mc-dropout:0.2")) not in point.values()
     for alone in (
-        {"guide": "mc-dropout:0.1"},
         {"prior": "hierarchical:normal,halfcauchy,1"},
         {"guide": "autonormal:0.01"},
         {"guide": "flat:0.05,loc=map"},

@@ -445,3 +445,90 @@ def test_stacked_and_row_adam_match_torch_adam_per_run():
                 assert float(got["step"]) == float(want["step"])
                 torch.testing.assert_close(got["exp_avg"], want["exp_avg"], rtol=0, atol=1e-12)
                 torch.testing.assert_close(got["exp_avg_sq"], want["exp_avg_sq"], rtol=0, atol=1e-12)
+
+
+def _dropout_runs(model: str, input_shape: tuple[int, ...], classes: int, p: float) -> list:
+    runs = []
+    for seed, prior in enumerate(["normal:0,1", "normal:0,0.3"]):
+        pyro.set_rng_seed(seed)
+        net = build_model(model, input_shape=input_shape, num_classes=classes, activation="relu", dropout=p).double()
+        bnn = BNN(net, parse_prior(prior), Categorical(N)).double()
+        guide = parse_guide(f"mc-dropout:{p}").build(bnn).double()
+        with torch.no_grad(), pyro.poutine.block():
+            guide(torch.randn(B, *input_shape, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
+        runs.append((bnn, guide))
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("model", "input_shape", "classes", "options"),
+    [
+        ("mlp:6,5", (3,), 3, {"chain": True}),
+        ("mlp:6,5", (3,), 3, {"chain": False, "loop_runs": False}),
+        ("mlp:6,5", (3,), 3, {"chain": False, "loop_runs": True}),
+        ("lenet:1", (1, 28, 28), 10, {"loop_runs": False}),
+    ],
+    ids=["chain", "vmap", "loop", "lenet"],
+)
+def test_a_batched_dropout_step_is_each_runs_map_objective_under_its_own_masks(model, input_shape, classes, options):
+    """MC dropout runs: each run's loss is -(N/B) log p(y | w, masks) - kl_weight log p(w) with the network's
+    dropout layers replaced by the masks its noise gives (a value kept, at 1 / (1 - p), where its draw exceeds the
+    p-quantile of N(0, 1); written here from the noise, per example and layer in the network's order), and its
+    gradient that loss's gradient."""
+    p = 0.3
+    runs = _dropout_runs(model, input_shape, classes, p)
+    models, guides = zip(*runs, strict=True)
+    stack = RunStack(models, guides, **options)
+    kl = BatchedKL(models, stack.sites, closed_form_kl=True, device=stack.loc.device, dtype=torch.float64)
+    step = BatchedStep(stack, kl, BatchedAdam(stack.leaves), BatchedForm(antithetic=False))
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(2, B, *input_shape, dtype=torch.float64, generator=gen)
+    y = torch.randint(0, classes, (2, B), generator=gen)
+    layers = stack.dropout_layers(input_shape)
+    size = sum(layer.size for layer in layers)
+    assert [layer.p for layer in layers] == [p] * len(layers) and len(layers) >= 2
+    eps = torch.randn(2, B * size, dtype=torch.float64, generator=gen)
+    kl_weights = (1.0, 0.25)
+    loss, terms = step.terms(x, y, torch.tensor(kl_weights, dtype=torch.float64), eps)
+    loss.sum().backward()
+    threshold = Normal(0.0, 1.0).icdf(torch.tensor(p)).item()
+    for r, ((bnn, guide), weight) in enumerate(zip(runs, kl_weights, strict=True)):
+        draws = eps[r].reshape(B, size).split([layer.size for layer in layers], dim=1)
+        dropouts = [m for m in bnn.net.modules() if isinstance(m, torch.nn.Dropout)]
+        hooks = [
+            module.register_forward_hook(
+                lambda _, args, out, d=d: out * (d > threshold).double().reshape(out.shape) / (1 - p)
+            )
+            for module, d in zip(dropouts, draws, strict=True)
+        ]
+        bnn.net.eval()  # nn.Dropout passes its input on; the hook applies the mask
+        values = {name: guide.median()[name].requires_grad_() for name in bnn.site_names}
+        try:
+            log_likelihood = bnn.likelihood.log_likelihood(bnn.apply_parameters(x[r], values), y[r]).sum()
+        finally:
+            for hook in hooks:
+                hook.remove()
+        log_prior = sum(bnn.prior.distribution(site, {}).log_prob(values[site.name]) for site in bnn.sites)
+        expected = -log_likelihood * (N / B) - weight * log_prior
+        torch.testing.assert_close(loss[r], expected, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(terms.data_term[r], -log_likelihood.detach() * (N / B), rtol=1e-9, atol=1e-9)
+        grads = torch.autograd.grad(expected, [values[n] for n in bnn.site_names])
+        torch.testing.assert_close(stack.loc.grad[r], torch.cat([g.reshape(-1) for g in grads]), rtol=1e-9, atol=1e-9)
+
+
+def test_dropout_masks_keep_each_value_with_probability_one_minus_p():
+    """Over 200 000 draws the masks keep 70 % of the values (within 4 standard errors) at 1 / 0.7, and every layer
+    gets its own part of the noise."""
+    runs = _dropout_runs("mlp:6,5", (3,), 3, 0.3)
+    stack = RunStack(*zip(*runs, strict=True))
+    layers = stack.dropout_layers((3,))
+    assert [(layer.name, layer.shape) for layer in layers] == [("drop1", (6,)), ("drop2", (5,))]
+    rows = 200_000 // 11
+    eps = torch.randn(2, rows, 11, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    masks = stack.dropout_masks(eps, layers)
+    assert masks["drop1.mask"].shape == (2, rows, 6) and masks["drop2.mask"].shape == (2, rows, 5)
+    values = torch.cat([m.reshape(-1) for m in masks.values()])
+    assert set(values.unique().tolist()) == {0.0, 1 / 0.7}
+    kept = (values > 0).double().mean().item()
+    assert abs(kept - 0.7) < 4 * (0.7 * 0.3 / values.numel()) ** 0.5, kept
+    torch.testing.assert_close(masks["drop2.mask"][0, 0] > 0, eps[0, 0, 6:] > Normal(0.0, 1.0).icdf(torch.tensor(0.3)))
