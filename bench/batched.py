@@ -37,10 +37,11 @@ from pyro_bnn import BNN  # noqa: E402
 from pyro_bnn.batched import adam as batched_adam  # noqa: E402
 from pyro_bnn.batched import fit_batched  # noqa: E402
 from pyro_bnn.data import BatchLoader, load_dataset  # noqa: E402
-from pyro_bnn.guides import parse_guide  # noqa: E402
+from pyro_bnn.guides import Capability, parse_guide  # noqa: E402
 from pyro_bnn.infer import ObjectiveOptions, RuntimeOptions, Trainer  # noqa: E402
 from pyro_bnn.likelihoods import Categorical  # noqa: E402
 from pyro_bnn.models import build_model  # noqa: E402
+from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise  # noqa: E402
 from pyro_bnn.priors import nothing, parse_prior  # noqa: E402
 
 RUN_COUNTS = (1, 4, 8, 32)
@@ -114,10 +115,13 @@ def _trainer(work: dict, seed: int, device: torch.device) -> tuple[Trainer, Batc
     pyro.set_rng_seed(seed)
     work = {**RUN_SETTINGS, **work}  # bench/profile_batched.py passes a bare workload
     guide = work["guide"]
-    dropout = parse_guide(guide).dropout  # MC dropout: the network has dropout layers of its probability
-    net = build_model(name, input_shape=shape, num_classes=classes, activation=activation, dropout=dropout)
-    select = None if parse_guide(guide).random_weights else nothing  # mle: a network without weight sites
-    bnn = BNN(net, parse_prior(work["prior"], select=select), Categorical(len(x)))
+    spec = parse_guide(guide)
+    net = build_model(name, input_shape=shape, num_classes=classes, activation=activation, dropout=spec.dropout)
+    if spec.offers(Capability.NODE_NOISE_ONLY):  # a mixture guide: node noise N(1, 0.1^2), deterministic weights
+        bnn = BNN(add_node_noise(net), NodeNoisePrior(0.1), Categorical(len(x)))
+    else:
+        select = None if spec.random_weights else nothing  # mle: a network without weight sites
+        bnn = BNN(net, parse_prior(work["prior"], select=select), Categorical(len(x)))
     trainer = Trainer(
         bnn,
         guide,

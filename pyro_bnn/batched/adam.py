@@ -46,7 +46,11 @@ class BatchedAdam:
     Attributes:
         num_runs: R.
         stacked: Which of the two updates :meth:`step` makes.
+        row_keys: The per-parameter tensors of a run's torch Adam state, each shaped like the parameter (with them a
+            ``"step"`` count).
     """
+
+    row_keys = ("exp_avg", "exp_avg_sq")
 
     def __init__(
         self,

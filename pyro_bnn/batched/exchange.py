@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from pyro_bnn.batched.adam import BatchedAdam
+from pyro_bnn.batched.sgd import BatchedSGD
 from pyro_bnn.batched.stack import RunStack
 
 
@@ -25,7 +26,7 @@ def _pieces(stack: RunStack, run: int, leaf: int, row: torch.Tensor) -> list[tup
     a tensor laid out like that leaf), shaped like the parameter."""
     if leaf < len(stack.guide_leaves):
         segments = stack.layouts[run].segments
-        return [(s.loc if leaf == 0 else s.raw_scale, row[s.start : s.stop].view_as(s.loc)) for s in segments]
+        return [(s.loc if leaf == 0 else s.raw_scale, row[..., s.start : s.stop].view_as(s.loc)) for s in segments]
     (param,) = stack.run_parameters(run)[leaf]
     return [(param, row)]
 
@@ -43,37 +44,75 @@ def check_adam(optimizers: Sequence[torch.optim.Optimizer]) -> tuple[tuple[float
     Raises:
         ValueError: An optimiser is not a plain ``torch.optim.Adam``, or the runs' betas or eps differ.
     """
+    return _shared_settings(optimizers, torch.optim.Adam, _adam_settings)
+
+
+def _adam_settings(run: int, group: dict) -> tuple:
+    if any(group.get(k) for k in ("amsgrad", "maximize", "differentiable", "decoupled_weight_decay")):
+        raise ValueError(
+            f"run {run}'s Adam uses amsgrad, maximize, differentiable or decoupled weight decay, which batched runs "
+            "do not take"
+        )
+    return tuple(group["betas"]), group["eps"]
+
+
+def _sgd_settings(run: int, group: dict) -> tuple:
+    if group.get("dampening") or group.get("maximize") or group.get("differentiable"):
+        raise ValueError(f"run {run}'s SGD uses dampening, maximize or differentiable, which batched runs do not take")
+    return float(group["momentum"]), bool(group["nesterov"])
+
+
+def _shared_settings(optimizers: Sequence[torch.optim.Optimizer], kind: type, settings_of) -> tuple:
     shared = None
     for run, optimizer in enumerate(optimizers):
-        if type(optimizer) is not torch.optim.Adam:
-            raise ValueError(f"batched runs train with Adam; run {run} uses {type(optimizer).__name__}")
+        if type(optimizer) is not kind:
+            raise ValueError(
+                f"batched runs train with one optimiser, Adam or SGD; run {run} uses {type(optimizer).__name__}, run "
+                f"0 {kind.__name__}"
+            )
         for group in optimizer.param_groups:
-            if any(group.get(k) for k in ("amsgrad", "maximize", "differentiable", "decoupled_weight_decay")):
-                raise ValueError(
-                    f"run {run}'s Adam uses amsgrad, maximize, differentiable or decoupled weight decay, which batched "
-                    "runs do not take"
-                )
-            settings = (tuple(group["betas"]), group["eps"])
+            settings = settings_of(run, group)
             if shared is None:
                 shared = settings
             elif settings != shared:
                 raise ValueError(
-                    f"run {run}'s Adam has betas and eps {settings}, run 0's {shared}: batch runs that share them"
+                    f"run {run}'s {kind.__name__} has settings {settings}, run 0's {shared}: batch runs that share them"
                 )
     return shared
 
 
+def batched_optimizer(
+    optimizers: Sequence[torch.optim.Optimizer], leaves: Sequence[torch.Tensor]
+) -> BatchedAdam | BatchedSGD:
+    """The batched optimiser over ``leaves`` that updates each run as its own optimiser would: a
+    :class:`~pyro_bnn.batched.adam.BatchedAdam` for runs trained with ``torch.optim.Adam``, a
+    :class:`~pyro_bnn.batched.sgd.BatchedSGD` for ``torch.optim.SGD`` (the settings every group of every run
+    shares: Adam's betas and eps, SGD's momentum and Nesterov flag).
+
+    Raises:
+        ValueError: The runs use another optimiser, different ones, or settings that differ (one line).
+    """
+    if optimizers and type(optimizers[0]) is torch.optim.SGD:
+        momentum, nesterov = _shared_settings(optimizers, torch.optim.SGD, _sgd_settings)
+        return BatchedSGD(leaves, momentum=momentum, nesterov=nesterov)
+    betas, eps = check_adam(optimizers)
+    return BatchedAdam(leaves, betas=betas, eps=eps)
+
+
 class OptimizerBridge:
-    """Reads the runs' learning rates and weight decays, and ties each run's Adam state to the batched one.
+    """Reads the runs' learning rates and weight decays, and ties each run's optimiser state (Adam's moments, SGD's
+    momentum buffer) to the batched one.
 
     Args:
         stack: The runs' stacked values.
-        adam: The batched optimiser over ``stack.leaves``.
-        optimizers: Each run's own torch Adam (over the same parameters as its guide and network).
+        optimizer: The batched optimiser over ``stack.leaves`` (:func:`batched_optimizer`).
+        optimizers: Each run's own torch optimiser (over the same parameters as its guide and network).
     """
 
-    def __init__(self, stack: RunStack, adam: BatchedAdam, optimizers: Sequence[torch.optim.Optimizer]) -> None:
-        self.stack, self.adam, self.optimizers = stack, adam, list(optimizers)
+    def __init__(
+        self, stack: RunStack, optimizer: BatchedAdam | BatchedSGD, optimizers: Sequence[torch.optim.Optimizer]
+    ) -> None:
+        self.stack, self.optimizer, self.optimizers = stack, optimizer, list(optimizers)
         # (run, leaf) -> the group that holds the leaf's parameters in that run's optimiser
         self._groups = [
             [_group(opt, params[0]) for params in stack.run_parameters(run)] for run, opt in enumerate(self.optimizers)
@@ -117,16 +156,18 @@ class OptimizerBridge:
         for leaf in range(len(self.stack.leaves)):
             param = self._shared(run, leaf)
             if param is not None:  # one state for both, updated in place by the batched step
-                optimizer.state[param] = self.adam.share(leaf, run, optimizer.state[param])
+                optimizer.state[param] = self.optimizer.share(leaf, run, optimizer.state[param])
                 continue
             pieces = _pieces(self.stack, run, leaf, self.stack.leaves[leaf].detach()[run])
             saved = [optimizer.state.get(p, {}) for p, _ in pieces]
-            if not all("exp_avg" in s for s in saved):
-                self.adam.load_row(leaf, run, None)
+            keys = self.optimizer.row_keys
+            if not all(s.get(k) is not None for s in saved for k in keys):
+                self.optimizer.load_row(leaf, run, None)
                 continue
-            exp_avg = torch.cat([s["exp_avg"].reshape(-1) for s in saved])
-            exp_avg_sq = torch.cat([s["exp_avg_sq"].reshape(-1) for s in saved])
-            self.adam.load_row(leaf, run, {"step": saved[0]["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq})
+            state = {k: torch.cat([s[k].reshape(-1) for s in saved]) for k in keys}
+            if "step" in saved[0]:  # Adam's step count, one per parameter and the same for all of a run's
+                state["step"] = saved[0]["step"]
+            self.optimizer.load_row(leaf, run, state)
 
     @torch.no_grad()
     def store(self, run: int) -> None:
@@ -135,16 +176,12 @@ class OptimizerBridge:
         for leaf in range(len(self.stack.leaves)):
             if self._shared(run, leaf) is not None:
                 continue
-            state = self.adam.row_state(leaf, run)
+            state = self.optimizer.row_state(leaf, run)
             if not state:
                 continue
-            for (param, m), (_, v) in zip(
-                _pieces(self.stack, run, leaf, state["exp_avg"]),
-                _pieces(self.stack, run, leaf, state["exp_avg_sq"]),
-                strict=True,
-            ):
-                optimizer.state[param] = {
-                    "step": state["step"].clone(),
-                    "exp_avg": m.clone(memory_format=torch.contiguous_format),
-                    "exp_avg_sq": v.clone(memory_format=torch.contiguous_format),
-                }
+            pieces = {k: _pieces(self.stack, run, leaf, state[k]) for k in self.optimizer.row_keys}
+            for index, (param, _) in enumerate(pieces[self.optimizer.row_keys[0]]):
+                saved = {k: pieces[k][index][1].clone(memory_format=torch.contiguous_format) for k in pieces}
+                if "step" in state:
+                    saved["step"] = state["step"].clone()
+                optimizer.state[param] = saved

@@ -27,8 +27,7 @@ import pyro
 import torch
 from tqdm.auto import tqdm
 
-from pyro_bnn.batched.adam import BatchedAdam
-from pyro_bnn.batched.exchange import OptimizerBridge, check_adam
+from pyro_bnn.batched.exchange import OptimizerBridge, batched_optimizer
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.stack import RunStack
@@ -124,9 +123,13 @@ class _Batch:
             held = {id(p) for params in self.stack.run_parameters(run) for p in params}
             if held != {id(p) for p in trainer._params}:
                 raise ValueError(f"run {run} trains parameters the batch does not stack: train it alone")
-        betas, eps = check_adam([t.optimizer for t in trainers])
-        self.adam = BatchedAdam(self.stack.leaves, betas=betas, eps=eps)
-        self.bridge = OptimizerBridge(self.stack, self.adam, [t.optimizer for t in trainers])
+        if self.form.mixture != (self.stack.components is not None):
+            raise ValueError(
+                "the mixture-mean objective trains node-noise mixture guides, and those train with it alone: got "
+                f"{type(trainers[0].objective).__name__} for {type(trainers[0].guide).__name__}"
+            )
+        self.optimizer = batched_optimizer([t.optimizer for t in trainers], self.stack.leaves)
+        self.bridge = OptimizerBridge(self.stack, self.optimizer, [t.optimizer for t in trainers])
         for run in range(len(trainers)):
             self.bridge.load(run)
         loc = self.stack.loc
@@ -134,12 +137,14 @@ class _Batch:
         kl = BatchedKL(
             models, self.stack.sites, closed_form_kl=self.form.closed_form_kl, device=loc.device, dtype=loc.dtype
         )
-        self.step = BatchedStep(self.stack, kl, self.adam, self.form)
+        if self.form.mixture and kl.monte_carlo_segments:
+            raise ValueError("the mixture-mean KL has a closed form against Normal priors only: train the run alone")
+        self.step = BatchedStep(self.stack, kl, self.optimizer, self.form)
         self.graph = GraphedBatchedStep(self.step) if graphed else None
         """The step replayed from a CUDA graph, on a CUDA device unless ``cuda_graph=False``; None otherwise."""
-        particles, size = self.form.particles, self.stack.loc.shape[1]
+        particles, size = self.form.particles, self.stack.num_latents
         # Per run and step: (D,) for one draw, (P, D) for P particles; a point estimate draws its dropout masks'
-        # values, M per example ((B M,), (0,) without dropout).
+        # values, M per example ((B M,), (0,) without dropout); node noise one draw per row, (B S, D).
         self._weight_noise = (size,) if particles == 1 else (particles, size)
         self._mask_size = sum(layer.size for layer in self.stack.dropout_layers(input_shape))
         seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
@@ -151,6 +156,8 @@ class _Batch:
 
     def noise_shape(self, rows: int) -> tuple[int, ...]:
         """The shape of one run's noise for a step on ``rows`` examples."""
+        if self.form.mixture:
+            return (rows * self.form.copies, self.stack.num_latents)
         return (rows * self._mask_size,) if self.stack.point else self._weight_noise
 
     @torch.no_grad()
@@ -186,7 +193,7 @@ class _Batch:
     def applied_non_finite(self) -> bool:
         """Whether the last step updated a run whose loss turned non-finite in it (a graph replayed with the rows
         update, which skips only the runs known to be inactive before the step)."""
-        return self.graph is not None and self.graph.last_replayed and not self.adam.stacked
+        return self.graph is not None and self.graph.last_replayed and not self.optimizer.stacked
 
 
 def fit_batched(

@@ -49,8 +49,9 @@ class GraphedBatchedStep:
 
     Shapes:
         As :meth:`BatchedStep.step`: ``x (R, B, *input_shape)``, ``y (R, B[, D_out])``, ``kl_weight (R,)``,
-        ``eps (R, D)`` (``(R, P, D)`` for P particles), ``lrs`` and ``weight_decays`` one ``(R,)`` per stacked leaf,
-        ``active (R,)`` bool.
+        ``eps (R, D)`` (``(R, P, D)`` for P particles, ``(R, B M)`` for point estimates with dropout,
+        ``(R, B S, D)`` for node noise), ``lrs`` and ``weight_decays`` one ``(R,)`` per stacked leaf, ``active (R,)``
+        bool.
     """
 
     def __init__(self, step: BatchedStep, *, warmup: int = 2) -> None:

@@ -30,7 +30,7 @@ __all__ = ["GuideLayout", "ScaleMap", "Segment", "guide_layout"]
 @dataclass(frozen=True)
 class Segment:
     """A run ``[start, stop)`` of the flat vectors held by one pair of the guide's parameters (same shape each; no
-    raw scale for a point estimate)."""
+    raw scale for a point estimate; a mixture's ``(K, D)`` pair holds ``[0, D)`` of every component)."""
 
     start: int
     stop: int
@@ -44,6 +44,7 @@ class GuideLayout:
 
     Attributes:
         scale_map: How the raw scale becomes sigma (:attr:`~ScaleMap.POINT`: a point estimate, no raw scale).
+        components: K for a mixture's ``(K, D)`` locations and raw scales, None for ``(D,)`` vectors.
         sites: The weight sites in the flat vectors, in the model's order (their slices and shapes).
         segments: The guide parameters covering ``[0, D)`` in order.
         empty: A ``(0,)`` tensor of the model's dtype and device: the flat vectors of a network without weight
@@ -54,6 +55,7 @@ class GuideLayout:
     sites: tuple[FlatSite, ...]
     segments: tuple[Segment, ...]
     empty: torch.Tensor
+    components: int | None = None
 
     @property
     def point(self) -> bool:
@@ -61,26 +63,30 @@ class GuideLayout:
         return self.scale_map is ScaleMap.POINT
 
     def read(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Copies of the flat ``(loc, raw_scale)``, both ``(D,)`` (raw_scale None for a point estimate)."""
+        """Copies of the flat ``(loc, raw_scale)``, both ``(D,)`` (``(K, D)`` for a mixture; raw_scale None for a
+        point estimate)."""
         with torch.no_grad():
             loc = self._flat([s.loc for s in self.segments])
             raw = None if self.point else self._flat([s.raw_scale for s in self.segments])
         return loc, raw
 
     def _flat(self, params: list[nn.Parameter]) -> torch.Tensor:
+        if self.components is not None:  # one (K, D) parameter
+            return params[0].detach().clone()
         return torch.cat([p.reshape(-1) for p in params]) if params else self.empty.clone()
 
     @torch.no_grad()
     def write(self, loc: torch.Tensor, raw_scale: torch.Tensor | None) -> None:
-        """Copies flat ``(D,)`` values into the guide's parameters (raw_scale None for a point estimate)."""
+        """Copies flat ``(D,)`` values (``(K, D)`` for a mixture) into the guide's parameters (raw_scale None for a
+        point estimate)."""
         self.copy_in(loc, raw_scale)
 
     def copy_in(self, loc: torch.Tensor, raw_scale: torch.Tensor | None) -> None:
         """:meth:`write` for a caller already under ``torch.no_grad()`` (one context for many runs)."""
         for s in self.segments:
-            s.loc.copy_(loc[s.start : s.stop].view_as(s.loc))
+            s.loc.copy_(loc[..., s.start : s.stop].view_as(s.loc))
             if s.raw_scale is not None:
-                s.raw_scale.copy_(raw_scale[s.start : s.stop].view_as(s.raw_scale))
+                s.raw_scale.copy_(raw_scale[..., s.start : s.stop].view_as(s.raw_scale))
 
 
 def _real_sites(model: BNN) -> tuple[FlatSite, ...]:
@@ -95,17 +101,18 @@ def _real_sites(model: BNN) -> tuple[FlatSite, ...]:
 
 
 def guide_layout(guide: nn.Module, model: BNN) -> GuideLayout:
-    """The flat layout of a set-up mean-field or point-estimate ``guide`` of ``model`` (a weight-space BNN without
-    hyperpriors), from the :class:`~pyro_bnn.guides.BatchedLayout` the guide carries for its family.
+    """The flat layout of a set-up mean-field, point-estimate or node-noise mixture ``guide`` of ``model`` (a BNN
+    without hyperpriors), from the :class:`~pyro_bnn.guides.BatchedLayout` the guide carries for its family.
 
     Raises:
-        ValueError: The guide's family declares no batched layout (none of FlatMeanField, BayesByBackprop and
-            PointEstimateGuide), the guide has not run yet, or it covers other sites than the model's weights.
+        ValueError: The guide's family declares no batched layout (none of FlatMeanField, BayesByBackprop,
+            PointEstimateGuide and NodeNoiseMixture), the guide has not run yet, or it covers other sites than the
+            model's.
     """
     if not isinstance(guide, BatchedPosterior):
         raise ValueError(
-            "batched runs train a FlatMeanField ('flat:...'), BayesByBackprop ('bbb') or point-estimate ('map', "
-            f"'mle') guide, got {type(guide).__name__}"
+            "batched runs train a FlatMeanField ('flat:...'), BayesByBackprop ('bbb'), point-estimate ('map', 'mle', "
+            f"'mc-dropout') or NodeNoiseMixture ('mixture:K') guide, got {type(guide).__name__}"
         )
     name = type(guide).__name__
     if guide.prototype_trace is None:
@@ -123,10 +130,13 @@ def guide_layout(guide: nn.Module, model: BNN) -> GuideLayout:
             )
         size = sites[-1].stop if sites else 0
         loc, raw = params.get(layout.loc), None if layout.point else params.get(layout.raw_scale)
-        if loc is None or loc.shape != (size,) or (not layout.point and (raw is None or raw.shape != (size,))):
+        components = loc.shape[0] if layout.components and loc is not None and loc.dim() == 2 else None
+        shape = (size,) if components is None else (components, size)
+        if loc is None or loc.shape != shape or (not layout.point and (raw is None or raw.shape != shape)):
             wanted = repr(layout.loc) if layout.point else f"{layout.loc!r} and {layout.raw_scale!r}"
-            raise ValueError(f"the {name} guide has no {wanted} of shape ({size},)")
-        return GuideLayout(layout.scale_map, sites, (Segment(0, size, loc, raw),), empty)
+            expected = f"(K, {size})" if layout.components else f"({size},)"
+            raise ValueError(f"the {name} guide has no {wanted} of shape {expected}")
+        return GuideLayout(layout.scale_map, sites, (Segment(0, size, loc, raw),), empty, components)
     segments = []
     for site in sites:
         loc_name = layout.loc.format(site=site.name)

@@ -1,12 +1,12 @@
 """R runs of one architecture as stacked tensors, and the network run over all R in one vectorised pass.
 
 A :class:`RunStack` takes R ordinary (model, guide) pairs, checks that they can share one vectorised computation
-(the same network class and weight sites, the same likelihood, a mean-field guide or a point estimate of the same
-kind), and holds their trainable values stacked along a leading run dimension (:mod:`pyro_bnn.sites`: runs sit left
-of every other dimension):
+(the same network class and weight sites, the same likelihood, a mean-field guide, a point estimate or a node-noise
+mixture of the same kind), and holds their trainable values stacked along a leading run dimension
+(:mod:`pyro_bnn.sites`: runs sit left of every other dimension):
 
 * ``loc`` and ``raw_scale``: ``(R, D)``, the guides' flat locations and raw scales (:mod:`.layout`; no raw scales
-  for a point estimate);
+  for a point estimate; ``(R, K, D)`` for a K-component mixture over node noise);
 * ``deterministic``: ``{name: (R, *shape)}``, the network's parameters the prior leaves deterministic.
 
 :meth:`RunStack.outputs` runs the network of every run on its own inputs: a chain of linear layers and element-wise
@@ -34,6 +34,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import split_sites
 from pyro_bnn.models.base import SequentialNet
 from pyro_bnn.nn.leaky_relu import LeakyReLU
+from pyro_bnn.node_noise import noisy_layers
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 _DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
@@ -192,8 +193,8 @@ class RunStack:
     Args:
         models: The R models (the same network class, weight sites and likelihood; priors may differ).
         guides: Their set-up guides, of families that declare a batched layout
-            (:class:`~pyro_bnn.guides.BatchedLayout`: ``flat``, ``bbb``, the point estimates ``map`` and ``mle``),
-            all with one scale map.
+            (:class:`~pyro_bnn.guides.BatchedLayout`: ``flat``, ``bbb``, the point estimates ``map``, ``mle`` and
+            ``mc-dropout``, the node-noise ``mixture:K``), all with one scale map (and one K).
         loop_runs: Run the networks one after another (True) or in one vmapped pass (False); default: by the
             number of weights (:data:`LOOP_MIN_WEIGHTS`). The outputs are the same either way.
         chain: Run a chain of linear layers and activations (:func:`linear_chain`) as batched matrix products
@@ -202,7 +203,8 @@ class RunStack:
 
     Attributes:
         loc, raw_scale: ``(R, D)`` leaves: the flat locations and raw scales (sigma = ``scale_map(raw_scale)``);
-            raw_scale is None for point estimates (:attr:`point`), whose weights are ``loc``.
+            raw_scale is None for point estimates (:attr:`point`), whose weights are ``loc``; ``(R, K, D)`` for
+            mixture guides (:attr:`components`), over the network's node noise.
         deterministic: ``{name in the network: (R, *shape)}`` leaves.
         layouts: Each run's :class:`~pyro_bnn.batched.layout.GuideLayout`.
 
@@ -228,6 +230,11 @@ class RunStack:
             names = ", ".join(sorted({type(g).__name__ for g in guides}))
             raise ValueError(f"the runs' guides differ in kind ({names}): batch one kind")
         self.scale_map: ScaleMap = kinds.pop()
+        components = {layout.components for layout in self.layouts}
+        if len(components) != 1:
+            raise ValueError(f"the runs' mixture guides have different numbers of components {sorted(components)}")
+        self.components: int | None = components.pop()
+        """K of the runs' mixture guides (``loc`` and ``raw_scale`` are ``(R, K, D)``), None for ``(R, D)``."""
         self.sites = self.layouts[0].sites
         with torch.no_grad():
             locs, raws = zip(*(layout.read() for layout in self.layouts), strict=True)
@@ -240,7 +247,7 @@ class RunStack:
             }
         self._shared_buffers = dict(_net_buffers(models[0]))
         # Every stacked value counts: a maximum-likelihood network's parameters are all deterministic (D = 0).
-        size = self.loc.shape[1] + sum(v[0].numel() for v in self.deterministic.values())
+        size = self.loc[0].numel() + sum(v[0].numel() for v in self.deterministic.values())
         self.loop_runs = size >= LOOP_MIN_WEIGHTS if loop_runs is None else bool(loop_runs)
         """Run the networks one after another instead of in one vmapped pass (see :data:`LOOP_MIN_WEIGHTS`)."""
         # A copy of run 0's network runs every run's values; a leaky ReLU whose slope differs between the runs
@@ -260,7 +267,8 @@ class RunStack:
         """Whether the guides keep dropout on when predicting (MC dropout): validation then draws masks too."""
         self._replace_dropout()
         self._dropout_layers: dict[tuple[int, ...], tuple[DropoutLayer, ...]] = {}
-        self.chain = linear_chain(self.net) if chain is None or chain else None
+        # Node noise acts through module hooks, which the chain does not call.
+        self.chain = linear_chain(self.net) if (chain is None or chain) and not noisy_layers(self.net) else None
         """The network's layers when :meth:`outputs` runs it as batched matrix products (:func:`linear_chain`),
         else None."""
         if chain and self.chain is None:
@@ -295,11 +303,18 @@ class RunStack:
             input_shape: One example's shape, ``x.shape[2:]`` of the step's inputs ``(R, B, *input_shape)``.
         """
         key = tuple(int(n) for n in input_shape)
+        modules = [(name, m) for name, m in self.net.named_modules() if type(m) is MaskedDropout]
+        if not modules:
+            return ()
         if key not in self._dropout_layers:
-            modules = [(name, m) for name, m in self.net.named_modules() if type(m) is MaskedDropout]
             shapes: dict[str, tuple[int, ...]] = {}
 
             def record(name: str, args: tuple) -> None:  # a pre-hook that returns nothing leaves the input as it is
+                if name in shapes:
+                    raise ValueError(
+                        f"the network calls its dropout layer {name!r} more than once a pass; batched runs draw one "
+                        "mask per layer: train it alone"
+                    )
                 shapes[name] = tuple(args[0].shape[1:])
 
             hooks = [m.register_forward_pre_hook(lambda _, args, name=name: record(name, args)) for name, m in modules]
@@ -339,6 +354,11 @@ class RunStack:
     def num_runs(self) -> int:
         """R."""
         return self.loc.shape[0]
+
+    @property
+    def num_latents(self) -> int:
+        """D, the random values of one run's network (weights, or node noise per example)."""
+        return self.loc.shape[-1]
 
     @property
     def point(self) -> bool:

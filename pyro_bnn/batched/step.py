@@ -1,5 +1,5 @@
 """One training step of R runs: every run's negative ELBO from its own weight draw, one backward pass, one
-:class:`~pyro_bnn.batched.adam.BatchedAdam` update.
+:class:`~pyro_bnn.batched.adam.BatchedAdam` (or :class:`~pyro_bnn.batched.sgd.BatchedSGD`) update.
 
 Run r's loss is the objective a single run computes with :class:`~pyro_bnn.infer.FastMeanFieldELBO` (one particle)::
 
@@ -11,6 +11,11 @@ with the KL in closed form for Normal priors and ``log q(w) - log p(w)`` otherwi
 Pyro's ``Trace_ELBO``, draw for draw in distribution. With P particles (``BatchedForm.particles``) each run draws P
 independent weight vectors and its loss is the mean of their P losses, as ``Trace_ELBO(num_particles=P)`` and the
 fast objective with P particles compute.
+
+For node-noise mixture guides (``mixture:K``, :class:`~pyro_bnn.infer.MixtureMeanKL`) the random values are the
+network's node noise, drawn per row of the minibatch (each example repeated S times, row j from component
+``j mod K``, ``eps`` ``(R, B S, D)``), and ``KL_r`` is the closed-form KL of the mixture mean against the prior; the
+weights are deterministic, stacked like a point estimate's.
 
 For point estimates (the ``map``, ``mle`` and ``mc-dropout`` guides, ``Trace_ELBO`` with ``AutoDelta``)
 ``w_r = loc_r`` and ``KL_r = -log p(w_r)``: the MAP objective, the likelihood alone where the network has no weight
@@ -36,8 +41,11 @@ from pyro_bnn.batched.adam import BatchedAdam
 from pyro_bnn.batched.draw import draw_stacked
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.layout import ScaleMap
+from pyro_bnn.batched.sgd import BatchedSGD
 from pyro_bnn.batched.stack import RunStack
+from pyro_bnn.infer.mixture_kl import component_of_rows
 from pyro_bnn.infer.objective_registry import BatchedForm
+from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.rng import PARALLEL_MIN_NUMEL, standard_normal
 
 
@@ -60,7 +68,7 @@ class StepInputs(NamedTuple):
         y: ``(R, B)`` or ``(R, B, D_out)``.
         kl_weight: ``(R,)``, each run's factor on its KL.
         eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles; for point estimates ``(R, B M)``,
-            the dropout masks' draws (``(R, 0)`` without dropout).
+            the dropout masks' draws (``(R, 0)`` without dropout); ``(R, B S, D)`` for node noise.
         lrs: Per leaf of ``stack.leaves``, the runs' learning rates ``(R,)``.
         weight_decays: Per leaf, the runs' weight decays ``(R,)`` or None (no decay); None: no leaf decays.
         active: ``(R,)`` bool, the runs still training (None: all), on any device.
@@ -106,11 +114,11 @@ class BatchedStep:
     Args:
         stack: The runs' stacked values.
         kl: Their KL terms (built from the same models and the stack's sites).
-        optimizer: Adam over ``stack.leaves``.
+        optimizer: Adam or SGD over ``stack.leaves``.
         form: Which single-run objective each run's loss is.
     """
 
-    def __init__(self, stack: RunStack, kl: BatchedKL, optimizer: BatchedAdam, form: BatchedForm) -> None:
+    def __init__(self, stack: RunStack, kl: BatchedKL, optimizer: BatchedAdam | BatchedSGD, form: BatchedForm) -> None:
         self.stack, self.kl, self.optimizer, self.form = stack, kl, optimizer, form
         self.likelihood = stack.models[0].likelihood
 
@@ -121,9 +129,11 @@ class BatchedStep:
             x: ``(R, B, *input_shape)``; y: ``(R, B)`` or ``(R, B, D_out)``.
             kl_weight: ``(R,)``, each run's factor on its KL.
             eps: ``(R, D)`` standard normal draws, ``(R, P, D)`` for P > 1 particles, ``(R, B M)`` for point
-                estimates (their dropout masks' draws).
+                estimates (their dropout masks' draws), ``(R, B S, D)`` for node noise (a draw per row).
         """
         stack = self.stack
+        if self.form.mixture:
+            return self._mixture_terms(x, y, kl_weight, eps)
         if stack.point:
             return self._point_terms(x, y, kl_weight, eps)
         if self.form.particles > 1:
@@ -168,6 +178,32 @@ class BatchedStep:
         if self.kl.monte_carlo_segments:
             mc = [self.kl.monte_carlo(e, log_scale, w) for e, w in zip(draws, weights, strict=True)]
             kl = kl + torch.stack(mc).mean(0)
+        return self._combine(data, kl, kl_weight)
+
+    def _mixture_terms(self, x: torch.Tensor, y: torch.Tensor, kl_weight: torch.Tensor, eps: torch.Tensor):
+        """:meth:`terms` of node-noise mixture guides under the implicit-BNN objective
+        (:class:`~pyro_bnn.infer.MixtureMeanKL`), ``eps`` ``(R, B S, D)``: every example repeated S times, row j
+        drawn from component ``j mod K``, the data term ``-(N / (B S)) sum_rows log p(y | x, z_row)`` (B instead of N
+        for ``kl_scale="paper"``) and the closed-form KL of the mixture mean ``N(mean_k mu_k, sum_k sigma_k^2 / K^2)``
+        against the prior."""
+        stack, copies = self.stack, self.form.copies
+        runs, rows = x.shape[0], x.shape[1] * copies
+        if eps.shape != (runs, rows, stack.num_latents):
+            raise ValueError(
+                f"the mixture objective needs noise (R, B S, D) = {(runs, rows, stack.num_latents)}, got "
+                f"{tuple(eps.shape)}"
+            )
+        scale, _ = stack.scale_map.scale_and_log(stack.raw_scale)  # (R, K, D)
+        component = component_of_rows(rows, stack.components, x.device)
+        noise = torch.addcmul(stack.loc[:, component], scale[:, component], eps)  # (R, B S, D): one draw per row
+        output = stack.outputs(x.repeat_interleave(copies, 1), stack.split(noise))
+        with pyro.validation_enabled(False):  # a run's NaN outputs freeze that run, as in _data_term
+            log_likelihood = self.likelihood.log_likelihood(output, y.repeat_interleave(copies, 1))  # (R, B S)
+        likelihood = self.likelihood
+        plate_size = likelihood.dataset_size if likelihood.kl_scale is KLScale.DATASET else x.shape[1]
+        data = -log_likelihood.sum(1) * (plate_size / rows)
+        scale_hat = scale.square().sum(1).sqrt() / stack.components
+        kl = self.kl.closed_form(stack.loc.mean(1), scale_hat, scale_hat.log())
         return self._combine(data, kl, kl_weight)
 
     def _outputs(self, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:

@@ -45,11 +45,15 @@ def validation_outputs(
     Returns:
         ``(R', S, N, out)``.
     """
+    # MC dropout draws a mask per draw, example and layer; other networks predict with dropout off.
+    layers = stack.dropout_layers(x.shape[2:]) if stack.mc_dropout else ()
+    if layers and len(runs) > 1:
+        # One run at a time: its masks are drawn chunk by chunk, and chunks sized for one run do not depend on
+        # which other runs validate with it.
+        return torch.cat([validation_outputs(stack, [r], x[i : i + 1], num_samples, noise) for i, r in enumerate(runs)])
     index = torch.tensor(list(runs), device=stack.loc.device)
     loc = stack.loc[index]
     draws = num_samples
-    # MC dropout draws a mask per draw, example and layer; other networks predict with dropout off.
-    layers = stack.dropout_layers(x.shape[2:]) if stack.mc_dropout else ()
     if stack.point and not layers:  # every draw of a point estimate is its value: one pass, repeated below
         draws = 1
         weights = loc
@@ -60,12 +64,17 @@ def validation_outputs(
         eps = torch.stack(
             [
                 torch.randn(
-                    (num_samples, loc.shape[1]), generator=noise.generators[r], dtype=loc.dtype, device=loc.device
+                    (num_samples, stack.num_latents), generator=noise.generators[r], dtype=loc.dtype, device=loc.device
                 )
                 for r in runs
             ]
         )
-        weights = (loc[:, None] + scale[:, None] * eps).reshape(len(runs) * num_samples, -1)
+        if stack.components is not None:  # draw i from component i mod K, as the mixture guide's draw()
+            component = torch.arange(num_samples, device=loc.device) % stack.components
+            loc, scale = loc[:, component], scale[:, component]  # (R', S, D)
+        else:
+            loc, scale = loc[:, None], scale[:, None]
+        weights = (loc + scale * eps).reshape(len(runs) * num_samples, -1)
     values = stack.split(weights)
     det = {k: v[index].repeat_interleave(draws, 0) for k, v in stack.per_run_values().items()}
     size = sum(layer.size for layer in layers)  # mask values per example (MC dropout), counted as activations

@@ -98,11 +98,14 @@ class BatchedLayout:
             weight site, or, holding ``{site}``, a template naming one parameter of the site's shape per site
             (``{site}`` is replaced by the site's name).
         raw_scale: The raw scales, named the same way; None for a point estimate (and only for one).
+        components: The two parameters are ``(K, D)``, the K components of a mixture over the flat latents (flat
+            parameters only), stacked as ``(R, K, D)``.
     """
 
     scale_map: ScaleMap
     loc: str
     raw_scale: str | None = None
+    components: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale_map", ScaleMap(self.scale_map))
@@ -112,6 +115,8 @@ class BatchedLayout:
             raise ValueError(f"raw_scale None: a Normal guide ({self.scale_map.value} scales) needs one")
         if self.raw_scale is not None and ("{site}" in self.loc) != ("{site}" in self.raw_scale):
             raise ValueError(f"loc {self.loc!r} and raw_scale {self.raw_scale!r}: both per site or both flat")
+        if self.components and (self.per_site or self.point):
+            raise ValueError(f"loc {self.loc!r}: mixture components are flat (K, D) locations with raw scales")
 
     @property
     def point(self) -> bool:

@@ -25,6 +25,7 @@ from pyro.infer.autoguide import AutoGuide
 from torch import nn
 
 from pyro_bnn.checks import positive_int
+from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 from pyro_bnn.guides.flat import FlatSite, split_sites
 
 MIN_INIT_SCALE = 1e-3
@@ -90,6 +91,9 @@ class NodeNoiseMixture(AutoGuide):
         :meth:`split` maps ``(*lead, D)`` to ``{site: (*lead, *site_shape)}``; :meth:`draw` returns
         ``{site: (S, 1, *site_shape)}``.
     """
+
+    batched_layout = BatchedLayout(ScaleMap.SOFTPLUS, loc="locs", raw_scale="scale_raw", components=True)
+    """Batched runs stack ``locs`` and ``scale_raw`` as ``(R, K, D)`` (:mod:`pyro_bnn.batched`)."""
 
     def __init__(
         self,

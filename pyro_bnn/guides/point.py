@@ -12,8 +12,8 @@ from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 
 class PointEstimateGuide(AutoDelta):
     """Pyro's ``AutoDelta`` (a point estimate per weight site: MAP under a prior, maximum likelihood without one)
-    that batched runs can stack: the ``map`` and ``mle`` guides. It trains, predicts and checkpoints as
-    ``AutoDelta`` does; it only declares where its values live (:attr:`batched_layout`).
+    that batched runs can stack: the ``map`` and ``mle`` guides (and :class:`MCDropout`). It trains, predicts and
+    checkpoints as ``AutoDelta`` does; it only declares where its values live (:attr:`batched_layout`).
 
     ``AutoDelta`` keeps each site's value as a parameter named ``<site>_unconstrained`` (one attribute per site,
     nested at the dots of its name); for the real support of a weight it is the weight itself.

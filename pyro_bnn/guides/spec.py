@@ -316,6 +316,7 @@ for _family in (
         ),
         format=lambda spec: f"mixture:{spec.num_components},loc_std={spec.init_loc_std:g}",
         samples_multiple=lambda spec: spec.num_components,
+        batched_layout=NodeNoiseMixture.batched_layout,
     ),
     LOWRANK_FAMILY,
     MVN_FAMILY,

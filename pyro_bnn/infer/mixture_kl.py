@@ -35,7 +35,7 @@ from torch.distributions import kl_divergence
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, NormalMixturePosterior
-from pyro_bnn.infer.objective_registry import register_objective
+from pyro_bnn.infer.objective_registry import BatchedForm, register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
@@ -81,6 +81,11 @@ class MixtureMeanKL:
     def __init__(self, samples_per_example: int = 2) -> None:
         samples_per_example = positive_int(samples_per_example, "samples_per_example")
         self.samples_per_example = samples_per_example
+
+    def batched_form(self) -> BatchedForm:
+        """What batched runs compute for this objective (:class:`~pyro_bnn.batched.BatchedStep`): S copies of every
+        example, each row its own component and draw, the closed-form mixture-mean KL."""
+        return BatchedForm(antithetic=False, closed_form_kl=True, copies=self.samples_per_example)
 
     def validate(self, model: BNN, guide: NormalMixturePosterior, x: torch.Tensor, y: torch.Tensor) -> None:
         """Refuses a model/guide pair this objective cannot score (one line each)."""
@@ -133,4 +138,5 @@ register_objective(
     options=("samples_per_example",),
     requires={Capability.NORMAL_MIXTURE},
     doc=member_doc(ElboKind.MIXTURE),
+    batched=True,
 )(MixtureMeanKL)

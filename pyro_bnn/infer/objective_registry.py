@@ -38,16 +38,28 @@ if TYPE_CHECKING:
 class BatchedForm:
     """Which single-run objective a batch of runs computes (:class:`~pyro_bnn.batched.BatchedStep`): the antithetic
     pair or independent draws (``particles`` of them, the loss their mean), the analytic KL (for Normal priors) or
-    ``log q - log p`` of the drawn weights."""
+    ``log q - log p`` of the drawn weights; or, with ``copies`` S > 0, the implicit-BNN objective of a mixture guide
+    (:class:`~pyro_bnn.infer.MixtureMeanKL`: every example repeated S times, each row its own component and draw, the
+    closed-form mixture-mean KL)."""
 
     antithetic: bool = True
     closed_form_kl: bool = True
     particles: int = 1
+    copies: int = 0
 
     def __post_init__(self) -> None:
         positive_int(self.particles, "BatchedForm: particles")
         if self.antithetic and self.particles != 1:
             raise ValueError(f"BatchedForm: the antithetic pair is one particle, got particles={self.particles}")
+        if not isinstance(self.copies, int) or isinstance(self.copies, bool) or self.copies < 0:
+            raise ValueError(f"BatchedForm: copies must be an int >= 0, got {self.copies!r}")
+        if self.copies and (self.antithetic or self.particles != 1 or not self.closed_form_kl):
+            raise ValueError("BatchedForm: the mixture-mean objective (copies > 0) draws per row, one particle")
+
+    @property
+    def mixture(self) -> bool:
+        """Whether it is the mixture-mean objective of a node-noise mixture guide."""
+        return self.copies > 0
 
 
 def batched_form(objective: Any) -> BatchedForm:

@@ -25,7 +25,6 @@ from pyro_bnn.batched import fit_batched
 from pyro_bnn.data import dataset_shape
 from pyro_bnn.guides import Capability, parse_guide
 from pyro_bnn.infer.objective_registry import batched_objectives
-from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.models import build_model
 from pyro_bnn.nn import Activation, parse_activation
 from pyro_bnn.priors.spec import PRIOR_FAMILY, PriorKind
@@ -62,18 +61,18 @@ _MAY_DIFFER = frozenset(
 
 def batch_key(config: RunConfig) -> tuple | None:
     """What runs sharing a batch with this one must agree on (the number of particles among the rest), or None when
-    it trains alone (node noise, a guide that does not batch, a MAP warm start, a hierarchical prior, SGD or an
-    objective with local noise).
+    it trains alone (a guide that does not batch, a MAP warm start, a hierarchical prior or an objective with local
+    noise). Node-noise runs batch with their mixture guide, under Adam or SGD.
 
     Two configs with equal keys can train in one batch; :func:`pyro_bnn.batched.fit_batched` still checks the
     built runs and refuses, before any step, what this static look cannot see.
     """
     config = config.resolved()
-    if config.node_noise or config.elbo not in batched_objectives():
-        return None
-    if config.optimizer != OptimizerKind.ADAM.value:
+    if config.elbo not in batched_objectives():
         return None
     guide = parse_guide(config.guide)
+    if config.node_noise and not guide.offers(Capability.NORMAL_MIXTURE):  # node noise batches with its mixture
+        return None
     if not guide.offers(Capability.BATCHED) or guide.map_warm_start_epochs:
         return None
     if PRIOR_FAMILY.parse(config.prior).kind is PriorKind.HIERARCHICAL:
@@ -82,8 +81,9 @@ def batch_key(config: RunConfig) -> tuple | None:
     values = {k: v for k, v in vars(config).items() if k not in _MAY_DIFFER}
     # Leaky slopes may differ (a per-run buffer); other activations must agree.
     kind = activation.kind.value if activation.kind is Activation.LEAKY_RELU else str(config.activation)
-    # MC dropout's probability is its network's (the runs of a batch run one network).
-    return (tuple(sorted(values.items())), kind, guide.family.name, guide.dropout)
+    # MC dropout's probability is its network's (the runs of a batch run one network), a mixture's K its stack's.
+    shape = guide.num_components if guide.offers(Capability.NORMAL_MIXTURE) else None
+    return (tuple(sorted(values.items())), kind, guide.family.name, guide.dropout, shape)
 
 
 def train_runs_batched(
@@ -202,11 +202,14 @@ def run_memory_bytes(config: RunConfig) -> int:
     their gradients, Adam's moments and slack) and 2 per weight and particle (the noise and the drawn weight), and
     per training example and particle 4 numbers per activation of the network (the forward values, their gradients
     and the pre-activations) and its input (the particles' copies of the batch); a point estimate draws no weights,
-    and with dropout 2 numbers per activation (the masks and their draws)."""
+    and with dropout 2 numbers per activation (the masks and their draws); node noise counts its S copies of every
+    example as particles."""
     weights, activations = _net_size(config.dataset, config.model)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
     guide = parse_guide(config.guide)
     particles = config.num_particles if guide.random_weights else 1
+    if config.node_noise:  # deterministic weights; every example repeated S times, each row its own noise
+        particles = config.samples_per_example
     per_example = (4 + 2 * (guide.dropout > 0)) * activations + inputs
     return 4 * ((10 + 2 * particles) * weights + particles * config.batch_size * per_example)
 

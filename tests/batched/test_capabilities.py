@@ -48,8 +48,8 @@ def _run_once(guide, bnn=None):
 
 
 def test_the_registries_declare_which_families_and_objectives_batch():
-    assert families_with(Capability.BATCHED) == ["flat", "bbb", "map", "mle", "mc-dropout"]
-    assert set(batched_objectives()) == {"auto", "trace", "meanfield", "fast", "fast-single"}
+    assert families_with(Capability.BATCHED) == ["flat", "bbb", "map", "mle", "mc-dropout", "mixture"]
+    assert set(batched_objectives()) == {"auto", "trace", "meanfield", "fast", "fast-single", "mixture"}
     for family in guide_families():
         assert (family.batched_layout is not None) == family.offers(Capability.BATCHED), family.name
         if family.batched_layout is not None:
@@ -81,9 +81,12 @@ def test_each_objective_states_its_batched_form_or_refuses_in_one_line():
         BatchedForm(antithetic=False, particles=0)
     with pytest.raises(ValueError, match="batched runs draw whole weights, without local noise options"):
         batched_form(FastMeanFieldELBO(local_reparameterization=True))
-    for objective in (MixtureMeanKL(), AutoELBO()):  # AutoELBO: not chosen yet
-        with pytest.raises(ValueError, match="batched runs compute the fast ELBO or Trace_ELBO, not"):
-            batched_form(objective)
+    with pytest.raises(ValueError, match="batched runs compute the fast ELBO or Trace_ELBO, not"):
+        batched_form(AutoELBO())  # not chosen yet
+    # The implicit-BNN objective: S copies of every example, a draw per row, the closed-form mixture-mean KL.
+    assert batched_form(MixtureMeanKL(samples_per_example=3)) == BatchedForm(False, True, copies=3)
+    with pytest.raises(ValueError, match=r"the mixture-mean objective \(copies > 0\) draws per row, one particle"):
+        BatchedForm(antithetic=False, particles=2, copies=2)
     auto = AutoELBO()
     auto.chosen = auto.trace
     assert batched_form(auto) == BatchedForm(antithetic=False, closed_form_kl=False)  # the form of its choice
@@ -147,5 +150,5 @@ def test_a_family_registered_with_a_batched_layout_trains_in_a_batch(toy_family)
 
 def test_a_guide_without_a_batched_layout_gets_the_same_refusal():
     bnn = _bnn()
-    with pytest.raises(ValueError, match=r"BayesByBackprop \('bbb'\) or point-estimate \('map', 'mle'\) guide, got A"):
+    with pytest.raises(ValueError, match=r"point-estimate \('map', 'mle', 'mc-dropout'\) or NodeNoiseMixture .* got A"):
         RunStack([bnn], [_run_once(AutoNormal(bnn))])

@@ -13,6 +13,7 @@ from torch.distributions import Normal
 from pyro_bnn import BNN
 from pyro_bnn.batched import RunStack, fit_batched
 from pyro_bnn.data import BatchLoader
+from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import Checkpoint, EarlyStopping, NonFiniteLossError, ObjectiveOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
@@ -33,10 +34,19 @@ def _data(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _trainer(
-    seed: int, *, prior="normal:0,1", lr=0.05, guide="flat:0.05", objective="auto", callbacks=(), dropout=None, **kw
+    seed: int,
+    *,
+    prior="normal:0,1",
+    lr=0.05,
+    guide="flat:0.05",
+    objective="auto",
+    callbacks=(),
+    dropout=None,
+    batch_size=40,
+    **kw,
 ):
     x, y = _data(seed)
-    train = BatchLoader(x[:N], y[:N], batch_size=40, shuffle=True, seed=seed)
+    train = BatchLoader(x[:N], y[:N], batch_size=batch_size, shuffle=True, seed=seed)
     val = BatchLoader(x[N:], y[N:], batch_size=VAL)
     pyro.set_rng_seed(seed)
     if dropout is None:  # MC dropout's network has dropout layers of its probability
@@ -318,3 +328,84 @@ def test_batched_validation_draws_dropout_masks_for_mc_dropout_only():
                     hook.remove()
                 torch.testing.assert_close(outputs[r, s], expected, rtol=1e-6, atol=1e-6)
             assert not torch.allclose(outputs[r, 0], outputs[r, 1])
+
+
+def test_mc_dropout_validation_of_a_run_does_not_depend_on_the_runs_beside_it(monkeypatch):
+    """Validated in small chunks (each drawing its masks), run 0's outputs are the same alone and beside run 1."""
+    import pyro_bnn.batched.validation as validation_module
+    from pyro_bnn.batched.step import RunNoise
+    from pyro_bnn.batched.validation import validation_outputs
+
+    monkeypatch.setattr(validation_module, "MAX_ACTIVATIONS", 100)  # chunks of a few rows
+    built = [_trainer(seed=s, guide="mc-dropout:0.3") for s in (0, 1)]
+    for trainer, train, _ in built:
+        trainer.setup(*next(iter(train)))
+    stack = RunStack([t.bnn for t, _, _ in built], [t.guide for t, _, _ in built])
+    x = torch.stack([_data(s)[0][N:] for s in (0, 1)])
+    outputs = {}
+    for runs in ([0], [0, 1]):
+        noise = RunNoise([10, 11], stack.loc.device)
+        noise.start_epoch(3)
+        outputs[len(runs)] = validation_outputs(stack, runs, x[: len(runs)], 3, noise)
+    torch.testing.assert_close(outputs[1][0], outputs[2][0], rtol=0, atol=0)
+
+
+def test_the_first_batched_mc_dropout_step_uses_the_masks_of_its_runs_noise():
+    """Replayed by hand: the loss of a one-step epoch is the MAP objective of the run's first batch under the masks
+    drawn from its RunNoise (seeded by its seed and epoch 0), applied by a hook on its own network."""
+    from pyro_bnn.batched.step import RunNoise
+
+    specs = [{"seed": s, "guide": "mc-dropout:0.5", "batch_size": N} for s in (0, 1)]
+    built = [_trainer(**spec) for spec in specs]
+    outcomes = fit_batched([b[0] for b in built], [b[1] for b in built], 1, progress=False)
+    threshold = Normal(0.0, 1.0).icdf(torch.tensor(0.5)).item()  # 0: half the values kept, at 2
+    for spec, outcome in zip(specs, outcomes, strict=True):
+        trainer, train, _ = _trainer(**spec)
+        train.set_epoch(0)
+        x, y = next(iter(train))
+        pyro.set_rng_seed(spec["seed"])
+        trainer.setup(x, y)
+        initial = {k: v.detach() for k, v in trainer.guide.median().items()}  # the values before the step
+        noise = RunNoise([spec["seed"]], torch.device("cpu"))
+        noise.start_epoch(0)
+        mask = (noise.draw((N * 8,), dtype=torch.float32, device=torch.device("cpu"))[0] > threshold).float() * 2
+        net, bnn = trainer.bnn.net.eval(), trainer.bnn
+        hook = net.drop1.register_forward_hook(lambda _, args, out, m=mask: out * m.reshape(N, 8))
+        try:
+            log_likelihood = bnn.likelihood.log_likelihood(bnn.apply_parameters(x, initial), y).sum()
+        finally:
+            hook.remove()
+        log_prior = sum(bnn.prior.distribution(site, {}).log_prob(initial[site.name]) for site in bnn.sites)
+        expected = float(-log_likelihood - log_prior)  # N / B = 1: the whole training set is the batch
+        assert math.isclose(outcome.history[0]["loss"], expected, rel_tol=1e-5), (outcome.history[0]["loss"], expected)
+
+
+def test_dropout_that_batched_runs_do_not_draw_is_refused_in_one_line():
+    """Dropout2d's masks are per channel, and a dropout layer called twice a pass would need two masks; a MAP run
+    beside an MC dropout run validates differently: each is refused before any step."""
+
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.drop, self.out = torch.nn.Linear(2, 4), torch.nn.Dropout(0.2), torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.out(self.drop(self.drop(self.fc(x))))
+
+    def run(net, guide):
+        bnn = BNN(net, parse_prior("normal:0,1"), Categorical(N))
+        built = parse_guide(guide).build(bnn)
+        with torch.no_grad(), pyro.poutine.block():
+            built(torch.randn(4, 2), torch.zeros(4, dtype=torch.long))
+        return bnn, built
+
+    channel = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Dropout1d(0.2), torch.nn.Linear(4, 2))
+    with pytest.raises(ValueError, match=r"has Dropout1d \(1\), whose masks batched runs do not draw"):
+        RunStack(*zip(run(channel, "map"), strict=True))
+    stack = RunStack(*zip(run(Twice(), "mc-dropout:0.2"), strict=True))
+    with pytest.raises(ValueError, match="calls its dropout layer 'drop' more than once a pass"):
+        stack.dropout_layers((2,))
+    nets = [build_model("mlp:4", input_shape=(2,), num_classes=2, activation="tanh", dropout=0.2) for _ in "ab"]
+    (a, ga), (b, gb) = run(nets[0], "map"), run(nets[1], "mc-dropout:0.2")
+    with pytest.raises(ValueError, match="some runs' guides are MC dropout and others are not"):
+        RunStack([a, b], [ga, gb])

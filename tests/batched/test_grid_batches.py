@@ -70,13 +70,19 @@ def test_batch_keys_group_what_may_share_a_batch():
     assert batch_key(dataclasses.replace(BASE, guide="map", seed=4, prior="laplace:0,1")) == point["map"]
     assert batch_key(dataclasses.replace(BASE, guide="mc-dropout:0.1", seed=4)) == point["mc-dropout:0.1"]
     assert batch_key(dataclasses.replace(BASE, guide="mc-dropout:0.2")) not in point.values()
+    # SGD batches apart from Adam; node-noise runs batch with their mixture guide, one K and one S a batch.
+    assert batch_key(dataclasses.replace(BASE, optimizer="sgd")) not in (None, base)
+    noise = dataclasses.replace(BASE, node_noise=True, guide="mixture:2", optimizer="sgd", prior="normal:1,0.1")
+    assert batch_key(noise) is not None
+    assert batch_key(dataclasses.replace(noise, seed=3, prior="normal:1,0.3", lr_variational=0.4)) == batch_key(noise)
+    for other in ({"guide": "mixture:4"}, {"samples_per_example": 3}, {"bias_noise": True}, {"optimizer": "adam"}):
+        assert batch_key(dataclasses.replace(noise, **other)) not in (None, batch_key(noise)), other
     for alone in (
         {"prior": "hierarchical:normal,halfcauchy,1"},
         {"guide": "autonormal:0.01"},
         {"guide": "flat:0.05,loc=map"},
         {"elbo": "fast-local"},
-        {"optimizer": "sgd"},
-        {"node_noise": True, "guide": "mixture:2"},
+        {"node_noise": True, "guide": "flat:0.05"},  # node noise batches with its mixture guide only
     ):
         assert batch_key(dataclasses.replace(BASE, **alone)) is None, alone
 
@@ -168,3 +174,24 @@ def test_a_grid_of_point_estimates_batches_and_scores_as_single_runs(tmp_path):
         for key in ("accuracy", "nll", "ece"):
             assert a.metrics[key] == pytest.approx(b.metrics[key], rel=1e-4, abs=1e-6), (a.spec.run_id, key)
         assert [h["loss"] for h in a.history] == pytest.approx([h["loss"] for h in b.history], rel=1e-5)
+
+
+def test_a_grid_of_node_noise_and_mc_dropout_runs_trains_in_batches(tmp_path):
+    """Node-noise runs (the mixture guide, SGD, two K) and MC dropout runs train in batches of their kind, each folder
+    an ordinary run's that ``evaluate`` re-scores from its checkpoint, and they learn what the same runs learn alone
+    (mean accuracy within 0.05)."""
+    noise = {"node_noise": True, "optimizer": "sgd", "prior": "normal:1,0.1", "lr": 0.05, "epochs": 15}
+    specs = [_spec(guide="mixture:2", seed=s, **noise) for s in (0, 1, 2)]
+    specs += [_spec(guide="mixture:3", seed=s, num_samples=6, num_val_samples=3, **noise) for s in (0, 1)]
+    specs += [_spec(guide="mc-dropout:0.2", seed=s, epochs=15) for s in (0, 1)]
+    batched = run_grid(specs, tmp_path / "batched", LocalExecutor(batch_runs=8), progress=False)
+    single = run_grid(specs, tmp_path / "single", LocalExecutor(batch_runs=1), progress=False)
+    assert [r.status for r in batched + single] == [Status.DONE] * 14, [r.reason for r in batched + single]
+    assert [r.metrics.get("batched_runs", 1) for r in batched] == [3, 3, 3, 2, 2, 2, 2]
+    folder = tmp_path / "batched" / "runs" / batched[0].spec.run_id
+    rescored = evaluate_run(folder, num_samples=8)
+    assert abs(rescored["accuracy"] - batched[0].metrics["accuracy"]) < 0.1
+    for group in (slice(0, 5), slice(5, 7)):
+        ours = sum(r.metrics["accuracy"] for r in batched[group]) / len(batched[group])
+        theirs = sum(r.metrics["accuracy"] for r in single[group]) / len(single[group])
+        assert ours > 0.75 and abs(ours - theirs) < 0.05, (ours, theirs)

@@ -248,7 +248,7 @@ def test_networks_that_differ_are_refused():
         guide(torch.randn(B, 2, dtype=torch.float64), torch.zeros(B, dtype=torch.long))
     with pytest.raises(ValueError, match="run 1's network differs from run 0's"):
         RunStack([a[0], bnn], [a[1], guide])
-    with pytest.raises(ValueError, match="FlatMeanField .*, BayesByBackprop .* or point-estimate"):
+    with pytest.raises(ValueError, match="FlatMeanField .*, BayesByBackprop .*, point-estimate .* or NodeNoiseMixture"):
         RunStack([a[0]], [pyro.infer.autoguide.AutoNormal(a[0])])
     point = parse_guide("map").build(a[0])
     with torch.no_grad(), pyro.poutine.block():
