@@ -34,7 +34,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import split_sites
 from pyro_bnn.models.base import SequentialNet
 from pyro_bnn.nn.leaky_relu import LeakyReLU
-from pyro_bnn.node_noise import noisy_layers
+from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 _DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
@@ -102,7 +102,8 @@ def linear_chain(net: nn.Module) -> tuple[tuple[str, nn.Module], ...] | None:
     optional leading ``Flatten``, ``Linear`` layers, element-wise activations (:data:`_ELEMENTWISE`, a
     :class:`RunSlopeLeakyReLU`), dropout with ``p = 0`` and :class:`MaskedDropout`; None for any other network (it goes
     through vmap).
-    The chain calls no module hooks (vmap's ``functional_call`` would).
+    The chain calls no module hooks (vmap's ``functional_call`` would): it applies node noise
+    (:mod:`pyro_bnn.node_noise`, whose hooks multiply a linear layer's inputs and bias) itself.
     """
     if not isinstance(net, nn.Sequential) or type(net).forward not in (nn.Sequential.forward, SequentialNet.forward):
         return None
@@ -267,8 +268,7 @@ class RunStack:
         """Whether the guides keep dropout on when predicting (MC dropout): validation then draws masks too."""
         self._replace_dropout()
         self._dropout_layers: dict[tuple[int, ...], tuple[DropoutLayer, ...]] = {}
-        # Node noise acts through module hooks, which the chain does not call.
-        self.chain = linear_chain(self.net) if (chain is None or chain) and not noisy_layers(self.net) else None
+        self.chain = linear_chain(self.net) if chain is None or chain else None
         """The network's layers when :meth:`outputs` runs it as batched matrix products (:func:`linear_chain`),
         else None."""
         if chain and self.chain is None:
@@ -438,10 +438,15 @@ class RunStack:
                 weight = values.get(f"{name}.weight")
                 weight = module.weight.expand(runs, -1, -1) if weight is None else weight
                 bias = values.get(f"{name}.bias", module.bias)
-                if bias is None:
-                    h = torch.bmm(weight, h)
-                else:
-                    h = torch.baddbmm(bias.expand(runs, -1).unsqueeze(-1), weight, h)
+                noise = values.get(f"{name}.{INPUT_NOISE}", getattr(module, INPUT_NOISE, None))
+                if noise is not None:  # node noise on the inputs: (R', in) one per run, (R', B, in) one per row
+                    h = h * (noise.unsqueeze(-1) if noise.dim() == 2 else noise.transpose(1, 2))
+                if bias is not None:
+                    bias = bias.expand(runs, -1).unsqueeze(-1)
+                    scale = values.get(f"{name}.{BIAS_NOISE}", getattr(module, BIAS_NOISE, None))
+                    if scale is not None:  # node noise on the bias: (R',) one per run, (R', B) one per row
+                        bias = bias * (scale.reshape(runs, 1, 1) if scale.dim() <= 1 else scale.unsqueeze(1))
+                h = torch.bmm(weight, h) if bias is None else torch.baddbmm(bias, weight, h)
             elif type(module) is MaskedDropout:
                 mask = values.get(f"{name}.mask")
                 if mask is not None:  # (R', B, features), the activations' transpose

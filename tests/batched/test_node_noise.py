@@ -50,11 +50,12 @@ def _runs(make, input_shape, k, prior_scales, bias_noise):
 @pytest.mark.parametrize(
     ("make", "input_shape", "options", "copies"),
     [
-        (_mlp, (3,), {"loop_runs": False}, 2),
-        (_mlp, (3,), {"loop_runs": True}, 3),
+        (_mlp, (3,), {"chain": True}, 2),
+        (_mlp, (3,), {"chain": False, "loop_runs": False}, 2),
+        (_mlp, (3,), {"chain": False, "loop_runs": True}, 3),
         (_conv, (1, 6, 6), {"loop_runs": False}, 2),
     ],
-    ids=["vmap", "loop", "conv"],
+    ids=["chain", "vmap", "loop", "conv"],
 )
 def test_a_batched_node_noise_step_is_each_runs_mixture_objective_with_the_same_noise(
     monkeypatch, make, input_shape, options, copies
@@ -62,11 +63,12 @@ def test_a_batched_node_noise_step_is_each_runs_mixture_objective_with_the_same_
     """Each run's loss, data term and gradients (component means, raw scales, the deterministic weights) equal
     MixtureMeanKL's for that run alone when it draws the same noise: rows repeated S times, row j from component
     j mod K, the data term scaled by N / (B S), the closed-form KL of the mixture mean under each run's prior and KL
-    weight; with bias noise (the MLPs) and per-channel noise of a convolution."""
+    weight; with bias noise (the MLPs: a chain of batched products that applies the noise itself, vmapped and
+    looped) and per-channel noise of a convolution."""
     runs = _runs(make, input_shape, 3, (0.1, 0.3), bias_noise=make is _mlp)
     models, guides = zip(*runs, strict=True)
     stack = RunStack(models, guides, **options)
-    assert stack.components == 3 and stack.chain is None
+    assert stack.components == 3 and (stack.chain is not None) == bool(options.get("chain"))
     kl = BatchedKL(models, stack.sites, closed_form_kl=True, device=stack.loc.device, dtype=torch.float64)
     step = BatchedStep(stack, kl, BatchedSGD(stack.leaves, momentum=0.9), BatchedForm(False, True, copies=copies))
     gen = torch.Generator().manual_seed(3)
