@@ -62,21 +62,28 @@ def _sgd_settings(run: int, group: dict) -> tuple:
     return float(group["momentum"]), bool(group["nesterov"])
 
 
+_SETTING_NAMES = {torch.optim.Adam: "betas and eps", torch.optim.SGD: "momentum and nesterov"}
+
+
 def _shared_settings(optimizers: Sequence[torch.optim.Optimizer], kind: type, settings_of) -> tuple:
-    shared = None
+    """The settings every parameter group of every run shares (one line naming the run and group otherwise)."""
+    shared, first = None, None
+    names = _SETTING_NAMES[kind]
     for run, optimizer in enumerate(optimizers):
         if type(optimizer) is not kind:
             raise ValueError(
                 f"batched runs train with one optimiser, Adam or SGD; run {run} uses {type(optimizer).__name__}, run "
                 f"0 {kind.__name__}"
             )
-        for group in optimizer.param_groups:
+        for index, group in enumerate(optimizer.param_groups):
             settings = settings_of(run, group)
+            where = f"run {run}'s {kind.__name__} group {group.get('name', index)!r}"
             if shared is None:
-                shared = settings
+                shared, first = settings, where
             elif settings != shared:
                 raise ValueError(
-                    f"run {run}'s {kind.__name__} has settings {settings}, run 0's {shared}: batch runs that share them"
+                    f"{where} has {names} {settings}, {first} {shared}: a batch takes one of each for all its runs "
+                    "and groups; train the run alone"
                 )
     return shared
 

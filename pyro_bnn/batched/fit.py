@@ -125,8 +125,9 @@ class _Batch:
                 raise ValueError(f"run {run} trains parameters the batch does not stack: train it alone")
         if self.form.mixture != (self.stack.components is not None):
             raise ValueError(
-                "the mixture-mean objective trains node-noise mixture guides, and those train with it alone: got "
-                f"{type(trainers[0].objective).__name__} for {type(trainers[0].guide).__name__}"
+                "batched, a node-noise mixture guide trains with the mixture-mean objective (MixtureMeanKL, --elbo "
+                f"auto or mixture) and that objective with it only: got {type(trainers[0].objective).__name__} for "
+                f"{type(trainers[0].guide).__name__}"
             )
         self.optimizer = batched_optimizer([t.optimizer for t in trainers], self.stack.leaves)
         self.bridge = OptimizerBridge(self.stack, self.optimizer, [t.optimizer for t in trainers])
@@ -138,7 +139,7 @@ class _Batch:
             models, self.stack.sites, closed_form_kl=self.form.closed_form_kl, device=loc.device, dtype=loc.dtype
         )
         if self.form.mixture and kl.monte_carlo_segments:
-            raise ValueError("the mixture-mean KL has a closed form against Normal priors only: train the run alone")
+            raise ValueError("batched runs compute the mixture-mean KL against Normal priors only: train the run alone")
         self.step = BatchedStep(self.stack, kl, self.optimizer, self.form)
         self.graph = GraphedBatchedStep(self.step) if graphed else None
         """The step replayed from a CUDA graph, on a CUDA device unless ``cuda_graph=False``; None otherwise."""

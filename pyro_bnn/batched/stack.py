@@ -233,7 +233,8 @@ class RunStack:
         self.scale_map: ScaleMap = kinds.pop()
         components = {layout.components for layout in self.layouts}
         if len(components) != 1:
-            raise ValueError(f"the runs' mixture guides have different numbers of components {sorted(components)}")
+            counts = ", ".join(sorted("no mixture" if k is None else f"K = {k}" for k in components))
+            raise ValueError(f"the runs' guides differ in their mixture components ({counts}): batch one kind")
         self.components: int | None = components.pop()
         """K of the runs' mixture guides (``loc`` and ``raw_scale`` are ``(R, K, D)``), None for ``(R, D)``."""
         self.sites = self.layouts[0].sites

@@ -25,6 +25,7 @@ from pyro_bnn.batched import fit_batched
 from pyro_bnn.data import dataset_shape
 from pyro_bnn.guides import Capability, parse_guide
 from pyro_bnn.infer.objective_registry import batched_objectives
+from pyro_bnn.infer.objectives import ElboKind
 from pyro_bnn.models import build_model
 from pyro_bnn.nn import Activation, parse_activation
 from pyro_bnn.priors.spec import PRIOR_FAMILY, PriorKind
@@ -72,6 +73,11 @@ def batch_key(config: RunConfig) -> tuple | None:
         return None
     guide = parse_guide(config.guide)
     if config.node_noise and not guide.offers(Capability.NORMAL_MIXTURE):  # node noise batches with its mixture
+        return None
+    if guide.offers(Capability.NORMAL_MIXTURE) and (
+        config.elbo not in (ElboKind.AUTO.value, ElboKind.MIXTURE.value)
+        or PRIOR_FAMILY.parse(config.prior).kind is not PriorKind.NORMAL
+    ):  # batched, a mixture computes the mixture-mean objective, whose KL is closed-form against Normal priors
         return None
     if not guide.offers(Capability.BATCHED) or guide.map_warm_start_epochs:
         return None
@@ -202,16 +208,17 @@ def run_memory_bytes(config: RunConfig) -> int:
     their gradients, Adam's moments and slack) and 2 per weight and particle (the noise and the drawn weight), and
     per training example and particle 4 numbers per activation of the network (the forward values, their gradients
     and the pre-activations) and its input (the particles' copies of the batch); a point estimate draws no weights,
-    and with dropout 2 numbers per activation (the masks and their draws); node noise counts its S copies of every
-    example as particles."""
+    and with dropout 2 numbers per activation (the masks and their draws); node noise draws no weights and counts
+    its S copies of every example as particles."""
     weights, activations = _net_size(config.dataset, config.model)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
     guide = parse_guide(config.guide)
     particles = config.num_particles if guide.random_weights else 1
+    draws = 2 * particles  # the noise and the drawn weights
     if config.node_noise:  # deterministic weights; every example repeated S times, each row its own noise
-        particles = config.samples_per_example
+        particles, draws = config.samples_per_example, 0
     per_example = (4 + 2 * (guide.dropout > 0)) * activations + inputs
-    return 4 * ((10 + 2 * particles) * weights + particles * config.batch_size * per_example)
+    return 4 * ((10 + draws) * weights + particles * config.batch_size * per_example)
 
 
 def free_memory_bytes(device: str) -> int:

@@ -77,6 +77,9 @@ def test_batch_keys_group_what_may_share_a_batch():
     assert batch_key(dataclasses.replace(noise, seed=3, prior="normal:1,0.3", lr_variational=0.4)) == batch_key(noise)
     for other in ({"guide": "mixture:4"}, {"samples_per_example": 3}, {"bias_noise": True}, {"optimizer": "adam"}):
         assert batch_key(dataclasses.replace(noise, **other)) not in (None, batch_key(noise)), other
+    # The batched mixture computes the mixture-mean objective, its KL closed-form against Normal priors only.
+    for alone in ({"prior": "laplace:1,0.1"}, {"elbo": "trace"}):
+        assert batch_key(dataclasses.replace(noise, **alone)) is None, alone
     for alone in (
         {"prior": "hierarchical:normal,halfcauchy,1"},
         {"guide": "autonormal:0.01"},

@@ -21,7 +21,7 @@ from pyro_bnn.guides import NodeNoiseMixture
 from pyro_bnn.infer import Checkpoint, ParamGroups, Trainer
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL
 from pyro_bnn.likelihoods import Categorical
-from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
+from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise, is_node_noise
 
 N, B = 40, 8
 
@@ -155,14 +155,16 @@ def _data(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, ((x.sum(1) > 0) ^ (torch.rand(3 * N, generator=gen) < 0.1)).long()  # 10 % of the labels flipped
 
 
-def _trainer(seed: int, *, k: int = 2, lr: float = 0.05, prior_scale: float = 0.3, callbacks=(), device="cpu"):
+def _trainer(
+    seed: int, *, k: int = 2, lr: float = 0.05, prior_scale: float = 0.3, callbacks=(), device="cpu", prior=None
+):
     """A node-noise net trained as the implicit-BNN runs are: SGD with Nesterov momentum, its rates per example."""
     x, y = _data(seed)
     train = BatchLoader(x[: 2 * N], y[: 2 * N], batch_size=20, shuffle=True, seed=seed, device=device)
     val = BatchLoader(x[2 * N :], y[2 * N :], batch_size=N, device=device)
     pyro.set_rng_seed(seed)
     net = add_node_noise(nn.Sequential(nn.Linear(2, 12), nn.Tanh(), nn.Linear(12, 2)), bias_noise=True)
-    bnn = BNN(net, NodeNoisePrior(prior_scale), Categorical(2 * N))
+    bnn = BNN(net, NodeNoisePrior(prior_scale) if prior is None else prior, Categorical(2 * N))
     sgd = {"momentum": 0.9, "nesterov": True}
     optim = ParamGroups(
         model={"lr": lr / (2 * N), "weight_decay": 5e-4 * 2 * N, **sgd}, guide={"lr": 4 * lr / (2 * N), **sgd}
@@ -179,6 +181,105 @@ def _trainer(seed: int, *, k: int = 2, lr: float = 0.05, prior_scale: float = 0.
         device=device,
     )
     return trainer, train, val
+
+
+class _InjectedNoise(MixtureMeanKL):
+    """MixtureMeanKL for a run alone that draws its per-row noise from the run's RunNoise, as the batch does
+    (reseeded at every epoch's start by the callback it is)."""
+
+    def __init__(self, seed: int, copies: int) -> None:
+        super().__init__(copies)
+        self.noise = RunNoise([seed], torch.device("cpu"))
+        self.noise.start_epoch(0)
+
+    def __call__(self, model, guide, x, y, kl_weight):
+        eps = self.noise.draw(
+            (x.shape[0] * self.samples_per_example, guide.num_latents), dtype=x.dtype, device=x.device
+        )
+        real = torch.randn
+        torch.randn = lambda *args, **kwargs: eps[0].clone()
+        try:
+            return super().__call__(model, guide, x, y, kl_weight)
+        finally:
+            torch.randn = real
+
+    def on_train_start(self, trainer) -> None:
+        pass
+
+    def on_epoch_end(self, trainer, record) -> None:
+        self.noise.start_epoch(trainer.epoch)
+
+    def on_train_end(self, trainer) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "kl_scale", "schedule"),
+    [("sgd", "dataset", False), ("sgd", "paper", True), ("adam", "dataset", False)],
+    ids=["sgd", "paper-decay", "adam"],
+)
+def test_a_node_noise_batch_follows_each_run_trained_alone_with_the_same_noise(optimizer, kl_scale, schedule):
+    """Two runs (their own priors, rates and weight decays; bias noise; a last minibatch of 10 rows) trained in a
+    batch for 2 epochs end, epoch losses, data terms, KL terms, rates, weights, mixture parameters and optimiser
+    state, where each ends trained alone by MixtureMeanKL drawing the batch's noise (float64, to 1e-9): SGD with
+    Nesterov momentum, the paper's unscaled likelihood under a per-step decay schedule, and Adam with weight decay."""
+    from pyro_bnn.infer import LRSchedulerOptions
+    from pyro_bnn.infer.lr_schedules import group_scheduler
+
+    size, epochs = 50, 2
+
+    def build(seed, objective):
+        gen = torch.Generator().manual_seed(200 + seed)
+        x = torch.randn(size + 20, 2, generator=gen, dtype=torch.float64)
+        y = (x.sum(1) > 0).long()
+        train = BatchLoader(x[:size], y[:size], batch_size=20, shuffle=True, seed=seed)
+        pyro.set_rng_seed(seed)
+        net = add_node_noise(nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2)), bias_noise=True)
+        bnn = BNN(net, NodeNoisePrior(0.3 + 0.1 * seed), Categorical(size, kl_scale=kl_scale)).double()
+        lr = 0.05 * (1 + seed)
+        if optimizer == "sgd":
+            sgd = {"momentum": 0.9, "nesterov": True}
+            optim = ParamGroups(
+                model={"lr": lr / size, "weight_decay": 5e-4 * size, **sgd}, guide={"lr": 4 * lr / size, **sgd}
+            )
+        else:
+            model = {"lr": lr / 10, "weight_decay": 1e-2 * (seed + 1)}
+            optim = ParamGroups(constructor=torch.optim.Adam, model=model, guide={"lr": lr / 5})
+        scheduler = None
+        if schedule:
+            steps = epochs * len(train)
+            decay = {"model": "decay:0.01", "guide": "decay:0.01"}
+            scheduler = LRSchedulerOptions(lambda o: group_scheduler(o, decay, steps), "step")
+        callbacks = [objective] if isinstance(objective, _InjectedNoise) else []
+        trainer = Trainer(
+            bnn,
+            "mixture:3",
+            optim=optim,
+            objective=objective,
+            lr_scheduler=scheduler,
+            seed=seed,
+            progress=False,
+            callbacks=callbacks,
+        )
+        return trainer, train
+
+    built = [build(seed, MixtureMeanKL(2)) for seed in (0, 1)]
+    outcomes = fit_batched([t for t, _ in built], [tr for _, tr in built], epochs, progress=False)
+    for seed, (batched, _), outcome in zip((0, 1), built, outcomes, strict=True):
+        alone, train = build(seed, _InjectedNoise(seed, 2))
+        history = alone.fit(train, epochs)
+        for a, b in zip(history, outcome.history, strict=True):
+            for key in ("loss", "data_term", "kl_term", "lr"):
+                assert math.isclose(a[key], b[key], rel_tol=1e-9, abs_tol=1e-12), (seed, a["epoch"], key)
+        ours, theirs = _values(batched), _values(alone)
+        for name, value in ours.items():
+            torch.testing.assert_close(value, theirs[name], rtol=1e-9, atol=1e-12, msg=name)
+        states = [alone.optimizer.state[p] for g in alone.optimizer.param_groups for p in g["params"]]
+        batched_states = [batched.optimizer.state[p] for g in batched.optimizer.param_groups for p in g["params"]]
+        for a, b in zip(states, batched_states, strict=True):
+            assert a.keys() == b.keys()
+            for key in a:
+                torch.testing.assert_close(torch.as_tensor(b[key]).double(), torch.as_tensor(a[key]).double())
 
 
 def _values(trainer) -> dict[str, torch.Tensor]:
@@ -255,3 +356,39 @@ def test_a_graphed_node_noise_batch_trains_as_an_eager_one():
     for eager, graphed in zip(*results, strict=True):
         for name, value in eager.items():
             torch.testing.assert_close(value, graphed[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_node_noise_runs_a_batch_cannot_reproduce_are_refused_in_one_line_before_any_step():
+    def sgd(**changes):
+        return {"momentum": 0.9, "nesterov": True, "lr": 1e-3, **changes}
+
+    def refused(match, *, optims=(None, None), prior=None, objective=None, guides=("mixture:2", "mixture:2")):
+        built = []
+        for seed, (optim, guide) in enumerate(zip(optims, guides, strict=True)):
+            trainer, train, _ = _trainer(seed, prior=prior)
+            trainer = Trainer(
+                trainer.bnn,
+                guide,
+                optim=optim or ParamGroups(model=sgd(), guide=sgd()),
+                objective=objective or MixtureMeanKL(2),
+                seed=seed,
+                progress=False,
+            )
+            built.append((trainer, train))
+        with pytest.raises(ValueError, match=match):
+            fit_batched([t for t, _ in built], [tr for _, tr in built], 1, progress=False)
+        assert all(not t.history for t, _ in built)
+
+    adam = ParamGroups(constructor=torch.optim.Adam, model={"lr": 1e-3}, guide={"lr": 1e-3})
+    refused("batched runs train with one optimiser, Adam or SGD; run 1 uses Adam, run 0 SGD", optims=(None, adam))
+    uneven = ParamGroups(model=sgd(), guide=sgd(momentum=0.5))
+    refused("run 0's SGD group 'guide' has momentum and nesterov", optims=(uneven, None))
+    refused("SGD uses dampening", optims=(ParamGroups(model=sgd(nesterov=False, dampening=0.1), guide=sgd()), None))
+    refused(r"differ in their mixture components \(K = 2, K = 3\)", guides=("mixture:2", "mixture:3"))
+    from pyro_bnn.priors import parse_prior
+
+    laplace = parse_prior("laplace:1,0.1", select=is_node_noise)
+    refused("mixture-mean KL against Normal priors only", prior=laplace)
+    from pyro_bnn.infer import TraceELBO
+
+    refused("a node-noise mixture guide trains with the mixture-mean objective", objective=TraceELBO())
