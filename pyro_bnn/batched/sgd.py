@@ -51,13 +51,13 @@ class BatchedSGD:
         if nesterov and self.momentum == 0:
             raise ValueError("BatchedSGD: nesterov needs momentum > 0")
         self.nesterov = bool(nesterov)
-        self._buffers = [torch.zeros_like(p) for p in self.params]
+        self._momentum = [torch.zeros_like(p) for p in self.params]
 
     # ------------------------------------------------------------------------------------------- run states
     def row_state(self, leaf: int, run: int) -> dict:
         """Run ``run``'s SGD state for ``params[leaf]``: ``{"momentum_buffer"}`` (a view of one row), ``{}`` without
         momentum."""
-        return {"momentum_buffer": self._buffers[leaf][run]} if self.momentum else {}
+        return {"momentum_buffer": self._momentum[leaf][run]} if self.momentum else {}
 
     def share(self, leaf: int, run: int, state: dict) -> dict:
         """Copies ``state`` (a run's own SGD state for the parameter that is row ``run`` of ``params[leaf]``, maybe
@@ -70,7 +70,7 @@ class BatchedSGD:
         """Sets run ``run``'s buffer for ``params[leaf]`` to a copy of ``state["momentum_buffer"]`` (shaped like one
         row), or to zeros (a fresh start) for None, ``{}`` or a buffer not made yet."""
         buffer = (state or {}).get("momentum_buffer")
-        row = self._buffers[leaf][run]
+        row = self._momentum[leaf][run]
         if buffer is None:
             row.zero_()
         else:
@@ -95,7 +95,7 @@ class BatchedSGD:
             host_active: Not needed (the update reads ``active`` on the device); accepted for the common interface.
         """
         weight_decays = weight_decays if weight_decays is not None else [None] * len(self.params)
-        for p, buffer, lr, wd in zip(self.params, self._buffers, lrs, weight_decays, strict=True):
+        for p, buffer, lr, wd in zip(self.params, self._momentum, lrs, weight_decays, strict=True):
             if p.grad is None:
                 continue
             shape = (self.num_runs,) + (1,) * (p.dim() - 1)  # per-run factors broadcast over a row

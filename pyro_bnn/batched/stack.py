@@ -20,15 +20,13 @@ same for their Adam states), so that checkpoints, evaluation and diagnostics see
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from statistics import NormalDist
 
 import torch
 from torch import nn
 from torch.func import functional_call
 
+from pyro_bnn.batched.dropout import DROPOUTS, DropoutLayer, MaskedDropout, find_dropout_layers, mask_dropout
 from pyro_bnn.batched.layout import GuideLayout, ScaleMap, guide_layout
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import split_sites
@@ -37,7 +35,6 @@ from pyro_bnn.nn.leaky_relu import LeakyReLU
 from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
-_DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 LOOP_MIN_WEIGHTS = 1 << 16
 """From this many weights per run, :meth:`RunStack.outputs` runs the R networks one after another rather than in
@@ -50,37 +47,6 @@ a 2-core CPU, while for the 57 weights of the moons net vmap's single pass saves
 _ELEMENTWISE = (nn.Tanh, nn.ReLU, nn.Sigmoid, nn.SiLU, nn.GELU, nn.ELU, nn.Softplus, nn.Identity, LeakyReLU)
 """Activation classes (exactly these, not subclasses) that act on each element alone, so that the stacked chain
 (:func:`linear_chain`) applies them to its ``(R, features, B)`` activations as they are."""
-
-
-class MaskedDropout(nn.Module):
-    """Dropout whose mask is given: ``x * mask``, the mask a buffer that :meth:`RunStack.outputs` sets per run (each
-    run's own draw, :meth:`RunStack.dropout_masks`), of the input's shape with the kept values at ``1 / (1 - p)`` as
-    ``nn.Dropout`` scales them in training. Its own mask, a scalar 1, switches dropout off (evaluation mode)."""
-
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = float(p)
-        self.register_buffer("mask", torch.ones(()))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.mask
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
-
-
-@dataclass(frozen=True)
-class DropoutLayer:
-    """One dropout layer of a stacked network: its name, probability and the shape of one example's input to it."""
-
-    name: str
-    p: float
-    shape: tuple[int, ...]
-
-    @property
-    def size(self) -> int:
-        """Values of one example's mask."""
-        return math.prod(self.shape)
 
 
 class RunSlopeLeakyReLU(nn.Module):
@@ -113,7 +79,7 @@ def linear_chain(net: nn.Module) -> tuple[tuple[str, nn.Module], ...] | None:
         if kind is nn.Flatten and index == 0 and (module.start_dim, module.end_dim) == (1, -1):
             layers.append((name, module))  # the chain flattens its inputs itself
             continue
-        if kind in _DROPOUTS and module.p == 0:
+        if kind in DROPOUTS and module.p == 0:
             continue
         if kind not in (nn.Linear, RunSlopeLeakyReLU, MaskedDropout) and kind not in _ELEMENTWISE:
             return None
@@ -276,25 +242,14 @@ class RunStack:
             raise ValueError(f"{type(self.net).__name__} is not a chain of linear layers and activations")
 
     def _replace_dropout(self) -> None:
-        """Makes every dropout layer of the stacked network a :class:`MaskedDropout` (point estimates only: their
-        step draws the masks; a run with random weights trains alone)."""
-        dropout = [(name, m) for name, m in self.net.named_modules() if isinstance(m, _DROPOUTS) and m.p > 0]
-        if not dropout:
-            return
-        name, module = dropout[0]
-        if not self.point:
+        """Makes every dropout layer of the stacked network a :class:`~.dropout.MaskedDropout` (point estimates only:
+        their step draws the masks; a run with random weights trains alone)."""
+        masked = mask_dropout(self.net, self.loc.device)
+        if masked and not self.point:
             raise ValueError(
-                f"run 0's network has dropout ({name}), which batched runs draw for point estimates only (map, "
+                f"run 0's network has dropout ({masked[0]}), which batched runs draw for point estimates only (map, "
                 "mc-dropout): train it alone"
             )
-        other = [(name, m) for name, m in dropout if type(m) is not nn.Dropout]
-        if other:
-            raise ValueError(
-                f"run 0's network has {type(other[0][1]).__name__} ({other[0][0]}), whose masks batched runs do not "
-                "draw (nn.Dropout only): train it alone"
-            )
-        for name, module in dropout:
-            self.net.set_submodule(name, MaskedDropout(module.p).to(self.loc.device))
 
     def dropout_layers(self, input_shape: Sequence[int]) -> tuple[DropoutLayer, ...]:
         """The network's dropout layers, each with the shape of one example's input to it (found once per input
@@ -304,52 +259,14 @@ class RunStack:
             input_shape: One example's shape, ``x.shape[2:]`` of the step's inputs ``(R, B, *input_shape)``.
         """
         key = tuple(int(n) for n in input_shape)
-        modules = [(name, m) for name, m in self.net.named_modules() if type(m) is MaskedDropout]
-        if not modules:
-            return ()
         if key not in self._dropout_layers:
-            shapes: dict[str, tuple[int, ...]] = {}
-
-            def record(name: str, args: tuple) -> None:  # a pre-hook that returns nothing leaves the input as it is
-                if name in shapes:
-                    raise ValueError(
-                        f"the network calls its dropout layer {name!r} more than once a pass; batched runs draw one "
-                        "mask per layer: train it alone"
-                    )
-                shapes[name] = tuple(args[0].shape[1:])
-
-            hooks = [m.register_forward_pre_hook(lambda _, args, name=name: record(name, args)) for name, m in modules]
             values = {
                 **self._shared_buffers,
                 **{name: value[0] for name, value in self.split(self.loc.detach()).items()},
                 **{name: value[0].detach() for name, value in self.per_run_values().items()},
             }
-            try:
-                with torch.no_grad():
-                    functional_call(self.net, values, (self.loc.new_zeros((1, *key)),))
-            finally:
-                for hook in hooks:
-                    hook.remove()
-            self._dropout_layers[key] = tuple(DropoutLayer(name, m.p, tuple(shapes[name])) for name, m in modules)
+            self._dropout_layers[key] = find_dropout_layers(self.net, values, self.loc.new_zeros((1, *key)))
         return self._dropout_layers[key]
-
-    def dropout_masks(self, eps: torch.Tensor, layers: Sequence[DropoutLayer]) -> dict[str, torch.Tensor]:
-        """Dropout masks from standard normal draws: a value is kept (at ``1 / (1 - p)``) where its draw exceeds the
-        p-quantile of N(0, 1), which it does with probability 1 - p, as ``nn.Dropout`` keeps it.
-
-        Args:
-            eps: ``(R', B, M)``, M the layers' mask sizes summed (one example's).
-            layers: :meth:`dropout_layers`.
-
-        Returns:
-            ``{"<layer>.mask": (R', B, *shape)}``, for :meth:`outputs`' ``per_run`` values.
-        """
-        masks = {}
-        pieces = eps.split([layer.size for layer in layers], dim=-1)
-        for layer, piece in zip(layers, pieces, strict=True):
-            keep = piece > NormalDist().inv_cdf(layer.p)
-            masks[f"{layer.name}.mask"] = (keep.to(eps.dtype) / (1 - layer.p)).reshape(*eps.shape[:2], *layer.shape)
-        return masks
 
     @property
     def num_runs(self) -> int:

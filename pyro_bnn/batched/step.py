@@ -39,6 +39,7 @@ import torch
 
 from pyro_bnn.batched.adam import BatchedAdam
 from pyro_bnn.batched.draw import draw_stacked
+from pyro_bnn.batched.dropout import dropout_masks
 from pyro_bnn.batched.kl import BatchedKL
 from pyro_bnn.batched.layout import ScaleMap
 from pyro_bnn.batched.sgd import BatchedSGD
@@ -223,7 +224,7 @@ class BatchedStep:
         """:meth:`terms` of point estimates (``Trace_ELBO`` with ``AutoDelta``): the weights are the locations,
         whose log density under the guide is 0, so the latent term is ``-log p(w)`` (nothing without weight sites,
         the maximum-likelihood network). A network with dropout takes each run's masks from ``eps`` ``(R, B M)``
-        (:meth:`RunStack.dropout_masks <.stack.RunStack.dropout_masks>`; M = 0 without dropout)."""
+        (:func:`~.dropout.dropout_masks`; M = 0 without dropout)."""
         stack = self.stack
         per_run = None
         layers = stack.dropout_layers(x.shape[2:])
@@ -233,7 +234,7 @@ class BatchedStep:
                 raise ValueError(
                     f"dropout needs noise (R, B * {size}) = {(x.shape[0], x.shape[1] * size)}, got {tuple(eps.shape)}"
                 )
-            masks = stack.dropout_masks(eps.reshape(x.shape[0], x.shape[1], size), layers)
+            masks = dropout_masks(eps.reshape(x.shape[0], x.shape[1], size), layers)
             per_run = {**stack.per_run_values(), **masks}
         output = stack.outputs(x, stack.split(stack.loc), per_run)
         return self._combine(self._data_term(output, y), self.kl.negative_log_prior(stack.loc), kl_weight)

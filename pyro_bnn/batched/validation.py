@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from pyro_bnn.batched.dropout import dropout_masks
 from pyro_bnn.batched.stack import RunStack
 from pyro_bnn.batched.step import RunNoise
 from pyro_bnn.evaluation import summarize_runs
@@ -92,7 +93,7 @@ def validation_outputs(
                     for r in runs
                 ]
             )
-            per_run = {**det, **stack.dropout_masks(eps.reshape(len(runs) * draws, n, size), layers)}
+            per_run = {**det, **dropout_masks(eps.reshape(len(runs) * draws, n, size), layers)}
         out = stack.outputs(chunk, values, per_run)
         pieces.append(out.reshape(len(runs), draws, *out.shape[1:]))
     outputs = torch.cat(pieces, dim=2)

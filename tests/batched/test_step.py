@@ -10,6 +10,7 @@ from torch.distributions import Normal, kl_divergence
 import pyro_bnn.infer.fast as fast_module
 from pyro_bnn import BNN
 from pyro_bnn.batched import BatchedAdam, BatchedForm, BatchedKL, BatchedStep, Family, RunStack, StepInputs
+from pyro_bnn.batched.dropout import dropout_masks
 from pyro_bnn.batched.stack import linear_chain
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import FastMeanFieldELBO
@@ -525,7 +526,7 @@ def test_dropout_masks_keep_each_value_with_probability_one_minus_p():
     assert [(layer.name, layer.shape) for layer in layers] == [("drop1", (6,)), ("drop2", (5,))]
     rows = 200_000 // 11
     eps = torch.randn(2, rows, 11, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
-    masks = stack.dropout_masks(eps, layers)
+    masks = dropout_masks(eps, layers)
     assert masks["drop1.mask"].shape == (2, rows, 6) and masks["drop2.mask"].shape == (2, rows, 5)
     values = torch.cat([m.reshape(-1) for m in masks.values()])
     assert set(values.unique().tolist()) == {0.0, 1 / 0.7}
