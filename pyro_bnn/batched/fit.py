@@ -163,7 +163,8 @@ class _Batch:
 
     @torch.no_grad()
     def write_back(self, runs: list[int]) -> None:
-        """Copies the stacked values and Adam moments of ``runs`` into their own guides, networks and optimisers."""
+        """Copies the stacked values and optimiser state of ``runs`` into their own guides, networks and
+        optimisers."""
         self.stack.write_runs(runs)
         for run in runs:
             self.bridge.store(run)

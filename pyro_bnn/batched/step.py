@@ -187,7 +187,7 @@ class BatchedStep:
         drawn from component ``j mod K``, the data term ``-(N / (B S)) sum_rows log p(y | x, z_row)`` (B instead of N
         for ``kl_scale="paper"``) and the closed-form KL of the mixture mean ``N(mean_k mu_k, sum_k sigma_k^2 / K^2)``
         against the prior."""
-        stack, copies = self.stack, self.form.copies
+        stack, copies, likelihood = self.stack, self.form.copies, self.likelihood
         runs, rows = x.shape[0], x.shape[1] * copies
         if eps.shape != (runs, rows, stack.num_latents):
             raise ValueError(
@@ -199,8 +199,7 @@ class BatchedStep:
         noise = torch.addcmul(stack.loc[:, component], scale[:, component], eps)  # (R, B S, D): one draw per row
         output = stack.outputs(x.repeat_interleave(copies, 1), stack.split(noise))
         with pyro.validation_enabled(False):  # a run's NaN outputs freeze that run, as in _data_term
-            log_likelihood = self.likelihood.log_likelihood(output, y.repeat_interleave(copies, 1))  # (R, B S)
-        likelihood = self.likelihood
+            log_likelihood = likelihood.log_likelihood(output, y.repeat_interleave(copies, 1))  # (R, B S)
         plate_size = likelihood.dataset_size if likelihood.kl_scale is KLScale.DATASET else x.shape[1]
         data = -log_likelihood.sum(1) * (plate_size / rows)
         scale_hat = scale.square().sum(1).sqrt() / stack.components
