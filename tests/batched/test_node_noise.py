@@ -342,7 +342,7 @@ def test_node_noise_runs_in_a_batch_match_runs_trained_alone_over_seeds():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_a_graphed_node_noise_batch_trains_as_an_eager_one():
+def test_a_cuda_graphed_node_noise_batch_trains_as_an_eager_one():
     """On a GPU the node-noise step (the per-row draws, the mixture-mean KL, the stacked SGD update) replays from a
     CUDA graph as it runs eagerly."""
     results = []
