@@ -33,6 +33,20 @@ the stacked formula; larger ones with torch's fused Adam over rows, which makes 
 formula makes about ten."""
 
 
+def run_count(params: Sequence[torch.Tensor], owner: str) -> int:
+    """R, the leading run dimension every stacked parameter ``(R, ...)`` of a batched optimiser shares.
+
+    Raises:
+        ValueError: No parameter, or parameters with different leading dimensions (one line naming ``owner``).
+    """
+    if not params:
+        raise ValueError(f"{owner} needs at least one parameter")
+    runs = {p.shape[0] for p in params}
+    if len(runs) != 1:
+        raise ValueError(f"every stacked parameter needs the same leading run dimension, got {sorted(runs)}")
+    return runs.pop()
+
+
 class BatchedAdam:
     """Adam on a list of stacked parameters, each ``(R, *shape)``.
 
@@ -60,13 +74,8 @@ class BatchedAdam:
         eps: float = 1e-8,
         stacked: bool | None = None,
     ):
-        if not params:
-            raise ValueError("BatchedAdam needs at least one parameter")
-        runs = {p.shape[0] for p in params}
-        if len(runs) != 1:
-            raise ValueError(f"every stacked parameter needs the same leading run dimension, got {sorted(runs)}")
         self.params = list(params)
-        self.num_runs = runs.pop()
+        self.num_runs = run_count(self.params, "BatchedAdam")
         self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
         total = sum(p.numel() for p in self.params)
         self.stacked = total <= STACKED_MAX_ELEMENTS if stacked is None else bool(stacked)

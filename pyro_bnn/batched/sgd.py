@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from pyro_bnn.batched.adam import run_count
 from pyro_bnn.checks import non_negative_float
 
 
@@ -40,13 +41,8 @@ class BatchedSGD:
     row_keys = ("momentum_buffer",)
 
     def __init__(self, params: Sequence[torch.Tensor], *, momentum: float = 0.0, nesterov: bool = False) -> None:
-        if not params:
-            raise ValueError("BatchedSGD needs at least one parameter")
-        runs = {p.shape[0] for p in params}
-        if len(runs) != 1:
-            raise ValueError(f"every stacked parameter needs the same leading run dimension, got {sorted(runs)}")
         self.params = list(params)
-        self.num_runs = runs.pop()
+        self.num_runs = run_count(self.params, "BatchedSGD")
         self.momentum = non_negative_float(momentum, "BatchedSGD: momentum")
         if nesterov and self.momentum == 0:
             raise ValueError("BatchedSGD: nesterov needs momentum > 0")
