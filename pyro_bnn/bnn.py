@@ -14,6 +14,7 @@ from torch.func import functional_call
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.local_latents import LocalLatent
 from pyro_bnn.models.shapes import check_input_shape
+from pyro_bnn.nn.modes import network_mode
 from pyro_bnn.priors.base import ParameterSite, Prior, join_name
 
 
@@ -291,16 +292,12 @@ class BNN(nn.Module):
         """
         check_input_shape(self.net, x)
         # In eval mode: a check must not update batch-norm running statistics, and batch norm in training mode
-        # cannot run on the one example that prediction checks. Each module's own mode is restored afterwards.
-        modes = [(module, module.training) for module in self.net.modules()]
-        self.net.eval()
-        try:
-            output = self.apply_parameters(x, self.initial_values())
-        except RuntimeError as err:
-            raise ValueError(f"the network cannot run on inputs of shape {tuple(x.shape)}: {err}") from err
-        finally:
-            for module, training in modes:
-                module.training = training
+        # cannot run on the one example that prediction checks.
+        with network_mode(self.net):
+            try:
+                output = self.apply_parameters(x, self.initial_values())
+            except RuntimeError as err:
+                raise ValueError(f"the network cannot run on inputs of shape {tuple(x.shape)}: {err}") from err
         if y is not None:
             self.likelihood.check_targets(output, y)
 

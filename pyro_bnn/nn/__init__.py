@@ -1,4 +1,4 @@
-"""Activation functions and their string specs for the model zoo."""
+"""Activation functions and their string specs for the model zoo, and the network modes of passes that do not train."""
 
 from pyro_bnn.nn.activations import (
     DEFAULT_LEAKY_SLOPE,
@@ -9,13 +9,16 @@ from pyro_bnn.nn.activations import (
     parse_activation,
 )
 from pyro_bnn.nn.leaky_relu import LeakyReLU
+from pyro_bnn.nn.modes import DROPOUT_TYPES, network_mode
 
 __all__ = [
     "DEFAULT_LEAKY_SLOPE",
+    "DROPOUT_TYPES",
     "Activation",
     "ActivationLike",
     "ActivationSpec",
     "LeakyReLU",
     "make_activation",
+    "network_mode",
     "parse_activation",
 ]

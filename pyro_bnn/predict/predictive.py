@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 
 import torch
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
+from pyro_bnn.nn.modes import network_mode
 from pyro_bnn.predict.prediction import Prediction
 from pyro_bnn.predict.sources import ParameterSource, PointEstimate, as_source
 
@@ -38,16 +38,6 @@ def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tens
     # One pass over the loader, kept: every chunk of weight samples must see the examples in the same order, and a
     # shuffling loader would reorder them on each pass.
     return [tuple(batch) if isinstance(batch, (tuple, list)) else (batch, None) for batch in data]
-
-
-@contextmanager
-def _network_mode(bnn: BNN, train: bool):
-    was_training = bnn.training
-    bnn.train(train)
-    try:
-        yield
-    finally:
-        bnn.train(was_training)
 
 
 def model_device(module: torch.nn.Module) -> torch.device:
@@ -164,7 +154,8 @@ def _sample(
     """The prediction of ``num_samples`` draws from ``source`` on every batch (see :func:`predict`)."""
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
-    with _network_mode(bnn, train=source.mc_dropout):
+    # Dropout on for MC dropout, batch norm on its running statistics: no pass of a prediction trains the network.
+    with network_mode(bnn, dropout=source.mc_dropout):
         source.prepare(bnn, x_first)
         if not _varies(bnn, source):
             # Every sample would be the same network: run it once and repeat the result (a view, no copy).

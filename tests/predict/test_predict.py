@@ -105,6 +105,35 @@ def test_mc_dropout_keeps_dropout_on_and_restores_the_mode():
     assert no_dropout.probs.std(0).max() == 0
 
 
+def _batch_norm_bnn(dropout):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(dropout), nn.Linear(16, 3))
+    with torch.no_grad():  # running statistics far from a batch's own, so that using the batch's shows
+        net[1].running_mean.fill_(0.3)
+        net[1].running_var.fill_(0.5)
+    return BNN(net, NormalPrior(select=nothing), Categorical(100))
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 4])
+def test_mc_dropout_leaves_batch_norm_on_its_running_statistics(chunk_size):
+    bnn = _batch_norm_bnn(0.5)
+    guide = _guide(bnn, cls=MCDropout)
+    before = {k: v.clone() for k, v in bnn.net[1].state_dict().items()}
+    prediction = predict(bnn, guide, X, num_samples=6, chunk_size=chunk_size)
+    for key, value in bnn.net[1].state_dict().items():
+        assert torch.equal(value, before[key]), key  # no pass of a prediction trains batch norm
+    assert prediction.probs.std(0).mean() > 1e-3  # dropout is on
+    # Oracle: dropout with p = 0 is the identity, so every sample is the eval-mode network (running statistics).
+    bnn = _batch_norm_bnn(0.0)
+    guide = _guide(bnn, cls=MCDropout)
+    with torch.no_grad():  # the guide set-up pass ran in training mode
+        bnn.net[1].running_mean.fill_(0.3)
+        bnn.net[1].running_var.fill_(0.5)
+    prediction = predict(bnn, guide, X, num_samples=3, chunk_size=chunk_size)
+    expected = torch.softmax(bnn.net.eval()(X), -1)
+    assert torch.allclose(prediction.probs, expected.expand(3, -1, -1), atol=1e-6)
+
+
 def test_posterior_mean_network_uses_the_guide_locations():
     bnn = _bnn()
     guide = _guide(bnn, init_scale=0.5)

@@ -1,0 +1,51 @@
+"""Networks with batch norm: the checks before training run in evaluation mode (a one-example pass in training mode
+cannot run through batch norm and would move its running statistics)."""
+
+import pyro
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from pyro_bnn import BNN
+from pyro_bnn.infer import RuntimeOptions, Trainer
+from pyro_bnn.infer.trainer_loop import check_all_labels
+from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.priors import NormalPrior
+
+N = 64
+
+
+def _setup():
+    torch.manual_seed(0)
+    x = torch.randn(N, 3)
+    y = (x[:, 0] > 0).long()
+    net = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    return BNN(net, NormalPrior(), Categorical(N)), DataLoader(TensorDataset(x, y), batch_size=32)
+
+
+def test_the_label_check_leaves_batch_norm_as_it_was():
+    bnn, loader = _setup()
+    state = {k: v.clone() for k, v in bnn.net[1].state_dict().items()}
+    check_all_labels(loader, bnn, loader.dataset.tensors[0][:32])
+    for key, value in bnn.net[1].state_dict().items():
+        assert torch.equal(value, state[key]), key
+    assert bnn.net.training  # each module's mode is restored
+
+
+def test_the_label_check_still_refuses_a_label_beyond_the_classes():
+    bnn, loader = _setup()
+    x, y = loader.dataset.tensors
+    y[-1] = 2
+    with pytest.raises(ValueError, match="2"):
+        check_all_labels(loader, bnn, x[:32])
+
+
+@pytest.mark.parametrize("guide", ["flat:0.01", "autonormal:0.01", "map"])
+def test_a_batch_norm_network_trains_from_a_tensor_dataset(guide):
+    bnn, loader = _setup()
+    runtime = RuntimeOptions(seed=0, progress=False)
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=runtime)
+    history = trainer.fit(loader, 2)
+    assert len(history) == 2
+    assert int(bnn.net[1].num_batches_tracked) >= 4  # its training steps do update batch norm
