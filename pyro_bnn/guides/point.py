@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from pyro.infer.autoguide import AutoDelta
 from pyro.infer.autoguide.initialization import init_to_median
+from torch import nn
 
 from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
+from pyro_bnn.nn.modes import DROPOUT_TYPES
 
 
 class PointEstimateGuide(AutoDelta):
@@ -28,7 +31,8 @@ class MCDropout(PointEstimateGuide):
 
     Use it with a network that has dropout layers (``build_model(..., dropout=p)``) and a Normal prior, whose log
     density is the L2 weight decay of the dropout objective. Training is MAP; :func:`pyro_bnn.predict.predict`
-    sees :attr:`mc_dropout` and keeps the network in train mode, so each predictive sample draws a dropout mask.
+    sees :attr:`mc_dropout` and keeps the network's dropout layers in training mode (batch norm in evaluation mode),
+    so each predictive sample draws a dropout mask.
     Batched runs stack its values as the MAP guide's and draw each run's masks (:mod:`pyro_bnn.batched`).
     """
 
@@ -36,3 +40,26 @@ class MCDropout(PointEstimateGuide):
 
     def __init__(self, model: Callable, init_loc_fn: Callable = init_to_median, *, create_plates=None) -> None:
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
+
+
+def check_dropout_probability(net: nn.Module, p: float) -> None:
+    """Checks that ``net`` has dropout layers and that each drops with probability ``p`` (the ``mc-dropout:P`` guide
+    spec's P): the guide does not change the network, so a spec whose P the network does not have would be scored as
+    if it had.
+
+    Raises:
+        ValueError: naming P and the probabilities the network's dropout layers have (or that it has none).
+    """
+    found = {name or "net": m.p for name, m in net.named_modules() if isinstance(m, DROPOUT_TYPES)}
+    if not found:
+        raise ValueError(
+            f"mc-dropout:{p:g} needs a network with dropout layers (build_model(..., dropout={p:g}) or nn.Dropout"
+            f"({p:g}) in your module); this network has none, so every predictive sample would be the same"
+        )
+    wrong = {name: q for name, q in found.items() if not math.isclose(q, p)}
+    if wrong:
+        name, q = next(iter(wrong.items()))
+        raise ValueError(
+            f"mc-dropout:{p:g} asks for dropout probability {p:g}, but {len(wrong)} of the network's {len(found)} "
+            f"dropout layers have another (e.g. {name!r}: {q:g}); write mc-dropout:{q:g} or rebuild the network"
+        )

@@ -18,7 +18,7 @@ from pyro_bnn.guides.flow import IAF_FAMILY
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.guides.multivariate import LOWRANK_FAMILY, MVN_FAMILY
-from pyro_bnn.guides.point import MCDropout, PointEstimateGuide
+from pyro_bnn.guides.point import MCDropout, PointEstimateGuide, check_dropout_probability
 from pyro_bnn.guides.registry import GuideFamily, guide_families, guide_family, register_guide
 from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
 
@@ -177,6 +177,11 @@ def _format_options(form: Form, options: Mapping[str, object]) -> str:
 
 
 # ----------------------------------------------------------------------------------------- built-in families
+def _mc_dropout(spec: GuideSpec, bnn: BNN) -> MCDropout:
+    check_dropout_probability(bnn.net, spec.dropout)
+    return MCDropout(bnn, init_loc_fn=init_to_network(bnn))
+
+
 def _mean_field_init(spec: GuideSpec, bnn: BNN):
     return init_to_median(num_samples=15) if spec.loc is LocInit.MEDIAN else init_to_network(bnn)
 
@@ -297,7 +302,7 @@ for _family in (
             (Arg("dropout probability", Interval(0.0, 1.0, closed="neither"), 0.1, metavar="P"),),
             example="mc-dropout:0.2",
         ),
-        build=lambda spec, bnn: MCDropout(bnn, init_loc_fn=init_to_network(bnn)),
+        build=_mc_dropout,
         parse=lambda parsed: GuideSpec(parsed.kind, dropout=parsed["dropout probability"]),
         format=lambda spec: f"mc-dropout:{spec.dropout:g}",
         batched_layout=MCDropout.batched_layout,

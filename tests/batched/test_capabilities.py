@@ -35,9 +35,9 @@ from pyro_bnn.spec import Arg, Form, Positive
 N = 40
 
 
-def _bnn(seed: int = 0, select=None) -> BNN:
+def _bnn(seed: int = 0, select=None, dropout: float = 0.0) -> BNN:
     pyro.set_rng_seed(seed)
-    net = build_model("mlp:4", input_shape=(2,), num_classes=2, activation="tanh")
+    net = build_model("mlp:4", input_shape=(2,), num_classes=2, activation="tanh", dropout=dropout)
     return BNN(net, parse_prior("normal:0,1", select=select), Categorical(N))
 
 
@@ -53,8 +53,9 @@ def test_the_registries_declare_which_families_and_objectives_batch():
     for family in guide_families():
         assert (family.batched_layout is not None) == family.offers(Capability.BATCHED), family.name
         if family.batched_layout is not None:
-            bnn = _bnn(select=nothing if family.offers(Capability.DETERMINISTIC) else None)
-            guide = _run_once(parse_guide(family.form.example or family.name).build(bnn))
+            spec = parse_guide(family.form.example or family.name)
+            bnn = _bnn(select=nothing if family.offers(Capability.DETERMINISTIC) else None, dropout=spec.dropout)
+            guide = _run_once(spec.build(bnn))
             assert isinstance(guide, BatchedPosterior) and guide.batched_layout is family.batched_layout
             assert guide_layout(guide, bnn).scale_map is family.batched_layout.scale_map
     with pytest.raises(TypeError, match="declared by a batched_layout"):

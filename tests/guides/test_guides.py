@@ -22,9 +22,11 @@ X, Y = torch.randn(8, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
 HIERARCHICAL_SITES = ["0.prior_scale", "0.weight", "0.bias", "2.prior_scale", "2.weight", "2.bias"]
 
 
-def _bnn(prior=None):
+def _bnn(prior=None, dropout=None):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 300), nn.Tanh(), nn.Linear(300, 3))
+    if dropout is not None:
+        net.insert(2, nn.Dropout(dropout))
     return BNN(net, prior or NormalPrior(), Categorical(100))
 
 
@@ -96,8 +98,19 @@ def test_posterior_loc_scale_needs_a_set_up_guide():
 def test_parse_and_build(spec, kind, cls):
     parsed = parse_guide(spec)
     assert parsed.kind is kind
-    assert type(parsed.build(_bnn())) is cls
+    assert type(parsed.build(_bnn(dropout=parsed.dropout or None))) is cls
     assert parse_guide(str(parsed)) == parsed
+
+
+def test_mc_dropout_refuses_a_network_without_its_dropout_probability():
+    spec = parse_guide("mc-dropout:0.2")
+    with pytest.raises(ValueError, match=r"^mc-dropout:0.2 needs a network with dropout layers .* has none"):
+        spec.build(_bnn())
+    with pytest.raises(
+        ValueError, match=r"^mc-dropout:0.2 asks for .* 1 of the network's 1 .* '2': 0.5\); write mc-dropout:0.5"
+    ):
+        spec.build(_bnn(dropout=0.5))
+    assert isinstance(spec.build(_bnn(dropout=0.2)), MCDropout)
 
 
 def test_autonormal_init_scale_and_mc_dropout_rate():

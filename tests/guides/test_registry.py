@@ -102,6 +102,8 @@ def _built(family: GuideFamily) -> AutoGuide:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
     spec = parse_guide(family.form.example or family.name)
+    if spec.dropout:  # mc-dropout:P needs dropout layers of its P
+        net.insert(2, nn.Dropout(spec.dropout))
     if family.offers(Capability.NODE_NOISE_ONLY):
         add_node_noise(net)
         bnn = BNN(net, NodeNoisePrior(0.1), Categorical(10))

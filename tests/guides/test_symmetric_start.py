@@ -18,9 +18,11 @@ from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
 from pyro_bnn.priors import NormalPrior, nothing
 
 
-def _bnn(node_noise=False, select=None):
+def _bnn(node_noise=False, select=None, dropout=0.0):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    if dropout:
+        net.insert(2, nn.Dropout(dropout))
     if node_noise:
         add_node_noise(net)
         return BNN(net, NodeNoisePrior(0.1), Categorical(10))
@@ -69,7 +71,7 @@ def test_no_library_guide_warns(family):
     if family.offers(Capability.NODE_NOISE_ONLY):  # node noise starts at 1 on purpose; noise sites are not checked
         bnn = _bnn(node_noise=True)
     else:
-        bnn = _bnn(select=None if spec.random_weights else nothing)
+        bnn = _bnn(select=None if spec.random_weights else nothing, dropout=spec.dropout)
     assert _warnings(_run(spec.build(bnn)), bnn) == []
 
 
