@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from pyro_bnn.checks import optional_positive_int, positive_int
-from pyro_bnn.laplace.fit import import_laplace
 from pyro_bnn.laplace.kron_glm import kron_glm_moments
 from pyro_bnn.laplace.options import Link, Predictive
 from pyro_bnn.laplace.posterior import LaplacePosterior, on_model_device
@@ -48,7 +47,8 @@ def predict_laplace(
     * regression: ``means (S, N, D)``, S draws of ``f`` (the Prediction holds samples, not a variance), with the
       Gaussian likelihood's ``noise_scale``.
 
-    The GLM's draws are drawn per input from its marginal ``N(mu_n, var_n)``, independently between inputs, so
+    The GLM's draws are drawn per input from its marginal ``N(mu_n, var_n)``, independently between inputs
+    (:func:`independent_draws`; laplace-torch's own draws are correlated across a batch's inputs), so
     GLM sample s is not one network: per-sample accuracies mean nothing there, the sample means and the metrics
     (accuracy, NLL, ECE of the mean probabilities) do. ``log_likelihood (S, N)`` is the likelihood's, of each
     sample's output, as :func:`~pyro_bnn.predict.predict` gives it.
@@ -125,21 +125,44 @@ def _glm_outputs(
 ) -> torch.Tensor:
     """What the likelihood reads as network outputs, ``(S, B, out)``: GLM draws of ``f``, or for the probit link
     the log of its probabilities ``(1, B, C)`` (a softmax of log-probabilities gives them back). With ``layers``
-    (:meth:`LaplacePosterior.rank_one_layers`), the moments of ``f`` come from their rank-one Jacobians
-    and the draws and the probit link are laplace-torch's formulas on them; otherwise laplace-torch computes it all."""
+    (:meth:`LaplacePosterior.rank_one_layers`), the moments of ``f`` come from their rank-one Jacobians and the
+    probit link is laplace-torch's formula on them; otherwise laplace-torch computes the moments and the probit."""
     la = posterior.laplace
     with on_model_device(la.model):
+        if regression or link is Link.MC:
+            f_mu, f_var = kron_glm_moments(la, x, layers) if layers is not None else _glm_moments(la, x)
+            return independent_draws(f_mu, f_var, num)
         if layers is None:
-            if regression or link is Link.MC:
-                return la.functional_samples(x, pred_type="glm", n_samples=num).detach()
             probs = la(x, pred_type="glm", link_approx="probit").detach()
         else:
             f_mu, f_var = kron_glm_moments(la, x, layers)
-            if regression or link is Link.MC:
-                return import_laplace().utils.normal_samples(f_mu, f_var, num)
             kappa = (1.0 + math.pi / 8 * f_var.diagonal(dim1=1, dim2=2)).rsqrt()  # laplace-torch's probit
             probs = torch.softmax(kappa * f_mu, dim=-1)
     return probs.clamp_min(torch.finfo(probs.dtype).tiny).log().unsqueeze(0)
+
+
+def _glm_moments(la, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """laplace-torch's GLM moments of ``f`` on ``x``: ``f_mu (B, out)`` and ``f_var (B, out, out)``."""
+    # The one private laplace-torch call of pyro_bnn: no public one returns these moments for a classifier (__call__
+    # returns them for regression only, functional_samples draws from them with correlated noise), and each Laplace
+    # class (all weights, last layer, subnetwork) overrides this method with its own Jacobians.
+    f_mu, f_var = la._glm_predictive_distribution(x)
+    return f_mu.detach(), f_var.detach()
+
+
+def independent_draws(f_mu: torch.Tensor, f_var: torch.Tensor, num: int) -> torch.Tensor:
+    """``num`` draws of each input's ``N(f_mu[n], f_var[n])``, independent between inputs, ``(S, B, out)``.
+
+    laplace-torch's ``functional_samples`` scales one standard normal vector per draw by every input's Cholesky
+    factor, so its draws are correlated across the inputs of a batch (for a regression net with one output, one
+    standardised value for all of them); scores that read samples per input (the ``log_likelihood (S, N)`` of WAIC
+    and LOO, a sample's error over a test set) need draws of their own.
+
+    Args:
+        f_mu: ``(B, out)``; f_var: ``(B, out, out)``.
+    """
+    eps = torch.randn((num, *f_mu.shape, 1), dtype=f_mu.dtype, device=f_mu.device)
+    return f_mu + (torch.linalg.cholesky(f_var) @ eps).squeeze(-1)
 
 
 def _split(x: torch.Tensor, y: torch.Tensor | None, size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:

@@ -168,6 +168,11 @@ def test_the_glm_and_weight_space_predictives_are_the_exact_predictive():
         torch.testing.assert_close(
             prediction.predictive_std().squeeze(-1).double(), (f_var + SIGMA**2).sqrt(), rtol=0.03, atol=0
         )
+        # Between inputs: the weight draws are one network, correlated as phi_i^T Sigma phi_j; the GLM draws each
+        # input's marginal on its own (20000 draws: a correlation's sd is about 0.007).
+        exact = features @ torch.linalg.inv(precision) @ features.T
+        expected = exact / torch.outer(f_var.sqrt(), f_var.sqrt()) if predictive == "mc" else torch.eye(3).double()
+        torch.testing.assert_close(torch.corrcoef(draws.T), expected, rtol=0, atol=0.03)
 
 
 def test_fit_and_both_predictives_run_where_the_model_lives(device):
