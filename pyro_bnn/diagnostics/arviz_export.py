@@ -198,6 +198,18 @@ def _chain_draw(samples: Mapping[str, torch.Tensor], sites: Sequence[str]) -> tu
     return next(iter(shapes.values()))
 
 
+def _check_site_shapes(bnn: BNN, samples: Mapping[str, torch.Tensor], names: Sequence[str]) -> None:
+    """Refuses weight samples whose shape after ``(chain, draw)`` is not their site's (``(S, *shape)`` draws without
+    a chain dimension would otherwise be read as S chains)."""
+    shapes = {site.name: tuple(site.shape) for site in bnn.sites}
+    for name in names:
+        if name in shapes and samples[name].dim() >= 2 and tuple(samples[name].shape[2:]) != shapes[name]:
+            raise ValueError(
+                f"samples must be (chain, draw, *site_shape): {name!r} is {tuple(samples[name].shape)} but its site "
+                f"is {shapes[name]} (give draws (S, *shape) of one chain as .unsqueeze(0))"
+            )
+
+
 def _thinned_indices(numel: int, keep: int) -> torch.Tensor:
     """``keep`` flat indices spread evenly over ``0 .. numel - 1`` (first and last included)."""
     return torch.linspace(0, numel - 1, keep).round().long().unique()
@@ -242,6 +254,7 @@ def to_inference_data(
         raise ValueError("there is nothing to export: samples hold no site")
     if max_scalars_per_site is not None:
         positive_int(max_scalars_per_site, "max_scalars_per_site")
+    _check_site_shapes(bnn, samples, names)
     num_chains, num_draws = _chain_draw(samples, names)
     posterior, dims, coords = {}, {}, {}
     for name in names:

@@ -284,3 +284,13 @@ def test_draws_of_any_model_export_with_their_own_names_and_observed_data():
         draws_to_inference_data({})
     with pytest.raises(ValueError, match="same \\(chain, draw\\)"):
         draws_to_inference_data({"a": torch.zeros(2, 5), "b": torch.zeros(3, 5)})
+
+
+def test_draws_without_a_chain_dimension_are_refused_not_read_as_chains():
+    bnn = _bnn()
+    samples = draw_samples(bnn, _flat_guide(bnn), 20, chains=1)
+    flat = {name: value[0] for name, value in samples.items()}  # (S, *shape): what LaplacePosterior.sample gives
+    name = bnn.site_names[0]
+    with pytest.raises(ValueError, match=rf"^samples must be \(chain, draw, \*site_shape\): '{name}' is \(20, "):
+        to_inference_data(bnn, flat)
+    assert to_inference_data(bnn, {k: v.unsqueeze(0) for k, v in flat.items()}) is not None
