@@ -98,7 +98,8 @@ def add_node_noise(net: nn.Module, select: LayerSelect | None = None, *, bias_no
     """Adds node noise to the selected layers of ``net`` in place and returns ``net``.
 
     Args:
-        net: Any network. Its ``nn.Linear`` and ``nn.Conv1d/2d/3d`` layers are candidates.
+        net: Any network. Its ``nn.Linear`` and ``nn.Conv1d/2d/3d`` layers are candidates, except those inside an
+            ``nn.MultiheadAttention`` (it reads their weights without calling them, so noise there would not act).
         select: ``select(layer_name, module) -> bool`` among the candidates; default: all of them (the
             authors' choice for LeNet, VGG and WRN: every conv and linear layer, the first one too).
         bias_noise: Also give every selected layer with a bias one scalar ``bias_noise`` multiplying the bias.
@@ -108,14 +109,23 @@ def add_node_noise(net: nn.Module, select: LayerSelect | None = None, *, bias_no
         ``"<layer>.bias_noise"`` ``()`` (one), and the hooks that apply them.
 
     Raises:
-        ValueError: ``net`` is not a module, a layer already has node noise, or nothing was selected.
+        ValueError: ``net`` is not a module, ``bias_noise`` not a bool, a layer already has node noise, or nothing
+            was selected.
     """
     if not isinstance(net, nn.Module):
         raise ValueError(f"add_node_noise needs a torch.nn.Module, got {type(net).__name__}")
     if select is not None and not callable(select):
         raise ValueError(f"select must be a callable select(layer_name, module) -> bool, got {select!r}")
+    if not isinstance(bias_noise, bool):
+        raise ValueError(f"bias_noise must be True or False, got {bias_noise!r}")
     select = select or every_layer
-    chosen = [(name, m) for name, m in net.named_modules() if isinstance(m, NOISY_TYPES) and select(name, m)]
+    # nn.MultiheadAttention multiplies by its out_proj's weight without calling it, so hooks there never run.
+    unhooked = tuple(f"{name}." for name, m in net.named_modules() if isinstance(m, nn.MultiheadAttention))
+    chosen = [
+        (name, m)
+        for name, m in net.named_modules()
+        if isinstance(m, NOISY_TYPES) and not name.startswith(unhooked) and select(name, m)
+    ]
     if not chosen:
         raise ValueError("add_node_noise selected no layer (node noise applies to nn.Linear and nn.ConvNd layers)")
     for name, module in chosen:

@@ -96,6 +96,31 @@ def test_selection_and_errors():
         add_node_noise(nn.Sequential(nn.ReLU()))
     with pytest.raises(ValueError, match="torch.nn.Module"):
         add_node_noise("net")
+    with pytest.raises(ValueError, match="^bias_noise must be True or False, got 'no'$"):
+        add_node_noise(_mixed_net(), bias_noise="no")
+
+
+class _Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.att = nn.MultiheadAttention(4, 2, batch_first=True)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(self.att(x, x, x, need_weights=False)[0].mean(1))
+
+
+def test_attention_out_proj_is_not_a_candidate_its_hooks_would_never_run():
+    torch.manual_seed(0)
+    net = add_node_noise(_Attention())
+    assert [layer.name for layer in noisy_layers(net)] == ["head"]
+    # Oracle: every noise parameter changes the output (a latent whose value does nothing is not a latent).
+    x = torch.randn(2, 5, 4)
+    base = net(x)
+    for layer in noisy_layers(net):
+        with torch.no_grad():
+            net.get_parameter(f"{layer.name}.input_noise").mul_(1.5)
+        assert not torch.allclose(net(x), base), layer.name
 
 
 def test_pretrained_state_dict_loads_before_conversion_and_keys_stay_the_same(tmp_path):
