@@ -301,6 +301,19 @@ class BNN(nn.Module):
         if y is not None:
             self.likelihood.check_targets(output, y)
 
+    def validate_targets(self, x: torch.Tensor, targets: torch.Tensor) -> None:
+        """Checks every target of a data set at once against the likelihood (labels >= C, wrong dtype or shape).
+
+        Args:
+            x: One or more inputs ``(B, *input_shape)``, already accepted by :meth:`validate_batch`; the network's
+                output on the first gives the likelihood its output shape.
+            targets: ``(N,)`` or ``(N, D_out)``, all of them.
+        """
+        with torch.no_grad(), network_mode(self.net):  # no batch-norm update, and batch norm runs on one example
+            output = self.apply_parameters(x[:1], self.initial_values())
+        # check_targets compares the batch dimension too, so hand it an output with as many rows as targets.
+        self.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
+
     def extra_repr(self) -> str:
         text = f"random parameters: {len(self.sites)} tensors, {self.num_random_parameters():,} weights"
         if self.local_latents:

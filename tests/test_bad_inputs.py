@@ -4,6 +4,7 @@ expected, with no traceback, and, for what can be checked without data, before a
 import errno
 import json
 import os
+import re
 from dataclasses import replace
 
 import pytest
@@ -404,6 +405,18 @@ def test_resume_with_another_config_names_the_keys(trained_run, capsys, no_data)
     assert "model" not in err.split("different config")[1]  # only the differing keys
 
 
+def test_resume_with_fewer_epochs_than_trained_is_refused(tmp_path, capsys):
+    run = tmp_path / "run"
+    train_run(replace(TINY, epochs=2), run, progress=False)
+    config = json.loads((run / "config.json").read_text())
+    assert json.loads((run / "metrics.json").read_text())["epochs_run"] == 2
+    args = [*TRAIN, "--activation", "tanh", "--guide", "autonormal:0.05", "--batch-size", "64"]
+    args += ["--num-val-samples", "2", "--epochs", "1", "--resume", "--out", run]
+    err = _one_line_error(capsys, args)
+    assert "with --epochs 1: it has trained 2 epochs; a resume only extends a run (pass --epochs 2 or more" in err
+    assert json.loads((run / "config.json").read_text()) == config  # the run's record is untouched
+
+
 def _plant_hostile_checkpoint(folder):
     folder.mkdir(parents=True, exist_ok=True)
     torch.save({"format": "pyro_bnn.checkpoint/1", "payload": DataLoaded("not a tensor")}, folder / "checkpoint.pt")
@@ -585,4 +598,27 @@ def test_predict_on_inputs_of_the_wrong_shape():
     guide(torch.randn(4, 2), torch.tensor([0, 1, 2, 0]))
     with pytest.raises(ValueError, match=r"cannot run on inputs of shape \(1, 5\)") as info:
         predict(bnn, guide, torch.randn(6, 5), num_samples=2)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, data, message",
+    [
+        ({"chunk_size": -1}, None, "chunk_size must be None or an int >= 1, got -1"),
+        ({"chunk_size": 0}, None, "chunk_size must be None or an int >= 1, got 0"),
+        ({"batch_size": 0}, None, "batch_size must be an int >= 1, got 0"),
+        ({"max_chunk_bytes": 0}, None, "max_chunk_bytes must be None or an int >= 1, got 0"),
+        ({}, "label", "5"),  # a label beyond the 3 classes, named before any draw
+    ],
+)
+def test_predict_refuses_bad_sizes_and_targets_in_one_line(kwargs, data, message):
+    from pyro.infer.autoguide import AutoNormal
+
+    bnn = _bnn()
+    guide = AutoNormal(bnn)
+    guide(torch.randn(4, 2), torch.tensor([0, 1, 2, 0]))
+    x = torch.randn(6, 2)
+    data = (x, torch.tensor([0, 1, 2, 0, 5, 1])) if data == "label" else x
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        predict(bnn, guide, data, num_samples=2, **kwargs)
     assert "\n" not in str(info.value)

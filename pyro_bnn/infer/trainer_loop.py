@@ -31,7 +31,6 @@ from pyro_bnn.infer.trainable import TrainableModel
 from pyro_bnn.infer.trainer_options import RuntimeOptions, SchedulerInterval
 from pyro_bnn.infer.warm_start import map_warm_start
 from pyro_bnn.likelihoods import KLScale
-from pyro_bnn.nn.modes import network_mode
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
@@ -109,11 +108,7 @@ def check_all_labels(loader: Iterable, bnn: BNN, x: torch.Tensor) -> None:
     """
     tensors = getattr(getattr(loader, "dataset", None), "tensors", None)
     if tensors is not None and len(tensors) == 2:
-        with torch.no_grad(), network_mode(bnn.net):  # no batch-norm update, and batch norm runs on one example
-            output = bnn.apply_parameters(x[:1], bnn.initial_values())
-        targets = tensors[1]
-        # check_targets compares the batch dimension too, so hand it an output with as many rows as targets.
-        bnn.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
+        bnn.validate_targets(x, tensors[1])
 
 
 def spec_warm_start(trainer: Trainer, loader: Iterable) -> None:

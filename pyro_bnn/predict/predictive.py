@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import torch
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import optional_positive_int, positive_int
 from pyro_bnn.nn.modes import network_mode
 from pyro_bnn.predict.prediction import Prediction
 from pyro_bnn.predict.sources import ParameterSource, PointEstimate, as_source
@@ -129,13 +129,17 @@ def predict(
     if num_samples is None:
         num_samples = source.default_num_samples()
     num_samples = positive_int(num_samples, "num_samples")
-    batches = _batches(data, batch_size)
+    chunk_size = optional_positive_int(chunk_size, "chunk_size")
+    max_chunk_bytes = optional_positive_int(max_chunk_bytes, "max_chunk_bytes")
+    batches = _batches(data, positive_int(batch_size, "batch_size"))
     if not batches:
         raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
     bnn.validate_batch(x_first[:1])  # inputs of the wrong shape: one line, not a matmul error
     targets = _targets(batches, device)
+    if targets is not None:
+        bnn.validate_targets(x_first, targets)  # labels >= C or of the wrong shape: one line, before any draw
     prediction = _sample(bnn, source, batches, targets, num_samples, chunk_size, max_chunk_bytes)
     if point:
         prediction.point = _point_prediction(bnn, source, batches, targets)
@@ -265,7 +269,7 @@ def predict_posterior_mean(bnn: BNN, guide: Source, data: Data, *, batch_size: i
         ValueError: when the source has no point network (a dict of samples, a guide without ``median()``).
     """
     source = as_source(bnn, guide)
-    batches = _batches(data, batch_size)
+    batches = _batches(data, positive_int(batch_size, "batch_size"))
     if not batches:
         raise ValueError("predict_posterior_mean got no data (an empty tensor or loader)")
     bnn.validate_batch(batches[0][0][:1].to(model_device(bnn)))

@@ -130,7 +130,7 @@ def prepare_run_dir(
     Raises:
         ValueError: ``out_dir`` is empty or cannot be created or written, its checkpoint is not a safe pyro_bnn
             checkpoint, or ``resume`` is set but the checkpoint was written by a different config (naming the keys
-            that differ).
+            that differ) or has trained more epochs than ``config.epochs``.
         FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is
             set, or another run is using it right now.
     """
@@ -141,10 +141,17 @@ def prepare_run_dir(
     if not checkpoint.exists():
         return False
     if resume:
-        saved = normalized_config(json.loads(load_checkpoint(checkpoint)["config"]), checkpoint)
+        state = load_checkpoint(checkpoint)
+        saved = normalized_config(json.loads(state["config"]), checkpoint)
         differing = config_differences(saved, json.loads(config.to_json()), ignore=RESUME_MAY_CHANGE)
         if differing:
             raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({differing})")
+        done = int(state.get("epoch", 0))
+        if config.epochs < done:  # its config would claim fewer epochs than its weights have had
+            raise ValueError(
+                f"cannot resume {checkpoint} with --epochs {config.epochs}: it has trained {done} epochs; a resume "
+                f"only extends a run (pass --epochs {done} or more, or --overwrite to start again)"
+            )
         return True
     if not overwrite:
         flags = (
