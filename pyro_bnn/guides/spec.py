@@ -146,6 +146,11 @@ class GuideSpec:
                 f"the {self.name!r} guide needs a deterministic network: build the BNN with "
                 f"select=pyro_bnn.priors.nothing (this one has {len(bnn.sites)} random parameter tensors)"
             )
+        if self.offers(Capability.RANDOM) and not bnn.sites and not bnn.local_latents:
+            raise ValueError(
+                f"the {self.name!r} guide draws random weights, but the model has no random parameter (its prior's "
+                "select chose none): check select, or use map or mle for a deterministic network"
+            )
         return self.family.build(self, bnn)
 
     def __str__(self) -> str:

@@ -102,6 +102,12 @@ def test_parse_and_build(spec, kind, cls):
     assert parse_guide(str(parsed)) == parsed
 
 
+@pytest.mark.parametrize("spec", ["autonormal:0.01", "bbb", "lowrank", "flat:0.01"])
+def test_a_random_guide_on_a_model_without_random_parameters_is_refused(spec):
+    with pytest.raises(ValueError, match=r"draws random weights, but the model has no random parameter|no latent site"):
+        parse_guide(spec).build(_bnn(NormalPrior(select=nothing)))
+
+
 def test_mc_dropout_refuses_a_network_without_its_dropout_probability():
     spec = parse_guide("mc-dropout:0.2")
     with pytest.raises(ValueError, match=r"^mc-dropout:0.2 needs a network with dropout layers .* has none"):
