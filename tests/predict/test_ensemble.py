@@ -105,6 +105,11 @@ def test_mismatched_architectures_are_refused_in_one_line():
     relu.net[1] = nn.ReLU()
     with pytest.raises(ValueError, match="module '1' is a ReLU"):
         Ensemble.from_networks([tanh, relu])
+    for plain in (nn.Sequential(nn.Linear(4, 3)), nn.Linear(4, 3)):  # a Sequential iterates over its layers
+        with pytest.raises(ValueError, match=f"^ensemble member 0 is a plain {type(plain).__name__}; make it"):
+            Ensemble.from_networks([plain])
+    with pytest.raises(ValueError, match="^ensemble member 1 is a str, not a pyro_bnn BNN or"):
+        Ensemble.from_networks([tanh, "net"])
 
 
 def test_an_ensemble_predicts_only_with_its_own_model():
