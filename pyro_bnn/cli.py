@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import sys
+import warnings
 from collections.abc import Sequence
 
 from pyro_bnn import __version__
@@ -60,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(command, default, message, category, filename, lineno, file=None, line=None) -> None:
+    """pyro_bnn's own warnings as one ``pyro-bnn COMMAND: warning: ...`` line (their text says what to do; the
+    library line that raised them does not help); other libraries' warnings as Python shows them."""
+    if category.__module__.split(".")[0] == "pyro_bnn":
+        text = " ".join(str(message).split())
+        print(f"pyro-bnn {command}: warning: {text}", file=sys.stderr if file is None else file)
+    else:
+        default(message, category, filename, lineno, file, line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one verb and returns its exit status.
 
@@ -77,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     verb = VERBS[args.command]
     try:
-        return verb.run(args)
+        with warnings.catch_warnings():  # restores showwarning afterwards
+            warnings.showwarning = functools.partial(_show_warning, args.command, warnings.showwarning)
+            return verb.run(args)
     except UserError as err:
         # One line, whatever the message: some errors from the libraries underneath span several.
         text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
@@ -97,8 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pyro-bnn {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        kept = verb.on_interrupt
-        print(f"pyro-bnn {args.command}: interrupted" + (f"; {kept}" if kept else ""), file=sys.stderr)
+        print(f"pyro-bnn {args.command}: {verb.interrupted(args)}", file=sys.stderr)
         return 130
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from pyro_bnn.commands.verb import Verb, options_from_args, print_metrics, user_errors, warn
 from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.run_folder import CHECKPOINT
 from pyro_bnn.spec import catalogue
 
 _DEFAULTS = RunConfig()
@@ -153,8 +155,19 @@ def _run(args: argparse.Namespace) -> int:
         cuda_graph=not args.no_cuda_graph,
     )
     print_metrics(result.metrics)
-    print(f"wrote {result.out_dir}/config.json, metrics.json, checkpoint.pt, history.json, {result.figure.name}")
+    files = sorted(path.name for path in Path(result.out_dir).iterdir() if path.is_file())
+    print(f"wrote {result.out_dir}/{', '.join(files)}")
     return 0
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """What an interrupted ``train`` left in ``--out`` (an overwrite's new run lives in a staging folder, removed)."""
+    checkpoint = Path(args.out) / CHECKPOINT
+    if args.overwrite:
+        return f"the run already in {args.out} is unchanged; the new one kept nothing"
+    if checkpoint.is_file():
+        return f"completed epochs are in {checkpoint} (run the same command with --resume)"
+    return "no epoch had finished, so nothing was kept"
 
 
 TRAIN = Verb(
@@ -162,5 +175,5 @@ TRAIN = Verb(
     help="train a BNN and write its metrics, checkpoint and figures",
     add_arguments=_add_arguments,
     run=_run,
-    on_interrupt="completed epochs are in the checkpoint (use --resume)",
+    on_interrupt=_kept,
 )

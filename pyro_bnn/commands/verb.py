@@ -27,8 +27,9 @@ class Verb:
         add_arguments: Adds its arguments to its parser.
         run: Does its work from the parsed arguments and returns the exit status.
         description: The text above its arguments in ``pyro-bnn NAME --help`` (None: none).
-        on_interrupt: What an interruption leaves and how to take the work up again, for a verb that can (None: the
-            verb says only that it was interrupted).
+        on_interrupt: What an interruption leaves and how to take the work up again, for a verb that can: a text,
+            or a function of the parsed arguments that looks at what is on disk (None: the verb says only that it
+            was interrupted).
     """
 
     name: str
@@ -36,7 +37,12 @@ class Verb:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     description: str | None = None
-    on_interrupt: str | None = None
+    on_interrupt: str | Callable[[argparse.Namespace], str] | None = None
+
+    def interrupted(self, args: argparse.Namespace) -> str:
+        """The line printed when the verb is interrupted (without the ``pyro-bnn NAME:`` prefix)."""
+        kept = self.on_interrupt(args) if callable(self.on_interrupt) else self.on_interrupt
+        return "interrupted" + (f"; {kept}" if kept else "")
 
     def add_to(self, commands: Any) -> argparse.ArgumentParser:
         """Adds this verb's parser to ``commands`` (the parser's subparsers) and returns it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,8 +36,12 @@ from pyro_bnn.runs.conformal import (
     conformal_options,
     conformal_record,
 )
-from pyro_bnn.runs.run_folder import CHECKPOINT, check_writable
+from pyro_bnn.runs.run_folder import CHECKPOINT, check_not_busy, check_writable
 from pyro_bnn.runs.selective_scoring import selective_record
+
+
+class UnfinishedRunWarning(UserWarning):
+    """A run folder whose training did not finish (a checkpoint, no ``metrics.json``) is being scored."""
 
 
 @dataclass
@@ -61,6 +66,7 @@ def check_run_folder(run_dir: str | os.PathLike) -> Path:
     Raises:
         FileNotFoundError: ``run_dir`` holds no ``config.json`` (it is not a run folder, or does not exist).
         ValueError: ``run_dir`` is empty, cannot be looked at (a name too long) or cannot be written.
+        RunFolderBusyError: a run is training in ``run_dir`` now.
     """
     if os.fspath(run_dir) == "":
         raise ValueError("the run folder is empty; name the --out folder of a 'pyro-bnn train' run")
@@ -69,8 +75,11 @@ def check_run_folder(run_dir: str | os.PathLike) -> Path:
         found = (run / "config.json").is_file()
     except OSError as err:  # is_file() is False for a missing path, but a name too long raises
         raise ValueError(f"run folder {run} cannot be used: {err.strerror or err}") from None
+    if not found and not run.exists():
+        raise FileNotFoundError(f"run folder {run} does not exist")
     if not found:
         raise FileNotFoundError(f"{run} has no config.json: is it a folder written by 'pyro-bnn train'?")
+    check_not_busy(run)  # a run still training there: its checkpoint changes under us
     check_writable(run, option="run folder")
     return run
 
@@ -103,6 +112,15 @@ def read_run(
         changes["device"] = device
     config = replace(RunConfig.from_dict(trained), **changes).resolved()
     resolve_device(config.device)
+    epoch = state.get("epoch")
+    # train writes metrics.json last; without it, a checkpoint short of its epochs is a run stopped while training
+    if not (run / "metrics.json").is_file() and isinstance(epoch, int) and epoch < config.epochs:
+        warnings.warn(
+            f"{run} has no metrics.json: its training did not finish (its checkpoint holds epoch {epoch} of "
+            f"{config.epochs}); scoring the weights it has",
+            UnfinishedRunWarning,
+            stacklevel=2,
+        )
     return run, config, state
 
 
