@@ -4,6 +4,7 @@ trains, and the checks a fit makes of its training loader and of the parameters 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -169,12 +170,14 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
     # its constructor and again when the bar is iterated, so a BatchLoader, which fixes its order and advances its
     # epoch at iter() time, trained every epoch e on the order of e + 1 (batched runs, on that of e), and a torch
     # DataLoader made two iterators per epoch (its workers started twice, its seed drawn twice).
+    # Where stderr is not a terminal (a log file) a bar redrawn in place is noise: one line per epoch instead.
+    log_lines = trainer.progress and not sys.stderr.isatty()
     bar = tqdm(
         iter(loader),
         mininterval=1.0,
         total=num_steps,
         desc=f"epoch {run.epoch + 1}/{epochs}",
-        disable=not trainer.progress,
+        disable=not trainer.progress or log_lines,
         leave=False,
         dynamic_ncols=True,
     )
@@ -197,6 +200,9 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
             bar.set_postfix(loss=f"{float(totals[0]) / step:.4g}", refresh=False)
     bar.close()
     total_loss, total_data = totals.tolist()
+    seconds = time.perf_counter() - start
+    if log_lines:
+        print(f"epoch {run.epoch + 1}/{epochs}: loss {total_loss / num_steps:.4g} ({seconds:.1f} s)", file=sys.stderr)
     optimizer = trainer.optimizer
     return {
         "epoch": run.epoch + 1,
@@ -204,7 +210,7 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
         "data_term": total_data / num_steps,
         "kl_term": (total_loss - total_data) / num_steps,
         "kl_weight": total_weight / num_steps,
-        "time_s": time.perf_counter() - start,
+        "time_s": seconds,
         "lr": optimizer.param_groups[0]["lr"],
         # Named groups (ParamGroups: "model", "guide") each log their own rate.
         **{f"lr_{g['name']}": g["lr"] for g in optimizer.param_groups if "name" in g},

@@ -70,8 +70,8 @@ def run_grid(
         specs: The grid (repeats are run once).
         out: The grid's folder; checked writable before anything runs.
         executor: Where the runs execute (default: one after another in this process).
-        progress: One bar for the grid (runs done / total, ETA), quiet when stderr is not a terminal; with the
-            in-process executor also each run's own bars.
+        progress: One bar for the grid (runs done / total, ETA); where stderr is not a terminal (a log file), a
+            line per finished run instead; with the in-process executor also each run's own bars.
         retry_failed: Run failed runs again.
         name: The bar's label.
         command: What the grid's lock names as its holder (default: the bar's label).
@@ -155,6 +155,7 @@ def _run_grid(
         position=0,
     )
     failed = sum(r.status is Status.FAILED for r in records.values() if not retry_failed)
+    done = len(specs) - len(todo)
     with bar:
         # Runs that read no other run first, then the ensembles and runners that read them (their members).
         for phase in ([s for s in todo if not s.reads_runs], [s for s in todo if s.reads_runs]):
@@ -166,4 +167,11 @@ def _run_grid(
                     bar.set_postfix(failed=failed)
                 if record.status is Status.FAILED:
                     bar.write(f"run {record.spec.run_id} failed: {record.reason}", file=sys.stderr)
+                elif progress and not terminal and record.status is Status.DONE:  # a log file: a line per run
+                    done += 1
+                    print(
+                        f"{name} runs: {done}/{len(specs)} done ({record.spec.run_id}, {record.seconds:.1f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     return [records[spec.run_id] for spec in specs]

@@ -17,6 +17,7 @@ from pyro_bnn.infer import (
     EarlyStopping,
     HistoryLogger,
     NonFiniteLossError,
+    RuntimeOptions,
     Trainer,
     linear_warmup,
     load_checkpoint,
@@ -92,6 +93,16 @@ def test_training_learns_and_reports_the_elbo_split():
         assert record["loss"] == pytest.approx(record["data_term"] + record["kl_term"], rel=1e-6)
         assert record["kl_term"] > 0
         assert {"val_nll", "val_ece", "val_brier", "time_s", "lr"} <= set(record)
+
+
+def test_progress_into_a_log_file_is_a_line_per_epoch(capsys):
+    """stderr captured here is no terminal: a bar redrawn in place would be noise in a log, so each epoch is one
+    line with the epoch's mean loss, the one the history records."""
+    train, _ = _loaders()
+    trainer = Trainer(_classifier(), lambda m: AutoNormal(m), runtime=RuntimeOptions(seed=0, progress=True))
+    history = trainer.fit(train, 2)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"epoch {r['epoch']}/2: loss {r['loss']:.4g}" for r in history]
 
 
 def test_kl_annealing_weights_reach_the_record():

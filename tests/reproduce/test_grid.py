@@ -354,3 +354,15 @@ def test_no_paper_plan_depends_on_the_library_s_default_guide(monkeypatch):
     before = ids()
     monkeypatch.setattr(config_module, "DEFAULT_GUIDE", "autonormal:0.123")
     assert ids() == before
+
+
+def test_a_grid_logging_to_a_file_writes_a_line_per_run(tmp_path, capsys):
+    """Where stderr is not a terminal (here: captured) the bars would be redrawn in place; lines stand instead."""
+    specs = tiny_specs(2, epochs=2)
+    run_grid(specs, tmp_path / "grid", progress=True, name="tiny")
+    lines = capsys.readouterr().err.splitlines()
+    runs = [line for line in lines if line.startswith("tiny runs: ")]
+    assert [line.split(" (")[0] for line in runs] == ["tiny runs: 1/2 done", "tiny runs: 2/2 done"]
+    assert runs[0].split(" (")[1].startswith(specs[0].run_id + ", ") and runs[0].endswith(" s)")
+    assert len(lines) == 2  # the runs themselves stay quiet
+    assert not any("\r" in line or "%|" in line for line in lines)  # no bar
