@@ -37,6 +37,7 @@ from pyro_bnn.priors import parse_prior
 from pyro_bnn.runs.config_checks import (
     _check_device_form,
     _random_weights,
+    check_data_dir_form,
     resolve_device,
 )
 from pyro_bnn.runs.config_checks import (
@@ -218,6 +219,7 @@ class RunConfig(Settings):
     def _check_resolved(self) -> None:
         """Parses every option once so a typo fails before data loading or training (self: a resolved config)."""
         dataset = DatasetName(self.dataset)
+        check_data_dir_form(self.data_dir)
         Normalization(self.normalization)
         parse_model_spec(self.model)
         if (

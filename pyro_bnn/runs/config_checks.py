@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from typing import TYPE_CHECKING
 
 import torch
@@ -101,3 +102,19 @@ def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
             "evaluate it without --corruption"
         )
     parse_corruption(spec)
+
+
+def check_data_dir_form(data_dir: str | None) -> None:
+    """Refuses ``DATASET=PATH``, the ``--data-dir`` form of ``evaluate`` and ``reproduce`` (which read several data
+    sets), where a run takes its one folder (unless a folder of that very name exists)."""
+    name, sep, path = (data_dir or "").partition("=")
+    if not sep or os.path.exists(data_dir):
+        return
+    try:
+        DatasetName(name)
+    except ValueError:
+        return
+    raise ValueError(
+        f"--data-dir {data_dir}: a run takes the data's folder itself (--data-dir {path}); DATASET=PATH is the form "
+        "of evaluate and reproduce"
+    )
