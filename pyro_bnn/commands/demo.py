@@ -75,8 +75,21 @@ def summarize_seeds(results: dict[str, list[RunResult]]) -> dict[str, dict[str, 
     return summary
 
 
-def verdict(summary: dict[str, dict[str, tuple[float, float]]], num_seeds: int) -> str:
-    """Which activation came out better calibrated (lower ECE), and whether the seeds separate them."""
+TRAINED_MARGIN = 0.1
+"""A network counts as trained when its mean test accuracy beats chance (1 / 10 on Fashion-MNIST) by this much: the
+ECE of a network that predicts near chance says nothing about calibration."""
+
+
+def verdict(summary: dict[str, dict[str, tuple[float, float]]], num_seeds: int, chance: float = 0.1) -> str:
+    """Which activation came out better calibrated (lower ECE), and whether the seeds separate them; no verdict
+    where a network did not train (mean accuracy within :data:`TRAINED_MARGIN` of ``chance``)."""
+    untrained = [label for label, s in summary.items() if not s["accuracy"][0] >= chance + TRAINED_MARGIN]
+    if untrained:
+        shown = ", ".join(f"{label} {summary[label]['accuracy'][0]:.4f}" for label in untrained)
+        return (
+            f"Cannot be judged: not every network trained (test accuracy {shown}, chance {chance:.2f}); "
+            "run more epochs or a larger --train-subset."
+        )
     (label_a, a), (label_b, b) = summary.items()
     better, worse = (label_a, label_b) if a["ece"][0] <= b["ece"][0] else (label_b, label_a)
     gap = abs(a["ece"][0] - b["ece"][0])
@@ -87,9 +100,10 @@ def verdict(summary: dict[str, dict[str, tuple[float, float]]], num_seeds: int) 
             f"{better} had the lower mean ECE ({summary[better]['ece'][0]:.4f} vs {summary[worse]['ece'][0]:.4f}), "
             f"but the gap is within the spread of the {seeds}: no clear winner at this scale."
         )
+    alone = "" if num_seeds > 1 else ", no spread to judge the gap against"
     return (
         f"{better} came out better calibrated at this scale: ECE {summary[better]['ece'][0]:.4f} vs "
-        f"{summary[worse]['ece'][0]:.4f} ({seeds})."
+        f"{summary[worse]['ece'][0]:.4f} ({seeds}{alone})."
     )
 
 
@@ -181,13 +195,18 @@ def run_demo(
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="results/demo")
-    parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--train-subset", type=int, default=None)
+    parser.add_argument("--out", default="results/demo", help="folder of the table and runs (default: results/demo)")
+    parser.add_argument("--epochs", type=int, default=None, help=f"epochs per run (default {DEMO_CONFIG.epochs})")
+    parser.add_argument(
+        "--train-subset",
+        type=int,
+        default=None,
+        help=f"training images per run (default {DEMO_CONFIG.train_subset})",
+    )
     parser.add_argument("--seeds", type=int, default=None, help="seeds per activation (default 2)")
-    parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--data-dir", default=None, help="Fashion-MNIST's folder (default: the usual places)")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def _run(args: argparse.Namespace) -> int:
