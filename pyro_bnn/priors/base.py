@@ -93,14 +93,18 @@ class Prior(nn.Module):
         for layer_name, layer in net.named_modules(remove_duplicate=False):
             for attr, param in layer.named_parameters(recurse=False):
                 name = join_name(layer_name, attr)
+                selected = bool(self.select(name, layer))
                 if id(param) in owners:
-                    # One site per tensor would break the tie (the second owner would keep a deterministic copy).
-                    raise ValueError(
-                        f"parameters {owners[id(param)]!r} and {name!r} are one shared (tied) tensor; "
-                        "pyro_bnn cannot make tied weights random yet"
-                    )
-                owners[id(param)] = name
-                if self.select(name, layer):
+                    first, first_selected = owners[id(param)]
+                    if selected or first_selected:
+                        # One site per tensor would break the tie (the other owner would keep a deterministic copy).
+                        raise ValueError(
+                            f"parameters {first!r} and {name!r} are one shared (tied) tensor; pyro_bnn cannot make "
+                            "tied weights random yet (leave both out of the prior's select)"
+                        )
+                    continue  # a tied tensor left deterministic stays one tensor
+                owners[id(param)] = (name, selected)
+                if selected:
                     sites.append(ParameterSite(name, layer_name, attr, param.shape))
         return sites
 

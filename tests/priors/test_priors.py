@@ -154,6 +154,18 @@ def test_tied_weights_are_refused():
     net = nn.Sequential(shared, nn.Tanh(), shared)
     with pytest.raises(ValueError, match="are one shared \\(tied\\) tensor"):
         BNN(net, NormalPrior(), Categorical(10))
+    with pytest.raises(ValueError, match="leave both out of the prior's select"):  # one owner selected is enough
+        BNN(net, NormalPrior(select=name_matches("2.*")), Categorical(10))
+
+
+def test_tied_weights_left_deterministic_stay_one_tensor():
+    shared = nn.Linear(3, 3)
+    head = nn.Linear(3, 2)
+    net = nn.Sequential(shared, nn.Tanh(), shared, nn.Tanh(), head)
+    bnn = BNN(net, NormalPrior(select=name_matches("4.*")), Categorical(10))
+    assert bnn.site_names == ["4.weight", "4.bias"]
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(bnn.apply_parameters(x, bnn.initial_values()), net(x))  # both calls use the tie
 
 
 def test_fixed_hyperprior_has_no_site_and_equals_plain_prior():
