@@ -32,8 +32,15 @@ def normality_scores(samples: Mapping[str, torch.Tensor], *, sample_dims: int = 
     """
     if sample_dims not in (1, 2):
         raise ValueError(f"sample_dims must be 1 (S, ...) or 2 (chain, draw, ...), got {sample_dims!r}")
+    if not isinstance(samples, Mapping):
+        raise ValueError(
+            f"samples must be a dict {{site: tensor}} (draw_samples, run_nuts), got {type(samples).__name__}; for an "
+            "ArviZ container pass the draws it was made from"
+        )
     scores = {}
     for name, value in samples.items():
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"site {name!r} must be a torch.Tensor, got {type(value).__name__}")
         if value.dim() < sample_dims:
             raise ValueError(f"site {name!r} has shape {tuple(value.shape)}, fewer than {sample_dims} sample dims")
         shape = value.shape[sample_dims:]

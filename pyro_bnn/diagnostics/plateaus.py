@@ -100,9 +100,13 @@ def find_plateau(
         flatness: Largest relative likelihood change between neighbours on a plateau, > 0.
 
     Raises:
-        ValueError: an option out of range.
+        ValueError: an option out of range, or ``slice_`` not a :class:`LikelihoodSlice`.
     """
     _check_plateau_options(min_fraction, floor, flatness)
+    if not isinstance(slice_, LikelihoodSlice):
+        raise ValueError(
+            f"find_plateau takes a LikelihoodSlice (likelihood_slice's result), got {type(slice_).__name__}"
+        )
     ll = slice_.log_likelihood.detach().to(torch.float64).cpu().numpy()
     grid = slice_.grid.detach().to(torch.float64).cpu().numpy()
     if not np.isfinite(ll).any():

@@ -38,6 +38,7 @@ from torch.func import functional_call
 
 from pyro_bnn.checks import int_at_least, positive_int
 from pyro_bnn.diagnostics.slice_plan import Plan
+from pyro_bnn.nn.modes import network_mode
 
 Index = tuple[int, ...]
 
@@ -48,14 +49,8 @@ check_int = int_at_least
 @contextmanager
 def _evaluation_mode(net: nn.Module) -> Iterator[None]:
     """``torch.no_grad`` with every module in eval mode; each module's own mode is restored afterwards."""
-    modes = [(module, module.training) for module in net.modules()]
-    net.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        for module, mode in modes:
-            module.training = mode
+    with network_mode(net), torch.no_grad():
+        yield
 
 
 @dataclass
@@ -115,7 +110,12 @@ class SliceEvaluator:
         if not isinstance(name, str) or name not in own:
             known = ", ".join(list(own)[:8]) + (", ..." if len(own) > 8 else "")
             raise ValueError(f"unknown parameter name {name!r}; the network's tensors are {known}")
+        wrong = [key for key in values if key in own and tuple(values[key].shape) != tuple(own[key].shape)]
+        if wrong:
+            key = wrong[0]
+            raise ValueError(f"values[{key!r}] has shape {tuple(values[key].shape)}; the network's is {own[key].shape}")
         self.values = {key: (values[key] if key in values else tensor).detach() for key, tensor in own.items()}
+        self._check_data(net, likelihood, x, y)
         self.tensor = self.values[name]
         if not self.tensor.dtype.is_floating_point:
             raise ValueError(f"{name!r} is a {self.tensor.dtype} tensor; only floating-point values can vary")
@@ -126,6 +126,16 @@ class SliceEvaluator:
         self._base: _Base | None = None
         self._memo: _Memo | None = None
         self._slopes: tuple[int, torch.Tensor, torch.Tensor] | None = None
+
+    def _check_data(self, net: nn.Module, likelihood, x: torch.Tensor, y: torch.Tensor) -> None:
+        """The network runs on ``x`` and the likelihood accepts ``y`` (one line each, before any evaluation)."""
+        with _evaluation_mode(net):
+            try:
+                output = functional_call(net, self.values, (x[:1],))
+            except RuntimeError as err:
+                raise ValueError(f"the network cannot run on x of shape {tuple(x.shape)}: {err}") from None
+        if callable(getattr(likelihood, "check_targets", None)):
+            likelihood.check_targets(output.expand(len(y), *output.shape[1:]), y)
 
     def check_index(self, index: int | Sequence[int]) -> Index:
         """``index`` as a tuple of non-negative ints addressing one entry of the tensor."""

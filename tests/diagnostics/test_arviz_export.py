@@ -294,3 +294,10 @@ def test_draws_without_a_chain_dimension_are_refused_not_read_as_chains():
     with pytest.raises(ValueError, match=rf"^samples must be \(chain, draw, \*site_shape\): '{name}' is \(20, "):
         to_inference_data(bnn, flat)
     assert to_inference_data(bnn, {k: v.unsqueeze(0) for k, v in flat.items()}) is not None
+
+
+def test_normality_scores_take_the_draws_dict_in_one_line_errors():
+    with pytest.raises(ValueError, match=r"^samples must be a dict \{site: tensor\} .* got list"):
+        normality_scores([torch.randn(2, 10)])
+    with pytest.raises(ValueError, match="^site 'w' must be a torch.Tensor, got ndarray"):
+        normality_scores({"w": np.zeros((2, 10))})

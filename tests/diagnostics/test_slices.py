@@ -326,8 +326,25 @@ def test_bad_arguments_fail_with_one_line_naming_the_value(change, message):
     assert "\n" not in str(error.value)
 
 
+def test_bad_data_and_values_fail_with_one_line_before_any_evaluation():
+    net = build_model("mlp:8", input_shape=(3,), num_classes=2)
+    x, y = torch.randn(20, 3), torch.randint(0, 2, (20,))
+    values = own_values(net)
+    cases = [
+        (torch.randn(20, 5), y, values, r"the network cannot run on x of shape \(20, 5\)"),
+        (x, y, {**values, "fc1.weight": torch.zeros(2, 2)}, r"values\['fc1.weight'\] has shape \(2, 2\); the net"),
+        (x, torch.full((20,), 7), values, "7"),  # a label beyond the 2 classes: the likelihood's own one line
+    ]
+    for xs, ys, vals, message in cases:
+        with pytest.raises(ValueError, match=message) as error:
+            likelihood_slice(net, Categorical(20), xs, ys, vals, "fc1.weight", (0, 0))
+        assert "\n" not in str(error.value)
+
+
 def test_find_plateau_rejects_bad_options():
     slice_ = synthetic_slice(torch.zeros(11))
+    with pytest.raises(ValueError, match="find_plateau takes a LikelihoodSlice"):
+        find_plateau([1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="min_fraction must be a number in"):
         find_plateau(slice_, min_fraction=0.0)
     with pytest.raises(ValueError, match="flatness must be a finite number > 0, got -1"):

@@ -24,6 +24,7 @@ from pyro_bnn.guides import (
     GuideFamily,
     IAFNormal,
     LowRankNormal,
+    NodeNoiseMixture,
     init_to_network,
     mean_posterior_scale,
     parse_guide,
@@ -196,6 +197,10 @@ def test_the_flow_estimates_its_median_and_quantiles_from_draws():
     loc, scale = posterior_loc_scale(guide)["weight"]  # moments from draws: centred there, spread ~0.9 * 0.05
     torch.testing.assert_close(loc, bnn.initial_values()["weight"], atol=0.05, rtol=0)
     assert ((scale > 0.02) & (scale < 0.07)).all()
+    # The summaries come from a fixed seed: the point network is one network, and the caller's stream is untouched.
+    state = torch.get_rng_state()
+    torch.testing.assert_close(guide.median(), median, rtol=0, atol=0)
+    assert torch.equal(torch.get_rng_state(), state)
 
 
 # ------------------------------------------------------------------------------------------ option strings
@@ -329,6 +334,8 @@ def test_the_guide_classes_check_their_arguments_in_one_line():
         (lambda: IAFNormal(bnn, num_flows=None), "num_flows must be an int >= 1, got None"),
         (lambda: IAFNormal(bnn, hidden=0), "hidden must be an int >= 1, got 0"),
         (lambda: LowRankNormal(lambda: None), "init_loc_fn is required for a model that is not a pyro_bnn.BNN"),
+        (lambda: NodeNoiseMixture(bnn, 2, init_scale=0.05), r"init_scale must be a pair \(mean > 0, std >= 0\)"),
+        (lambda: NodeNoiseMixture(bnn, 2, init_scale=(0.05,)), r"init_scale must be a pair .* got \(0.05,\)"),
     ]:
         with pytest.raises(ValueError, match=message):
             build()
