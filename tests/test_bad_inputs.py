@@ -436,6 +436,7 @@ def test_a_hostile_checkpoint_is_refused_before_data_on_resume_and_evaluate(tmp_
     assert "refusing to load" in err
     err = _one_line_error(capsys, ["evaluate", tmp_path / "run"])
     assert "refusing to load" in err
+    assert err.endswith("test_bad_inputs.DataLoaded)") and "weights_only" not in err  # no advice to unpickle
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.0], ids=["half", "empty"])

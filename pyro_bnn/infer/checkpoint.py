@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,12 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
+        # torch's text ends in advice to load with weights_only=False, which is what this refusal exists to prevent.
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f"it names {found.group(1)}" if found else _why(err)
         raise ValueError(
             f"refusing to load {path}: it contains pickled objects other than tensors and plain containers, "
-            f"which could run arbitrary code ({err})"
+            f"which could run arbitrary code ({what})"
         ) from err
     except (RuntimeError, EOFError) as err:
         raise ValueError(
