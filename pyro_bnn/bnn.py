@@ -23,6 +23,10 @@ def _apply_latent(latent: LocalLatent, value: torch.Tensor, module: nn.Module, a
     return (latent.apply(args[0], value), *args[1:])
 
 
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+"""Layers whose training mode updates shared running statistics (and so cannot be vmapped over weight draws)."""
+
+
 class BNN(nn.Module):
     """A Bayesian neural network as a Pyro model: ``bnn(x, y=None)``.
 
@@ -206,6 +210,7 @@ class BNN(nn.Module):
             torch.Size(sample_shape), *(lead[:-1] for lead in (*weight_lead.values(), *local_lead.values()))
         )
         num = math.prod(sample_shape)
+        self.check_vectorised_draws(num)
         if num == 1:
             weights = {s.name: params[s.name].reshape(s.shape) for s in self.sites}
             latents = {
@@ -313,6 +318,16 @@ class BNN(nn.Module):
             output = self.apply_parameters(x[:1], self.initial_values())
         # check_targets compares the batch dimension too, so hand it an output with as many rows as targets.
         self.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
+
+    def check_vectorised_draws(self, num: int, *, training: bool = False) -> None:
+        """Refuses ``num`` > 1 weight draws in one vectorised pass through batch norm in training mode (its running
+        statistics are one tensor for all draws), in one line, before a step runs; ``training``: as a training step
+        would run the network (every module in training mode), whatever its modes are now."""
+        if num > 1 and any(isinstance(m, BATCH_NORMS) and (training or m.training) for m in self.net.modules()):
+            raise ValueError(
+                f"batch norm in training mode cannot run {num} weight draws in one vectorised pass (its running "
+                "statistics are one tensor for all of them): train with num_particles=1, or without batch norm"
+            )
 
     def extra_repr(self) -> str:
         text = f"random parameters: {len(self.sites)} tensors, {self.num_random_parameters():,} weights"

@@ -46,6 +46,16 @@ class AutoELBO:
         self.reason = "not chosen yet: training has not started"
 
     @property
+    def num_particles(self) -> int:
+        """Weight draws per step, on either path."""
+        return self.trace.num_particles
+
+    @property
+    def vectorize_particles(self) -> bool:
+        """Whether ``Trace_ELBO`` draws its particles in one vectorised pass (the fast path always does)."""
+        return self.trace.vectorize_particles
+
+    @property
     def analytic_kl(self) -> bool:
         return bool(getattr(self.chosen, "analytic_kl", False))
 

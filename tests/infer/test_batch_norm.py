@@ -49,3 +49,17 @@ def test_a_batch_norm_network_trains_from_a_tensor_dataset(guide):
     history = trainer.fit(loader, 2)
     assert len(history) == 2
     assert int(bnn.net[1].num_batches_tracked) >= 4  # its training steps do update batch norm
+
+
+@pytest.mark.parametrize("guide", ["flat:0.01", "autonormal:0.01", "map"])
+def test_several_vectorised_particles_through_batch_norm_are_refused_before_a_step(guide):
+    from pyro_bnn.infer import ObjectiveOptions
+
+    bnn, loader = _setup()
+    state = {k: v.clone() for k, v in bnn.net[1].state_dict().items()}
+    runtime = RuntimeOptions(seed=0, progress=False)
+    trainer = Trainer(bnn, guide, objective=ObjectiveOptions(num_particles=2), runtime=runtime)
+    with pytest.raises(ValueError, match=r"^batch norm in training mode cannot run 2 weight draws in one") as error:
+        trainer.fit(loader, 1)
+    assert "\n" not in str(error.value)
+    assert all(torch.equal(v, state[k]) for k, v in bnn.net[1].state_dict().items())  # no step ran
