@@ -48,6 +48,9 @@ network holds about ``9 D^2`` weights (9.4 M at D = 1024). Larger networks take 
 DEFAULT_FLOWS = 2
 """Number of autoregressive flows unless told otherwise (each in its own random order of the weights)."""
 
+SUMMARY_SEED = 0
+"""The seed of the draws behind a flow's summaries (median, quantiles, moments)."""
+
 MEDIAN_DRAWS = 1000
 """Draws behind :meth:`IAFNormal.median`, :meth:`IAFNormal.quantiles` and :meth:`IAFNormal.loc_scale`: a sample
 median of 1000 draws has a standard error of about 0.04 marginal standard deviations."""
@@ -173,7 +176,11 @@ class IAFNormal(AutoContinuous):
                 raise ValueError(f"{type(self).__name__} has no parameters yet: run it (or train) once first")
             self._setup_prototype(*args, **kwargs)
         num_samples = positive_int(num_samples, "num_samples")
-        return self.get_posterior().sample((num_samples,))  # (S, D)
+        # From a fixed seed: the same guide gives the same summaries (its median is the point network, which must
+        # be one network), and the caller's random stream is left where it was.
+        with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []):
+            torch.manual_seed(SUMMARY_SEED)
+            return self.get_posterior().sample((num_samples,))  # (S, D)
 
     @torch.no_grad()
     def loc_scale(self, num_samples: int = MEDIAN_DRAWS) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
