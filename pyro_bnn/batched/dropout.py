@@ -19,7 +19,9 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+from pyro_bnn.nn.modes import DROPOUT_TYPES
+
+DROPOUTS = DROPOUT_TYPES
 """torch's dropout modules; batched runs draw the masks of ``nn.Dropout`` only (the others' masks are per channel or
 change the values otherwise)."""
 

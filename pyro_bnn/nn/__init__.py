@@ -9,7 +9,7 @@ from pyro_bnn.nn.activations import (
     parse_activation,
 )
 from pyro_bnn.nn.leaky_relu import LeakyReLU
-from pyro_bnn.nn.modes import DROPOUT_TYPES, network_mode
+from pyro_bnn.nn.modes import DROPOUT_TYPES, has_running_statistics, network_mode
 
 __all__ = [
     "DEFAULT_LEAKY_SLOPE",
@@ -18,6 +18,7 @@ __all__ = [
     "ActivationLike",
     "ActivationSpec",
     "LeakyReLU",
+    "has_running_statistics",
     "make_activation",
     "network_mode",
     "parse_activation",

@@ -134,6 +134,19 @@ def test_mc_dropout_leaves_batch_norm_on_its_running_statistics(chunk_size):
     assert torch.allclose(prediction.probs, expected.expand(3, -1, -1), atol=1e-6)
 
 
+class _OwnDropout(nn.Module):
+    def forward(self, x):
+        return nn.functional.dropout(x, 0.5, self.training)
+
+
+def test_mc_dropout_keeps_a_dropout_module_of_ones_own_on():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), _OwnDropout(), nn.Linear(16, 3))
+    bnn = BNN(net, NormalPrior(select=nothing), Categorical(100)).eval()
+    prediction = predict(bnn, _guide(bnn, cls=MCDropout), X, num_samples=5)
+    assert prediction.probs.std(0).mean() > 1e-3 and not bnn.training
+
+
 def test_posterior_mean_network_uses_the_guide_locations():
     bnn = _bnn()
     guide = _guide(bnn, init_scale=0.5)
