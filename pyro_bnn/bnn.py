@@ -14,17 +14,13 @@ from torch.func import functional_call
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.local_latents import LocalLatent
 from pyro_bnn.models.shapes import check_input_shape
-from pyro_bnn.nn.modes import network_mode
+from pyro_bnn.nn.modes import has_running_statistics, network_mode
 from pyro_bnn.priors.base import ParameterSite, Prior, join_name
 
 
 def _apply_latent(latent: LocalLatent, value: torch.Tensor, module: nn.Module, args: tuple) -> tuple:
     """Forward pre-hook: replaces the target module's first input by ``latent.apply(input, value)``."""
     return (latent.apply(args[0], value), *args[1:])
-
-
-BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
-"""Layers whose training mode updates shared running statistics (and so cannot be vmapped over weight draws)."""
 
 
 class BNN(nn.Module):
@@ -310,23 +306,25 @@ class BNN(nn.Module):
         """Checks every target of a data set at once against the likelihood (labels >= C, wrong dtype or shape).
 
         Args:
-            x: One or more inputs ``(B, *input_shape)``, already accepted by :meth:`validate_batch`; the network's
-                output on the first gives the likelihood its output shape.
+            x: A batch of inputs ``(B, *input_shape)``, already accepted by :meth:`validate_batch`; the network's
+                output on it gives the likelihood its output shape (the whole batch: batch norm without running
+                statistics normalises by the batch even in evaluation mode, and cannot on one example).
             targets: ``(N,)`` or ``(N, D_out)``, all of them.
         """
-        with torch.no_grad(), network_mode(self.net):  # no batch-norm update, and batch norm runs on one example
-            output = self.apply_parameters(x[:1], self.initial_values())
+        with torch.no_grad(), network_mode(self.net):  # no batch-norm update
+            output = self.apply_parameters(x, self.initial_values())
         # check_targets compares the batch dimension too, so hand it an output with as many rows as targets.
         self.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
 
     def check_vectorised_draws(self, num: int, *, training: bool = False) -> None:
-        """Refuses ``num`` > 1 weight draws in one vectorised pass through batch norm in training mode (its running
-        statistics are one tensor for all draws), in one line, before a step runs; ``training``: as a training step
-        would run the network (every module in training mode), whatever its modes are now."""
-        if num > 1 and any(isinstance(m, BATCH_NORMS) and (training or m.training) for m in self.net.modules()):
+        """Refuses ``num`` > 1 weight draws in one vectorised pass through batch norm in training mode that keeps
+        running statistics (one tensor for all draws), in one line; ``training``: as a training step would run the
+        network (every module in training mode), whatever its modes are now."""
+        if num > 1 and any(has_running_statistics(m) and (training or m.training) for m in self.net.modules()):
             raise ValueError(
                 f"batch norm in training mode cannot run {num} weight draws in one vectorised pass (its running "
-                "statistics are one tensor for all of them): train with num_particles=1, or without batch norm"
+                "statistics are one tensor for all of them): use one draw per pass (num_particles=1, or the trace "
+                "objective with vectorize_particles=False), or batch norm with track_running_stats=False"
             )
 
     def extra_repr(self) -> str:

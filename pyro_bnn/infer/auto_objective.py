@@ -52,8 +52,9 @@ class AutoELBO:
 
     @property
     def vectorize_particles(self) -> bool:
-        """Whether ``Trace_ELBO`` draws its particles in one vectorised pass (the fast path always does)."""
-        return self.trace.vectorize_particles
+        """Whether the particles may run in one vectorised pass: the fast path always draws them so, and which path
+        trains is chosen on the first batch, so True whenever there are several."""
+        return self.trace.num_particles > 1
 
     @property
     def analytic_kl(self) -> bool:

@@ -30,14 +30,14 @@ def test_the_label_check_leaves_batch_norm_as_it_was():
     check_all_labels(loader, bnn, loader.dataset.tensors[0][:32])
     for key, value in bnn.net[1].state_dict().items():
         assert torch.equal(value, state[key]), key
-    assert bnn.net.training  # each module's mode is restored
+    assert all(module.training for module in bnn.net.modules())  # each module's mode is restored
 
 
 def test_the_label_check_still_refuses_a_label_beyond_the_classes():
     bnn, loader = _setup()
     x, y = loader.dataset.tensors
     y[-1] = 2
-    with pytest.raises(ValueError, match="2"):
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 2\) .* found values in \[0, 2\]"):
         check_all_labels(loader, bnn, x[:32])
 
 
@@ -63,3 +63,16 @@ def test_several_vectorised_particles_through_batch_norm_are_refused_before_a_st
         trainer.fit(loader, 1)
     assert "\n" not in str(error.value)
     assert all(torch.equal(v, state[k]) for k, v in bnn.net[1].state_dict().items())  # no step ran
+
+
+def test_batch_norm_without_running_statistics_trains_with_vectorised_particles():
+    from pyro_bnn.infer import ObjectiveOptions
+
+    torch.manual_seed(0)
+    x = torch.randn(N, 3)
+    y = (x[:, 0] > 0).long()
+    net = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8, track_running_stats=False), nn.ReLU(), nn.Linear(8, 2))
+    bnn = BNN(net, NormalPrior(), Categorical(N))
+    runtime = RuntimeOptions(seed=0, progress=False)
+    trainer = Trainer(bnn, "flat:0.01", objective=ObjectiveOptions(num_particles=2), runtime=runtime)
+    assert len(trainer.fit(DataLoader(TensorDataset(x, y), batch_size=32), 1)) == 1
