@@ -454,10 +454,7 @@ def test_a_cut_checkpoint_is_one_line_naming_the_file(trained_run, tmp_path, cap
 # Ctrl-C: status 130 and one line saying what is kept, pointing only to what the verb has.
 INTERRUPTS = [
     (["train", "--out", "x"], "interrupted; no epoch had finished, so nothing was kept"),
-    (
-        ["train", "--out", "x", "--overwrite"],
-        "interrupted; the run already in x is unchanged; the new one kept nothing",
-    ),
+    (["train", "--out", "x", "--overwrite"], "interrupted; no epoch had finished, so nothing was kept"),  # no old run
     (
         ["reproduce", "priors", "--out", "x"],
         "interrupted; finished runs are kept; running the same command again resumes the grid",
@@ -502,6 +499,26 @@ def test_an_interrupted_train_points_to_the_checkpoint_it_left(monkeypatch, caps
     assert capsys.readouterr().err == f"pyro-bnn train: interrupted; {expected}\n"
 
 
+def test_an_interrupted_overwrite_of_a_run_says_the_old_run_is_unchanged(tmp_path, trained_run, capsys):
+    """Interrupted during its first epoch (a KeyboardInterrupt from the first training step)."""
+    import pyro_bnn.infer.trainer as trainer_module
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    before = (run / "checkpoint.pt").read_bytes()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trainer_module, "train_epoch", interrupted)
+        args = [*TRAIN, "--activation", "tanh", "--guide", "autonormal:0.05", "--overwrite", "--out", run]
+        assert main([str(a) for a in args]) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"pyro-bnn train: interrupted; the run already in {run} is unchanged; the new one kept nothing"
+    assert (run / "checkpoint.pt").read_bytes() == before
+
+
 def test_a_busy_run_folder_is_refused(tmp_path, capsys, no_data):
     from pyro_bnn.runs.run_folder import _lock
 
@@ -540,10 +557,16 @@ def test_evaluate_warns_in_one_line_that_a_run_did_not_finish(trained_run, tmp_p
     (run / "config.json").write_text(json.dumps({**json.loads((run / "config.json").read_text()), "epochs": 2}))
     assert main(["evaluate", str(run), "--num-samples", "2"]) == 0
     err = capsys.readouterr().err
-    expected = f"pyro-bnn evaluate: warning: {run} has no metrics.json: its training did not finish (its checkpoint"
-    assert [line for line in err.splitlines() if "metrics.json" in line] == [
-        f"{expected} holds epoch 1 of 2); scoring the weights it has"
-    ]
+    expected = f"pyro-bnn evaluate: warning: {run} has no metrics.json of its checkpoint: its training did not finish"
+    lines = [f"{expected} (the checkpoint holds epoch 1 of 2); scoring the weights it has"]
+    assert [line for line in err.splitlines() if "metrics.json" in line] == lines
+    # A finished run extended by a resume that was interrupted keeps the shorter run's metrics.json: still warned.
+    (run / "metrics.json").write_text(json.dumps({"epochs_run": 0}))
+    assert main(["evaluate", str(run), "--num-samples", "2"]) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if "metrics.json" in line] == lines
+    (run / "metrics.json").write_text(json.dumps({"epochs_run": 1}))  # early stopped at its checkpoint's epoch
+    assert main(["evaluate", str(run), "--num-samples", "2"]) == 0
+    assert "metrics.json" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -665,7 +688,7 @@ def test_predict_on_inputs_of_the_wrong_shape():
         ({"chunk_size": 0}, None, "chunk_size must be None or an int >= 1, got 0"),
         ({"batch_size": 0}, None, "batch_size must be an int >= 1, got 0"),
         ({"max_chunk_bytes": 0}, None, "max_chunk_bytes must be None or an int >= 1, got 0"),
-        ({}, "label", "5"),  # a label beyond the 3 classes, named before any draw
+        ({}, "label", "labels must lie in [0, 3) for a network with 3 outputs, found values in [0, 5]"),
     ],
 )
 def test_predict_refuses_bad_sizes_and_targets_in_one_line(kwargs, data, message):

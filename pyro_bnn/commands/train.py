@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from pyro_bnn.commands.verb import Verb, options_from_args, print_metrics, user_errors, warn
@@ -141,10 +142,13 @@ def _run(args: argparse.Namespace) -> int:
     with user_errors():
         config = config_from(args).validate()
         resuming = prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
+        # An overwrite of a run trains in a staging folder that an interruption removes (what _kept reports).
+        args.replacing = args.overwrite and not resuming and (Path(args.out) / CHECKPOINT).is_file()
         if args.resume and not resuming:
             print(f"pyro-bnn train: no checkpoint in {args.out}; starting a fresh run", file=sys.stderr)
         warn("train", config.unused_options())
         data = load_data(config)
+    start = time.time()
     result = train_run(
         config,
         args.out,
@@ -155,15 +159,17 @@ def _run(args: argparse.Namespace) -> int:
         cuda_graph=not args.no_cuda_graph,
     )
     print_metrics(result.metrics)
-    files = sorted(path.name for path in Path(result.out_dir).iterdir() if path.is_file())
+    # What this run wrote (a resumed run's folder also holds files of earlier commands, evaluate's among them).
+    files = sorted(p.name for p in Path(result.out_dir).iterdir() if p.is_file() and p.stat().st_mtime >= start - 1)
     print(f"wrote {result.out_dir}/{', '.join(files)}")
     return 0
 
 
 def _kept(args: argparse.Namespace) -> str:
-    """What an interrupted ``train`` left in ``--out`` (an overwrite's new run lives in a staging folder, removed)."""
+    """What an interrupted ``train`` left in ``--out``: an overwrite of a run trains in a staging folder, removed on
+    interruption (``args.replacing``, set once the folder is checked); any other run trains in ``--out`` itself."""
     checkpoint = Path(args.out) / CHECKPOINT
-    if args.overwrite:
+    if getattr(args, "replacing", False):
         return f"the run already in {args.out} is unchanged; the new one kept nothing"
     if checkpoint.is_file():
         return f"completed epochs are in {checkpoint} (run the same command with --resume)"

@@ -170,8 +170,9 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
     # its constructor and again when the bar is iterated, so a BatchLoader, which fixes its order and advances its
     # epoch at iter() time, trained every epoch e on the order of e + 1 (batched runs, on that of e), and a torch
     # DataLoader made two iterators per epoch (its workers started twice, its seed drawn twice).
-    # Where stderr is not a terminal (a log file) a bar redrawn in place is noise: one line per epoch instead.
-    log_lines = trainer.progress and not sys.stderr.isatty()
+    # Where stderr is a file or a pipe (a log) a bar redrawn in place is noise: one line per epoch instead. A
+    # notebook's stderr is no terminal either, but tqdm.auto draws its bar there as a widget.
+    log_lines = trainer.progress and not sys.stderr.isatty() and "ipykernel" not in sys.modules
     bar = tqdm(
         iter(loader),
         mininterval=1.0,

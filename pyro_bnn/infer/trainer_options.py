@@ -146,7 +146,8 @@ class RuntimeOptions(Settings):
     seed: int | None = None
     """Seeds Pyro/torch at the start of a fresh run; two CPU runs with the same seed give identical results."""
     progress: bool = True
-    """Show a tqdm progress bar per epoch."""
+    """Show a tqdm progress bar per epoch (in a terminal or a notebook); where stderr is a file or a pipe, one line
+    per epoch with its mean loss instead."""
     cuda_graph: bool = True
     """On a CUDA device, replay each step from a captured CUDA graph where the objective and optimiser allow it
     (:mod:`pyro_bnn.infer.cuda_graph`; ``trainer.graph_reason`` says why not otherwise): the same random draws and,

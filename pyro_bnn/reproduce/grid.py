@@ -155,22 +155,22 @@ def _run_grid(
         position=0,
     )
     failed = sum(r.status is Status.FAILED for r in records.values() if not retry_failed)
-    done = len(specs) - len(todo)
+    finished = len(specs) - len(todo)  # as the bar counts: done or failed
     with bar:
         # Runs that read no other run first, then the ensembles and runners that read them (their members).
         for phase in ([s for s in todo if not s.reads_runs], [s for s in todo if s.reads_runs]):
             for record in executor.run(phase, runs_dir, progress=progress and terminal):
                 records[record.spec.run_id] = record
                 failed += record.status is Status.FAILED
+                finished += record.status in (Status.DONE, Status.FAILED)
                 bar.update(record.status in (Status.DONE, Status.FAILED))
                 if failed:
                     bar.set_postfix(failed=failed)
                 if record.status is Status.FAILED:
                     bar.write(f"run {record.spec.run_id} failed: {record.reason}", file=sys.stderr)
                 elif progress and not terminal and record.status is Status.DONE:  # a log file: a line per run
-                    done += 1
                     print(
-                        f"{name} runs: {done}/{len(specs)} done ({record.spec.run_id}, {record.seconds:.1f} s)",
+                        f"{name} runs: {finished}/{len(specs)} done ({record.spec.run_id}, {record.seconds:.1f} s)",
                         file=sys.stderr,
                         flush=True,
                     )

@@ -113,15 +113,23 @@ def read_run(
     config = replace(RunConfig.from_dict(trained), **changes).resolved()
     resolve_device(config.device)
     epoch = state.get("epoch")
-    # train writes metrics.json last; without it, a checkpoint short of its epochs is a run stopped while training
-    if not (run / "metrics.json").is_file() and isinstance(epoch, int) and epoch < config.epochs:
+    if isinstance(epoch, int) and epoch < config.epochs and not _scored_at(run, epoch):  # stopped while training
         warnings.warn(
-            f"{run} has no metrics.json: its training did not finish (its checkpoint holds epoch {epoch} of "
-            f"{config.epochs}); scoring the weights it has",
+            f"{run} has no metrics.json of its checkpoint: its training did not finish (the checkpoint holds epoch "
+            f"{epoch} of {config.epochs}); scoring the weights it has",
             UnfinishedRunWarning,
             stacklevel=2,
         )
     return run, config, state
+
+
+def _scored_at(run: Path, epoch: int) -> bool:
+    """Whether ``train`` finished (scored) the run at ``epoch``: it writes ``metrics.json`` last, with the epochs it
+    ran (an early-stopped run's are fewer than its config's; an extension interrupted leaves the shorter run's)."""
+    try:
+        return json.loads((run / "metrics.json").read_text()).get("epochs_run") == epoch
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[str, str | os.PathLike]:
