@@ -178,8 +178,14 @@ class IAFNormal(AutoContinuous):
         num_samples = positive_int(num_samples, "num_samples")
         # From a fixed seed: the same guide gives the same summaries (its median is the point network, which must
         # be one network), and the caller's random stream is left where it was.
-        with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_initialized() else []):
-            torch.manual_seed(SUMMARY_SEED)
+        device = next(self.parameters()).device
+        on_cuda = device.type == "cuda"
+        with torch.random.fork_rng(devices=[device] if on_cuda else []):
+            if on_cuda:
+                with torch.cuda.device(device):
+                    torch.cuda.manual_seed(SUMMARY_SEED)  # this device's generator only (manual_seed seeds all)
+            else:
+                torch.random.default_generator.manual_seed(SUMMARY_SEED)
             return self.get_posterior().sample((num_samples,))  # (S, D)
 
     @torch.no_grad()

@@ -15,7 +15,7 @@ depend on the parameters, so the path gradient is unbiased) and hands each model
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pyro
 import pyro.distributions as dist
@@ -106,9 +106,13 @@ class NodeNoiseMixture(AutoGuide):
         num_components = positive_int(num_components, "num_components")
         if not (isinstance(init_loc_std, (int, float)) and 0 <= init_loc_std < math.inf):
             raise ValueError(f"init_loc_std must be a finite number >= 0, got {init_loc_std!r}")
-        if isinstance(init_scale, (str, bytes)) or not isinstance(init_scale, Sequence) or len(init_scale) != 2:
+        try:  # a tuple, list, tensor or array of two numbers
+            pair = None if isinstance(init_scale, (str, bytes)) else [float(v) for v in init_scale]
+        except (TypeError, ValueError):
+            pair = None
+        if pair is None or len(pair) != 2:
             raise ValueError(f"init_scale must be a pair (mean > 0, std >= 0), got {init_scale!r}")
-        scale_mean, scale_std = (float(v) for v in init_scale)
+        scale_mean, scale_std = pair
         if not (0 < scale_mean < math.inf and 0 <= scale_std < math.inf):
             raise ValueError(f"init_scale must be (mean > 0, std >= 0), got {init_scale!r}")
         self.num_components = num_components

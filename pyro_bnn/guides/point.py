@@ -50,11 +50,13 @@ def check_dropout_probability(net: nn.Module, p: float) -> None:
     Raises:
         ValueError: naming P and the probabilities the network's dropout layers have (or that it has none).
     """
-    found = {name or "net": m.p for name, m in net.named_modules() if isinstance(m, DROPOUT_TYPES)}
+    # Dropout(0) is a placeholder that drops nothing (build_model(..., dropout=0) may leave such layers).
+    found = {name or "net": m.p for name, m in net.named_modules() if isinstance(m, DROPOUT_TYPES) and m.p > 0}
     if not found:
         raise ValueError(
             f"mc-dropout:{p:g} needs a network with dropout layers (build_model(..., dropout={p:g}) or nn.Dropout"
-            f"({p:g}) in your module); this network has none, so every predictive sample would be the same"
+            f"({p:g}) in your module); this network has none, so every predictive sample would be the same (for a "
+            "dropout module of your own, build MCDropout(bnn) directly)"
         )
     wrong = {name: q for name, q in found.items() if not math.isclose(q, p)}
     if wrong:

@@ -152,9 +152,7 @@ def _member_state(index: int, member: Member) -> tuple[BNN, dict[str, torch.Tens
             f"ensemble member {index} is a plain {type(member).__name__}; make it a point network first: "
             "BNN(net, NormalPrior(select=nothing), likelihood)"
         )
-    if not isinstance(member, (BNN, tuple, list)):
-        raise ValueError(f"ensemble member {index} is a {type(member).__name__}, not a pyro_bnn BNN or (bnn, point)")
-    bnn, point = (member, None) if isinstance(member, BNN) else (tuple(member) + (None,))[:2]
+    bnn, point = (member, None) if not isinstance(member, (tuple, list)) else (tuple(member) + (None,))[:2]
     if not isinstance(bnn, BNN):
         raise ValueError(f"ensemble member {index} is a {type(bnn).__name__}, not a pyro_bnn BNN (or (bnn, point))")
     if bnn.local_latents:

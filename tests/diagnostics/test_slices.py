@@ -333,7 +333,7 @@ def test_bad_data_and_values_fail_with_one_line_before_any_evaluation():
     cases = [
         (torch.randn(20, 5), y, values, r"the network cannot run on x of shape \(20, 5\)"),
         (x, y, {**values, "fc1.weight": torch.zeros(2, 2)}, r"values\['fc1.weight'\] has shape \(2, 2\); the net"),
-        (x, torch.full((20,), 7), values, "7"),  # a label beyond the 2 classes: the likelihood's own one line
+        (x, torch.full((20,), 7), values, r"labels must lie in \[0, 2\)"),  # the likelihood's own one line
     ]
     for xs, ys, vals, message in cases:
         with pytest.raises(ValueError, match=message) as error:

@@ -339,3 +339,4 @@ def test_the_guide_classes_check_their_arguments_in_one_line():
     ]:
         with pytest.raises(ValueError, match=message):
             build()
+    assert NodeNoiseMixture(bnn, 2, init_scale=torch.tensor([0.05, 0.25])).init_scale == (0.05000000074505806, 0.25)

@@ -108,7 +108,7 @@ def test_mismatched_architectures_are_refused_in_one_line():
     for plain in (nn.Sequential(nn.Linear(4, 3)), nn.Linear(4, 3)):  # a Sequential iterates over its layers
         with pytest.raises(ValueError, match=f"^ensemble member 0 is a plain {type(plain).__name__}; make it"):
             Ensemble.from_networks([plain])
-    with pytest.raises(ValueError, match="^ensemble member 1 is a str, not a pyro_bnn BNN or"):
+    with pytest.raises(ValueError, match=r"^ensemble member 1 is a str, not a pyro_bnn BNN \(or \(bnn, point\)\)$"):
         Ensemble.from_networks([tanh, "net"])
 
 
