@@ -9,7 +9,7 @@ from pyro_bnn.nn.activations import (
     parse_activation,
 )
 from pyro_bnn.nn.leaky_relu import LeakyReLU
-from pyro_bnn.nn.modes import DROPOUT_TYPES, has_running_statistics, network_mode
+from pyro_bnn.nn.modes import DROPOUT_TYPES, has_running_statistics, keeps_state, network_mode
 
 __all__ = [
     "DEFAULT_LEAKY_SLOPE",
@@ -19,6 +19,7 @@ __all__ = [
     "ActivationSpec",
     "LeakyReLU",
     "has_running_statistics",
+    "keeps_state",
     "make_activation",
     "network_mode",
     "parse_activation",

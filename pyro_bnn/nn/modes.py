@@ -22,21 +22,28 @@ def has_running_statistics(module: nn.Module) -> bool:
     return bool(getattr(module, "track_running_stats", False))
 
 
+def keeps_state(module: nn.Module) -> bool:
+    """Whether ``module`` holds buffers of its own: the state a training-mode pass may update (batch norm's running
+    statistics, spectral norm's power-iteration vectors), which a prediction must leave as it was."""
+    return has_running_statistics(module) or next(module.buffers(recurse=False), None) is not None
+
+
 @contextmanager
 def network_mode(net: nn.Module, *, dropout: bool = False) -> Iterator[nn.Module]:
     """Puts every module of ``net`` in evaluation mode, or with ``dropout`` (MC dropout) every module in training
-    mode but those with running statistics (:func:`has_running_statistics`), and restores each module's own mode on
-    exit (also when the block raises).
+    mode but those that keep state (:func:`keeps_state`), and restores each module's own mode on exit (also when the
+    block raises).
 
-    With ``dropout`` any module that reads ``self.training`` (torch's dropout layers, ``F.dropout(x, p,
-    self.training)`` in a module of one's own) draws its masks, and batch norm normalises by its running statistics
-    and leaves them as they were.
+    With ``dropout`` any module without buffers that reads ``self.training`` draws its masks (torch's dropout layers,
+    the dropout inside attention and recurrent layers, ``F.dropout(x, p, self.training)`` in a module of one's own),
+    while batch norm normalises by its running statistics and spectral norm skips its power iteration, both leaving
+    their buffers as they were.
     """
     modes = [(module, module.training) for module in net.modules()]
     net.train(dropout)
     if dropout:
         for module in net.modules():
-            if has_running_statistics(module):
+            if keeps_state(module):
                 module.eval()
     try:
         yield net

@@ -147,6 +147,19 @@ def test_mc_dropout_keeps_a_dropout_module_of_ones_own_on():
     assert prediction.probs.std(0).mean() > 1e-3 and not bnn.training
 
 
+def test_mc_dropout_leaves_spectral_norm_state_as_it_was():
+    torch.manual_seed(0)
+    layer = nn.utils.parametrizations.spectral_norm(nn.Linear(16, 16))
+    net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), layer, nn.Dropout(0.5), nn.Linear(16, 3))
+    bnn = BNN(net, NormalPrior(select=nothing), Categorical(100))
+    guide = _guide(bnn, cls=MCDropout)
+    before = {k: v.clone() for k, v in bnn.net.state_dict().items()}
+    prediction = predict(bnn, guide, X, num_samples=4)
+    assert prediction.probs.std(0).mean() > 1e-3  # dropout is on
+    for key, value in bnn.net.state_dict().items():
+        assert torch.equal(value, before[key]), key  # no power iteration ran
+
+
 def test_posterior_mean_network_uses_the_guide_locations():
     bnn = _bnn()
     guide = _guide(bnn, init_scale=0.5)
