@@ -676,7 +676,7 @@ def test_predict_on_inputs_of_the_wrong_shape():
     bnn = _bnn()
     guide = AutoNormal(bnn)
     guide(torch.randn(4, 2), torch.tensor([0, 1, 2, 0]))
-    with pytest.raises(ValueError, match=r"cannot run on inputs of shape \(1, 5\)") as info:
+    with pytest.raises(ValueError, match=r"cannot run on inputs of shape \(6, 5\)") as info:
         predict(bnn, guide, torch.randn(6, 5), num_samples=2)
     assert "\n" not in str(info.value)
 

@@ -52,9 +52,10 @@ class AutoELBO:
 
     @property
     def vectorize_particles(self) -> bool:
-        """Whether the particles may run in one vectorised pass: the fast path always draws them so, and which path
-        trains is chosen on the first batch, so True whenever there are several."""
-        return self.trace.num_particles > 1
+        """``Trace_ELBO``'s setting: whether it draws its particles in one vectorised pass. The fast path, chosen
+        for flat guides only, always does (:meth:`~pyro_bnn.BNN.check_vectorised_draws` refuses batch norm there
+        on its first pass)."""
+        return self.trace.vectorize_particles
 
     @property
     def analytic_kl(self) -> bool:

@@ -234,14 +234,14 @@ class Trainer:
         non_negative_int(epochs, "epochs")
         check_dataset_size(train_loader, self.bnn)
         num_steps = len(train_loader)
+        if isinstance(self.bnn, BNN) and getattr(self.objective, "vectorize_particles", True):  # fast ones: always
+            self.bnn.check_vectorised_draws(getattr(self.objective, "num_particles", 1), training=True)
         if resume_from is None:  # a resumed run takes everything from its checkpoint instead
             spec_warm_start(self, train_loader)
         if resume_from is None and self.seed is not None and self.optimizer is None:
             pyro.set_rng_seed(self.seed)  # only a fresh run: a second fit() continues the same random stream
         x, y = next(iter(train_loader))
         x, y = x.to(self.device), y.to(self.device)
-        if isinstance(self.bnn, BNN) and getattr(self.objective, "vectorize_particles", True):  # fast ones: always
-            self.bnn.check_vectorised_draws(getattr(self.objective, "num_particles", 1), training=True)
         self.setup(x, y)  # validates the first batch before anything else runs on it
         if isinstance(self.bnn, BNN):  # a composed model checks its own batches (validate_batch)
             _check_all_labels(train_loader, self.bnn, x)

@@ -46,8 +46,9 @@ def model_device(module: torch.nn.Module) -> torch.device:
     return next((t.device for t in tensors), torch.device("cpu"))
 
 
-def _activation_bytes(bnn: BNN, x_one: torch.Tensor) -> int:
-    """Bytes of all leaf-module outputs in one forward pass of one example (a conservative activation size)."""
+def _activation_bytes(bnn: BNN, x: torch.Tensor) -> int:
+    """Bytes of all leaf-module outputs in one forward pass of the examples ``x`` (a conservative activation
+    size)."""
     total = 0
 
     def count(module, inputs, output):
@@ -58,7 +59,7 @@ def _activation_bytes(bnn: BNN, x_one: torch.Tensor) -> int:
     leaves = [m for m in bnn.net.modules() if next(m.children(), None) is None]
     handles = [m.register_forward_hook(count) for m in leaves]
     try:
-        bnn.apply_parameters(x_one, bnn.initial_values())
+        bnn.apply_parameters(x, bnn.initial_values())
     finally:
         for handle in handles:
             handle.remove()
@@ -72,8 +73,9 @@ def _auto_chunk(bnn: BNN, num_samples: int, batches, max_bytes: int) -> int:
     weights), hence the factor 3."""
     weight_bytes = 3 * bnn.num_random_parameters() * 4
     batch_size = max(len(x) for x, _ in batches)
-    x_one = batches[0][0][:1].to(model_device(bnn))
-    per_sample = weight_bytes + batch_size * _activation_bytes(bnn, x_one)
+    # Two examples, halved: batch norm without running statistics normalises by the batch, and cannot on one.
+    x_two = batches[0][0][:2].to(model_device(bnn))
+    per_sample = weight_bytes + batch_size * _activation_bytes(bnn, x_two) // len(x_two)
     return max(1, min(num_samples, max_bytes // max(per_sample, 1)))
 
 
@@ -136,7 +138,7 @@ def predict(
         raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
-    bnn.validate_batch(x_first[:1])  # inputs of the wrong shape: one line, not a matmul error
+    bnn.validate_batch(x_first)  # inputs of the wrong shape: one line, not a matmul error
     targets = _targets(batches, device)
     if targets is not None:
         bnn.validate_targets(x_first, targets)  # labels >= C or of the wrong shape: one line, before any draw

@@ -11,6 +11,7 @@ from pyro_bnn import BNN
 from pyro_bnn.infer import RuntimeOptions, Trainer
 from pyro_bnn.infer.trainer_loop import check_all_labels
 from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior
 
 N = 64
@@ -51,7 +52,7 @@ def test_a_batch_norm_network_trains_from_a_tensor_dataset(guide):
     assert int(bnn.net[1].num_batches_tracked) >= 4  # its training steps do update batch norm
 
 
-@pytest.mark.parametrize("guide", ["flat:0.01", "autonormal:0.01", "map"])
+@pytest.mark.parametrize("guide", ["flat:0.01", "autonormal:0.01", "map", "flat:0.01,loc=map,map_epochs=1"])
 def test_several_vectorised_particles_through_batch_norm_are_refused_before_a_step(guide):
     from pyro_bnn.infer import ObjectiveOptions
 
@@ -75,4 +76,16 @@ def test_batch_norm_without_running_statistics_trains_with_vectorised_particles(
     bnn = BNN(net, NormalPrior(), Categorical(N))
     runtime = RuntimeOptions(seed=0, progress=False)
     trainer = Trainer(bnn, "flat:0.01", objective=ObjectiveOptions(num_particles=2), runtime=runtime)
-    assert len(trainer.fit(DataLoader(TensorDataset(x, y), batch_size=32), 1)) == 1
+    loader = DataLoader(TensorDataset(x, y), batch_size=32)
+    history = trainer.fit(loader, 1, val_loader=loader)  # validation predicts on a batch, never on one example
+    assert len(history) == 1 and 0 <= history[0]["val_accuracy"] <= 1
+    assert predict(bnn, trainer.guide, (x, y), num_samples=3).probs.shape == (3, N, 2)
+
+
+def test_the_trace_objective_runs_particles_one_by_one_through_batch_norm():
+    from pyro_bnn.infer import ObjectiveOptions
+
+    bnn, loader = _setup()
+    objective = ObjectiveOptions("trace", num_particles=2, vectorize_particles=False)
+    trainer = Trainer(bnn, "autonormal:0.01", objective=objective, runtime=RuntimeOptions(seed=0, progress=False))
+    assert len(trainer.fit(loader, 1)) == 1

@@ -1,6 +1,8 @@
 import functools
 import json
 import pickle
+import sys
+import types
 
 import pyro
 import pytest
@@ -103,6 +105,14 @@ def test_progress_into_a_log_file_is_a_line_per_epoch(capsys):
     history = trainer.fit(train, 2)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(" (")[0] for line in lines] == [f"epoch {r['epoch']}/2: loss {r['loss']:.4g}" for r in history]
+
+
+def test_a_notebook_keeps_its_bars(capsys, monkeypatch):
+    """A notebook's stderr is no terminal either, but tqdm.auto draws its bar there as a widget: no lines."""
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    train, _ = _loaders()
+    Trainer(_classifier(), lambda m: AutoNormal(m), runtime=RuntimeOptions(seed=0, progress=True)).fit(train, 1)
+    assert "epoch 1/1: loss" not in capsys.readouterr().err
 
 
 def test_kl_annealing_weights_reach_the_record():

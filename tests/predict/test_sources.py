@@ -111,5 +111,5 @@ def test_sources_refuse_values_of_the_wrong_shape():
 
 def test_inputs_of_the_wrong_shape_are_one_clear_error():
     bnn = _bnn()
-    with pytest.raises(ValueError, match=r"the network cannot run on inputs of shape \(1, 5\)"):
+    with pytest.raises(ValueError, match=r"the network cannot run on inputs of shape \(10, 5\)"):
         predict(bnn, _guide(bnn), torch.randn(10, 5), num_samples=2)
