@@ -106,13 +106,11 @@ class NodeNoiseMixture(AutoGuide):
         num_components = positive_int(num_components, "num_components")
         if not (isinstance(init_loc_std, (int, float)) and 0 <= init_loc_std < math.inf):
             raise ValueError(f"init_loc_std must be a finite number >= 0, got {init_loc_std!r}")
-        try:  # a tuple, list, tensor or array of two numbers
-            pair = None if isinstance(init_scale, (str, bytes)) else [float(v) for v in init_scale]
-        except (TypeError, ValueError):
-            pair = None
-        if pair is None or len(pair) != 2:
-            raise ValueError(f"init_scale must be a pair (mean > 0, std >= 0), got {init_scale!r}")
-        scale_mean, scale_std = pair
+        pair = init_scale.tolist() if hasattr(init_scale, "tolist") else init_scale  # a tensor or array of two
+        numbers = isinstance(pair, (tuple, list)) and len(pair) == 2
+        if not (numbers and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):
+            raise ValueError(f"init_scale must be a pair of numbers (mean > 0, std >= 0), got {init_scale!r}")
+        scale_mean, scale_std = (float(v) for v in pair)
         if not (0 < scale_mean < math.inf and 0 <= scale_std < math.inf):
             raise ValueError(f"init_scale must be (mean > 0, std >= 0), got {init_scale!r}")
         self.num_components = num_components

@@ -50,7 +50,7 @@ def check_dropout_probability(net: nn.Module, p: float) -> None:
     Raises:
         ValueError: naming P and the probabilities the network's dropout layers have (or that it has none).
     """
-    # Dropout(0) is a placeholder that drops nothing (build_model(..., dropout=0) may leave such layers).
+    # Dropout(0) drops nothing: a placeholder some networks keep, not dropout to sample.
     found = {name or "net": m.p for name, m in net.named_modules() if isinstance(m, DROPOUT_TYPES) and m.p > 0}
     if not found:
         raise ValueError(

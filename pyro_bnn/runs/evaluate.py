@@ -127,9 +127,10 @@ def _scored_at(run: Path, epoch: int) -> bool:
     """Whether ``train`` finished (scored) the run at ``epoch``: it writes ``metrics.json`` last, with the epochs it
     ran (an early-stopped run's are fewer than its config's; an extension interrupted leaves the shorter run's)."""
     try:
-        return json.loads((run / "metrics.json").read_text()).get("epochs_run") == epoch
+        ran = json.loads((run / "metrics.json").read_text()).get("epochs_run", epoch)  # a runner that omits it
     except (OSError, ValueError, AttributeError):
         return False
+    return ran == epoch
 
 
 def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[str, str | os.PathLike]:

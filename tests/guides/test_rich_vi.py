@@ -334,9 +334,12 @@ def test_the_guide_classes_check_their_arguments_in_one_line():
         (lambda: IAFNormal(bnn, num_flows=None), "num_flows must be an int >= 1, got None"),
         (lambda: IAFNormal(bnn, hidden=0), "hidden must be an int >= 1, got 0"),
         (lambda: LowRankNormal(lambda: None), "init_loc_fn is required for a model that is not a pyro_bnn.BNN"),
-        (lambda: NodeNoiseMixture(bnn, 2, init_scale=0.05), r"init_scale must be a pair \(mean > 0, std >= 0\)"),
+        (lambda: NodeNoiseMixture(bnn, 2, init_scale=0.05), r"init_scale must be a pair of numbers \(mean"),
         (lambda: NodeNoiseMixture(bnn, 2, init_scale=(0.05,)), r"init_scale must be a pair .* got \(0.05,\)"),
     ]:
         with pytest.raises(ValueError, match=message):
             build()
     assert NodeNoiseMixture(bnn, 2, init_scale=torch.tensor([0.05, 0.25])).init_scale == (0.05000000074505806, 0.25)
+    for unordered_or_not_numbers in ({0.05, 0.25}, (True, 0), ["0.1", "0.2"], torch.ones(2, 1)):
+        with pytest.raises(ValueError, match="init_scale must be a pair of numbers"):
+            NodeNoiseMixture(bnn, 2, init_scale=unordered_or_not_numbers)
