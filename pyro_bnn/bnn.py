@@ -284,16 +284,18 @@ class BNN(nn.Module):
         return self.likelihood(self.apply_parameters(x, params, local_values), y, plate=plate)
 
     @torch.no_grad()
-    def validate_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
+    def validate_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
         """Checks one batch against the network and likelihood before training (clear errors, not a crash later).
+
+        Returns:
+            The network's output on ``x`` at its initial values (evaluation mode).
 
         Raises:
             ValueError: when the input shape differs from ``net.input_shape`` (where the net declares one), the
                 network cannot run on ``x``, or ``y`` does not fit the likelihood (e.g. labels >= num_classes).
         """
         check_input_shape(self.net, x)
-        # In eval mode: a check must not update batch-norm running statistics, and batch norm in training mode
-        # cannot run on the one example that prediction checks.
+        # In eval mode: a check must not update batch norm's running statistics (nor spectral norm's vectors).
         with network_mode(self.net):
             try:
                 output = self.apply_parameters(x, self.initial_values())
@@ -301,18 +303,19 @@ class BNN(nn.Module):
                 raise ValueError(f"the network cannot run on inputs of shape {tuple(x.shape)}: {err}") from err
         if y is not None:
             self.likelihood.check_targets(output, y)
+        return output
 
     def validate_targets(self, x: torch.Tensor, targets: torch.Tensor) -> None:
-        """Checks every target of a data set at once against the likelihood (labels >= C, wrong dtype or shape).
+        """:meth:`validate_batch` of ``x``, then every target of a data set at once against the likelihood (labels
+        >= C, wrong dtype or shape).
 
         Args:
-            x: A batch of inputs ``(B, *input_shape)``, already accepted by :meth:`validate_batch`; the network's
-                output on it gives the likelihood its output shape (the whole batch: batch norm without running
-                statistics normalises by the batch even in evaluation mode, and cannot on one example).
+            x: A batch of inputs ``(B, *input_shape)``; the network's output on it gives the likelihood its output
+                shape (a whole batch: batch norm without running statistics normalises by the batch even in
+                evaluation mode, and cannot on one example).
             targets: ``(N,)`` or ``(N, D_out)``, all of them.
         """
-        with torch.no_grad(), network_mode(self.net):  # no batch-norm update
-            output = self.apply_parameters(x, self.initial_values())
+        output = self.validate_batch(x)
         # check_targets compares the batch dimension too, so hand it an output with as many rows as targets.
         self.likelihood.check_targets(output[:1].expand(len(targets), *output.shape[1:]), targets.to(output.device))
 

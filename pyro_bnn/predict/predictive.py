@@ -138,10 +138,12 @@ def predict(
         raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
-    bnn.validate_batch(x_first)  # inputs of the wrong shape: one line, not a matmul error
     targets = _targets(batches, device)
-    if targets is not None:
-        bnn.validate_targets(x_first, targets)  # labels >= C or of the wrong shape: one line, before any draw
+    # Inputs of the wrong shape, labels >= C or targets of the wrong shape: one line, before any draw.
+    if targets is None:
+        bnn.validate_batch(x_first)
+    else:
+        bnn.validate_targets(x_first, targets)
     prediction = _sample(bnn, source, batches, targets, num_samples, chunk_size, max_chunk_bytes)
     if point:
         prediction.point = _point_prediction(bnn, source, batches, targets)
@@ -274,7 +276,7 @@ def predict_posterior_mean(bnn: BNN, guide: Source, data: Data, *, batch_size: i
     batches = _batches(data, positive_int(batch_size, "batch_size"))
     if not batches:
         raise ValueError("predict_posterior_mean got no data (an empty tensor or loader)")
-    bnn.validate_batch(batches[0][0][:1].to(model_device(bnn)))
+    bnn.validate_batch(batches[0][0].to(model_device(bnn)))
     prediction = _point_prediction(bnn, source, batches, _targets(batches, model_device(bnn)))
     if prediction is None:
         raise ValueError(
