@@ -123,8 +123,10 @@ class BayesianModule(nn.Module):
 
         Args:
             output: This module's outputs ``(B, *output_shape)``.
-            y: Targets ``(B,)`` or ``(B, D)``.
+            y: Targets: ``(B,)`` class labels, or ``(B, D)`` regression targets (a ``(B,)`` regression target
+                would broadcast against ``(B, 1)`` outputs; refused in one line).
         """
         likelihood = self.bnn.likelihood
+        likelihood.check_targets(output, y)
         scale = likelihood.dataset_size / output.shape[0] if likelihood.kl_scale is KLScale.DATASET else 1.0
         return -likelihood.log_likelihood(output, y).sum() * scale

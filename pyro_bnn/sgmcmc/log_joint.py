@@ -107,6 +107,7 @@ class LogJoint:
         self.dim = sum(self.sizes)
         with pyro.validation_enabled(False):  # a blown-up value must score -inf or NaN (a divergence), not raise
             self.priors = [bnn.prior.distribution(site, {}) for site in bnn.sites]
+        self._checked = False
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{site: (*lead, *site_shape)}`` views of flat weights ``(*lead, D)``."""
@@ -135,7 +136,13 @@ class LogJoint:
 
     def log_likelihood(self, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``sum_b log p(y_b | x_b, w)`` over a minibatch, unscaled, for flat weights ``(D,)`` or ``(C, D)`` (one
-        network pass per row, vectorised): ``()`` or ``(C,)``."""
+        network pass per row, vectorised): ``()`` or ``(C,)``.
+
+        The first call checks the minibatch in one line (``BNN.validate_targets``): a regression target ``(B,)``
+        against outputs ``(B, 1)`` would broadcast to ``(B, B)`` and score every output against every target."""
+        if not self._checked:
+            self.bnn.validate_targets(x, y)
+            self._checked = True
         if flat.dim() == 1:
             output = self.bnn.run_network(x, self.unflatten(flat))
         else:
@@ -165,7 +172,7 @@ class LogJoint:
         Args:
             flat: Weights ``(D,)``, or ``(C, D)`` for C chains at once.
             x: Minibatch inputs ``(B, *input_shape)``.
-            y: Minibatch targets ``(B,)`` or ``(B, D_out)``.
+            y: Minibatch targets: ``(B,)`` class labels, or ``(B, D_out)`` regression targets.
 
         Returns:
             ``()``, or ``(C,)``: each row's own log joint (so the gradient of the sum is every row's gradient).
