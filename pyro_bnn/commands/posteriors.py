@@ -16,7 +16,7 @@ from pyro_bnn.commands.verb import Verb, options_from_args
 from pyro_bnn.errors import UserError
 from pyro_bnn.laplace import Link, Predictive, Structure, Subset
 from pyro_bnn.sgmcmc import Method, SGMCMCDivergenceError
-from pyro_bnn.sgmcmc.samplers import as_method
+from pyro_bnn.sgmcmc.samplers import as_method, check_method_options
 
 _CHECK_ERRORS = (ValueError, TypeError, OSError, ImportError)
 """What a verb's checks raise for a bad option, path or missing extra: turned into one line."""
@@ -182,16 +182,11 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
 def _check_method_flags(args: argparse.Namespace, method: Method) -> None:
     """Refuses a sampler flag the method does not read (one line naming the flag, its value and the methods it
-    applies to): ignored without a word, it would look as if it had been used."""
-    cyclical = ", ".join(m.value for m in Method if m.cyclical)
-    momentum = ", ".join(m.value for m in Method if m.momentum)
-    for flag, value, applies, methods in (
-        ("--cycles", args.cycles, method.cyclical, cyclical),
-        ("--exploration", args.exploration, method.cyclical, cyclical),
-        ("--friction", args.friction, method.momentum, momentum),
-    ):
-        if value is not None and not applies:
-            raise ValueError(f"{flag} {value} applies to the methods {methods} only, not {method.value!r}")
+    applies to)."""
+    flags = {"friction": "--friction", "num_cycles": "--cycles", "exploration": "--exploration"}
+    check_method_options(
+        method, flags.__getitem__, friction=args.friction, num_cycles=args.cycles, exploration=args.exploration
+    )
 
 
 LAPLACE = Verb(

@@ -33,7 +33,7 @@ from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder
 from pyro_bnn.runs.scoring import save_prediction_figure, score
 from pyro_bnn.sgmcmc import Method, StepPlan, check_supported, sample_sgmcmc
 from pyro_bnn.sgmcmc.run import check_options
-from pyro_bnn.sgmcmc.samplers import as_method
+from pyro_bnn.sgmcmc.samplers import DEFAULT_EXPLORATION, DEFAULT_FRICTION, DEFAULT_NUM_CYCLES, as_method
 
 TRAINING_ONLY = (
     "guide",
@@ -80,9 +80,9 @@ class SamplerOptions(Settings):
     burn_in: int = 0
     thin: int = 1
     num_chains: int = 4
-    num_cycles: int = 4
-    friction: float = 0.1
-    exploration: float = 0.5
+    num_cycles: int = DEFAULT_NUM_CYCLES
+    friction: float = DEFAULT_FRICTION
+    exploration: float = DEFAULT_EXPLORATION
     init: str = "prior"
 
     def check(self) -> SamplerOptions:
@@ -189,9 +189,9 @@ def _sample_in(
         burn_in=options.burn_in,
         thin=options.thin,
         num_chains=options.num_chains,
-        friction=options.friction,
-        num_cycles=options.num_cycles,
-        exploration=options.exploration,
+        friction=options.friction if options.method.momentum else None,
+        num_cycles=options.num_cycles if options.method.cyclical else None,
+        exploration=options.exploration if options.method.cyclical else None,
         init=options.init,
         seed=config.seed,
         progress=progress,

@@ -14,7 +14,17 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import non_negative_int, positive_int
 from pyro_bnn.sgmcmc.log_joint import LogJoint
 from pyro_bnn.sgmcmc.result import SGMCMCDivergenceError, SGMCMCResult, divergence_message
-from pyro_bnn.sgmcmc.samplers import Method, StepPlan, as_method, sghmc_step, sgld_step
+from pyro_bnn.sgmcmc.samplers import (
+    DEFAULT_EXPLORATION,
+    DEFAULT_FRICTION,
+    DEFAULT_NUM_CYCLES,
+    Method,
+    StepPlan,
+    as_method,
+    check_method_options,
+    sghmc_step,
+    sgld_step,
+)
 
 INITS = ("prior", "network")
 """The named starting points: a draw from the prior per chain, or the network's own initial weights."""
@@ -91,9 +101,9 @@ def sample_sgmcmc(
     burn_in: int = 0,
     thin: int = 1,
     num_chains: int = 4,
-    friction: float = 0.1,
-    num_cycles: int = 4,
-    exploration: float = 0.5,
+    friction: float | None = None,
+    num_cycles: int | None = None,
+    exploration: float | None = None,
     init: str | Mapping[str, torch.Tensor] = "prior",
     seed: int = 0,
     progress: bool = True,
@@ -118,9 +128,11 @@ def sample_sgmcmc(
         burn_in: Steps discarded before the first kept one; for the cyclical methods, whole cycles.
         thin: Keep every ``thin``-th step.
         num_chains: Chains, run side by side.
-        friction: SGHMC's ``alpha`` in (0, 1] (the momentum decays by ``1 - alpha`` per step).
-        num_cycles: Kept cycles (cyclical methods).
-        exploration: Share of each cycle spent in the noise-free exploration stage, in [0, 1) (cyclical methods).
+        friction: SGHMC's ``alpha`` in (0, 1] (the momentum decays by ``1 - alpha`` per step); momentum methods
+            only, default 0.1.
+        num_cycles: Kept cycles; cyclical methods only, default 4.
+        exploration: Share of each cycle spent in the noise-free exploration stage, in [0, 1); cyclical methods
+            only, default 0.5.
         init: ``"prior"`` (a prior draw per chain), ``"network"`` (the network's initial weights) or
             ``{site: site_shape}`` / ``{site: (num_chains, *site_shape)}``.
         seed: Seeds Pyro and torch once, before the starts are drawn.
@@ -132,10 +144,15 @@ def sample_sgmcmc(
         :class:`~pyro_bnn.sgmcmc.SGMCMCResult` with ``samples`` ``{site: (num_chains, num_draws, *site_shape)}``.
 
     Raises:
-        ValueError: an unsupported model or a bad option (one line, naming it).
+        ValueError: an unsupported model or a bad option (one line, naming it), or an option the method does not
+            read (``friction`` for SGLD, ``num_cycles`` or ``exploration`` for the constant-step methods).
         SGMCMCDivergenceError: a chain's log joint or weights became NaN or infinite.
     """
     method = as_method(method)
+    check_method_options(method, friction=friction, num_cycles=num_cycles, exploration=exploration)
+    friction = DEFAULT_FRICTION if friction is None else friction
+    num_cycles = DEFAULT_NUM_CYCLES if num_cycles is None else num_cycles
+    exploration = DEFAULT_EXPLORATION if exploration is None else exploration
     log_joint = LogJoint(bnn, temperature)  # refuses models it cannot sample
     check_options(num_chains, friction, init, seed)
     plan = StepPlan(

@@ -17,6 +17,7 @@ joint (:mod:`pyro_bnn.sgmcmc.log_joint`), with step size ``eps``:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -51,6 +52,36 @@ class Method(str, Enum):
 def as_method(method: Method | str) -> Method:
     """The :class:`Method` named by ``method``, or a one-line ValueError listing the choices."""
     return enum_member(Method, method, "SG-MCMC method")
+
+
+DEFAULT_FRICTION = 0.1
+"""SGHMC's friction where none is given."""
+DEFAULT_NUM_CYCLES = 4
+"""The cyclical methods' kept cycles where none is given."""
+DEFAULT_EXPLORATION = 0.5
+"""The cyclical methods' noise-free share of a cycle where none is given."""
+
+
+def check_method_options(method: Method, spell: Callable[[str], str] = str, **options: object) -> None:
+    """Refuses an option ``method`` does not read (one-line ValueError naming it as ``spell(name)``, its value and
+    the methods it applies to): ignored without a word, it would look as if it had been used.
+
+    Args:
+        method: The sampler.
+        spell: How to name an option in the message (the command line passes its flag names).
+        **options: ``friction`` (momentum methods), ``num_cycles`` and ``exploration`` (cyclical methods); None
+            means not given.
+    """
+    for name, value in options.items():
+        applies, methods = (
+            (method.momentum, [m.value for m in Method if m.momentum])
+            if name == "friction"
+            else (method.cyclical, [m.value for m in Method if m.cyclical])
+        )
+        if value is not None and not applies:
+            raise ValueError(
+                f"{spell(name)} {value} applies to the methods {', '.join(methods)} only, not {method.value!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ def test_cyclical_plan_explores_then_samples_to_the_cycle_end_under_a_cosine_ste
 # ---------------------------------------------------------------------------------------------- runs
 @pytest.mark.parametrize("method", [m.value for m in Method])
 def test_draws_have_the_layout_and_count_the_options_give(method, run, conjugate):
-    bnn, result = conjugate.bnn, run(method=method, num_draws=6, num_cycles=3, burn_in=1, thin=2, num_chains=3)
+    cycles = {"num_cycles": 3} if Method(method).cyclical else {}
+    bnn, result = conjugate.bnn, run(method=method, num_draws=6, burn_in=1, thin=2, num_chains=3, **cycles)
     assert result.samples["weight"].shape == (3, 6, 1, 2) and result.samples["bias"].shape == (3, 6, 1)
     assert result.log_joint.shape == (3, result.steps_per_chain)
     expected_steps = (1 + 3) * (4 + 4) if Method(method).cyclical else 1 + 6 * 2
@@ -167,7 +168,10 @@ def test_the_progress_bar_can_be_shown(run, capsys):
         ({"num_draws": 0}, "num_draws must be an int >= 1"),
         ({"burn_in": -1}, "burn_in must be an int >= 0"),
         ({"num_chains": 0}, "num_chains must be an int >= 1"),
-        ({"friction": 0.0}, r"friction must be a number in \(0, 1\]"),
+        ({"method": "sghmc", "friction": 0.0}, r"friction must be a number in \(0, 1\]"),
+        ({"friction": 0.5}, "friction 0.5 applies to the methods sghmc, csghmc only, not 'sgld'"),
+        ({"method": "sghmc", "num_cycles": 2}, "num_cycles 2 applies to the methods csgld, csghmc only, not 'sghmc'"),
+        ({"exploration": 0.2}, "exploration 0.2 applies to the methods csgld, csghmc only, not 'sgld'"),
         (
             {"method": "csgld", "num_cycles": 2, "exploration": 1.0},
             r"exploration must be a share of the cycle in \[0, 1\)",
@@ -210,8 +214,9 @@ def test_a_classifier_network_samples_and_predicts(method):
     x, y = torch.randn(30, 2), torch.randint(0, 2, (30,))
     bnn = BNN(build_model("tanh-small", input_shape=(2,), num_classes=2), NormalPrior(0.0, 1.0), Categorical(30))
     loader = BatchLoader(x, y, batch_size=10, shuffle=True, seed=0)
+    cycles = {"num_cycles": 2} if Method(method).cyclical else {}
     result = sample_sgmcmc(
-        bnn, loader, method=method, step_size=1e-3, num_draws=4, num_cycles=2, burn_in=1, num_chains=3, progress=False
+        bnn, loader, method=method, step_size=1e-3, num_draws=4, burn_in=1, num_chains=3, progress=False, **cycles
     )
     assert result.samples["fc1.weight"].shape == (3, 4, 5, 2)
     prediction = predict(bnn, result.source(), (x, y))

@@ -117,6 +117,7 @@ def sgmcmc(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     """SG-MCMC with the spec's options (``method``, ``step_size``, ``chains``, ``draws``, ``burn_in``, ``thin``,
     ``cycles``, ``init``) on minibatches of ``config.batch_size``; every chain's kept draws are the posterior."""
     from pyro_bnn.sgmcmc import sample_sgmcmc
+    from pyro_bnn.sgmcmc.samplers import as_method
 
     config = spec.config
     data = load_data(config)
@@ -136,7 +137,7 @@ def sgmcmc(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
         burn_in=int(spec.option("burn_in")),
         thin=int(spec.option("thin")),
         num_chains=int(spec.option("chains")),
-        num_cycles=int(spec.option("cycles", "1")),
+        num_cycles=int(spec.option("cycles", "1")) if as_method(spec.option("method")).cyclical else None,
         init=spec.option("init", "prior"),
         seed=config.seed,
         progress=False,
