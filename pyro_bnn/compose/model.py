@@ -25,6 +25,7 @@ from torch import nn
 from pyro_bnn.checks import positive_int
 from pyro_bnn.compose.random_function import PREDICTIVE_PLATE, RandomFunction
 from pyro_bnn.predict import Prediction
+from pyro_bnn.predict.batches import data_batches
 from pyro_bnn.sites import LIKELIHOOD_TAG
 
 
@@ -193,9 +194,11 @@ class ComposedModel(nn.Module):
             ``(S, N, D)``; ``targets`` and ``log_likelihood (S, N)``.
         """
         num_samples = positive_int(num_samples, "num_samples")
-        batches = [data] if isinstance(data, tuple) else list(data)
+        batches = data_batches(data, None, "predict")
         if not batches:
             raise ValueError("predict got no data (an empty loader)")
+        if any(y is None for _, y in batches):
+            raise ValueError("predict needs (x, y) batches: the targets are scored (log_likelihood)")
         device = next((p.device for p in guide.parameters()), torch.device("cpu"))
         x0, y0 = (t.to(device) for t in batches[0])
         self.validate_batch(x0, y0)

@@ -16,6 +16,7 @@ import torch
 from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
+from pyro_bnn.checks import positive_int
 from pyro_bnn.compose.random_function import PREDICTIVE_PLATE
 
 
@@ -66,8 +67,7 @@ def predict_model(
         singleton slots are removed): a random function's outputs ``(S, B, *out)``, a global scalar ``(S,)``, a
         data site ``(S, B)``.
     """
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    num_samples = positive_int(num_samples, "num_samples")
     guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
     model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
     shapes = {name: value.shape for name, value in _sample_sites(model_trace).items()}

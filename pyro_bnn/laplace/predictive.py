@@ -4,7 +4,6 @@ or Monte Carlo over weight draws through :func:`~pyro_bnn.predict.predict`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
 
 import torch
 
@@ -13,9 +12,8 @@ from pyro_bnn.laplace.kron_glm import kron_glm_moments
 from pyro_bnn.laplace.options import Link, Predictive
 from pyro_bnn.laplace.posterior import LaplacePosterior, on_model_device
 from pyro_bnn.predict import PointEstimate, Prediction, predict, predict_posterior_mean
+from pyro_bnn.predict.batches import Data, data_batches, split_batches
 from pyro_bnn.spec.values import enum_member
-
-Data = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | Iterable
 
 GLM_JACOBIAN_BYTES = 256 * 2**20
 """About how much memory the Jacobian of one batch of the GLM predictive may take, ``B x outputs x P`` values: the
@@ -84,14 +82,16 @@ def predict_laplace(
     if predictive is Predictive.MC:
         return predict(bnn, posterior.source(), data, num_samples=num_samples, batch_size=size, point=point)
     regression = posterior.laplace.likelihood == "regression"
-    batches = _batches(data, size)
+    batches = data_batches(data, size, "predict_laplace", split_loader=True)
+    if not batches:
+        raise ValueError("predict_laplace got no data (an empty tensor or loader)")
     device = next(iter(posterior.map_values.values())).device
     probe = batches[0][0][:2].to(device)
     bnn.validate_batch(probe)
     layers = posterior.rank_one_layers(probe)
     if layers is None and batch_size is None:  # laplace-torch's full Jacobians: batches sized by their memory
         size = glm_batch_size(posterior)
-        batches = [pair for x, y in batches for pair in _split(x, y, size)]
+        batches = split_batches(batches, size)
     outputs = []
     for x, _ in batches:
         outputs.append(_glm_outputs(posterior, x.to(device), regression, link, num_samples, layers))
@@ -163,31 +163,6 @@ def independent_draws(f_mu: torch.Tensor, f_var: torch.Tensor, num: int) -> torc
     """
     eps = torch.randn((num, *f_mu.shape, 1), dtype=f_mu.dtype, device=f_mu.device)
     return f_mu + (torch.linalg.cholesky(f_var) @ eps).squeeze(-1)
-
-
-def _split(x: torch.Tensor, y: torch.Tensor | None, size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    xs = x.split(size)
-    return list(zip(xs, [None] * len(xs) if y is None else y.split(size), strict=True))
-
-
-def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """The ``(x, y_or_None)`` batches of a tensor, an ``(x, y)`` pair or one pass over a loader."""
-    if isinstance(data, torch.Tensor):
-        batches = [(x, None) for x in data.split(batch_size)]
-    elif isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
-        if len(data[0]) != len(data[1]):
-            raise ValueError(f"x has {len(data[0])} examples but y has {len(data[1])}")
-        batches = list(zip(data[0].split(batch_size), data[1].split(batch_size), strict=True))
-    elif isinstance(data, Iterator):
-        raise ValueError("predict_laplace needs data it can iterate more than once (a tensor, a pair or a loader)")
-    else:  # a loader: its batches, each split to at most batch_size inputs
-        batches = []
-        for batch in data:
-            x, y = tuple(batch) if isinstance(batch, (tuple, list)) else (batch, None)
-            batches.extend(_split(x, y, batch_size))
-    if not batches:
-        raise ValueError("predict_laplace got no data (an empty tensor or loader)")
-    return batches
 
 
 __all__ = ["predict_laplace"]

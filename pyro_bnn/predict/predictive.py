@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import optional_positive_int, positive_int
 from pyro_bnn.nn.modes import network_mode
+from pyro_bnn.predict.batches import Data, data_batches
 from pyro_bnn.predict.prediction import Prediction
 from pyro_bnn.predict.sources import ParameterSource, PointEstimate, as_source
 
-Data = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | Iterable
 Source = ParameterSource | Callable | Mapping[str, torch.Tensor]
 
 # Memory for one vectorised call (weight samples plus activations) when the chunk size is chosen automatically.
@@ -22,22 +22,6 @@ DEFAULT_CHUNK_BYTES = 256 * 2**20
 # N = 10 000, batches of 1000 on an H100 took 0.20 s in chunks of 10 (this budget's choice: 256 MiB) and 0.15 s in
 # chunks of 25, against 0.18 s for S plain forward passes. Peak use stays well under the budget (96 MiB at 256 MiB).
 DEFAULT_CHUNK_BYTES_CUDA = 512 * 2**20
-
-
-def _batches(data: Data, batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """The ``(x, y_or_None)`` batches of a tensor, an ``(x, y)`` pair or one pass over a loader."""
-    if isinstance(data, torch.Tensor):
-        return [(x, None) for x in data.split(batch_size)]
-    if isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
-        x, y = data
-        if len(x) != len(y):
-            raise ValueError(f"x has {len(x)} examples but y has {len(y)}")
-        return list(zip(x.split(batch_size), y.split(batch_size), strict=True))
-    if isinstance(data, Iterator):
-        raise ValueError("predict needs data it can iterate more than once (a tensor, an (x, y) pair or a loader)")
-    # One pass over the loader, kept: every chunk of weight samples must see the examples in the same order, and a
-    # shuffling loader would reorder them on each pass.
-    return [tuple(batch) if isinstance(batch, (tuple, list)) else (batch, None) for batch in data]
 
 
 def model_device(module: torch.nn.Module) -> torch.device:
@@ -133,7 +117,7 @@ def predict(
     num_samples = positive_int(num_samples, "num_samples")
     chunk_size = optional_positive_int(chunk_size, "chunk_size")
     max_chunk_bytes = optional_positive_int(max_chunk_bytes, "max_chunk_bytes")
-    batches = _batches(data, positive_int(batch_size, "batch_size"))
+    batches = data_batches(data, positive_int(batch_size, "batch_size"), "predict")
     if not batches:
         raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
@@ -273,7 +257,7 @@ def predict_posterior_mean(bnn: BNN, guide: Source, data: Data, *, batch_size: i
         ValueError: when the source has no point network (a dict of samples, a guide without ``median()``).
     """
     source = as_source(bnn, guide)
-    batches = _batches(data, positive_int(batch_size, "batch_size"))
+    batches = data_batches(data, positive_int(batch_size, "batch_size"), "predict_posterior_mean")
     if not batches:
         raise ValueError("predict_posterior_mean got no data (an empty tensor or loader)")
     bnn.validate_batch(batches[0][0].to(model_device(bnn)))

@@ -129,6 +129,23 @@ def test_the_data_plate_is_scaled_by_n_over_b_and_the_observation_is_the_data_te
     torch.testing.assert_close(trace.nodes["y"]["log_prob_sum"], by_hand)
 
 
+def test_predict_reads_a_pair_or_a_loader_and_refuses_other_data_in_one_line(trained_regression):
+    composed, guide, _, _, (x, y) = trained_regression
+    pyro.set_rng_seed(2)
+    from_pair = composed.predict(guide, (x, y), num_samples=5)
+    pyro.set_rng_seed(2)
+    from_loader = composed.predict(guide, [(x, y)], num_samples=5)
+    torch.testing.assert_close(from_pair.means, from_loader.means)
+    for data, match in [
+        ([x, y], r"inputs of shapes \(20, 2\) and \(20,\) \(inputs and targets go in a tuple"),
+        (x, r"predict needs \(x, y\) batches"),
+        ((x, y.tolist()), "the targets y are a list"),
+    ]:
+        with pytest.raises(ValueError, match=match) as error:
+            composed.predict(guide, data, num_samples=5)
+        assert "\n" not in str(error.value)
+
+
 def test_a_classifier_is_predicted_as_class_probabilities():
     """Two separable blobs, a composed logistic model with a latent temperature: probabilities (S, N, C) that sum to
     one, the log likelihood the log probability of each label, and the Trainer's validation accuracy."""

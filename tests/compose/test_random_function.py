@@ -188,6 +188,8 @@ def test_a_latent_noise_scale_is_learned_beside_the_network():
     first = {name: draws[f"f.{name}"][0] for name in f.bnn.site_names}
     torch.testing.assert_close(draws["f"][0], f.bnn.run_network(x, first))
     sequential = predict_model(model, guide, x, num_samples=3, parallel=False)
+    with pytest.raises(ValueError, match="num_samples must be an int >= 1, got 2.5"):
+        predict_model(model, guide, x, num_samples=2.5)
     assert {name: value.shape[1:] for name, value in sequential.items()} == {
         name: value.shape[1:] for name, value in draws.items()
     }

@@ -70,11 +70,12 @@ def test_a_shuffling_loader_keeps_examples_and_targets_aligned():
 
 
 def test_automatic_chunks_shrink_with_the_batch_activations():
-    from pyro_bnn.predict.predictive import _auto_chunk, _batches
+    from pyro_bnn.predict.batches import data_batches
+    from pyro_bnn.predict.predictive import _auto_chunk
 
     bnn = _bnn()
-    small = _auto_chunk(bnn, 10**9, _batches(X, 2), max_bytes=2**20)
-    large = _auto_chunk(bnn, 10**9, _batches(torch.randn(2000, 4), 2000), max_bytes=2**20)
+    small = _auto_chunk(bnn, 10**9, data_batches(X, 2, "predict"), max_bytes=2**20)
+    large = _auto_chunk(bnn, 10**9, data_batches(torch.randn(2000, 4), 2000, "predict"), max_bytes=2**20)
     # per sample: 3 weight-sized tensors of 131 weights * 4 B plus, per example, the outputs of Linear(16),
     # Tanh(16), Dropout(16), Linear(3)
     assert small == 2**20 // (3 * 131 * 4 + 2 * 51 * 4)
@@ -218,6 +219,36 @@ def test_bad_arguments():
         predict(bnn, guide, iter([(X, Y)]))
     with pytest.raises(ValueError, match="no targets"):
         predict(bnn, guide, X, num_samples=2).metrics()
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        # a list [x, y] is a loader of two input batches: refused by their shapes, with the hint
+        ([X, Y], r"inputs of shapes \(25, 4\) and \(25,\) \(inputs and targets go in a tuple \(x, y\), not a list\)"),
+        ((X, Y.tolist()), "predict: the targets y are a list; expected a tensor of 25 targets"),
+        ([(X, Y.tolist())], "predict: batch 0 has targets of type list; expected a tensor"),
+        ([(X, Y[:3])], "predict: batch 0 has 25 inputs but 3 targets"),
+        ([(X, Y, Y)], "predict: batch 0 is a tuple of 3; expected inputs x or an"),
+        ([[1.0, 2.0]], "predict: batch 0 is a list of 2; expected inputs x or an"),
+        (3, "predict: data of type int; expected a tensor, an"),
+    ],
+)
+def test_data_of_the_wrong_form_is_refused_in_one_line(data, match):
+    bnn = _bnn()
+    with pytest.raises(ValueError, match=match) as error:
+        predict(bnn, _guide(bnn), data, num_samples=2)
+    assert "\n" not in str(error.value)
+
+
+def test_a_list_of_input_batches_is_still_a_loader():
+    bnn = _bnn()
+    guide = _guide(bnn)
+    pyro.set_rng_seed(0)
+    whole = predict(bnn, guide, X, num_samples=3)
+    pyro.set_rng_seed(0)
+    listed = predict(bnn, guide, [X[:10], X[10:]], num_samples=3)
+    torch.testing.assert_close(listed.probs, whole.probs)
 
 
 def test_flat_guide_predictions_are_filled_block_by_block_from_its_draws():

@@ -1,0 +1,78 @@
+"""The data a prediction reads: a tensor of inputs, an ``(x, y)`` pair or a loader, as a list of batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import torch
+
+Data = torch.Tensor | tuple[torch.Tensor, torch.Tensor] | Iterable
+"""Inputs ``(N, *input_shape)``, a pair of inputs and targets ``(N, ...)``, or a re-iterable loader of ``(x, y)``
+(or ``x``) batches."""
+
+Batch = tuple[torch.Tensor, torch.Tensor | None]
+
+
+def _is_pair(data: object) -> bool:
+    return isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], torch.Tensor)
+
+
+def _split(x: torch.Tensor, y: torch.Tensor | None, size: int | None) -> list[Batch]:
+    if size is None:
+        return [(x, y)]
+    xs = x.split(size)
+    return list(zip(xs, [None] * len(xs) if y is None else y.split(size), strict=True))
+
+
+def _batch(batch: object, index: int, who: str) -> Batch:
+    """One loader batch as ``(x, y_or_None)``, or a one-line error naming what it is."""
+    if isinstance(batch, torch.Tensor):
+        return batch, None
+    if isinstance(batch, (tuple, list)) and len(batch) == 2 and isinstance(batch[0], torch.Tensor):
+        x, y = batch
+        if y is not None and not isinstance(y, torch.Tensor):
+            raise ValueError(f"{who}: batch {index} has targets of type {type(y).__name__}; expected a tensor")
+        if y is not None and len(x) != len(y):
+            raise ValueError(f"{who}: batch {index} has {len(x)} inputs but {len(y)} targets")
+        return x, y
+    kind = f"a {type(batch).__name__} of {len(batch)}" if isinstance(batch, (tuple, list)) else type(batch).__name__
+    raise ValueError(f"{who}: batch {index} is {kind}; expected inputs x or an (x, y) pair of tensors")
+
+
+def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: bool = False) -> list[Batch]:
+    """The ``(x, y_or_None)`` batches of ``data``: a tensor or an ``(x, y)`` pair cut into batches of ``batch_size``
+    (None: one batch), or one pass over a loader, kept (every chunk of draws must see the examples in the same
+    order, and a shuffling loader would reorder them on each pass), its batches cut too where ``split_loader``.
+
+    Raises a one-line ValueError (starting with ``who``) for an iterator (it cannot be read twice), a pair of unequal
+    lengths or whose targets are no tensor, a batch that is neither inputs nor a pair, and batches whose inputs
+    differ in shape beyond the first dimension: a list ``[x, y]`` read as a loader of two input batches.
+    """
+    if isinstance(data, torch.Tensor):
+        return _split(data, None, batch_size)
+    if _is_pair(data):
+        x, y = data
+        if not isinstance(y, torch.Tensor):
+            raise ValueError(f"{who}: the targets y are a {type(y).__name__}; expected a tensor of {len(x)} targets")
+        if len(x) != len(y):
+            raise ValueError(f"{who}: x has {len(x)} examples but y has {len(y)}")
+        return _split(x, y, batch_size)
+    if isinstance(data, Iterator):
+        raise ValueError(f"{who} needs data it can iterate more than once (a tensor, an (x, y) pair or a loader)")
+    if not isinstance(data, Iterable):
+        raise ValueError(f"{who}: data of type {type(data).__name__}; expected a tensor, an (x, y) pair or a loader")
+    batches = [_batch(batch, i, who) for i, batch in enumerate(data)]
+    for x, _ in batches[1:]:
+        if x.shape[1:] != batches[0][0].shape[1:]:
+            hint = " (inputs and targets go in a tuple (x, y), not a list)" if len(batches) == 2 else ""
+            shapes = f"{tuple(batches[0][0].shape)} and {tuple(x.shape)}"
+            raise ValueError(f"{who}: the loader's batches have inputs of shapes {shapes}{hint}")
+    return split_batches(batches, batch_size) if split_loader else batches
+
+
+def split_batches(batches: list[Batch], size: int | None) -> list[Batch]:
+    """``batches`` with each cut into batches of at most ``size`` examples (None: left whole)."""
+    return [part for x, y in batches for part in _split(x, y, size)]
+
+
+__all__ = ["Batch", "Data", "data_batches", "split_batches"]
