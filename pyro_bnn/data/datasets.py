@@ -205,14 +205,15 @@ def load_dataset(
         data_dir: MNIST / Fashion-MNIST: a folder of IDX files or a torchvision root; CIFAR: a torchvision root.
             When given, it is the only place looked.
         normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
-            Validated for every data set but ignored by moons, circles and cubic, which are not images.
+            Validated for every data set but ignored by moons, circles, cubic and heteroscedastic, which are not
+            images.
         val_size: Validation part held out from the training data: an ``int`` count, a ``float`` fraction in
-            ``[0, 1)``, or ``None`` for the default (10 000 for MNIST / Fashion-MNIST, none for cubic, 20 %
-            otherwise). ``0`` gives an empty validation part.
+            ``[0, 1)``, or ``None`` for the default (10 000 for MNIST / Fashion-MNIST, none for cubic and
+            heteroscedastic, 20 % otherwise). ``0`` gives an empty validation part.
         train_subset: Keep only this many training examples (a seeded uniform subset, not class-balanced), for
             quick runs; ``None`` keeps all.
-        seed: Non-negative int seeding the validation split, the subset and (moons, circles, cubic) the
-            generated data.
+        seed: Non-negative int seeding the validation split, the subset and (moons, circles, cubic,
+            heteroscedastic) the generated data.
         download: MNIST / Fashion-MNIST / CIFAR only: whether torchvision may download the data if no local
             copy exists.
         cache_dir: MNIST / Fashion-MNIST / CIFAR only: cache folder, default ``$PYRO_BNN_CACHE`` or
@@ -223,8 +224,8 @@ def load_dataset(
 
     Returns:
         The splits. Images: ``x`` float32 ``(N, C, H, W)`` (C = 3 for CIFAR, else 1); moons / circles: ``x``
-        float32 ``(N, 2)``; ``y`` int64 ``(N,)``; ``task`` is ``Task.CLASSIFICATION``. Cubic: ``x`` and ``y``
-        float32 ``(N, 1)``, ``num_classes`` None, ``output_dim`` 1 and ``task`` ``Task.REGRESSION``.
+        float32 ``(N, 2)``; ``y`` int64 ``(N,)``; ``task`` is ``Task.CLASSIFICATION``. Cubic and heteroscedastic: ``x``
+        and ``y`` float32 ``(N, 1)``, ``num_classes`` None, ``output_dim`` 1 and ``task`` ``Task.REGRESSION``.
 
     Raises:
         ValueError: If ``name``, ``normalization``, ``val_size``, ``train_subset``, ``seed`` or a generator

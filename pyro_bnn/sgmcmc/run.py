@@ -71,9 +71,9 @@ def start_weights(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], n
         if tuple(value.shape) == tuple(site.shape):
             value = value.expand(num_chains, *site.shape)
         elif tuple(value.shape) != (num_chains, *site.shape):
+            per_chain = f" or ({num_chains}, *{tuple(site.shape)}) for {num_chains} chains" if num_chains > 1 else ""
             raise ValueError(
-                f"init[{site.name!r}] has shape {tuple(value.shape)}; expected {tuple(site.shape)} or "
-                f"({num_chains}, *{tuple(site.shape)}) for {num_chains} chains"
+                f"init[{site.name!r}] has shape {tuple(value.shape)}; expected {tuple(site.shape)}{per_chain}"
             )
         values[site.name] = value
     return log_joint.flatten(values).detach().to(device=reference.device, dtype=reference.dtype).clone()

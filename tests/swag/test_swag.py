@@ -150,3 +150,10 @@ def test_bad_options_get_one_line_errors(options, message):
 def test_a_diverging_trajectory_raises(conjugate):
     with pytest.raises(SwagDivergenceError, match="SWAG diverged"):
         _swag(conjugate, lr=1e4, epochs=2)
+
+
+def test_a_start_of_the_wrong_shape_is_named_without_chains(conjugate):
+    loader = BatchLoader(conjugate.x, conjugate.y, batch_size=10)
+    start = {"weight": torch.zeros(3, 2), "bias": torch.zeros(1)}
+    with pytest.raises(ValueError, match=r"^init\['weight'\] has shape \(3, 2\); expected \(1, 2\)$"):
+        fit_swag(conjugate.bnn, loader, SwagOptions(lr=0.01, epochs=1, pretrain_epochs=0), init=start, progress=False)
