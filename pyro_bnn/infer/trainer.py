@@ -234,7 +234,7 @@ class Trainer:
         non_negative_int(epochs, "epochs")
         check_dataset_size(train_loader, self.bnn)
         if val_loader is not None and hasattr(val_loader, "__len__") and len(val_loader) == 0:
-            raise ValueError("val_loader has no batch (an empty validation set?); pass val_loader=None to validate none")
+            raise ValueError("val_loader has no batch (an empty validation set?); pass val_loader=None for none")
         num_steps = len(train_loader)
         if isinstance(self.bnn, BNN) and getattr(self.objective, "vectorize_particles", True):  # fast ones: always
             self.bnn.check_vectorised_draws(getattr(self.objective, "num_particles", 1), training=True)

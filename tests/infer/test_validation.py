@@ -121,6 +121,6 @@ def test_diverged_predictions_are_the_trainers_error():
 def test_an_empty_val_loader_is_refused_before_the_first_epoch():
     trainer = _known_trainer()
     empty = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X[:0], Y[:0]), batch_size=2)
-    with pytest.raises(ValueError, match=r"val_loader has no batch .* pass val_loader=None") as error:
+    with pytest.raises(ValueError, match=r"val_loader has no batch .* pass val_loader=None for none") as error:
         trainer.fit(BatchLoader(X, Y, 2), 1, val_loader=empty)
     assert trainer.epoch == 0 and "\n" not in str(error.value)
