@@ -64,6 +64,7 @@ from pyro_bnn.evaluation.conformal_regression import (
     RegressionPredictive,
     RegressionScore,
     calibrate_regressor,
+    has_finite_sd,
     interval_metrics,
 )
 from pyro_bnn.evaluation.galleries import GalleryEntry, least_confident, most_confident_mistakes
@@ -142,6 +143,7 @@ __all__ = [
     "entropy_decomposition",
     "expected_calibration_error",
     "fit_temperature",
+    "has_finite_sd",
     "interval_metrics",
     "label_frequencies",
     "label_frequencies_from_samples",

@@ -48,13 +48,28 @@ class RegressionPredictive(Protocol):
     targets: torch.Tensor | None
 
 
-def _moments(prediction: RegressionPredictive) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _moments(
+    prediction: RegressionPredictive, score: RegressionScore
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     if getattr(prediction, "means", None) is None:
         raise ValueError("a conformal regressor needs a regression prediction (means); this one has none")
     means = _check_means(prediction.means)
     scale = _check_noise_scale(prediction.noise_scale, means.device, means.shape)
-    mean, sd = _mixture_moments(means, scale, _check_df(getattr(prediction, "noise_df", None)))
+    df = _check_df(getattr(prediction, "noise_df", None))
+    if score is RegressionScore.NORMALIZED and not has_finite_sd(prediction):
+        raise ValueError(
+            f"the normalized score divides by the predictive sd, which is infinite for Student-t noise with df = "
+            f"{df:g} <= 2; use score='absolute'"
+        )
+    mean, sd = _mixture_moments(means, scale, df)
     return means, mean, sd
+
+
+def has_finite_sd(prediction: RegressionPredictive) -> bool:
+    """Whether the predictive has a finite standard deviation, as the ``normalized`` score needs: Gaussian noise,
+    or Student-t noise with ``df > 2``."""
+    df = _check_df(getattr(prediction, "noise_df", None))
+    return df is None or df > 2
 
 
 def _check_score(score: RegressionScore | str) -> RegressionScore:
@@ -91,9 +106,10 @@ class ConformalRegressor:
             ``(lower, upper)``, each ``(N, D)`` float64 on the means' device.
 
         Raises:
-            ValueError: not a regression prediction, or its means or noise scale fail validation.
+            ValueError: not a regression prediction, or its means or noise scale fail validation, or a ``normalized``
+                regressor on a predictive of infinite sd.
         """
-        _, mean, sd = _moments(prediction)
+        _, mean, sd = _moments(prediction, self.score)
         half = self.quantile * (sd if self.score is RegressionScore.NORMALIZED else torch.ones_like(sd))
         return mean - half, mean + half
 
@@ -113,11 +129,12 @@ def calibrate_regressor(
 
     Raises:
         ValueError: not a regression prediction or one without targets, invalid means, noise scale or targets,
-            ``alpha`` not in ``(0, 1)``, an unknown score, or too few points for ``alpha``; one line.
+            ``alpha`` not in ``(0, 1)``, an unknown score, too few points for ``alpha``, or the ``normalized``
+            score where the predictive sd is infinite (Student-t noise with ``df <= 2``); one line.
     """
     alpha = check_alpha(alpha)
     score = _check_score(score)
-    means, mean, sd = _moments(calibration)
+    means, mean, sd = _moments(calibration, score)
     if calibration.targets is None:
         raise ValueError("calibration needs targets: pass a prediction made on (x, y)")
     targets = _check_targets(calibration.targets, means)
@@ -157,13 +174,22 @@ def interval_metrics(lower: torch.Tensor, upper: torch.Tensor, targets: torch.Te
         The metrics.
 
     Raises:
-        ValueError: the shapes differ, or an upper end lies below its lower end.
+        ValueError: not tensors, the shapes differ or hold no interval, a value is NaN, or an upper end lies
+            below its lower end.
     """
+    for name, value in (("lower", lower), ("upper", upper), ("targets", targets)):
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor (N, D); got {type(value).__name__}")
     if lower.shape != upper.shape or lower.shape != targets.shape or lower.dim() != 2:
         raise ValueError(
             f"lower, upper and targets must share one shape (N, D); got {tuple(lower.shape)}, "
             f"{tuple(upper.shape)} and {tuple(targets.shape)}"
         )
+    if lower.shape[0] == 0:
+        raise ValueError("interval_metrics needs at least one interval; got N = 0")
+    for name, value in (("lower", lower), ("upper", upper), ("targets", targets)):
+        if value.dtype.is_floating_point and bool(torch.isnan(value).any()):
+            raise ValueError(f"{name} holds NaN; intervals and targets must be numbers")
     if bool((upper < lower).any()):
         raise ValueError("every upper end must be >= its lower end; found one below")
     targets = targets.to(device=lower.device, dtype=lower.dtype)
@@ -177,5 +203,6 @@ __all__ = [
     "RegressionPredictive",
     "RegressionScore",
     "calibrate_regressor",
+    "has_finite_sd",
     "interval_metrics",
 ]

@@ -24,6 +24,7 @@ from pyro_bnn.evaluation import (
     RegressionScore,
     calibrate_classifier,
     calibrate_regressor,
+    has_finite_sd,
     interval_metrics,
     min_calibration_size,
     prediction_set_metrics,
@@ -152,7 +153,12 @@ def _part(prediction: Prediction, index: torch.Tensor) -> Prediction:
     targets = prediction.targets[index.to(prediction.targets.device)]
     if prediction.is_classification:
         return Prediction(probs=prediction.probs[:, index], targets=targets)
-    return Prediction(means=prediction.means[:, index], noise_scale=prediction.noise_scale, targets=targets)
+    scale = prediction.noise_scale
+    if isinstance(scale, torch.Tensor) and scale.dim() == 3:  # (S, N, D): a network that predicts its noise
+        scale = scale[:, index.to(scale.device)]
+    return Prediction(
+        means=prediction.means[:, index], noise_scale=scale, noise_df=prediction.noise_df, targets=targets
+    )
 
 
 def conformal_record(prediction: Prediction, options: ConformalOptions) -> dict[str, Any]:
@@ -166,7 +172,8 @@ def conformal_record(prediction: Prediction, options: ConformalOptions) -> dict[
         ``{"alpha", "calibration_size", "scored_size", "split_seed", ...}``. Classification adds
         ``method, quantile, coverage, mean_set_size, empty_share, coverage_by_size`` (of the scored part,
         :meth:`~pyro_bnn.evaluation.PredictionSetMetrics.to_dict`); regression adds ``absolute`` and
-        ``normalized``, each ``{"quantile", "coverage", "mean_width"}``.
+        ``normalized``, each ``{"quantile", "coverage", "mean_width"}`` (``normalized`` is ``{"skipped": why}``
+        where the predictive sd is infinite: Student-t noise with ``df <= 2``).
 
     Raises:
         ValueError: a calibration size the test set cannot give (:func:`calibration_part_size`).
@@ -190,6 +197,9 @@ def conformal_record(prediction: Prediction, options: ConformalOptions) -> dict[
         metrics = prediction_set_metrics(sets, scored.targets).to_dict()
         return {**record, "method": options.method.value, "quantile": classifier.quantile, **metrics}
     for score in RegressionScore:
+        if score is RegressionScore.NORMALIZED and not has_finite_sd(calibration):
+            record[score.value] = {"skipped": "the predictive sd is infinite (Student-t noise with df <= 2)"}
+            continue
         regressor = calibrate_regressor(calibration, options.alpha, score=score)
         metrics = interval_metrics(*regressor.intervals(scored), scored.targets)
         record[score.value] = {"quantile": regressor.quantile, **metrics.to_dict()}
@@ -209,7 +219,9 @@ def format_conformal_table(record: dict[str, Any]) -> str:
             f"{record['mean_set_size']:.3f}, empty sets {record['empty_share']:.4f}"
         )
     rows = [
-        f"{score.value}: coverage {record[score.value]['coverage']:.4f}, mean width "
+        f"{score.value}: skipped, {record[score.value]['skipped']}"
+        if "skipped" in record[score.value]
+        else f"{score.value}: coverage {record[score.value]['coverage']:.4f}, mean width "
         f"{record[score.value]['mean_width']:.4f}"
         for score in RegressionScore
     ]

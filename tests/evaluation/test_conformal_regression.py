@@ -106,6 +106,16 @@ def test_several_outputs_take_the_worst_output_and_cover_jointly():
         (lambda p: calibrate_regressor(Prediction(probs=torch.ones(1, 4, 1)), 0.5), "needs a regression prediction"),
         (lambda p: calibrate_regressor(Prediction(means=p.means, noise_scale=p.noise_scale), 0.5), "needs targets"),
         (lambda p: interval_metrics(torch.ones(4, 1), torch.zeros(4, 1), torch.zeros(4, 1)), "upper end must be"),
+        (lambda p: interval_metrics(torch.zeros(0, 1), torch.zeros(0, 1), torch.zeros(0, 1)), "got N = 0"),
+        (lambda p: interval_metrics(torch.full((4, 1), math.nan), torch.ones(4, 1), p.targets), "lower holds NaN"),
+        (lambda p: interval_metrics(p.targets.numpy(), p.targets, p.targets), "lower must be a torch.Tensor"),
+        # Student-t noise with df <= 2 has no finite sd: the normalized score would be 0 and its intervals NaN
+        (
+            lambda p: calibrate_regressor(
+                Prediction(means=p.means, noise_scale=0.5, noise_df=1.0, targets=p.targets), 0.5
+            ),
+            r"infinite for Student-t noise with df = 1 <= 2; use score='absolute'",
+        ),
     ],
 )
 def test_bad_input_is_one_line(call, message):
@@ -113,3 +123,16 @@ def test_bad_input_is_one_line(call, message):
     with pytest.raises(ValueError, match=message) as info:
         call(prediction)
     assert "\n" not in str(info.value)
+
+
+def test_student_t_noise_with_df_at_most_2_keeps_the_absolute_score():
+    """The absolute score needs no sd: its quantile is the ceil((n + 1)(1 - alpha))-th smallest |y - mean| whatever
+    the noise, and its intervals are mean +- q (here: 3 points, alpha 0.5, the 2nd smallest of 0.5, 1, 2)."""
+    means = torch.zeros(2, 3, 1)
+    prediction = Prediction(means=means, noise_scale=0.5, noise_df=2.0, targets=torch.tensor([[1.0], [-0.5], [2.0]]))
+    regressor = calibrate_regressor(prediction, 0.5, score="absolute")
+    assert regressor.quantile == 1.0
+    lower, upper = regressor.intervals(prediction)
+    assert torch.equal(lower, torch.full((3, 1), -1.0, dtype=lower.dtype)) and torch.equal(upper, -lower)
+    with pytest.raises(ValueError, match="df = 2 <= 2"):
+        calibrate_regressor(prediction, 0.5)

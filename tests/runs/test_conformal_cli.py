@@ -11,10 +11,10 @@ import torch
 
 from pyro_bnn.cli import main
 from pyro_bnn.data import load_dataset
-from pyro_bnn.evaluation import calibrate_classifier, prediction_set_metrics
+from pyro_bnn.evaluation import calibrate_classifier, calibrate_regressor, interval_metrics, prediction_set_metrics
 from pyro_bnn.predict import Prediction
 from pyro_bnn.runs import RunConfig, evaluate_run, train_run
-from pyro_bnn.runs.conformal import SPLIT_SEED, ConformalOptions, conformal_record
+from pyro_bnn.runs.conformal import SPLIT_SEED, ConformalOptions, conformal_record, format_conformal_table
 
 TINY_DIGITS = RunConfig(
     dataset="digits",
@@ -88,6 +88,34 @@ def test_a_regression_run_gets_intervals_from_both_scores(tmp_path):
     for score in ("absolute", "normalized"):
         assert math.isfinite(record[score]["quantile"]) and record[score]["mean_width"] > 0
         assert 0 <= record[score]["coverage"] <= 1
+
+
+def test_a_student_t_predictive_of_infinite_sd_skips_the_normalized_score_and_says_why():
+    g = torch.Generator().manual_seed(0)
+    prediction = Prediction(
+        means=torch.randn(3, 40, 1, generator=g), noise_scale=0.5, noise_df=1.5, targets=torch.randn(40, 1, generator=g)
+    )
+    record = conformal_record(prediction, ConformalOptions(alpha=0.25).check())
+    assert record["normalized"] == {"skipped": "the predictive sd is infinite (Student-t noise with df <= 2)"}
+    assert math.isfinite(record["absolute"]["mean_width"]) and record["absolute"]["coverage"] > 0
+    assert "normalized: skipped, the predictive sd is infinite" in format_conformal_table(record)
+
+
+def test_each_part_keeps_its_own_rows_of_a_predicted_noise_scale():
+    """A heteroscedastic prediction's noise scale (S, N, D) is cut with the means: the record equals the
+    regressor calibrated and scored by hand on the same two parts."""
+    g = torch.Generator().manual_seed(0)
+    means, scale = torch.randn(3, 40, 1, generator=g), torch.rand(3, 40, 1, generator=g) + 0.1
+    targets = torch.randn(40, 1, generator=g)
+    record = conformal_record(Prediction(means=means, noise_scale=scale, targets=targets), ConformalOptions(0.25))
+    order = torch.randperm(40, generator=torch.Generator().manual_seed(SPLIT_SEED))
+    cal, rest = order[: record["calibration_size"]], order[record["calibration_size"] :]
+    regressor = calibrate_regressor(
+        Prediction(means=means[:, cal], noise_scale=scale[:, cal], targets=targets[cal]), 0.25
+    )
+    lower, upper = regressor.intervals(Prediction(means=means[:, rest], noise_scale=scale[:, rest]))
+    assert record["normalized"]["quantile"] == regressor.quantile
+    assert record["normalized"]["coverage"] == interval_metrics(lower, upper, targets[rest]).coverage
 
 
 def _one_line_error(capsys, args):
