@@ -146,7 +146,10 @@ def cubic_regression(
     positive_float(step, "step")
     positive_float(test_step, "test_step")
     noise_scale = non_negative_float(noise_scale, "noise_scale")
-    low, high = (float(v) for v in test_range)
+    try:
+        low, high = (float(v) for v in test_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"test_range must be a pair (low, high) of numbers, got {test_range!r}") from None
     if not low < high:
         raise ValueError(f"test_range must be (low, high) with low < high, got {test_range!r}")
     check_seed(seed)

@@ -35,8 +35,8 @@ def plot_gallery(
         title: The figure's title.
 
     Raises:
-        ValueError: no entry, bad ``columns``, images that are not ``(N, C, H, W)`` with C in {1, 3}, or an
-            entry whose index is outside ``images``.
+        ValueError: no entry, bad ``columns``, images that are not ``(N, C, H, W)`` with C in {1, 3}, an
+            entry whose index is outside ``images``, or ``class_names`` without a name for an entry's class.
     """
     if not entries:
         raise ValueError("a gallery needs at least one entry, got none")
@@ -46,6 +46,12 @@ def plot_gallery(
     bad = [e.index for e in entries if not 0 <= e.index < images.shape[0]]
     if bad:
         raise ValueError(f"entry index {bad[0]} is outside the {images.shape[0]} images")
+    if class_names is not None:
+        needed = max(max(e.label, e.predicted) for e in entries) + 1
+        if len(class_names) < needed:
+            raise ValueError(
+                f"class_names has {len(class_names)} names; the entries need {needed} (classes 0..{needed - 1})"
+            )
     rows = math.ceil(len(entries) / columns)
     figure = Figure(figsize=(1.9 * columns, 2.2 * rows), layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False)

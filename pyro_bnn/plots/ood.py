@@ -24,7 +24,10 @@ _LABELS = {
 def _values(scores: Mapping[str, torch.Tensor], name: str, side: str) -> np.ndarray:
     if name not in scores:
         raise ValueError(f"{side} has no score {name!r}; it holds {sorted(scores)}")
-    return torch.as_tensor(scores[name]).detach().cpu().double().reshape(-1).numpy()
+    values = torch.as_tensor(scores[name]).detach().cpu().double().reshape(-1).numpy()
+    if len(values) == 0 or not np.isfinite(values).all():
+        raise ValueError(f"{side}[{name!r}] must hold at least one score, all finite; got {len(values)} values")
+    return values
 
 
 def plot_ood_histograms(
@@ -55,7 +58,7 @@ def plot_ood_histograms(
         different sizes compare.
 
     Raises:
-        ValueError: ``names`` is empty, or names a score one side lacks.
+        ValueError: ``names`` is empty, names a score one side lacks, or a side's score is empty or not finite.
     """
     if len(names) == 0:
         raise ValueError("names must list at least one score to plot; got none")

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from pyro_bnn.checks import int_below
+
 PANEL_SIZE = (2.8, 2.2)
 """Width and height in inches of one marginal panel."""
 
@@ -39,6 +41,8 @@ def _scalars(
     else:
         chosen = []
         for site in sites if sites is not None else list(samples):
+            if site not in samples:
+                raise ValueError(f"samples hold no site {site!r}; they hold {sorted(samples)[:8]}")
             shape = tuple(samples[site].shape[2:])
             chosen.extend((site, index) for index in np.ndindex(*shape) if len(chosen) < max_panels)
     for site, index in chosen:
@@ -133,6 +137,7 @@ def _mean_sd(probs: torch.Tensor | np.ndarray, class_index: int) -> tuple[np.nda
         return values, None
     if values.ndim != 3:
         raise ValueError(f"probs must be (S, N, C) or (N,), got shape {values.shape}")
+    class_index = int_below(class_index, "class_index", values.shape[-1])
     per_sample = values[..., class_index]
     return per_sample.mean(0), per_sample.std(0)
 

@@ -85,13 +85,15 @@ def plot_regression(
 
     Raises:
         ValueError: A shape does not fit (more than one input or output dimension, lengths that differ), only
-            one of ``x_train`` / ``y_train`` is given, or ``std`` has a negative entry.
+            one of ``x_train`` / ``y_train`` is given, ``x_test`` is empty, or ``std`` has a negative or NaN entry.
     """
     x = _column(x_test, "x_test")
+    if len(x) == 0:
+        raise ValueError("x_test holds no point; plot_regression needs at least one")
     mean_ = _column(mean, "mean", len(x))
     std_ = _column(std, "std", len(x))
-    if (std_ < 0).any():
-        raise ValueError(f"std must be non-negative; found {std_.min():.6g}")
+    if not (std_ >= 0).all():  # NaN fails too
+        raise ValueError(f"std must be non-negative numbers; found {std_[~(std_ >= 0)][0]:.6g}")
     if (x_train is None) != (y_train is None):
         raise ValueError("x_train and y_train go together: pass both or neither")
     order = np.argsort(x, kind="stable")

@@ -116,7 +116,16 @@ def plot_reliability(
 
     Returns:
         The figure holding the diagram (``ax``'s top-level figure when ``ax`` is given).
+
+    Raises:
+        ValueError: ``result`` is no :class:`~pyro_bnn.evaluation.CalibrationResult` (several go to
+            :func:`plot_reliability_grid`).
     """
+    if not isinstance(result, CalibrationResult):
+        hint = "; for several, use plot_reliability_grid" if isinstance(result, Mapping) else ""
+        raise ValueError(
+            f"result must be a CalibrationResult (pyro_bnn.evaluation.calibration), got {type(result).__name__}{hint}"
+        )
     if ax is None:
         figure = Figure(figsize=PANEL_SIZE)
         ax = figure.add_subplot()

@@ -29,9 +29,16 @@ def plot_training_curves(
         histories: ``{run label: trainer history}`` (lists of per-epoch records).
         keys: Record keys to plot, e.g. ``("val_accuracy", "val_ece")``.
         title: Figure title.
+
+    Raises:
+        ValueError: no history, or a record without ``"epoch"``.
     """
     if not histories:
         raise ValueError("plot_training_curves needs at least one history")
+    for label, history in histories.items():
+        missing = next((i for i, record in enumerate(history) if "epoch" not in record), None)
+        if missing is not None:
+            raise ValueError(f"record {missing} of history {label!r} has no 'epoch'; trainer histories have one")
     figure = Figure(figsize=(4.2 * len(keys), 3.4), layout="constrained")
     axes = figure.subplots(1, len(keys), squeeze=False)[0]
     for ax, key in zip(axes, keys, strict=True):

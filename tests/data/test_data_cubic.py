@@ -67,6 +67,8 @@ def test_step_sets_the_number_of_points():
         ({"test_step": -1.0}, "test_step must be a finite number > 0, got -1.0"),
         ({"noise_scale": -1.0}, "noise_scale must be a finite number >= 0, got -1.0"),
         ({"test_range": (2.0, -2.0)}, r"test_range must be \(low, high\) with low < high"),
+        ({"test_range": (1, 2, 3)}, r"test_range must be a pair \(low, high\) of numbers, got \(1, 2, 3\)"),
+        ({"test_range": ("a", 1)}, r"test_range must be a pair \(low, high\) of numbers"),
         ({"seed": -3}, "seed must be an int >= 0, got -3"),
     ],
 )
