@@ -86,8 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     _load_plugins(quiet=argv[:1] == ["plugins"])
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
     verb = VERBS[args.command]
+    if unknown:  # said by the verb's own parser, so the usage line and the prefix are the verb's
+        alone = argparse.ArgumentParser(prog=f"pyro-bnn {verb.name}")
+        verb.add_arguments(alone)
+        alone.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         with warnings.catch_warnings():  # restores showwarning afterwards
             warnings.showwarning = functools.partial(_show_warning, args.command, warnings.showwarning)

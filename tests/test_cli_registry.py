@@ -42,3 +42,15 @@ def test_the_parser_has_every_registered_verb_in_order():
     assert list(commands.choices) == list(VERBS)
     assert all(isinstance(verb, Verb) and VERBS[verb.name] is verb for verb in VERBS.values())
     assert list(VERBS)[:2] == ["train", "evaluate"] and set(VERBS) >= {"reproduce", "ensemble", "laplace", "sample"}
+
+
+def test_an_argument_a_verb_does_not_take_is_named_by_that_verb(capsys):
+    from pyro_bnn.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["list", "extra", "--more"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.startswith("usage: pyro-bnn list") and err.rstrip().endswith(
+        "pyro-bnn list: error: unrecognized arguments: extra --more"
+    )
