@@ -82,10 +82,12 @@ def unmoved_reason(guide, start: StartingPoint | None) -> str | None:
     loc_move = float(((loc - start.loc).abs() / start.log_scale.exp()).median())
     if not (scale_move < SCALE_TOLERANCE and loc_move < LOCATION_TOLERANCE):  # moved, or not finite
         return None
+    start_sigma = float(start.log_scale.exp().median())
     return (
         f"the posterior has barely left its start: the median sigma moved by a factor {math.exp(scale_move):.2f} "
-        f"and the median location by {loc_move:.2f} of its starting sigma, so predictions still reflect the "
-        "initialisation; train longer, or start from a smaller scale (e.g. --guide flat:0.01 or flat:rel=0.1)"
+        f"and the median location by {loc_move:.2f} of its starting sigma ({start_sigma:.3g}), so predictions "
+        "still reflect the initialisation; train longer (more epochs or a larger learning rate), or start from a "
+        f"smaller scale (e.g. the guide 'flat:{start_sigma / 10:.2g}')"
     )
 
 

@@ -144,7 +144,9 @@ class RuntimeOptions(Settings):
     device: str | torch.device | None = None
     """Where to train; the model, priors, guide and batches move there. None: the model's device."""
     seed: int | None = None
-    """Seeds Pyro/torch at the start of a fresh run; two CPU runs with the same seed give identical results."""
+    """Seeds Pyro/torch at the start of a fresh run (the guide's start, the draws, the minibatch order of loaders
+    that draw from torch): two CPU runs with the same seed give identical results when their networks start alike.
+    A network's initial weights are drawn when it is built, before the trainer: seed torch first for those."""
     progress: bool = True
     """Show a tqdm progress bar per epoch (in a terminal or a notebook); where stderr is a file or a pipe, one line
     per epoch with its mean loss instead."""

@@ -4,6 +4,7 @@ warning on a run too short for its starting scale (the old default on digits) bu
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import pyro
@@ -98,7 +99,10 @@ def _fit(data, guide: str, epochs: int, lr: float = 3e-3):
 def test_the_trainer_warns_after_a_run_too_short_for_its_start_and_only_then():
     digits = load_dataset("digits", seed=0)
     short = _fit(digits, "flat:rel=1", 5)  # 45 steps from sigma = each tensor's weight spread
-    assert len(short) == 1 and "train longer, or start from a smaller scale" in str(short[0].message)
+    assert len(short) == 1 and "train longer (more epochs or a larger learning rate)" in str(short[0].message)
+    # the hint names the starting sigma and a guide a tenth of it, not a fixed spec the run may already use
+    start, hint = re.search(r"starting sigma \(([0-9.e-]+)\).*'flat:([0-9.e-]+)'", str(short[0].message)).groups()
+    assert float(hint) == pytest.approx(float(start) / 10, rel=0.05)
     assert _fit(digits, "flat:rel=1", 5, lr=3e-2) == []  # ten times the rate: the posterior moved
     assert _fit(digits, "flat:0.01", 5) == []  # a small start: the locations move many sigmas
     assert _fit(digits, "map", 5) == []  # a point estimate has no scales to judge
