@@ -32,9 +32,8 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.flat import split_sites
 from pyro_bnn.models.base import SequentialNet
 from pyro_bnn.nn.leaky_relu import LeakyReLU
+from pyro_bnn.nn.modes import has_batch_norm
 from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
-
-_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 LOOP_MIN_WEIGHTS = 1 << 16
 """From this many weights per run, :meth:`RunStack.outputs` runs the R networks one after another rather than in
@@ -110,7 +109,7 @@ def _check_models(models: Sequence[BNN]) -> None:
             )
         if model.local_latents:
             raise ValueError(f"run {run} has per-example latent sites {model.local_site_names[:2]}: train it alone")
-        if any(isinstance(m, _BATCH_NORMS) for m in model.net.modules()):
+        if has_batch_norm(model.net):
             raise ValueError(f"run {run}'s network has batch normalisation, whose statistics batched runs do not keep")
         trainable = [n for n, p in model.named_parameters() if p.requires_grad and not n.startswith("net.")]
         if trainable:

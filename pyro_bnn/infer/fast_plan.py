@@ -7,7 +7,6 @@ import weakref
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 from torch.distributions import Distribution
 
 from pyro_bnn.bnn import BNN
@@ -15,8 +14,7 @@ from pyro_bnn.guides.capabilities import FlatNormalPosterior
 from pyro_bnn.guides.flat import FlatSite
 from pyro_bnn.infer.fused_draw import NormalSegment, normal_parameters
 from pyro_bnn.infer.local_reparam import LinearLayer, linear_layers
-
-_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+from pyro_bnn.nn.modes import has_batch_norm
 
 
 @dataclass
@@ -118,5 +116,5 @@ def build_plan(model: BNN, guide: FlatNormalPosterior, *, closed_form_kl: bool, 
         monte_carlo,
         linear,
         [site for site in guide.sites if site.name not in by_lr],
-        any(isinstance(m, _BATCH_NORMS) for m in model.net.modules()),
+        has_batch_norm(model.net),
     )

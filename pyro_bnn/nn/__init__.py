@@ -9,15 +9,24 @@ from pyro_bnn.nn.activations import (
     parse_activation,
 )
 from pyro_bnn.nn.leaky_relu import LeakyReLU
-from pyro_bnn.nn.modes import DROPOUT_TYPES, has_running_statistics, keeps_state, network_mode
+from pyro_bnn.nn.modes import (
+    BATCH_NORM_TYPES,
+    DROPOUT_TYPES,
+    has_batch_norm,
+    has_running_statistics,
+    keeps_state,
+    network_mode,
+)
 
 __all__ = [
     "DEFAULT_LEAKY_SLOPE",
+    "BATCH_NORM_TYPES",
     "DROPOUT_TYPES",
     "Activation",
     "ActivationLike",
     "ActivationSpec",
     "LeakyReLU",
+    "has_batch_norm",
     "has_running_statistics",
     "keeps_state",
     "make_activation",

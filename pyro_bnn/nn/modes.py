@@ -15,6 +15,23 @@ from torch import nn
 DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 """torch's dropout layers."""
 
+BATCH_NORM_TYPES = (
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.LazyBatchNorm1d,
+    nn.LazyBatchNorm2d,
+    nn.LazyBatchNorm3d,
+    nn.SyncBatchNorm,
+)
+"""torch's batch norm layers (the lazy ones are no subclasses of the others): in training mode each normalises by
+its batch's statistics, which couples the rows of a batch, with or without running statistics."""
+
+
+def has_batch_norm(net: nn.Module) -> bool:
+    """Whether any module of ``net`` is a batch norm layer (:data:`BATCH_NORM_TYPES`)."""
+    return any(isinstance(module, BATCH_NORM_TYPES) for module in net.modules())
+
 
 def has_running_statistics(module: nn.Module) -> bool:
     """Whether ``module`` keeps running statistics that its training mode updates (batch norm, lazy or synced, and

@@ -89,3 +89,30 @@ def test_the_trace_objective_runs_particles_one_by_one_through_batch_norm():
     objective = ObjectiveOptions("trace", num_particles=2, vectorize_particles=False)
     trainer = Trainer(bnn, "autonormal:0.01", objective=objective, runtime=RuntimeOptions(seed=0, progress=False))
     assert len(trainer.fit(loader, 1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("layer", "couples"),
+    [
+        (nn.BatchNorm1d(8), True),
+        (nn.LazyBatchNorm1d(), True),  # no subclass of BatchNorm1d: it was missed
+        (nn.BatchNorm1d(8, track_running_stats=False), True),  # batch statistics couple rows all the same
+        (nn.GroupNorm(2, 8), False),
+        (nn.LayerNorm(8), False),
+    ],
+)
+def test_the_fast_plan_knows_which_layers_couple_the_rows_of_a_batch(layer, couples):
+    """The fused objective's antithetic pair runs each half of a batch separately: only right where no layer
+    normalises by the batch's statistics."""
+    from pyro_bnn.guides import FlatMeanField
+    from pyro_bnn.infer.fast_plan import build_plan
+    from pyro_bnn.nn import has_batch_norm
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), layer, nn.ReLU(), nn.Linear(8, 2))
+    net(torch.randn(4, 3))  # materialises a lazy layer
+    bnn = BNN(net, NormalPrior(), Categorical(N))
+    guide = FlatMeanField(bnn, init_scale=0.01)
+    guide(torch.randn(4, 3), torch.zeros(4, dtype=torch.long))
+    assert has_batch_norm(net) is couples
+    assert build_plan(bnn, guide, closed_form_kl=True, linear_noise=False).couples_rows is couples
