@@ -34,6 +34,7 @@ from pyro_bnn.batched.stack import RunStack
 from pyro_bnn.batched.step import BatchedStep, RunNoise, StepInputs
 from pyro_bnn.batched.validation import gather, validation_metrics
 from pyro_bnn.checks import non_negative_int
+from pyro_bnn.infer.annealing import check_kl_weight
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
@@ -304,7 +305,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
         weights = []
         for run, trainer in enumerate(trainers):
             weight = trainer.kl_schedule(epoch + (step - 1) / num_steps)
-            weight *= minibatch_kl_weight(trainer.kl_weighting, step, num_steps)
+            weight = check_kl_weight(weight * minibatch_kl_weight(trainer.kl_weighting, step, num_steps))
             weights.append(weight)
             kl_totals[run] += weight
         eps = batch.noise.draw(batch.noise_shape(x.shape[1]), dtype=dtype, device=device)

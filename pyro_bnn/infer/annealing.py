@@ -15,11 +15,25 @@ from enum import Enum
 
 from pyro.poutine.messenger import Messenger
 
+from pyro_bnn.checks import non_negative_float, positive_float
 from pyro_bnn.sites import is_likelihood_site
 from pyro_bnn.spec import Arg, Family, Form, Interval, Positive, Real
 
 KLSchedule = Callable[[float], float]
 """Maps training progress in epochs (``epoch + step / steps_per_epoch``, starting at 0) to a KL weight >= 0."""
+
+
+def check_kl_weight(weight: object) -> float:
+    """A KL weight (a schedule's value times the minibatch weighting) as a ``float``, or a one-line ValueError:
+    ``"KL weight must be a finite number >= 0, got -1.0"``. Every objective checks its weight with this, so a bad
+    schedule fails alike on every training path."""
+    try:
+        value = float(weight)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"KL weight must be a finite number >= 0, got {weight!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"KL weight must be a finite number >= 0, got {weight!r}")
+    return value
 
 
 class scale_latents(Messenger):  # noqa: N801  (an effect handler, named like pyro.poutine's handlers)
@@ -36,9 +50,7 @@ class scale_latents(Messenger):  # noqa: N801  (an effect handler, named like py
     """
 
     def __init__(self, weight: float) -> None:
-        weight = float(weight)
-        if not (weight >= 0 and math.isfinite(weight)):
-            raise ValueError(f"KL weight must be a finite number >= 0, got {weight!r}")
+        weight = check_kl_weight(weight)
         super().__init__()
         self.weight = weight
 
@@ -67,13 +79,14 @@ def linear_warmup(warmup_epochs: float, *, start: float = 0.0, end: float = 1.0,
     """KL weight rising linearly from ``start`` to ``end`` over ``warmup_epochs``, then held at ``end``.
 
     Args:
-        warmup_epochs: Length of the ramp in epochs (> 0).
-        start: Weight at the beginning.
-        end: Weight after the ramp.
+        warmup_epochs: Length of the ramp in epochs (a finite number > 0).
+        start: Weight at the beginning (a finite number >= 0).
+        end: Weight after the ramp (a finite number >= 0).
         per_epoch: Hold the weight constant within an epoch (the implicit-BNN code steps it once per epoch).
     """
-    if not warmup_epochs > 0:
-        raise ValueError(f"warmup_epochs must be > 0, got {warmup_epochs!r}")
+    warmup_epochs = positive_float(warmup_epochs, "warmup_epochs")
+    start = non_negative_float(start, "start")
+    end = non_negative_float(end, "end")
 
     def schedule(progress: float) -> float:
         t = math.floor(progress) if per_epoch else progress
@@ -85,14 +98,25 @@ def linear_warmup(warmup_epochs: float, *, start: float = 0.0, end: float = 1.0,
 def cyclical(period_epochs: float, *, ramp_fraction: float = 0.5, end: float = 1.0) -> KLSchedule:
     """Cyclical annealing (Fu et al., 2019): in each period the weight rises linearly from 0 to ``end`` during the
     first ``ramp_fraction`` of the period and stays at ``end`` for the rest.
+
+    A step that starts a period (``progress`` a whole number of periods, up to rounding) gets weight 0: with a
+    period such as 1.6 epochs, ``progress % period`` of 8.0 is 1.5999..., which would give it ``end``.
+
+    Args:
+        period_epochs: The period in epochs (a finite number > 0).
+        ramp_fraction: Share of each period spent rising, in (0, 1].
+        end: Weight at the top (a finite number >= 0).
     """
-    if not period_epochs > 0:
-        raise ValueError(f"period_epochs must be > 0, got {period_epochs!r}")
-    if not 0 < ramp_fraction <= 1:
+    period_epochs = positive_float(period_epochs, "period_epochs")
+    if not (isinstance(ramp_fraction, (int, float)) and 0 < ramp_fraction <= 1):
         raise ValueError(f"ramp_fraction must lie in (0, 1], got {ramp_fraction!r}")
+    end = non_negative_float(end, "end")
 
     def schedule(progress: float) -> float:
-        phase = (progress % period_epochs) / period_epochs
+        cycles = progress / period_epochs
+        if abs(cycles - round(cycles)) <= 1e-9 * max(1.0, abs(cycles)):
+            cycles = round(cycles)  # a period's first step, though rounding put it a hair short
+        phase = cycles - math.floor(cycles)
         return end * min(phase / ramp_fraction, 1.0)
 
     return schedule

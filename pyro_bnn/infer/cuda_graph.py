@@ -34,7 +34,6 @@ data-dependent shape) cannot be captured: the capture fails with a message sayin
 from __future__ import annotations
 
 import contextlib
-import math
 import numbers
 from collections.abc import Callable, Iterator
 
@@ -42,6 +41,7 @@ import pyro
 import torch
 
 from pyro_bnn.checks import positive_int
+from pyro_bnn.infer.annealing import check_kl_weight
 from pyro_bnn.infer.objectives import ObjectiveTerms
 
 GRAPHABLE_OPTIMIZERS = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
@@ -197,9 +197,7 @@ class GraphedStep:
             RuntimeError: The capture failed (the model's forward reads values back to the host, say); the message
                 says how to train without the graph.
         """
-        kl_weight = float(kl_weight)
-        if not (kl_weight >= 0 and math.isfinite(kl_weight)):
-            raise ValueError(f"KL weight must be a finite number >= 0, got {kl_weight!r}")
+        kl_weight = check_kl_weight(kl_weight)
         signature = self._signature_of(x, y)
         if self._signature is None:
             self._signature = signature  # the first batch's shape is the one captured (later ones may be smaller)

@@ -36,6 +36,7 @@ from pyro import poutine
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, FlatNormalPosterior
+from pyro_bnn.infer.annealing import check_kl_weight
 from pyro_bnn.infer.fast_checks import check_pair, check_traced_sites
 from pyro_bnn.infer.fast_plan import ScoringPlan, build_plan, prior_key
 from pyro_bnn.infer.fused_draw import (
@@ -236,9 +237,7 @@ class FastMeanFieldELBO:
             ``kl_term`` (detached scalars) with ``loss == data_term + kl_term``.
         """
         if not isinstance(kl_weight, torch.Tensor):
-            kl_weight = float(kl_weight)
-            if not (kl_weight >= 0 and math.isfinite(kl_weight)):
-                raise ValueError(f"KL weight must be a finite number >= 0, got {kl_weight!r}")
+            kl_weight = check_kl_weight(kl_weight)
         if getattr(guide, "prototype_trace", True) is None:
             with torch.no_grad(), poutine.block():
                 guide(x, y)

@@ -35,6 +35,7 @@ from torch.distributions import kl_divergence
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, NormalMixturePosterior
+from pyro_bnn.infer.annealing import check_kl_weight
 from pyro_bnn.infer.objective_registry import BatchedForm, register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.likelihoods import KLScale
@@ -118,6 +119,8 @@ class MixtureMeanKL:
     def __call__(
         self, model: BNN, guide: NormalMixturePosterior, x: torch.Tensor, y: torch.Tensor, kl_weight: float
     ) -> ObjectiveTerms:
+        if not isinstance(kl_weight, torch.Tensor):
+            kl_weight = check_kl_weight(kl_weight)
         copies = self.samples_per_example
         rows = x.shape[0] * copies
         x_rows, y_rows = x.repeat_interleave(copies, 0), y.repeat_interleave(copies, 0)

@@ -118,6 +118,19 @@ def test_a_batched_checkpoint_is_an_ordinary_one_and_resumes_exactly(tmp_path):
     assert float(state["step"]) == 6 * 3
 
 
+@pytest.mark.parametrize("weight", [-1.0, math.nan])
+def test_a_kl_weight_a_single_run_refuses_is_refused_in_a_batch(weight):
+    """A bad schedule fails as it does alone (one line naming the weight), not trains with a negative KL or reads
+    as a divergence."""
+    bad = ObjectiveOptions("auto", kl_schedule=lambda progress: weight)
+    with pytest.raises(ValueError, match="KL weight must be a finite number >= 0, got") as error:
+        _fit([{"seed": 0}, {"seed": 1, "objective": bad}], 1)
+    assert "\n" not in str(error.value)
+    alone, train, _ = _trainer(seed=1, objective=bad)
+    with pytest.raises(ValueError, match="KL weight must be a finite number >= 0, got"):
+        alone.fit(train, 1)
+
+
 def test_a_diverging_run_fails_alone_and_the_others_are_unchanged():
     specs = [{"seed": 0}, {"seed": 1}, {"seed": 2}]
     sane, sane_outcomes = _fit(specs, 3)

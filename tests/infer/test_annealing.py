@@ -54,6 +54,33 @@ def test_cyclical():
     assert [schedule(t) for t in (0, 1, 2, 3, 4, 5)] == pytest.approx([0, 0.5, 1, 1, 0, 0.5])
 
 
+@pytest.mark.parametrize(
+    ("period", "steps", "epoch", "step"), [(1.6, 2, 8, 0), (1.1, 2, 11, 0), (1.1, 2, 5, 1), (2.2, 4, 11, 0)]
+)
+def test_a_step_that_starts_a_period_gets_weight_zero(period, steps, epoch, step):
+    """``progress % period`` of 8.0 and 1.6 is 1.5999...: that step got the full weight instead of 0."""
+    progress = epoch + step / steps
+    assert progress / period == pytest.approx(round(progress / period))  # a whole number of periods
+    assert cyclical(period)(progress) == 0.0
+    assert cyclical(period)(progress + 0.05 * period) == pytest.approx(0.1)  # the ramp starts again
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: linear_warmup(math.inf), "warmup_epochs must be a finite number > 0, got inf"),
+        (lambda: linear_warmup(2, start=-1), "start must be a finite number >= 0, got -1"),
+        (lambda: linear_warmup(2, end=math.nan), "end must be a finite number >= 0, got nan"),
+        (lambda: cyclical(math.inf), "period_epochs must be a finite number > 0, got inf"),
+        (lambda: cyclical(2, end=-0.5), "end must be a finite number >= 0, got -0.5"),
+        (lambda: cyclical(2, ramp_fraction=0), r"ramp_fraction must lie in \(0, 1\], got 0"),
+    ],
+)
+def test_schedules_refuse_what_their_string_forms_refuse(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
 def test_parse_kl_schedule():
     assert parse_kl_schedule("constant")(3.0) == 1.0
     assert parse_kl_schedule("constant:0.1")(3.0) == 0.1

@@ -162,3 +162,14 @@ def test_validate_refuses_what_it_cannot_score():
         MixtureMeanKL().validate(bnn, object(), x, y)
     with pytest.raises(ValueError, match="samples_per_example"):
         MixtureMeanKL(0)
+
+
+@pytest.mark.parametrize("weight", [-1.0, math.nan, math.inf])
+def test_a_kl_weight_every_other_objective_refuses_is_refused(weight):
+    torch.manual_seed(0)
+    bnn = _classifier()
+    x, y = torch.randn(6, 5), torch.randint(0, 3, (6,))
+    guide = _guide(bnn, 2, x, y)
+    with pytest.raises(ValueError, match="KL weight must be a finite number >= 0") as error:
+        MixtureMeanKL(samples_per_example=2)(bnn, guide, x, y, weight)
+    assert "\n" not in str(error.value)
