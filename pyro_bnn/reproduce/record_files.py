@@ -110,6 +110,36 @@ def write_record(folder: Path, record: RunRecord, **extra: Any) -> None:
     write_json_atomically(folder / RESULT, values)
 
 
+_FIELD_TYPES = {
+    "metrics": (dict,),
+    "history": (list,),
+    "seconds": (int, float),
+    "threads": (int,),
+    "reason": (str,),
+    "code": (str,),
+    "retried": (str,),
+    "training_code": (str,),
+}
+"""The type each field of a record must have where it is present."""
+
+
+def _wrong_field(values: dict, status: Status) -> str | None:
+    """What makes a parsed record unusable, or None: a field of the wrong type (``"metrics": null``, ``"seconds":
+    "abc"``), a history entry that is no record, or a done run without metrics. A report reads these fields of every
+    done run, so such a record would stop every later command."""
+    for name, types in _FIELD_TYPES.items():
+        value = values.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            return f"its {name!r} is {type(value).__name__}, not {' or '.join(t.__name__ for t in types)}"
+        if name in values and value is None:
+            return f"its {name!r} is null"
+    if not all(isinstance(entry, dict) for entry in values.get("history", [])):
+        return "its 'history' holds an entry that is no epoch record"
+    if status is Status.DONE and not values.get("metrics"):
+        return "a done run without metrics"
+    return None
+
+
 def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
     """The record of ``spec`` in ``runs_dir``: done, failed, missing (no ``result.json``) or damaged (a
     ``result.json`` that cannot be read, the reason naming the file and what is wrong; a grid runs it again)."""
@@ -131,6 +161,9 @@ def read_record(runs_dir: Path, spec: RunSpec) -> RunRecord:
         return RunRecord(spec, Status.DAMAGED, reason=f"{path} {what}")
     except (KeyError, TypeError):
         return RunRecord(spec, Status.DAMAGED, reason=f"{path} is not a run record (no status)")
+    wrong = _wrong_field(values, status)
+    if wrong is not None:
+        return RunRecord(spec, Status.DAMAGED, reason=f"{path} is not a run record ({wrong})")
     return RunRecord(
         spec,
         status,

@@ -351,3 +351,28 @@ def test_a_damaged_record_is_reported_as_damaged_and_run_again(tmp_path, capsys)
     again = run_grid(specs, tmp_path, progress=False)
     assert f"running {specs[1].run_id} again: {path} is empty" in capsys.readouterr().err
     assert again[1].status is Status.DONE and again[1].metrics["accuracy"] == done[1].metrics["accuracy"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("metrics", None, "its 'metrics' is null"),
+        ("metrics", {}, "a done run without metrics"),
+        ("metrics", [1, 2], "its 'metrics' is list, not dict"),
+        ("seconds", "abc", "its 'seconds' is str, not int or float"),
+        ("history", [1, 2], "its 'history' holds an entry that is no epoch record"),
+    ],
+)
+def test_a_record_whose_fields_a_report_cannot_read_is_damaged_and_run_again(tmp_path, field, value, words):
+    """Parsed JSON with a field of the wrong type used to count as done: every later report stopped with a
+    traceback (KeyError, TypeError) and the run was never run again."""
+    specs = tiny_specs(1)
+    run_grid(specs, tmp_path, progress=False)
+    path = tmp_path / "runs" / specs[0].run_id / "result.json"
+    values = json.loads(path.read_text())
+    values[field] = value
+    path.write_text(json.dumps(values))
+    (record,) = read_records(tmp_path, specs)
+    assert record.status is Status.DAMAGED and record.reason == f"{path} is not a run record ({words})"
+    (again,) = run_grid(specs, tmp_path, progress=False)
+    assert again.status is Status.DONE and again.metrics
