@@ -14,7 +14,7 @@ from pyro_bnn.reproduce.code_state import counted
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.lock import grid_lock
-from pyro_bnn.reproduce.merge import MergeSummary, merge_runs
+from pyro_bnn.reproduce.merge import MergeSummary, merge_runs, seeds_covering
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.request import STATE as STATE
 from pyro_bnn.reproduce.request import (
@@ -163,7 +163,9 @@ def merge(
     grid ``out`` and rewrites its report; trains nothing (:mod:`pyro_bnn.reproduce.merge`).
 
     A new ``out`` takes its state (experiment, profile, seeds, command) from ``source``'s ``reproduce.json``, with
-    the command's ``--out`` naming ``out``.
+    the command's ``--out`` naming ``out``. Where ``source`` holds runs of seeds ``out`` does not plan (a copy of the
+    same grid run with more seeds), ``out`` plans those seeds from now on (its state and command say so) and takes
+    them.
 
     Args:
         name: The experiment.
@@ -176,8 +178,9 @@ def merge(
         What was merged and left out, and the path of the rewritten ``report.md``.
 
     Raises:
-        ValueError: A bad name or profile, a ``source`` that is no folder, or a new ``out`` with no profile named
-            and no state in ``source`` (one line).
+        ValueError: A bad name or profile, a ``source`` that is no folder, a new ``out`` with no profile named
+            and no state in ``source``, or a data folder for a set the grid does not read (one line, before anything
+            is copied).
     """
     experiment = get_experiment(name)
     source, out = Path(source), Path(out)
@@ -192,6 +195,7 @@ def merge(
         profile = theirs["profile"]
     check_writable(out)
     chosen, state = _check_state(out, experiment, profile)
+    check_data_dirs(experiment, chosen, data_dirs or {})  # before anything is copied
     with grid_lock(out, _this_command()):
         if state is None:
             same = theirs is not None and theirs["profile"] == chosen.name
@@ -203,10 +207,30 @@ def merge(
             )
             state = {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
             write_json_atomically(out / STATE, state)
+        seeds = seeds_covering(source, state["seeds"], lambda n: plan(experiment, chosen, n, data_dirs or {}, None))
+        grown = None
+        if seeds > state["seeds"]:  # the copy holds runs of later seeds: the grid takes them, and plans them from now
+            grown = (state["seeds"], seeds)
+            state = {**state, "seeds": seeds, "command": _with_seeds(state["command"], seeds)}
+            write_json_atomically(out / STATE, state)
         specs = plan(experiment, chosen, state["seeds"], data_dirs or {}, None)
         summary = merge_runs(source, out, specs)
+        summary.seeds = grown
     report = reproduce(name, profile=chosen.name, out=out, report_only=True, data_dirs=data_dirs)
     return summary, report
+
+
+def _with_seeds(command: str, seeds: int) -> str:
+    """``command`` with ``--seeds`` set to ``seeds`` (added where it had none)."""
+    words = shlex.split(command)
+    for index, word in enumerate(words):
+        if word == "--seeds" and index + 1 < len(words):
+            words[index + 1] = str(seeds)
+            return shlex.join(words)
+        if word.startswith("--seeds="):
+            words[index] = f"--seeds={seeds}"
+            return shlex.join(words)
+    return shlex.join([*words, "--seeds", str(seeds)])
 
 
 def _with_out(command: str, out: Path) -> str:

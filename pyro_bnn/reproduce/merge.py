@@ -10,6 +10,7 @@ training-code fingerprint must equal that commit's in this checkout (:mod:`.code
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,10 +25,14 @@ class MergeSummary:
 
     merged: list[str] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
+    seeds: tuple[int, int] | None = None
+    """``(before, after)`` where the grid now plans more seeds, to take the runs of later seeds ``source`` holds."""
 
     def describe(self) -> str:
         """One line, then one line per run left out."""
         lines = [f"merged {len(self.merged)} run(s); left out {len(self.left_out)}"]
+        if self.seeds is not None:
+            lines[0] += f"; the grid now plans {self.seeds[1]} seeds per cell (it planned {self.seeds[0]})"
         lines += [f"  {run_id}: {why}" for run_id, why in sorted(self.left_out.items())]
         return "\n".join(lines)
 
@@ -48,6 +53,25 @@ def source_runs(source: Path) -> Path:
     """The folder of run folders in ``source``: ``source/runs`` when there is one (a grid's folder), else
     ``source`` itself."""
     return source / "runs" if (source / "runs").is_dir() else source
+
+
+MAX_SEEDS = 32
+"""The most seeds :func:`seeds_covering` tries."""
+
+
+def seeds_covering(source: Path, seeds: int, plan_for: Callable[[int], list[RunSpec]]) -> int:
+    """The fewest seeds, at least ``seeds`` and at most :data:`MAX_SEEDS`, whose plan (``plan_for(n)``) holds as many
+    of ``source``'s run folders as any such plan: a grid copied back with more seeds than the grid it merges into
+    brings runs of seeds that grid does not plan yet."""
+    folders = {path.name for path in source_runs(source).iterdir() if path.is_dir()}
+    best, covered = seeds, len(folders & {spec.run_id for spec in plan_for(seeds)})
+    count = seeds
+    while covered < len(folders) and count < MAX_SEEDS:
+        count += 1
+        now = len(folders & {spec.run_id for spec in plan_for(count)})
+        if now > covered:
+            best, covered = count, now
+    return best
 
 
 def merge_runs(source: str | Path, out: str | Path, specs: list[RunSpec]) -> MergeSummary:

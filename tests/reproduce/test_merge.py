@@ -227,3 +227,46 @@ def test_a_merge_into_a_new_grid_at_another_profile_writes_that_profile_s_comman
         state["seeds"] == 1 and state["command"] == f"pyro-bnn reproduce leaky-calibration --profile quick --out {out}"
     )
     assert _with_out("pyro-bnn reproduce x --out=/a --seeds 2", Path("b")) == "pyro-bnn reproduce x --out=b --seeds 2"
+
+
+def test_runs_of_more_seeds_than_the_grid_plans_are_taken_and_the_grid_plans_them_from_then_on(
+    tmp_path, committed_fp, monkeypatch
+):
+    """A grid at 1 seed and a copy of the same grid run at 3: the merge took seed 0 and left seeds 1 and 2 out as
+    'not a run of this grid's plan' (and --seeds was refused with --merge)."""
+    from pyro_bnn.reproduce import api
+    from pyro_bnn.reproduce.api import _with_seeds, get_experiment
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    monkeypatch.setattr(
+        api, "reproduce", lambda *args, **kwargs: tmp_path / "report.md"
+    )  # the records hold no measures
+
+    experiment = get_experiment("leaky-calibration")
+    three = experiment.plan(experiment.profiles["quick"], 3, {})
+    source = tmp_path / "back"
+    for spec in three:
+        _write(source / "runs", spec)
+    out = tmp_path / "grid"
+    out.mkdir()
+    command = f"pyro-bnn reproduce leaky-calibration --profile quick --out {out}"
+    (out / "reproduce.json").write_text(
+        json.dumps({"experiment": "leaky-calibration", "profile": "quick", "seeds": 1, "command": command})
+    )
+    summary, _ = merge_command("leaky-calibration", source, out=out)
+    assert set(summary.merged) == {spec.run_id for spec in three} and not summary.left_out
+    assert summary.seeds == (1, 3) and "the grid now plans 3 seeds per cell (it planned 1)" in summary.describe()
+    state = json.loads((out / "reproduce.json").read_text())
+    assert state["seeds"] == 3 and state["command"] == f"{command} --seeds 3"
+    assert _with_seeds("pyro-bnn reproduce x --seeds 2 --out o", 5) == "pyro-bnn reproduce x --seeds 5 --out o"
+
+
+def test_a_data_folder_the_grid_does_not_read_is_refused_before_anything_is_copied(tmp_path, committed_fp):
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    source = tmp_path / "back"
+    _write(source / "runs", _quick_specs()[0])
+    out = tmp_path / "grid"
+    with pytest.raises(ValueError, match="cifar"):
+        merge_command("leaky-calibration", source, out=out, profile="quick", data_dirs={"cifar": str(tmp_path)})
+    assert not (out / "runs").exists() and not (out / "reproduce.json").exists()
