@@ -133,6 +133,17 @@ def test_prior_claim_at_the_cap_still_improving_is_not_comparable_not_does_not_h
     assert headlines[0].reason.startswith("1 of 1 cells comparable with the paper's. ")
 
 
+def test_a_cell_with_an_arm_not_run_is_not_counted_comparable(tmp_path):
+    """Only the mixture's runs, still improving at the cap: the cell was counted comparable (\"1 of 1\", a gap of nan)
+    though the arm that ran is not, and the one that did not run cannot be."""
+    records = [r for r in _prior_grid(mixture_curve=RISING) if r.spec.tag("prior") == "mixture-0.5"]
+    _, headlines = _error_table(_cells(records), QUICK, tmp_path)
+    prior = headlines[0]
+    assert prior.verdict is Verdict.NOT_COMPARABLE and prior.reason.startswith("0 of 1 cells comparable")
+    assert "Gaussian: no run done yet" in prior.reason and "nan" not in prior.reason
+    assert "3 of 3 runs at the cap, still improving" in prior.reason
+
+
 def test_prior_claim_far_from_the_published_accuracy_is_not_comparable(tmp_path):
     records = _prior_grid(gaussian_accuracy=GAUSSIAN - 0.006)  # 10 epochs of 600: 0.6 points short of Singh's
     _, headlines = _error_table(_cells(records), QUICK, tmp_path)

@@ -85,15 +85,21 @@ def _judged(
     arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]], a: list[float], b: list[float]
 ) -> tuple[Verdict, str, float | None]:
     """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b``: *not comparable at this
-    scale* unless both ``arms`` ``(name, cell, runs)`` are (their reasons and the numbers), else :func:`_verdict`."""
-    verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
+    scale* unless both ``arms`` ``(name, cell, runs)`` have runs and are comparable (the reasons, an arm without runs
+    among them, and the numbers of the arms that ran), else :func:`_verdict`."""
+    reasons = []
+    for name, cell, runs in arms:
+        if not runs:
+            reasons.append(f"{name}: no run done yet")
+        elif not (check := cell_check(runs, cell)).comparable:
+            reasons.append(f"{name}: {check.reason}")
     if not all(runs for _, _, runs in arms):
-        return verdict, numbers, within  # runs missing: inconclusive, as an unfinished grid
-    checks = [(name, cell_check(runs, cell)) for name, cell, runs in arms]
-    if all(check.comparable for _, check in checks):
-        return verdict, numbers, within
-    why = "; ".join(f"{name}: {check.reason}" for name, check in checks if check.reason)
-    return Verdict.NOT_COMPARABLE, f"{why}; {numbers}", None
+        ran = [f"{name} {_pct(errors)} %" for (name, _, runs), errors in zip(arms, (a, b), strict=True) if runs]
+        return Verdict.NOT_COMPARABLE, "; ".join(reasons) + (f"; test error {', '.join(ran)}" if ran else ""), None
+    verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
+    if reasons:
+        return Verdict.NOT_COMPARABLE, f"{'; '.join(reasons)}; {numbers}", None
+    return verdict, numbers, within
 
 
 def _comparable_count(verdicts: Sequence[Verdict], noun: str = "cells") -> str:
