@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -94,6 +95,10 @@ def _start_worker(parent: int, code: str, training: str) -> None:
     (``kill -9`` runs no clean-up, and a worker would otherwise train its queue to the end and then wait on a closed
     pipe forever). An orphan is re-parented, so its parent id changes."""
     inherit_code_version(code, training)
+    # Ctrl-C in a terminal reaches the whole process group: the parent stops the pool (run_grid's interrupt), while a
+    # worker taking it would die part-way through whatever it was doing (an import, a record) and, as the pool
+    # catches it, go on to its next run in a broken state and record that run as failed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -138,6 +143,7 @@ class LocalExecutor:
         registries = _registries()
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
+        children_before = set(multiprocessing.active_children())
         with ProcessPoolExecutor(
             max_workers=workers,
             mp_context=context,
@@ -157,9 +163,13 @@ class LocalExecutor:
                     except Exception as err:  # the worker died (out of memory, a crash): its runs failed
                         for spec in futures[future]:
                             yield record_failure(spec, runs_dir, err, attempt=Attempt(self.threads))
-            except BaseException:
-                for future in futures:
-                    future.cancel()
+            except BaseException:  # Ctrl-C, or the caller stopped reading: stop the workers now
+                pool.shutdown(wait=False, cancel_futures=True)
+                # Their runs resume from their last checkpoints; waiting for them to finish (the pool's own exit)
+                # took seconds and could hang on a worker blocked reading its queue. The pool has no public way to
+                # stop its processes, so they are found as this process's children started with it.
+                for child in set(multiprocessing.active_children()) - children_before:
+                    child.terminate()
                 raise
 
 

@@ -147,6 +147,35 @@ def test_pool_workers_end_within_seconds_of_their_parent_s_kill(tmp_path, monkey
     assert time.monotonic() - killed < 3 * executors_module.WATCH_SECONDS + 5
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process parents from /proc (Linux)")
+def test_ctrl_c_to_a_two_worker_grid_stops_it_at_once_and_fails_no_run(tmp_path):
+    """Ctrl-C reaches the whole process group. The workers took it too (one died inside an import and recorded its
+    next run as failed), and the parent waited for the runs in flight to finish (seconds; once it hung)."""
+    out = tmp_path / "grid"
+    script = _GRID_SCRIPT.format(count=4, out=str(out), workers=2)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], env=_environment(), stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+
+        def training() -> bool:  # both workers started and a run has written its first epoch
+            workers = [p for p in _children(parent.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            return len(workers) >= 2 and any((out / "runs").glob("*/checkpoint.pt"))
+
+        _wait_for(training, "two workers training", parent)
+        children = _children(parent.pid)
+        os.killpg(parent.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the parent and its workers alike
+        interrupted = time.monotonic()
+        parent.wait(timeout=30)
+        assert time.monotonic() - interrupted < 10  # runs of 400 epochs were in flight
+        _wait_for(lambda: not any(_alive(p) for p in children), "end of the workers", timeout=10)
+    finally:
+        _kill(parent)
+    assert parent.returncode != 0
+    records = read_records(out, tiny_specs(4, epochs=400))
+    assert not [r for r in records if r.status is Status.FAILED], [r.reason for r in records]
+
+
 def test_workers_are_capped_by_cores_and_memory_with_a_note(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(executors_module, "_cores", lambda: 2)
     monkeypatch.setattr(executors_module, "available_memory_bytes", lambda: 22 << 30)
