@@ -57,9 +57,17 @@ def _profile(experiment: Experiment, name: str) -> Profile:
     return experiment.profiles[name]
 
 
-def _check_seeds(seeds: int | None) -> None:
-    if seeds is not None:
-        positive_int(seeds, "seeds")
+def _check_seeds(seeds: int | None, state: dict | None = None, out: object = None) -> None:
+    """``seeds`` an int >= 1 where given, and not fewer than the grid in ``out`` already plans (its report would
+    leave the later seeds' finished runs out without a word)."""
+    if seeds is None:
+        return
+    positive_int(seeds, "seeds")
+    if state is not None and seeds < state["seeds"]:
+        raise ValueError(
+            f"--seeds {seeds}: {out} holds a grid of {state['seeds']} seeds per cell, whose report would leave the "
+            f"runs of the others out; leave out --seeds (or pass {state['seeds']} or more), or give a new --out"
+        )
 
 
 def _read_state(out: Path) -> dict | None:
@@ -180,7 +188,7 @@ def _checked_request(
     check_writable(out)  # the string as given: Path("") would be the current folder
     check_grid_free(out)
     chosen, state = _check_state(Path(out), experiment, profile)
-    _check_seeds(seeds)
+    _check_seeds(seeds, state, out)
     check_data_dirs(experiment, chosen, data_dirs or {})
     if device is not None:
         resolve_device(device)

@@ -81,6 +81,20 @@ def test_another_profile_in_the_same_folder_is_refused(tmp_path, capsys, nothing
     assert "holds the 'cpu' profile of 'leaky-calibration', not 'quick'" in capsys.readouterr().err
 
 
+def test_fewer_seeds_than_the_grid_holds_are_refused(tmp_path, capsys, nothing_runs):
+    """--seeds 1 on a grid of 3 rewrote its state to 1 and left the finished runs of seeds 1 and 2 out of its report
+    without a word."""
+    out = tmp_path / "grid"
+    out.mkdir()
+    (out / api.STATE).write_text(
+        '{"experiment": "leaky-calibration", "profile": "quick", "seeds": 3, "command": "pyro-bnn reproduce"}'
+    )
+    assert main(["reproduce", "leaky-calibration", "--seeds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--seeds 1: {out} holds a grid of 3 seeds per cell" in err and len(err.strip().splitlines()) == 1
+    assert '"seeds": 3' in (out / api.STATE).read_text()
+
+
 def test_a_missing_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch, nothing_runs):
     import sys
 
