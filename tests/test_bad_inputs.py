@@ -399,6 +399,35 @@ def test_an_existing_run_needs_resume_or_overwrite(trained_run, capsys, no_data)
     assert "already holds a run" in err and "--resume" in err
 
 
+@pytest.mark.parametrize("grid_file", ["grid.json", "reproduce.json"])
+def test_a_run_and_a_grid_of_runs_do_not_share_a_folder(tmp_path, capsys, no_data, grid_file):
+    """train and sample wrote a run beside an ensemble's or reproduction's grid, and ensemble and reproduce wrote a
+    grid beside a run; each folder then read as neither."""
+    from pyro_bnn.reproduce.grid import GRID
+    from pyro_bnn.reproduce.request import STATE
+
+    assert set(run_folder.GRID_FILES) == {GRID, STATE}
+    grid = tmp_path / "grid"
+    grid.mkdir()
+    (grid / grid_file).write_text("{}")
+    for args, verb in ((TRAIN, "train"), ([*SAMPLE, "--step-size", "1e-3"], "sample")):
+        err = _one_line_error(capsys, [*args, "--out", grid])
+        assert (
+            err
+            == f"pyro-bnn {verb}: error: {grid} holds a grid of runs ({grid_file}); give this run a folder of its own"
+        )
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    ensemble = ["ensemble", "--dataset", "moons", "--model", "tanh-small", "--members", "2", "--out", run]
+    for args, verb in ((ensemble, "ensemble"), (["reproduce", "leaky-calibration", "--out", run], "reproduce")):
+        err = _one_line_error(capsys, args)
+        assert err == f"pyro-bnn {verb}: error: {run} holds a run (config.json); give the grid a folder of its own"
+    assert sorted(p.name for p in grid.iterdir()) == [grid_file] and sorted(p.name for p in run.iterdir()) == [
+        "config.json"
+    ]
+
+
 def test_an_existing_run_in_samples_out_names_only_the_flag_sample_has(trained_run, capsys, no_data):
     err = _one_line_error(capsys, [*SAMPLE, "--step-size", "1e-3", "--out", trained_run])
     assert err == (

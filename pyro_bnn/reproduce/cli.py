@@ -5,6 +5,7 @@ and :func:`pyro_bnn.reproduce.ensembles.train_ensemble`, one :class:`~pyro_bnn.c
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pyro_bnn.commands.train import add_train_arguments, config_from
 from pyro_bnn.commands.verb import Verb, dataset_dir
@@ -226,13 +227,14 @@ def _cmd_ensemble(args: argparse.Namespace) -> int:
     from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
     from pyro_bnn.reproduce.executors import make_executor
     from pyro_bnn.reproduce.planned import Status
-    from pyro_bnn.runs.run_folder import check_writable
+    from pyro_bnn.runs.run_folder import check_not_a_run, check_writable
     from pyro_bnn.runs.runs import load_data
 
     try:
         config = config_from(args)
         specs = ensemble_specs(config, args.members)  # the member count, the guide and the config
         check_writable(args.out)
+        check_not_a_run(Path(args.out))
         executor = make_executor(args.executor, args.workers, threads=args.threads)
         load_data(specs[0].config)  # the data, found once here rather than failing every member
 

@@ -22,7 +22,7 @@ from pyro_bnn.reproduce.lock import check_grid_free
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.planned import Experiment, Profile, RunSpec
 from pyro_bnn.runs.config import resolve_device
-from pyro_bnn.runs.run_folder import check_writable
+from pyro_bnn.runs.run_folder import check_not_a_run, check_writable
 
 STATE = "reproduce.json"
 """``OUT/reproduce.json``: which experiment, profile and seeds the folder holds, and the last command."""
@@ -186,6 +186,7 @@ def _checked_request(
     if retrain_stale:
         check_committed_training_code()
     check_writable(out)  # the string as given: Path("") would be the current folder
+    check_not_a_run(Path(out))
     check_grid_free(out)
     chosen, state = _check_state(Path(out), experiment, profile)
     _check_seeds(seeds, state, out)

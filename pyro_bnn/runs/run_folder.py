@@ -26,6 +26,28 @@ from pyro_bnn._io import TEMP_SUFFIX
 
 CHECKPOINT = "checkpoint.pt"
 
+GRID_FILES = ("grid.json", "reproduce.json")
+"""The files that make a folder a grid of runs (an ensemble's or a reproduction's: ``pyro_bnn.reproduce``'s
+``GRID`` and ``STATE``), which a single run must not share."""
+
+RUN_FILES = (CHECKPOINT, "config.json")
+"""The files that make a folder a single run's (``train``, ``sample``), which a grid must not share."""
+
+
+def check_not_a_grid(out: Path) -> None:
+    """Refuses, in one line, a folder that holds a grid of runs: a single run's files beside a grid's would be
+    read as neither."""
+    for name in GRID_FILES:
+        if (Path(out) / name).exists():
+            raise FileExistsError(f"{out} holds a grid of runs ({name}); give this run a folder of its own")
+
+
+def check_not_a_run(out: Path) -> None:
+    """Refuses, in one line, a folder that holds a single run: a grid's files beside it would be read as neither."""
+    for name in RUN_FILES:
+        if (Path(out) / name).exists():
+            raise FileExistsError(f"{out} holds a run ({name}); give the grid a folder of its own")
+
 
 class RunFolderBusyError(FileExistsError):
     """Another process holds the run folder's lock."""

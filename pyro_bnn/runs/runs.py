@@ -39,7 +39,7 @@ from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction
 from pyro_bnn.runs.config import RunConfig, resolve_device
 from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
-from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder, check_not_busy, check_writable
+from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder, check_not_a_grid, check_not_busy, check_writable
 from pyro_bnn.runs.run_model import DRAWS as DRAWS
 from pyro_bnn.runs.run_model import _build as _build  # forwarded by the pyro_bnn.experiments.runs shim
 from pyro_bnn.runs.run_model import build_bnn
@@ -132,11 +132,12 @@ def prepare_run_dir(
             checkpoint, or ``resume`` is set but the checkpoint was written by a different config (naming the keys
             that differ) or has trained more epochs than ``config.epochs``.
         FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is
-            set, or another run is using it right now.
+            set, holds a grid of runs (an ensemble's, a reproduction's), or another run is using it right now.
     """
     check_writable(out_dir)  # the string as given: Path("") would be the current folder
     out = Path(out_dir)
     check_not_busy(out)
+    check_not_a_grid(out)
     checkpoint = out / CHECKPOINT
     if not checkpoint.exists():
         return False
