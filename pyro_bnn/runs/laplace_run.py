@@ -24,6 +24,7 @@ from pyro_bnn.data import DatasetName, DatasetSplits, Task
 from pyro_bnn.evaluation import regression_metrics
 from pyro_bnn.guides import GuideKind, parse_guide
 from pyro_bnn.laplace import LaplaceOptions, Link, Predictive, fit_laplace, import_laplace, predict_laplace
+from pyro_bnn.laplace.fit import prior_start
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.predict import Prediction
 from pyro_bnn.priors import NormalPrior
@@ -169,8 +170,9 @@ def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> di
     Returns:
         The record written: ``metrics`` (classification: accuracy, NLL, Brier, ECE, MCE; regression: RMSE, NLL,
         coverage) and ``map_metrics`` (the same of the MAP network), ``prior_precision`` (a float, or one per
-        parameter tensor), ``log_marginal_likelihood``, ``fit_time_s``, ``predict_time_s``, ``options``,
-        ``num_samples``, ``num_train``, ``device``.
+        parameter tensor), ``log_marginal_likelihood``, ``fit_time_s``, ``predict_time_s``, ``options`` (its
+        ``link`` None where no link applies, its ``initial_prior_precision`` the one the fit started from),
+        ``num_samples`` (None where nothing is drawn), ``num_train``, ``device``.
     """
     config = laplace.config
     device = resolve_device(config.device)
@@ -191,6 +193,8 @@ def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> di
     )
     predicted = time.perf_counter()
     options = laplace.options
+    glm_classifier = prediction.is_classification and laplace.predictive is Predictive.GLM
+    draws = not (glm_classifier and laplace.link is Link.PROBIT)  # the probit link draws nothing
     record = {
         "run": str(laplace.run_dir),
         "metrics": _metrics(prediction, config),
@@ -203,12 +207,12 @@ def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> di
             "subset": options.subset.value,
             "structure": options.structure.value,
             "predictive": laplace.predictive.value,
-            "link": laplace.link.value,
+            "link": laplace.link.value if glm_classifier else None,  # None: no link applies
             "tune_prior": options.tune_prior,
             "prior_structure": options.prior_structure.value,
-            "initial_prior_precision": options.prior_precision,
+            "initial_prior_precision": prior_start(bnn, options)[0],  # as given, or read from the Normal prior
         },
-        "num_samples": config.num_samples,
+        "num_samples": config.num_samples if draws else None,  # None: nothing drawn
         "num_train": len(data.train),
         "device": str(device),
     }

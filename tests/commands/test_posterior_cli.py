@@ -53,8 +53,9 @@ def test_laplace_writes_its_record_around_the_runs_own_map(map_run, capsys):
         "link": "probit",
         "tune_prior": True,
         "prior_structure": "scalar",
-        "initial_prior_precision": None,
+        "initial_prior_precision": 1.0,  # read from the run's N(0, 1) prior
     }
+    assert record["num_samples"] is None  # the probit link draws nothing
     assert record["num_train"] == 640 and record["fit_time_s"] > 0
     assert "laplace-last_layer-kron.json" in summary and "prior precision" in summary and "accuracy" in summary
 
@@ -65,6 +66,7 @@ def test_laplace_options_reach_the_approximation(map_run, capsys):
     record = json.loads((map_run / "laplace-all-diag.json").read_text())
     assert record["prior_precision"] == 2.5  # --no-tune keeps the precision it was given, exactly
     assert record["options"]["predictive"] == "mc" and record["num_samples"] == 16
+    assert record["options"]["link"] is None and record["options"]["initial_prior_precision"] == 2.5
     assert math.isfinite(record["metrics"]["nll"]) and math.isfinite(record["log_marginal_likelihood"])
 
 
