@@ -89,9 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
     verb = VERBS[args.command]
     if unknown:  # said by the verb's own parser, so the usage line and the prefix are the verb's
-        alone = argparse.ArgumentParser(prog=f"pyro-bnn {verb.name}")
-        verb.add_arguments(alone)
-        alone.error(f"unrecognized arguments: {' '.join(unknown)}")
+        verb.parser().error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         with warnings.catch_warnings():  # restores showwarning afterwards
             warnings.showwarning = functools.partial(_show_warning, args.command, warnings.showwarning)
@@ -99,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:
         # One line, whatever the message: some errors from the libraries underneath span several.
         text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
-        print(f"pyro-bnn {args.command}: error: {text}", file=sys.stderr)
+        print(f"pyro-bnn {args.command}: error: {verb.spell_flags(text)}", file=sys.stderr)
         return 2
     except NonFiniteLossError as err:
         print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)

@@ -54,3 +54,16 @@ def test_an_argument_a_verb_does_not_take_is_named_by_that_verb(capsys):
     assert err.startswith("usage: pyro-bnn list") and err.rstrip().endswith(
         "pyro-bnn list: error: unrecognized arguments: extra --more"
     )
+
+
+def test_an_error_about_an_option_field_names_the_flag_the_user_typed(capsys):
+    from pyro_bnn.cli import main
+
+    sample = VERBS["sample"]
+    assert sample.spell_flags("num_draws must be an int >= 1, got 0") == "--draws must be an int >= 1, got 0"
+    assert sample.spell_flags("burn_in must be an int >= 0, got -1") == "--burn-in must be an int >= 0, got -1"
+    assert sample.spell_flags("nothing_here must be x") == "nothing_here must be x"  # no such flag: as it was
+    assert sample.spell_flags("the model has no site") == "the model has no site"
+    args = ["sample", "--dataset", "moons", "--model", "tanh-small", "--step-size", "1e-3", "--chains", "0"]
+    assert main([*args, "--out", "unused"]) == 2
+    assert capsys.readouterr().err.strip() == "pyro-bnn sample: error: --chains must be an int >= 1, got 0"

@@ -202,6 +202,7 @@ SAMPLE = Verb(
     description=_SAMPLE_DESCRIPTION,
     add_arguments=_add_sample_arguments,
     run=_cmd_sample,
+    flag_names={"num_draws": "--draws", "num_chains": "--chains", "num_cycles": "--cycles"},
 )
 
 __all__ = ["LAPLACE", "SAMPLE"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -30,6 +31,8 @@ class Verb:
         on_interrupt: What an interruption leaves and how to take the work up again, for a verb that can: a text,
             or a function of the parsed arguments that looks at what is on disk (None: the verb says only that it
             was interrupted).
+        flag_names: The flag of each option field whose name is not the flag's (``{"num_draws": "--draws"}``), so
+            that an error about the field names the flag the user typed (:meth:`spell_flags`).
     """
 
     name: str
@@ -38,6 +41,26 @@ class Verb:
     run: Callable[[argparse.Namespace], int]
     description: str | None = None
     on_interrupt: str | Callable[[argparse.Namespace], str] | None = None
+    flag_names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def parser(self) -> argparse.ArgumentParser:
+        """A parser of this verb's arguments alone (``prog`` ``pyro-bnn NAME``)."""
+        parser = argparse.ArgumentParser(prog=f"pyro-bnn {self.name}")
+        self.add_arguments(parser)
+        return parser
+
+    def spell_flags(self, message: str) -> str:
+        """``message`` with a leading option field name (``"num_draws must be ..."``, ``"train_subset must ..."``,
+        from the options' own checks) replaced by the flag that sets it (``"--draws must be ..."``), where this verb
+        has that flag."""
+        match = re.match(r"([a-z][a-z0-9_]*)(?= must | = |=)", message)
+        if match is None:
+            return message
+        field = match[1]
+        flag = self.flag_names.get(field, "--" + field.replace("_", "-"))
+        if re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", self.parser().format_usage()) is None:
+            return message
+        return flag + message[match.end() :]
 
     def interrupted(self, args: argparse.Namespace) -> str:
         """The line printed when the verb is interrupted (without the ``pyro-bnn NAME:`` prefix)."""

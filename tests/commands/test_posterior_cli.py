@@ -106,7 +106,7 @@ def test_a_sampled_run_is_a_run_folder_that_evaluate_rescores(tmp_path, capsys):
     assert evaluation["nll"] == pytest.approx(metrics["nll"], rel=1e-6)
     capsys.readouterr()
     assert main(["evaluate", str(out), "--num-samples", "40"]) == 2
-    assert "num_samples=40 but" in capsys.readouterr().err
+    assert "--num-samples=40 but" in capsys.readouterr().err
     assert main(["laplace", str(out)]) == 2
     assert "holds SG-MCMC draws" in capsys.readouterr().err
     for part in (["--pruning"], ["--nuts"], ["--slices", "2"]):  # Normal scales or a median, which draws lack

@@ -103,7 +103,7 @@ def test_a_run_without_validation_examples_is_refused_before_any_data(tmp_path, 
         (["--temperature", "--ood", "mnist"], "--temperature and --ood do not combine"),
         (["--temperature", "--corruption", "gaussian:0.5"], "--temperature and --corruption do not combine"),
         (["--temperature-mode", "samples"], "--temperature-mode only applies with --temperature"),
-        (["--temperature", "--num-samples", "0"], "num_samples must be an int >= 1, got 0"),
+        (["--temperature", "--num-samples", "0"], "--num-samples must be an int >= 1, got 0"),
         (["--temperature", "--data-dir", "mnist=/x"], "--data-dir mnist=/x is unused: this evaluation reads digits"),
     ],
 )

@@ -162,7 +162,7 @@ BAD_OOD = [
     (["--ood", "circles", "--data-dir", "digits=/x"], "dataset 'digits' is not read from files"),
     (["--ood", "circles", "--data-dir", "mnist=/x"], "--data-dir mnist=/x is unused: this evaluation reads circles"),
     (["--ood", "circles", "--data-dir", "imagenet=/x"], "unknown dataset name 'imagenet'"),
-    (["--ood", "circles", "--num-samples", "0"], "num_samples must be an int >= 1, got 0"),
+    (["--ood", "circles", "--num-samples", "0"], "--num-samples must be an int >= 1, got 0"),
 ]
 
 

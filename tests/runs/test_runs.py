@@ -319,7 +319,7 @@ def test_cli_regression_train_and_evaluate(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--noise-scale", "0"], "noise_scale must be a finite number > 0 (the Gaussian likelihood's standard "),
+        (["--noise-scale", "0"], "--noise-scale must be a finite number > 0 (the Gaussian likelihood's standard "),
         (["--noise-scale", "nan"], "got nan"),
         (["--noise-scale=-inf"], "got -inf"),
         (["--model", "mlp:0"], "model 'mlp:0': hidden widths must be positive ints, got '0'; expected mlp:W1,W2"),
