@@ -187,7 +187,7 @@ LAPLACE_CASES = [
     (["--link", "logit"], "unknown GLM link 'logit'"),
     (["--prior-precision", "0"], "--prior-precision must be a finite number > 0 or None, got 0.0"),
     (["--num-samples", "0"], "--num-samples must be an int >= 1, got 0"),
-    ([], "was trained with guide 'autonormal:0.05': a Laplace approximation is fitted around a point estimate"),
+    ([], "was trained with guide 'autonormal:0.05': a Laplace approximation is fitted around the MAP"),
 ]
 
 

@@ -104,8 +104,8 @@ def check_laplace_run(
         raise ValueError(f"{run} holds SG-MCMC draws ('pyro-bnn sample'); Laplace is fitted around a MAP run")
     if guide.kind is not GuideKind.MAP:  # the curvature is the log joint's, at its mode
         raise ValueError(
-            f"{run} was trained with guide {config.guide!r}: a Laplace approximation is fitted around a point "
-            "estimate of the weights; train the run with --guide map"
+            f"{run} was trained with guide {config.guide!r}: a Laplace approximation is fitted around the MAP "
+            "(the mode of the posterior, prior included); train the run with --guide map"
         )
     if config.node_noise:
         raise ValueError(f"{run} is a node-noise run; Laplace covers weight-space models only")
