@@ -109,7 +109,7 @@ def verdict(summary: dict[str, dict[str, tuple[float, float]]], num_seeds: int, 
 
 SCOPE = (
     "What this demo shows: the workflow (a Bayesian 3FC trained, scored and plotted per activation) and how the two "
-    "activations compare after {epochs} epochs on {images} images with the library's default guide and the textbook "
+    "activations compare after {epochs} on {images} images with the library's default guide and the textbook "
     "ELBO. What it does not show: the paper's effect, which the authors measured with their own objective, guide and "
     "early stopping over up to 50 epochs on the full data. For that, run `pyro-bnn reproduce leaky-calibration "
     "--profile gpu` (Table 1 at full data, a GPU's job; committed report from an H200: "
@@ -126,12 +126,20 @@ def format_table(results: dict[str, list[RunResult]], config: RunConfig = DEMO_C
         f"{'activation':<20}{'accuracy':>18}{'ECE':>18}{'mean sigma':>18}{'MI (γ=0.5)':>18}",
     ]
     for label, row in summary.items():
-        cells = "".join(f"{f'{row[c][0]:.4f} ± {row[c][1]:.4f}':>18}" for c in COLUMNS)
+        # one seed has no spread: its sd would read as a measured 0
+        cells = "".join(
+            f"{f'{row[c][0]:.4f} ± {row[c][1]:.4f}' if num_seeds > 1 else f'{row[c][0]:.4f}':>18}" for c in COLUMNS
+        )
         lines.append(f"{label:<20}{cells}")
-    lines.append(f"(mean ± sd over {num_seeds} seeds)")
+    lines.append(f"(mean ± sd over {num_seeds} seeds)" if num_seeds > 1 else "(one seed: no spread over seeds)")
     lines.append(verdict(summary, num_seeds))
-    lines.append(SCOPE.format(epochs=config.epochs, images=f"{config.train_subset or 'all'}"))
+    lines.append(_scope(config))
     return "\n".join(lines)
+
+
+def _scope(config: RunConfig) -> str:
+    epochs = f"{config.epochs} epoch{'s' if config.epochs != 1 else ''}"
+    return SCOPE.format(epochs=epochs, images=f"{config.train_subset or 'all'}")
 
 
 def run_demo(
@@ -175,21 +183,19 @@ def run_demo(
     histories = {label: r.metrics["history"] for label, r in first.items()}
     save_figure(plot_training_curves(histories, title=title), out / "training.png")
     summary = summarize_seeds(results)
-    (out / "summary.json").write_text(
-        json.dumps(
-            {
-                "config": json.loads(config.to_json()),
-                "seeds": list(seeds),
-                "mean_sd_over_seeds": {label: {c: list(v) for c, v in row.items()} for label, row in summary.items()},
-                "verdict": verdict(summary, len(seeds)),
-                "scope": SCOPE.format(epochs=config.epochs, images=f"{config.train_subset or 'all'}"),
-                "runs": {
-                    label: [{c: r.metrics[c] for c in (*COLUMNS, "nll", "train_time_s")} for r in runs]
-                    for label, runs in results.items()
-                },
+    write_json_atomically(
+        out / "summary.json",
+        {
+            "config": json.loads(config.to_json()),
+            "seeds": list(seeds),
+            "mean_sd_over_seeds": {label: {c: list(v) for c, v in row.items()} for label, row in summary.items()},
+            "verdict": verdict(summary, len(seeds)),
+            "scope": _scope(config),
+            "runs": {
+                label: [{c: r.metrics[c] for c in (*COLUMNS, "nll", "train_time_s")} for r in runs]
+                for label, runs in results.items()
             },
-            indent=2,
-        )
+        },
     )
     return results
 

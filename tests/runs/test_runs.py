@@ -171,8 +171,12 @@ def test_demo_on_a_tiny_fake_fashion_mnist(tmp_path, make_tiny):
     table = format_table(results, config)
     assert "ReLU" in table and "accuracy" in table and "MI (γ=0.5)" in table and "over 2 seeds" in table
     # the demo says what it does not show, and where the paper's experiment is
-    assert f"after {config.epochs} epochs" in table and "does not show" in table
+    assert "after 1 epoch on" in table and "does not show" in table  # epochs=1: one epoch
     assert "pyro-bnn reproduce leaky-calibration" in table and "pyro-bnn reproduce" in summary["scope"]
+    # one seed has no spread: the table shows means alone, not a measured-looking "± 0.0000"
+    single = format_table({label: runs[:1] for label, runs in results.items()}, config)
+    assert "(one seed: no spread over seeds)" in single and "±" not in single.splitlines()[1]
+    assert f"{results['ReLU'][0].metrics['accuracy']:.4f}" in single.splitlines()[1]
 
 
 def _row(ece, sd, accuracy=0.8):
