@@ -132,14 +132,11 @@ def diagnose_run(
     out = evaluation.run_dir
     path = out / "diagnostics.json"
     report = json.loads(path.read_text()) if path.is_file() else {}
-    if options.slices:
-        report["slices"] = _slices(evaluation, options, out)
-    if options.pruning:
-        report["pruning"] = _pruning(evaluation, options, out)
-    if options.shape:
-        report["shape"] = _shape(evaluation, options, out)
-    if options.nuts:
-        report["nuts"] = _nuts(evaluation, options, out)
+    parts = (("slices", _slices), ("pruning", _pruning), ("shape", _shape), ("nuts", _nuts))
+    for name, part in parts:
+        if getattr(options, name):
+            report[name] = part(evaluation, options, out)  # each part saves its figure as it ends
+            write_json_atomically(path, report)  # and its numbers now: an interrupted next part leaves these whole
     stats = out / "weight_stats.json"
     if stats.is_file():
         from pyro_bnn.plots.weight_stats import plot_weight_statistics

@@ -56,6 +56,23 @@ def test_diagnose_writes_every_part_and_its_figures(tiny_run, capsys):
     assert set(json.loads((tiny_run / "diagnostics.json").read_text())) == {"slices", "pruning", "shape"}
 
 
+def test_an_interrupted_diagnose_keeps_the_numbers_of_every_figure_it_wrote(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during NUTS left shape's marginals.png with no 'shape' in diagnostics.json (written only at the end)."""
+    from pyro_bnn.runs import diagnose
+
+    run = tmp_path / "run"
+    train_run(TINY, run, progress=False)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(diagnose, "_nuts", interrupted)
+    args = ["diagnose", str(run), "--shape", "--nuts", "--num-samples", "8", "--quiet"]
+    assert main(args) == 130
+    assert (run / "marginals.png").is_file()
+    assert set(json.loads((run / "diagnostics.json").read_text())) == {"shape"}
+
+
 @pytest.mark.slow
 def test_diagnose_nuts_compares_the_guide_with_a_nuts_reference(tiny_run):
     # Slow (minutes on 2 cores): NUTS's tree depth grows to 2^10 leapfrog steps per draw during warm-up.
