@@ -330,6 +330,7 @@ def _combine_members(spec: RunSpec, runs_dir: Path, folder: Path) -> RunResult:
     """The deep ensemble of ``spec``'s members (all done), scored on its test set."""
     metrics, prediction, bnn, ensemble = score_members(spec, runs_dir)
     metrics["members"] = len(spec.members)
+    metrics.setdefault("device", str(resolve_device(spec.config.device)))  # where it was scored (the report counts)
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomically(folder / "metrics.json", metrics)
     return RunResult(folder, metrics, prediction, bnn=bnn, guide=ensemble)

@@ -123,7 +123,7 @@ def test_an_ensemble_trains_its_members_first_and_predicts_their_mixture(tmp_pat
     records = run_grid(_ensemble_grid(members), tmp_path, progress=False)  # the ensemble listed first
     assert [r.status for r in records] == [Status.DONE] * 3
     ensemble, *done = records
-    assert ensemble.metrics["members"] == 2
+    assert ensemble.metrics["members"] == 2 and ensemble.metrics["device"] == "cpu"  # the report counts devices
     first, second = (_states(tmp_path / "runs" / m.run_id) for m in members)
     assert any(not torch.equal(first[k], second[k]) for k in first)  # different seeds, different networks
     # the oracle: each member's own test probabilities, averaged with equal weights
