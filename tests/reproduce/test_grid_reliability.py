@@ -128,17 +128,22 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie has ended; only its parent (here init, maybe a lazy one) has not reaped it
 
 
+def _wait_for_two_workers_training(parent: subprocess.Popen, out: Path) -> None:
+    """Until both of the grid's pool workers have started and a run has written its first epoch."""
+
+    def training() -> bool:
+        workers = [p for p in _children(parent.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        return len(workers) >= 2 and any((out / "runs").glob("*/checkpoint.pt"))
+
+    _wait_for(training, "two workers training", parent)
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process parents from /proc (Linux)")
 def test_pool_workers_end_within_seconds_of_their_parent_s_kill(tmp_path, monkeypatch):
     out = tmp_path / "grid"
     parent = _start_grid(out, count=4, workers=2)
     try:
-
-        def training() -> bool:  # both workers started and a run has written its first epoch
-            workers = [p for p in _children(parent.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
-            return len(workers) >= 2 and any((out / "runs").glob("*/checkpoint.pt"))
-
-        _wait_for(training, "two workers training", parent)
+        _wait_for_two_workers_training(parent, out)
         children = _children(parent.pid)
     finally:
         _kill(parent)
@@ -157,12 +162,7 @@ def test_ctrl_c_to_a_two_worker_grid_stops_it_at_once_and_fails_no_run(tmp_path)
         [sys.executable, "-c", script], env=_environment(), stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
-
-        def training() -> bool:  # both workers started and a run has written its first epoch
-            workers = [p for p in _children(parent.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
-            return len(workers) >= 2 and any((out / "runs").glob("*/checkpoint.pt"))
-
-        _wait_for(training, "two workers training", parent)
+        _wait_for_two_workers_training(parent, out)
         children = _children(parent.pid)
         os.killpg(parent.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the parent and its workers alike
         interrupted = time.monotonic()
