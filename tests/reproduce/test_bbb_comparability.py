@@ -133,15 +133,29 @@ def test_prior_claim_at_the_cap_still_improving_is_not_comparable_not_does_not_h
     assert headlines[0].reason.startswith("1 of 1 cells comparable with the paper's. ")
 
 
-def test_a_cell_with_an_arm_not_run_is_not_counted_comparable(tmp_path):
+def test_a_cell_with_an_arm_not_run_is_inconclusive_and_not_counted_comparable(tmp_path):
     """Only the mixture's runs, still improving at the cap: the cell was counted comparable (\"1 of 1\", a gap of nan)
-    though the arm that ran is not, and the one that did not run cannot be."""
+    though the arm that ran is not, and the one that did not run cannot be. Inconclusive, not *not comparable*: the
+    claim over several priors leaves not-comparable cells out, so an unfinished grid could then read *holds*."""
     records = [r for r in _prior_grid(mixture_curve=RISING) if r.spec.tag("prior") == "mixture-0.5"]
     _, headlines = _error_table(_cells(records), QUICK, tmp_path)
     prior = headlines[0]
-    assert prior.verdict is Verdict.NOT_COMPARABLE and prior.reason.startswith("0 of 1 cells comparable")
+    assert prior.verdict is Verdict.INCONCLUSIVE and prior.reason.startswith("0 of 1 cells comparable")
     assert "Gaussian: no run done yet" in prior.reason and "nan" not in prior.reason
     assert "3 of 3 runs at the cap, still improving" in prior.reason
+
+
+def test_an_unfinished_grid_never_reads_holds_for_the_weighting_claim(tmp_path):
+    # Gaussian: both arms done, Blundell clearly lower; the mixture: uniform done, Blundell not run yet
+    records = [_bbb_run(("gaussian", "blundell", "bbb"), s, GAUSSIAN + 0.003 - d) for s, d in
+               enumerate((0, 1e-4, -1e-4))]  # fmt: skip
+    records += [_bbb_run(GAUSS, s, GAUSSIAN - d) for s, d in enumerate((0, 1e-4, -1e-4))]
+    records += [_bbb_run(MIX, s, MIXTURE + d) for s, d in enumerate((0, 1e-4, -1e-4))]
+    _, headlines = _error_table(_cells(records), QUICK, tmp_path)
+    weighting = headlines[1]
+    assert weighting.verdict is not Verdict.HOLDS, weighting.reason
+    assert weighting.reason.startswith("1 of 2 priors comparable with the paper's. ")
+    assert "Blundell: no run done yet" in weighting.reason
 
 
 def test_prior_claim_far_from_the_published_accuracy_is_not_comparable(tmp_path):

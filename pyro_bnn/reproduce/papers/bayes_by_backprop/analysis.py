@@ -56,7 +56,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import (
     _training_cells,
 )
 from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import cell_check as cell_check
-from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Verdict
+from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
     CONFORMAL_NOTE,
@@ -132,7 +132,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
     base_cell, gaussian_cell = (BASE_PRIOR, "uniform", BASE_NORMALIZATION), ("gaussian", "uniform", BASE_NORMALIZATION)
     base, gaussian = cells.get(base_cell, []), cells.get(gaussian_cell, [])
     arms = (("scale mixture (π = 0.5)", base_cell, base), ("Gaussian", gaussian_cell, gaussian))
-    verdict, numbers, within = _judged(arms, _errors(base), _errors(gaussian))
+    verdict, numbers, within, comparable = _judged(arms, _errors(base), _errors(gaussian))
     other = cells.get(("mixture-0.25", "uniform", BASE_NORMALIZATION), [])
     if other:
         numbers += f"; the π = 0.25 mixture: {_pct(_errors(other))} %"
@@ -140,25 +140,26 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         "The scale-mixture prior gives a lower test error than the Gaussian prior (Blundell et al.; Singh found the "
         "opposite)",
         verdict,
-        f"{_comparable_count([verdict])}. {numbers}",
+        f"{_comparable_count([comparable])}. {numbers}",
         interval=within,
     )
-    verdicts, reasons, intervals = [], [], []
+    verdicts, reasons, intervals, comparables = [], [], [], []
     for prior in profile["priors"]:
         blundell_cell, uniform_cell = (prior, "blundell", BASE_NORMALIZATION), (prior, "uniform", BASE_NORMALIZATION)
         blundell, uniform = cells.get(blundell_cell, []), cells.get(uniform_cell, [])
         arms = (("Blundell", blundell_cell, blundell), ("uniform", uniform_cell, uniform))
-        verdict, numbers, within = _judged(arms, _errors(blundell), _errors(uniform))
-        if verdict is not Verdict.NOT_COMPARABLE and uniform_cell not in PUBLISHED_ACCURACY:
+        verdict, numbers, within, comparable = _judged(arms, _errors(blundell), _errors(uniform))
+        if comparable and uniform_cell not in PUBLISHED_ACCURACY:
             numbers += "; no published accuracy for this prior, judged on convergence alone"
         verdicts.append(verdict)
+        comparables.append(comparable)
         intervals.append(within)
         reasons.append(f"{PRIOR_LABELS[prior]}: {verdict.value} ({numbers})")
     overall = overall_verdict(verdicts)
     weighting_headline = Headline(
         "Blundell's KL weighting lowers the test error (Singh: by 0.3 points)",
         overall,
-        f"{_comparable_count(verdicts, 'priors')}. " + "; ".join(reasons),
+        f"{_comparable_count(comparables, 'priors')}. " + "; ".join(reasons),
         interval=overall_width(overall, intervals),
     )
     all_runs = [r for runs in cells.values() for r in runs]

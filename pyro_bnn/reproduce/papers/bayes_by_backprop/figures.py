@@ -177,7 +177,7 @@ def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
         "Pruning by signal-to-noise |μ|/σ keeps a lower test error than pruning by |μ| at 75-95 % pruned (Blundell "
         "et al.; Singh found the opposite)",
         verdict,
-        f"{_comparable_count([verdict])}. " + "; ".join(reasons),
+        f"{_comparable_count([verdict is not Verdict.NOT_COMPARABLE])}. " + "; ".join(reasons),
         interval=interval,
     )
     figures = []

@@ -83,10 +83,14 @@ def cell_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellChe
 
 def _judged(
     arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]], a: list[float], b: list[float]
-) -> tuple[Verdict, str, float | None]:
-    """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b``: *not comparable at this
-    scale* unless both ``arms`` ``(name, cell, runs)`` have runs and are comparable (the reasons, an arm without runs
-    among them, and the numbers of the arms that ran), else :func:`_verdict`."""
+) -> tuple[Verdict, str, float | None, bool]:
+    """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b`` (:func:`_verdict`), its
+    words, its interval, and whether it counts as comparable with the paper's (both arms ran and pass
+    :func:`cell_check`).
+
+    An arm without a run done makes the verdict *inconclusive*, so an unfinished grid never reads *holds*; its words
+    name that arm, the other's reason where it is not comparable, and the numbers of the arm that ran. Both arms ran
+    but one is not comparable: *not comparable at this scale*, with the reasons and the numbers."""
     reasons = []
     for name, cell, runs in arms:
         if not runs:
@@ -95,16 +99,17 @@ def _judged(
             reasons.append(f"{name}: {check.reason}")
     if not all(runs for _, _, runs in arms):
         ran = [f"{name} {_pct(errors)} %" for (name, _, runs), errors in zip(arms, (a, b), strict=True) if runs]
-        return Verdict.NOT_COMPARABLE, "; ".join(reasons) + (f"; test error {', '.join(ran)}" if ran else ""), None
+        words = "; ".join(reasons) + (f"; test error {', '.join(ran)}" if ran else "")
+        return Verdict.INCONCLUSIVE, words, None, False
     verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
     if reasons:
-        return Verdict.NOT_COMPARABLE, f"{'; '.join(reasons)}; {numbers}", None
-    return verdict, numbers, within
+        return Verdict.NOT_COMPARABLE, f"{'; '.join(reasons)}; {numbers}", None, False
+    return verdict, numbers, within, True
 
 
-def _comparable_count(verdicts: Sequence[Verdict], noun: str = "cells") -> str:
-    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
-    return f"{comparable} of {len(verdicts)} {noun} comparable with the paper's"
+def _comparable_count(comparable: Sequence[bool], noun: str = "cells") -> str:
+    """``"1 of 2 priors comparable with the paper's"`` from one flag per cell."""
+    return f"{sum(comparable)} of {len(comparable)} {noun} comparable with the paper's"
 
 
 def _training_cells(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> list[str]:
