@@ -9,6 +9,7 @@ training-code fingerprint must equal that commit's in this checkout (:mod:`.code
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from pyro_bnn.reproduce.code_state import named_commit, training_code_at
 from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
+from pyro_bnn.reproduce.record_files import RESULT
 from pyro_bnn.reproduce.records import read_record
 
 
@@ -61,9 +63,10 @@ MAX_SEEDS = 32
 
 def seeds_covering(source: Path, seeds: int, plan_for: Callable[[int], list[RunSpec]]) -> int:
     """The fewest seeds, at least ``seeds`` and at most :data:`MAX_SEEDS`, whose plan (``plan_for(n)``) holds as many
-    of ``source``'s run folders as any such plan: a grid copied back with more seeds than the grid it merges into
-    brings runs of seeds that grid does not plan yet."""
-    folders = {path.name for path in source_runs(source).iterdir() if path.is_dir()}
+    of ``source``'s done runs as any such plan: a grid copied back with more seeds than the grid it merges into
+    brings runs of seeds that grid does not plan yet. Folders of runs not done there (failed, part-way) count for
+    nothing: they merge nothing, so they must not make the grid plan more seeds."""
+    folders = {path.name for path in source_runs(source).iterdir() if path.is_dir() and _done_there(path)}
     best, covered = seeds, len(folders & {spec.run_id for spec in plan_for(seeds)})
     count = seeds
     while covered < len(folders) and count < MAX_SEEDS:
@@ -72,6 +75,14 @@ def seeds_covering(source: Path, seeds: int, plan_for: Callable[[int], list[RunS
         if now > covered:
             best, covered = count, now
     return best
+
+
+def _done_there(folder: Path) -> bool:
+    """Whether ``folder`` holds a record of a done run (read as JSON only: its spec is not known yet)."""
+    try:
+        return json.loads((folder / RESULT).read_bytes()).get("status") == Status.DONE.value
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def merge_runs(source: str | Path, out: str | Path, specs: list[RunSpec]) -> MergeSummary:

@@ -261,6 +261,28 @@ def test_runs_of_more_seeds_than_the_grid_plans_are_taken_and_the_grid_plans_the
     assert _with_seeds("pyro-bnn reproduce x --seeds 2 --out o", 5) == "pyro-bnn reproduce x --seeds 5 --out o"
 
 
+def test_runs_not_done_there_do_not_make_the_grid_plan_more_seeds(tmp_path, committed_fp, monkeypatch):
+    """A failed or part-way run of seed 1 in the copy merges nothing, so the 1-seed grid stays at 1 seed (it grew
+    to 2 and queued 14 runs to train, and --seeds 1 was then refused)."""
+    from pyro_bnn.reproduce import api
+    from pyro_bnn.reproduce.api import get_experiment
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    monkeypatch.setattr(api, "reproduce", lambda *args, **kwargs: tmp_path / "report.md")
+    experiment = get_experiment("leaky-calibration")
+    one = experiment.plan(experiment.profiles["quick"], 1, {})
+    later = [s for s in experiment.plan(experiment.profiles["quick"], 2, {}) if s.run_id not in {o.run_id for o in one}]
+    source = tmp_path / "back"
+    _write(source / "runs", one[0])
+    _write(source / "runs", later[0], status=Status.FAILED)
+    (source / "runs" / later[1].run_id).mkdir(parents=True)  # part-way: a checkpoint, no record
+    (source / "runs" / later[1].run_id / "checkpoint.pt").write_text("x")
+    out = tmp_path / "grid"
+    summary, _ = merge_command("leaky-calibration", source, out=out, profile="quick")
+    assert summary.seeds is None and summary.merged == [one[0].run_id]
+    assert json.loads((out / "reproduce.json").read_text())["seeds"] == 1
+
+
 def test_a_data_folder_the_grid_does_not_read_is_refused_before_anything_is_copied(tmp_path, committed_fp):
     from pyro_bnn.reproduce.api import merge as merge_command
 
