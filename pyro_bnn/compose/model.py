@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyro
 import pyro.distributions as dist
@@ -194,6 +194,8 @@ class ComposedModel(nn.Module):
             ``(S, N, D)``; ``targets`` and ``log_likelihood (S, N)``.
         """
         num_samples = positive_int(num_samples, "num_samples")
+        if isinstance(data, Iterator):  # read once, here: every draw scores the same batches
+            data = list(data)
         batches = data_batches(data, None, "predict")
         if not batches:
             raise ValueError("predict got no data (an empty loader)")

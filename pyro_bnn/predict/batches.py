@@ -24,6 +24,17 @@ def _split(x: torch.Tensor, y: torch.Tensor | None, size: int | None) -> list[Ba
     return list(zip(xs, [None] * len(xs) if y is None else y.split(size), strict=True))
 
 
+def _looks_like_inputs_and_targets(data: object) -> bool:
+    """A list of two tensors of one length, the second with fewer dimensions than the first or integer labels
+    beside floating inputs: ``[x, y]`` meant as a pair (two input batches have alike dimensions and dtypes)."""
+    if not (isinstance(data, list) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)):
+        return False
+    x, y = data
+    if x.dim() == 0 or y.dim() == 0 or len(x) != len(y):
+        return False
+    return y.dim() < x.dim() or (x.is_floating_point() and not y.is_floating_point())
+
+
 def _batch(batch: object, index: int, who: str) -> Batch:
     """One loader batch as ``(x, y_or_None)``, or a one-line error naming what it is."""
     if isinstance(batch, torch.Tensor):
@@ -45,8 +56,11 @@ def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: 
     order, and a shuffling loader would reorder them on each pass), its batches cut too where ``split_loader``.
 
     Raises a one-line ValueError (starting with ``who``) for an iterator (it cannot be read twice), a pair of unequal
-    lengths or whose targets are no tensor, a batch that is neither inputs nor a pair, and batches whose inputs
-    differ in shape beyond the first dimension: a list ``[x, y]`` read as a loader of two input batches.
+    lengths or whose targets are no tensor, a batch that is neither inputs nor a pair, and a list ``[x, y]`` of two
+    tensors of one length that reads as inputs and targets (the second with fewer dimensions, or integer labels
+    beside floating inputs), which a loader would read as two input batches. A list of two tensors alike in
+    dimensions and dtype cannot be told from two input batches and is read as those; batches of a loader may differ
+    in shape (inputs of varying length).
     """
     if isinstance(data, torch.Tensor):
         return _split(data, None, batch_size)
@@ -61,12 +75,13 @@ def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: 
         raise ValueError(f"{who} needs data it can iterate more than once (a tensor, an (x, y) pair or a loader)")
     if not isinstance(data, Iterable):
         raise ValueError(f"{who}: data of type {type(data).__name__}; expected a tensor, an (x, y) pair or a loader")
+    if _looks_like_inputs_and_targets(data):
+        x, y = data
+        raise ValueError(
+            f"{who}: data is a list of two tensors of shapes {tuple(x.shape)} and {tuple(y.shape)}, read as two input "
+            "batches; pass inputs and targets as a tuple (x, y)"
+        )
     batches = [_batch(batch, i, who) for i, batch in enumerate(data)]
-    for x, _ in batches[1:]:
-        if x.shape[1:] != batches[0][0].shape[1:]:
-            hint = " (inputs and targets go in a tuple (x, y), not a list)" if len(batches) == 2 else ""
-            shapes = f"{tuple(batches[0][0].shape)} and {tuple(x.shape)}"
-            raise ValueError(f"{who}: the loader's batches have inputs of shapes {shapes}{hint}")
     return split_batches(batches, batch_size) if split_loader else batches
 
 

@@ -136,8 +136,11 @@ def test_predict_reads_a_pair_or_a_loader_and_refuses_other_data_in_one_line(tra
     pyro.set_rng_seed(2)
     from_loader = composed.predict(guide, [(x, y)], num_samples=5)
     torch.testing.assert_close(from_pair.means, from_loader.means)
+    pyro.set_rng_seed(2)
+    from_iterator = composed.predict(guide, iter([(x, y)]), num_samples=5)  # read once, as before
+    torch.testing.assert_close(from_iterator.means, from_loader.means)
     for data, match in [
-        ([x, y], r"inputs of shapes \(20, 2\) and \(20,\) \(inputs and targets go in a tuple"),
+        ([x, y], r"two tensors of shapes \(20, 2\) and \(20,\), read as two input batches"),
         (x, r"predict needs \(x, y\) batches"),
         ((x, y.tolist()), "the targets y are a list"),
     ]:

@@ -225,7 +225,10 @@ def test_bad_arguments():
     ("data", "match"),
     [
         # a list [x, y] is a loader of two input batches: refused by their shapes, with the hint
-        ([X, Y], r"inputs of shapes \(25, 4\) and \(25,\) \(inputs and targets go in a tuple \(x, y\), not a list\)"),
+        (
+            [X, Y],
+            r"two tensors of shapes \(25, 4\) and \(25,\), read as two input batches; pass inputs and targets as a",
+        ),
         ((X, Y.tolist()), "predict: the targets y are a list; expected a tensor of 25 targets"),
         ([(X, Y.tolist())], "predict: batch 0 has targets of type list; expected a tensor"),
         ([(X, Y[:3])], "predict: batch 0 has 25 inputs but 3 targets"),
@@ -239,6 +242,22 @@ def test_data_of_the_wrong_form_is_refused_in_one_line(data, match):
     with pytest.raises(ValueError, match=match) as error:
         predict(bnn, _guide(bnn), data, num_samples=2)
     assert "\n" not in str(error.value)
+
+
+def test_a_loader_whose_batches_differ_in_input_shape_still_predicts():
+    """Inputs of varying length (padded per batch) are legitimate: a network that pools over them takes each."""
+
+    class MeanPool(nn.Module):
+        def forward(self, x):
+            return x.mean(1)
+
+    torch.manual_seed(0)
+    bnn = BNN(nn.Sequential(MeanPool(), nn.Linear(3, 2)), NormalPrior(), Categorical(8))
+    first, second = torch.randn(4, 5, 3), torch.randn(4, 7, 3)
+    guide = AutoNormal(bnn, init_loc_fn=init_to_network(bnn))
+    guide(first, torch.zeros(4, dtype=torch.long))
+    prediction = predict(bnn, guide, [first, second], num_samples=3)
+    assert prediction.probs.shape == (3, 8, 2)
 
 
 def test_a_list_of_input_batches_is_still_a_loader():
