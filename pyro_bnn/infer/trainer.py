@@ -74,6 +74,15 @@ def _kept_in(part: str, name: str, doc: str) -> property:
     )
 
 
+def _known_empty(loader: Iterable) -> bool:
+    """Whether ``loader`` says it has no batch (a loader without a length, over an ``IterableDataset`` say, is not
+    known to be empty: ``DataLoader.__len__`` raises ``TypeError`` there)."""
+    try:
+        return len(loader) == 0  # type: ignore[arg-type]
+    except TypeError:
+        return False
+
+
 class Trainer:
     """Trains a :class:`~pyro_bnn.BNN` and its guide by stochastic variational inference.
 
@@ -233,7 +242,7 @@ class Trainer:
         """
         non_negative_int(epochs, "epochs")
         check_dataset_size(train_loader, self.bnn)
-        if val_loader is not None and hasattr(val_loader, "__len__") and len(val_loader) == 0:
+        if val_loader is not None and _known_empty(val_loader):
             raise ValueError("val_loader has no batch (an empty validation set?); pass val_loader=None for none")
         num_steps = len(train_loader)
         if isinstance(self.bnn, BNN) and getattr(self.objective, "vectorize_particles", True):  # fast ones: always

@@ -124,3 +124,15 @@ def test_an_empty_val_loader_is_refused_before_the_first_epoch():
     with pytest.raises(ValueError, match=r"val_loader has no batch .* pass val_loader=None for none") as error:
         trainer.fit(BatchLoader(X, Y, 2), 1, val_loader=empty)
     assert trainer.epoch == 0 and "\n" not in str(error.value)
+
+
+def test_a_val_loader_without_a_length_still_validates():
+    """A DataLoader over an IterableDataset has no len(): the empty-loader check must not stop it."""
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(zip(X, Y))
+
+    trainer = _known_trainer()
+    history = trainer.fit(BatchLoader(X, Y, 2), 1, val_loader=torch.utils.data.DataLoader(Stream(), batch_size=2))
+    assert 0 <= history[0]["val_accuracy"] <= 1  # it validated (the check raised TypeError before)
