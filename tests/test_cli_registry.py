@@ -63,6 +63,10 @@ def test_an_error_about_an_option_field_names_the_flag_the_user_typed(capsys):
     assert sample.spell_flags("num_draws must be an int >= 1, got 0") == "--draws must be an int >= 1, got 0"
     assert sample.spell_flags("burn_in must be an int >= 0, got -1") == "--burn-in must be an int >= 0, got -1"
     assert sample.spell_flags("nothing_here must be x") == "nothing_here must be x"  # no such flag: as it was
+    assert sample.spell_flags("num_draws=5 must be a multiple of num_cycles=2") == (
+        "--draws=5 must be a multiple of num_cycles=2"  # names further in are left: there they are often prose
+    )
+    assert sample.spell_flags("the model has x=3 sites") == "the model has x=3 sites"
     assert sample.spell_flags("the model has no site") == "the model has no site"
     args = ["sample", "--dataset", "moons", "--model", "tanh-small", "--step-size", "1e-3", "--chains", "0"]
     assert main([*args, "--out", "unused"]) == 2

@@ -50,17 +50,19 @@ class Verb:
         return parser
 
     def spell_flags(self, message: str) -> str:
-        """``message`` with a leading option field name (``"num_draws must be ..."``, ``"train_subset must ..."``,
-        from the options' own checks) replaced by the flag that sets it (``"--draws must be ..."``), where this verb
-        has that flag."""
-        match = re.match(r"([a-z][a-z0-9_]*)(?= must | = |=)", message)
-        if match is None:
-            return message
-        field = match[1]
-        flag = self.flag_names.get(field, "--" + field.replace("_", "-"))
-        if re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", self.parser().format_usage()) is None:
-            return message
-        return flag + message[match.end() :]
+        """``message`` with the option field it starts with (``"num_draws must be ..."``, from the options' own
+        checks) replaced by the flag that sets it (``"--draws must be ..."``), where this verb has that flag. Names
+        further in stay as they are: there they are often prose (``"the validation part val_size=0.0 of the
+        rest"``)."""
+        usage = self.parser().format_usage()
+
+        def flag_of(match: re.Match) -> str:
+            field = match[1]
+            flag = self.flag_names.get(field, "--" + field.replace("_", "-"))
+            known = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", usage) is not None
+            return flag if known else field
+
+        return re.sub(r"^([a-z][a-z0-9_]*)(?= must | = |=)", flag_of, message)
 
     def interrupted(self, args: argparse.Namespace) -> str:
         """The line printed when the verb is interrupted (without the ``pyro-bnn NAME:`` prefix)."""

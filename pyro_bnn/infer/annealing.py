@@ -10,6 +10,7 @@ training progress. The likelihood is recognised by its tag (:data:`pyro_bnn.site
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from enum import Enum
 
@@ -108,7 +109,7 @@ def cyclical(period_epochs: float, *, ramp_fraction: float = 0.5, end: float = 1
         end: Weight at the top (a finite number >= 0).
     """
     period_epochs = positive_float(period_epochs, "period_epochs")
-    if not (isinstance(ramp_fraction, (int, float)) and 0 < ramp_fraction <= 1):
+    if isinstance(ramp_fraction, bool) or not (isinstance(ramp_fraction, numbers.Real) and 0 < ramp_fraction <= 1):
         raise ValueError(f"ramp_fraction must lie in (0, 1], got {ramp_fraction!r}")
     end = non_negative_float(end, "end")
 

@@ -8,13 +8,12 @@ are built with matplotlib's object API (no pyplot state), as everywhere in :mod:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-
-from pyro_bnn.checks import int_below
 
 PANEL_SIZE = (2.8, 2.2)
 """Width and height in inches of one marginal panel."""
@@ -137,7 +136,11 @@ def _mean_sd(probs: torch.Tensor | np.ndarray, class_index: int) -> tuple[np.nda
         return values, None
     if values.ndim != 3:
         raise ValueError(f"probs must be (S, N, C) or (N,), got shape {values.shape}")
-    class_index = int_below(class_index, "class_index", values.shape[-1])
+    classes = values.shape[-1]
+    if isinstance(class_index, bool) or not isinstance(class_index, numbers.Integral):
+        raise ValueError(f"class_index must be an int, got {class_index!r}")
+    if not -classes <= class_index < classes:
+        raise ValueError(f"class_index must lie in [-{classes}, {classes}) for {classes} classes, got {class_index}")
     per_sample = values[..., class_index]
     return per_sample.mean(0), per_sample.std(0)
 

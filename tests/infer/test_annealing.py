@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from pyro_bnn.infer import (
@@ -77,6 +78,7 @@ def test_a_step_that_starts_a_period_gets_weight_zero(period, steps, epoch, step
     ],
 )
 def test_schedules_refuse_what_their_string_forms_refuse(build, message):
+    assert cyclical(2, ramp_fraction=np.float32(0.5))(1.0) == pytest.approx(1.0)  # any real number is a fraction
     with pytest.raises(ValueError, match=message):
         build()
 

@@ -131,7 +131,7 @@ def test_a_val_loader_without_a_length_still_validates():
 
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):
-            return iter(zip(X, Y))
+            return iter(zip(X, Y, strict=True))
 
     trainer = _known_trainer()
     history = trainer.fit(BatchLoader(X, Y, 2), 1, val_loader=torch.utils.data.DataLoader(Stream(), batch_size=2))

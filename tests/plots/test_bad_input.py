@@ -37,7 +37,7 @@ CASES = [
     (lambda: _gallery_with_class_names(["a"]), r"class_names has 1 names; the entries need 3 \(classes 0..2\)"),
     (
         lambda: plot_vi_vs_nuts(torch.rand(5, 12, 2), torch.rand(5, 12, 2), class_index=2),
-        r"class_index must be an int in \[0, 2\), got 2",
+        r"class_index must lie in \[-2, 2\) for 2 classes, got 2",
     ),
     (lambda: plot_training_curves({"a": [{"val_accuracy": 0.5}]}), "record 0 of history 'a' has no 'epoch'"),
     (
