@@ -197,8 +197,6 @@ class ComposedModel(nn.Module):
         if isinstance(data, Iterator):  # read once, here: every draw scores the same batches
             data = list(data)
         batches = data_batches(data, None, "predict")
-        if not batches:
-            raise ValueError("predict got no data (an empty loader)")
         if any(y is None for _, y in batches):
             raise ValueError("predict needs (x, y) batches: the targets are scored (log_likelihood)")
         device = next((p.device for p in guide.parameters()), torch.device("cpu"))

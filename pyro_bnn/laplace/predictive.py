@@ -83,8 +83,6 @@ def predict_laplace(
         return predict(bnn, posterior.source(), data, num_samples=num_samples, batch_size=size, point=point)
     regression = posterior.laplace.likelihood == "regression"
     batches = data_batches(data, size, "predict_laplace", split_loader=True)
-    if not batches:
-        raise ValueError("predict_laplace got no data (an empty tensor or loader)")
     device = next(iter(posterior.map_values.values())).device
     probe = batches[0][0][:2].to(device)
     bnn.validate_batch(probe)

@@ -55,7 +55,8 @@ def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: 
     (None: one batch), or one pass over a loader, kept (every chunk of draws must see the examples in the same
     order, and a shuffling loader would reorder them on each pass), its batches cut too where ``split_loader``.
 
-    Raises a one-line ValueError (starting with ``who``) for an iterator (it cannot be read twice), a pair of unequal
+    Raises a one-line ValueError (starting with ``who``) for no data (an empty loader), an iterator (it cannot be
+    read twice), a pair of unequal
     lengths or whose targets are no tensor, a batch that is neither inputs nor a pair, and a list ``[x, y]`` of two
     tensors of one length that reads as inputs and targets (the second with fewer dimensions, or integer labels
     beside floating inputs), which a loader would read as two input batches. A list of two tensors alike in
@@ -82,6 +83,8 @@ def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: 
             "batches; pass inputs and targets as a tuple (x, y)"
         )
     batches = [_batch(batch, i, who) for i, batch in enumerate(data)]
+    if not batches:
+        raise ValueError(f"{who} got no data (an empty tensor or loader)")
     return split_batches(batches, batch_size) if split_loader else batches
 
 

@@ -118,8 +118,6 @@ def predict(
     chunk_size = optional_positive_int(chunk_size, "chunk_size")
     max_chunk_bytes = optional_positive_int(max_chunk_bytes, "max_chunk_bytes")
     batches = data_batches(data, positive_int(batch_size, "batch_size"), "predict")
-    if not batches:
-        raise ValueError("predict got no data (an empty tensor or loader)")
     device = model_device(bnn)
     x_first = batches[0][0].to(device)
     targets = _targets(batches, device)
@@ -258,8 +256,6 @@ def predict_posterior_mean(bnn: BNN, guide: Source, data: Data, *, batch_size: i
     """
     source = as_source(bnn, guide)
     batches = data_batches(data, positive_int(batch_size, "batch_size"), "predict_posterior_mean")
-    if not batches:
-        raise ValueError("predict_posterior_mean got no data (an empty tensor or loader)")
     bnn.validate_batch(batches[0][0].to(model_device(bnn)))
     prediction = _point_prediction(bnn, source, batches, _targets(batches, model_device(bnn)))
     if prediction is None:
