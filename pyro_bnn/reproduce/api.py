@@ -220,28 +220,28 @@ def merge(
     return summary, report
 
 
+def _with_option(command: str, flag: str, value: object, *, add: bool) -> str:
+    """``command`` with every value of ``flag`` (``--flag V`` or ``--flag=V``) set to ``value``; where it has none,
+    the flag is appended when ``add``, else left out."""
+    words, found = shlex.split(command), False
+    for index, word in enumerate(words):
+        if word == flag and index + 1 < len(words):
+            words[index + 1], found = str(value), True
+        elif word.startswith(f"{flag}="):
+            words[index], found = f"{flag}={value}", True
+    if not found and add:
+        words += [flag, str(value)]
+    return shlex.join(words)
+
+
 def _with_seeds(command: str, seeds: int) -> str:
     """``command`` with ``--seeds`` set to ``seeds`` (added where it had none)."""
-    words = shlex.split(command)
-    for index, word in enumerate(words):
-        if word == "--seeds" and index + 1 < len(words):
-            words[index + 1] = str(seeds)
-            return shlex.join(words)
-        if word.startswith("--seeds="):
-            words[index] = f"--seeds={seeds}"
-            return shlex.join(words)
-    return shlex.join([*words, "--seeds", str(seeds)])
+    return _with_option(command, "--seeds", seeds, add=True)
 
 
 def _with_out(command: str, out: Path) -> str:
     """``command`` with its ``--out`` value replaced by ``out``."""
-    words = shlex.split(command)
-    for index, word in enumerate(words):
-        if word == "--out" and index + 1 < len(words):
-            words[index + 1] = str(out)
-        elif word.startswith("--out="):
-            words[index] = f"--out={out}"
-    return shlex.join(words)
+    return _with_option(command, "--out", out, add=False)
 
 
 def rescore(
