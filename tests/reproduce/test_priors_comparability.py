@@ -308,7 +308,8 @@ def test_the_gain_says_how_each_side_trained_and_the_measured_batched_offset():
     notes = panel_notes(cells)
     assert notes[("moons", "high")] == (
         "hierarchical trained singly, fixed scale batched (32 to a batch): batched minus single test accuracy +0.003 "
-        "(median over this panel's fixed-scale cells, `bench/BATCHED_CHECK.md`, cpu profile), not in the interval"
+        "(median over this panel's fixed-scale cells, `bench/BATCHED_CHECK.md`, cpu profile), "
+        "an offset the gain's interval does not account for"
     )
     assert "| singly / batched (32 to a batch); batched - single +0.003 |" in table
     assert "`bench/BATCHED_CHECK.md`" in table.split("\n\n", 1)[1]

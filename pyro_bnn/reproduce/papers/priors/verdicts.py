@@ -134,7 +134,7 @@ def crossing_note(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str]
         return ""
     return (
         f"hierarchical trained {paths[0]}, fixed scale {paths[1]}: {batched_offset_text(dataset, noise)}, "
-        "not in the interval"
+        "an offset the gain's interval does not account for"
     )
 
 
