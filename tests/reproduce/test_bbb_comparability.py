@@ -295,6 +295,15 @@ def test_fashion_cpu_runs_are_not_comparable_whatever_their_numbers(tmp_path):
     assert "converged 0/3, epochs 10, accuracy 0.879 vs 0.876" in section.text
 
 
+def test_fashion_headlines_without_runs_say_so(tmp_path):
+    # before any run is done: no "0 of 0 seed(s)", "— %" or "mean AUROC nan" in the reasons
+    _, order = _accuracies([], tmp_path)
+    _, ood = _ood([], tmp_path)
+    assert order.verdict is ood.verdict is Verdict.INCONCLUSIVE
+    assert order.reason == "0 of 1 cells comparable with the tutorial's; no run done yet"
+    assert ood.reason == "0 of 1 cells comparable with the tutorial's; no run has scored MNIST yet"
+
+
 def test_fashion_gpu_profile_is_the_paper_profile_s_runs():
     gpu, paper = fashion.PROFILES["gpu"], fashion.PROFILES["paper"]
     assert gpu.settings == paper.settings and gpu.seeds == paper.seeds == 5

@@ -135,6 +135,8 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
     reason = (
         f"the order holds in {sum(ordered)} of {len(ordered)} seed(s); test accuracy of the ensemble {ensemble} %, "
         f"the posterior mean {mean_net} %, the best single sample {best_sample} %"
+        if runs
+        else "no run done yet"
     )
     check = cell_check(runs)
     verdict, reason = _gate(verdict, reason, check, runs)
@@ -200,6 +202,8 @@ def _ood(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
     reason = (
         f"in {sum(every)} of {len(every)} seed(s) both scores are higher on {OOD_NAME} with AUROC > 0.5; mean AUROC "
         f"by entropy {mean_auroc['entropy']:.3f}, by mutual information {mean_auroc['mutual_information']:.3f}"
+        if runs
+        else f"no run has scored {OOD_NAME} yet"
     )
     check = cell_check(runs)
     verdict, reason = _gate(verdict, reason, check, runs)
