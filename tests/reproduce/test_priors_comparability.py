@@ -535,3 +535,15 @@ def test_a_positive_gain_too_small_to_count_says_why_it_does_not_hold():
     assert text.endswith(f"does not hold (a gain whose interval lies below {MIN_GAIN}, the smallest worth the name)")
     verdict, _, text = judge_gain([-v for v in values], CellCheck(True, "", ""))  # a loss: no such words
     assert verdict is Verdict.DOES_NOT_HOLD and text.endswith(": does not hold")
+
+
+def test_the_noise_headline_of_a_profile_with_one_noise_says_the_profile_trains_no_other():
+    # the quick profile trains the high noise only: "no counted runs ... at a noise" read as if runs had failed
+    cells = Cells(_grid(), _profile())
+    _, per_panel, checks = _gain_table(cells)
+    headline = _noise_headline(per_panel, checks, ("moons",), noises=("high",))
+    assert headline.verdict is Verdict.INCONCLUSIVE and headline.interval is None
+    assert headline.label == "not judged: the profile trains no low-noise data"
+    assert headline.reason == "The cpu and paper profiles train both noises."
+    # both noises planned: judged as before
+    assert not _noise_headline(per_panel, checks, ("moons",)).label.startswith("not judged")

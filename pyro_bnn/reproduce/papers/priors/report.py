@@ -53,7 +53,7 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         absent, notes = absences_by_panel(cells), panel_notes(cells)
         headlines += [
             _hierarchical_headline(per_panel, checks, profile["datasets"], absent, notes),
-            _noise_headline(per_panel, checks, profile["datasets"], absent, notes),
+            _noise_headline(per_panel, checks, profile["datasets"], absent, notes, tuple(profile["noises"])),
             sparsity_headline,
         ]
     cnn, cnn_headline = cnn_section(select(records, part="cnn"), out)

@@ -323,8 +323,14 @@ def _noise_headline(
     datasets,
     absent: Absence | None = None,
     notes: dict[tuple[str, str], str] | None = None,
+    noises: tuple[str, ...] = ("high", "low"),
 ) -> Headline:
+    """The noise headline over ``datasets``; not judged, saying so, where the profile's ``noises`` lack one."""
     claim = "The hyperpriors' gain is larger on noisier data."
+    if missing := [n for n in ("high", "low") if n not in noises]:
+        unjudged = f"not judged: the profile trains no {' or '.join(missing)}-noise data"
+        reason = "The cpu and paper profiles train both noises."
+        return PriorsHeadline(claim, Verdict.INCONCLUSIVE, reason, None, unjudged)
     absent, notes = absent or {}, notes or {}
     verdicts, widths, reasons, comparable = [], [], [], []
     for dataset in datasets:
