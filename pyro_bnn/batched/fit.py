@@ -206,8 +206,8 @@ def fit_batched(
     *,
     val_loaders: Sequence[Iterable | None] | None = None,
     resume_from: Sequence[str | os.PathLike | None] | None = None,
-    progress: bool = True,
-    cuda_graph: bool = True,
+    progress: bool | None = None,
+    cuda_graph: bool | None = None,
 ) -> list[RunOutcome]:
     """Trains every trainer until ``epochs`` epochs are complete, a callback stops it, or it diverges.
 
@@ -218,9 +218,11 @@ def fit_batched(
         epochs: Total epochs of every run (counting those before a resume).
         val_loaders: Each run's validation batches or None; adds the ``val_*`` metrics to its records.
         resume_from: Each run's checkpoint to resume from, or None (the runs must resume at the same epoch).
-        progress: Show one progress bar over the batch's epochs.
+        progress: Show one progress bar over the batch's epochs; None (the default): where any trainer's
+            :class:`~pyro_bnn.infer.RuntimeOptions` asks for a bar.
         cuda_graph: On a CUDA device, replay the batched step from a captured CUDA graph
-            (:class:`~.graph.GraphedBatchedStep`; same results, fewer launches). False runs it op by op.
+            (:class:`~.graph.GraphedBatchedStep`; same results, fewer launches). False runs it op by op; None (the
+            default): where every trainer's runtime options allow CUDA graphs.
 
     Returns:
         One :class:`RunOutcome` per trainer, in order. Each record of a history holds what a single run's holds;
@@ -232,6 +234,8 @@ def fit_batched(
     """
     num_steps = _check_trainers(trainers, train_loaders, epochs)
     count = len(trainers)
+    progress = any(t.progress for t in trainers) if progress is None else progress
+    cuda_graph = all(t.cuda_graph for t in trainers) if cuda_graph is None else cuda_graph
     val_loaders = list(val_loaders) if val_loaders is not None else [None] * count
     resume_from = list(resume_from) if resume_from is not None else [None] * count
     if len(val_loaders) != count or len(resume_from) != count:

@@ -422,3 +422,17 @@ def test_dropout_that_batched_runs_do_not_draw_is_refused_in_one_line():
     (a, ga), (b, gb) = run(nets[0], "map"), run(nets[1], "mc-dropout:0.2")
     with pytest.raises(ValueError, match="some runs' guides are MC dropout and others are not"):
         RunStack([a, b], [ga, gb])
+
+
+def test_the_bar_follows_the_trainers_runtime_options_unless_asked(capsys):
+    # the trainers ask for no bar: fit_batched drew its own whatever they said
+    built = [_trainer(seed=s) for s in (0, 1)]
+    fit_batched([t for t, _, _ in built], [tr for _, tr, _ in built], 1)
+    assert "batched runs" not in capsys.readouterr().err
+    built = [_trainer(seed=s) for s in (0, 1)]
+    built[1][0].progress = True
+    fit_batched([t for t, _, _ in built], [tr for _, tr, _ in built], 1)
+    assert "2 batched runs" in capsys.readouterr().err
+    built = [_trainer(seed=s) for s in (0, 1)]
+    fit_batched([t for t, _, _ in built], [tr for _, tr, _ in built], 1, progress=True)
+    assert "2 batched runs" in capsys.readouterr().err
