@@ -58,6 +58,7 @@ from pyro_bnn.infer.trainer_options import (
 from pyro_bnn.infer.trainer_state import RunState, TrainerState
 from pyro_bnn.infer.validation import Validation
 from pyro_bnn.infer.warm_start import map_warm_start
+from pyro_bnn.nn.modes import preserved_state
 from pyro_bnn.predict.predictive import model_device
 
 __all__ = ["NonFiniteLossError", "SchedulerInterval", "Trainer", "map_warm_start"]
@@ -199,15 +200,18 @@ class Trainer:
         if built:
             self.guide = self._guide_builder(self.bnn)
         self.guide.to(self.device)
-        with torch.no_grad(), poutine.block():
-            self.guide(x, y)  # AutoGuides create their parameters on the first call
-        if built and isinstance(self.bnn, BNN):
-            warn_symmetric_start(self.guide, self.bnn)
-            self._start = start_of(self.guide)  # a guide passed in may be trained already: its start is unknown
-        validate = getattr(self.objective, "validate", None)
-        if validate is not None:
-            with poutine.block():
-                validate(self.bnn, self.guide, x, y)
+        # The set-up passes run the network in training mode (the objective checks what a training step will do);
+        # they are no steps, so batch norm's running statistics are put back afterwards.
+        with preserved_state(self.bnn):
+            with torch.no_grad(), poutine.block():
+                self.guide(x, y)  # AutoGuides create their parameters on the first call
+            if built and isinstance(self.bnn, BNN):
+                warn_symmetric_start(self.guide, self.bnn)
+                self._start = start_of(self.guide)  # a guide passed in may be trained already: its start is unknown
+            validate = getattr(self.objective, "validate", None)
+            if validate is not None:
+                with poutine.block():
+                    validate(self.bnn, self.guide, x, y)
         named = trainable_parameters(self.bnn, self.guide)
         self._params = [p for _, p in named]
         self.optimizer, self._clip = build_optimizer(self.optim, named)

@@ -16,6 +16,7 @@ from pyro_bnn.nn.modes import (
     has_running_statistics,
     keeps_state,
     network_mode,
+    preserved_state,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "make_activation",
     "network_mode",
     "parse_activation",
+    "preserved_state",
 ]

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 """torch's dropout layers."""
@@ -67,3 +69,30 @@ def network_mode(net: nn.Module, *, dropout: bool = False) -> Iterator[nn.Module
     finally:
         for module, training in modes:
             module.training = training
+
+
+@contextmanager
+def preserved_state(net: nn.Module) -> Iterator[nn.Module]:
+    """Runs the block with ``net`` in whatever mode it is in, then puts back the buffers of every module that keeps
+    state (:func:`keeps_state`: batch norm's running statistics and batch count, spectral norm's vectors), also when
+    the block raises: for passes in training mode that are no training step (a guide's set-up pass).
+
+    A lazy module's buffers that the block materialised are reset (``reset_running_stats``), the state they start
+    from in a first training step.
+    """
+    saved = [
+        (module, {name: None if is_lazy(b) else b.detach().clone() for name, b in module.named_buffers(recurse=False)})
+        for module in net.modules()
+        if keeps_state(module)
+    ]
+    try:
+        yield net
+    finally:
+        with torch.no_grad():
+            for module, buffers in saved:
+                for name, value in buffers.items():
+                    current = getattr(module, name, None)
+                    if value is not None and isinstance(current, torch.Tensor) and current.shape == value.shape:
+                        current.copy_(value)
+                if any(value is None for value in buffers.values()) and hasattr(module, "reset_running_stats"):
+                    module.reset_running_stats()

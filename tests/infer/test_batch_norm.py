@@ -116,3 +116,41 @@ def test_the_fast_plan_knows_which_layers_couple_the_rows_of_a_batch(layer, coup
     guide(torch.randn(4, 3), torch.zeros(4, dtype=torch.long))
     assert has_batch_norm(net) is couples
     assert build_plan(bnn, guide, closed_form_kl=True, linear_noise=False).couples_rows is couples
+
+
+@pytest.mark.parametrize("guide", ["flat:0.01", "autonormal:0.01", "bbb", "map", "lowrank:0.01"])
+def test_the_set_up_passes_leave_batch_norm_as_it_was(guide):
+    # the guide's first call and the objective's check ran the network in training mode: two batches tracked
+    bnn, loader = _setup()
+    x, y = loader.dataset.tensors
+    with torch.no_grad():
+        bnn.net[1].running_mean.fill_(0.5)
+    state = {k: v.clone() for k, v in bnn.net[1].state_dict().items()}
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=RuntimeOptions(seed=0, progress=False))
+    trainer.setup(x[:32] * 5 + 2, y[:32])
+    for key, value in bnn.net[1].state_dict().items():
+        assert torch.equal(value, state[key]), key
+    trainer.fit(loader, 1)
+    assert int(bnn.net[1].num_batches_tracked) == 2  # the epoch's two steps, and only they
+
+
+def test_a_lazy_batch_norm_materialised_in_a_preserved_block_holds_the_statistics_of_no_batch():
+    from pyro_bnn.nn import preserved_state
+
+    net = nn.Sequential(nn.Linear(3, 8), nn.LazyBatchNorm1d())
+    with preserved_state(net):
+        net(torch.randn(32, 3) * 5 + 2)
+    layer = net[1]
+    assert layer.running_mean.shape == (8,) and int(layer.num_batches_tracked) == 0
+    assert torch.equal(layer.running_mean, torch.zeros(8)) and torch.equal(layer.running_var, torch.ones(8))
+
+
+def test_preserved_state_puts_the_buffers_back_when_the_block_raises():
+    from pyro_bnn.nn import preserved_state
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    with pytest.raises(RuntimeError, match="boom"), preserved_state(net):
+        net(torch.randn(8, 3) + 3)
+        raise RuntimeError("boom")
+    assert int(net[1].num_batches_tracked) == 0 and torch.equal(net[1].running_mean, torch.zeros(4))
+    assert net[1].training  # the mode is not touched
