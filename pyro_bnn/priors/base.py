@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from pyro.distributions import Distribution
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from pyro_bnn.priors.selection import Select, every_parameter
 
@@ -104,6 +105,11 @@ class Prior(nn.Module):
                         )
                     continue  # a tied tensor left deterministic stays one tensor
                 owners[id(param)] = (name, selected)
+                if selected and is_lazy(param):
+                    raise ValueError(
+                        f"parameter {name!r} belongs to a lazy module not yet materialised (shape unknown); run the "
+                        "network once on a batch, net(x), before making it Bayesian"
+                    )
                 if selected:
                     sites.append(ParameterSite(name, layer_name, attr, param.shape))
         return sites

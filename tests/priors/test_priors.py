@@ -168,6 +168,19 @@ def test_tied_weights_left_deterministic_stay_one_tensor():
     torch.testing.assert_close(bnn.apply_parameters(x, bnn.initial_values()), net(x))  # both calls use the tie
 
 
+def test_a_lazy_module_not_yet_materialised_is_refused_in_one_line():
+    # it raised torch's "Can't access the shape of an uninitialized parameter" from inside the prior
+    net = nn.Sequential(nn.LazyLinear(4), nn.Tanh(), nn.Linear(4, 2))
+    with pytest.raises(
+        ValueError, match=r"^parameter '0.weight' belongs to a lazy module not yet materialised .*net\(x\)"
+    ):
+        BNN(net, NormalPrior(), Categorical(10))
+    lazy = nn.Sequential(nn.LazyLinear(4), nn.Tanh(), nn.Linear(4, 2))  # left out of the prior: no shape needed
+    assert BNN(lazy, NormalPrior(select=name_matches("2.*")), Categorical(10)).site_names == ["2.weight", "2.bias"]
+    net(torch.randn(2, 3))
+    assert BNN(net, NormalPrior(), Categorical(10)).site_names == ["0.weight", "0.bias", "2.weight", "2.bias"]
+
+
 def test_fixed_hyperprior_has_no_site_and_equals_plain_prior():
     site = _site(NormalPrior())
     fixed = HierarchicalPrior("normal", "fixed", [0.3])
