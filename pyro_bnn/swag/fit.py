@@ -187,13 +187,20 @@ def fit_multiswag(
         num_models: M, the independent runs.
         init: ``"prior"`` (member m starts from a prior draw under seed ``seed + m``; a wide layer under a broad
             prior starts with huge outputs and may diverge), ``"network"`` (all from the network's initial weights;
-            members differ only by their seeds), or one ``{site: site_shape}`` start per member (e.g. the initial
-            weights of the network built under M seeds, as a deep ensemble starts).
+            members differ only by the order of their minibatches, so the loader must shuffle by torch's global
+            generator, which each member's seed sets, as ``DataLoader(shuffle=True)`` does; a
+            :class:`~pyro_bnn.data.BatchLoader` shuffles by its own seed and is refused), or one
+            ``{site: site_shape}`` start per member (e.g. the initial weights of the network built under M seeds,
+            as a deep ensemble starts).
         seed: Member m runs with ``seed + m``.
         progress: Progress bars.
 
     Returns:
         :class:`~pyro_bnn.swag.MultiSwag` of the M posteriors.
+
+    Raises:
+        ValueError: as :func:`fit_swag`; or a member followed member 0's trajectory exactly (a shared start and a
+            loader whose order the seed does not change), found after that member's run.
     """
     num_models = positive_int(num_models, "num_models")
     if isinstance(init, str):
@@ -202,7 +209,17 @@ def fit_multiswag(
         starts = list(init)
         if len(starts) != num_models:
             raise ValueError(f"init gives {len(starts)} starts for num_models={num_models}; give one per member")
-    members = [
-        fit_swag(bnn, loader, options, init=start, seed=seed + m, progress=progress) for m, start in enumerate(starts)
-    ]
+    members: list[SwagPosterior] = []
+    for m, start in enumerate(starts):
+        members.append(fit_swag(bnn, loader, options, init=start, seed=seed + m, progress=progress))
+        if (
+            m
+            and torch.equal(members[-1].mean, members[0].mean)
+            and torch.equal(members[-1].variance, members[0].variance)
+        ):
+            raise ValueError(
+                f"MultiSWAG member {m} followed member 0's trajectory exactly: the same start, and a loader whose "
+                "order does not change with the seed (a BatchLoader shuffles by its own seed); use init='prior', "
+                "one start per member, or a loader shuffled by torch's generator"
+            )
     return MultiSwag(members)

@@ -132,6 +132,17 @@ def test_multiswag_members_start_apart(conjugate):
     assert not torch.allclose(mixture.members[0].mean, mixture.members[1].mean)
 
 
+def test_multiswag_from_one_start_needs_a_loader_the_seed_shuffles(conjugate):
+    # a BatchLoader shuffles by its own seed: from the network's start every member was the same SWAG run
+    options = SwagOptions(lr=0.02, epochs=3, pretrain_epochs=0, rank=2)
+    loader = BatchLoader(conjugate.x, conjugate.y, batch_size=10, shuffle=True, seed=1)
+    with pytest.raises(ValueError, match=r"^MultiSWAG member 1 followed member 0's trajectory exactly: .*init='prior'"):
+        fit_multiswag(conjugate.bnn, loader, options, 3, init="network", progress=False)
+    shuffled = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(conjugate.x, conjugate.y), 10, shuffle=True)
+    mixture = fit_multiswag(conjugate.bnn, shuffled, options, 2, init="network", progress=False)
+    assert not torch.allclose(mixture.members[0].mean, mixture.members[1].mean)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
