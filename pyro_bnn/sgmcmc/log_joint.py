@@ -151,6 +151,21 @@ class LogJoint:
             output = torch.vmap(lambda values: self.bnn.run_network(x, values))(self.unflatten(flat))
         return self.bnn.likelihood.log_likelihood(output, y).sum(-1)
 
+    def check_loader(self, loader: object) -> None:
+        """Refuses a loader whose ``dataset`` is not of the likelihood's ``dataset_size`` (the N of the N/B scale);
+        a loader without a sized ``dataset`` is taken as it is."""
+        dataset = getattr(loader, "dataset", None)
+        try:
+            count = len(dataset)  # type: ignore[arg-type]
+        except TypeError:
+            return
+        size = self.bnn.likelihood.dataset_size
+        if count != size:
+            raise ValueError(
+                f"the loader holds {count} examples but the likelihood's dataset_size is {size}; build the "
+                "likelihood with the size of the training set the loader walks over (the N of the N/B scale)"
+            )
+
     def scale(self, batch_size: int) -> float:
         """N / (B T), the factor of a minibatch of ``batch_size`` rows (the likelihood plate's own scale, over the
         temperature).

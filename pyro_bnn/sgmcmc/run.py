@@ -51,7 +51,12 @@ def start_weights(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], n
     bnn = log_joint.bnn
     reference = next(iter(bnn.initial_values().values()))
     if init == "network":
-        return log_joint.flatten(bnn.initial_values()).detach().expand(num_chains, -1).clone().to(reference.device)
+        flat = log_joint.flatten(bnn.initial_values()).detach()
+        if not torch.isfinite(flat).all():
+            raise ValueError(
+                "the network's initial weights hold NaN or infinite values; the chains need a finite start"
+            )
+        return flat.expand(num_chains, -1).clone().to(reference.device)
     if init == "prior":
         try:
             with torch.no_grad(), poutine.block():
@@ -71,12 +76,22 @@ def start_weights(log_joint: LogJoint, init: str | Mapping[str, torch.Tensor], n
         if tuple(value.shape) == tuple(site.shape):
             value = value.expand(num_chains, *site.shape)
         elif tuple(value.shape) != (num_chains, *site.shape):
-            per_chain = f" or ({num_chains}, *{tuple(site.shape)}) for {num_chains} chains" if num_chains > 1 else ""
+            per_chain = f" or {(num_chains, *site.shape)} for {num_chains} chains" if num_chains > 1 else ""
             raise ValueError(
                 f"init[{site.name!r}] has shape {tuple(value.shape)}; expected {tuple(site.shape)}{per_chain}"
             )
+        if not torch.isfinite(value).all():
+            raise ValueError(f"init[{site.name!r}] holds NaN or infinite values; the chains need a finite start")
         values[site.name] = value
     return log_joint.flatten(values).detach().to(device=reference.device, dtype=reference.dtype).clone()
+
+
+def check_finite_batch(x: torch.Tensor, y: torch.Tensor, step: int) -> None:
+    """A one-line ValueError when the minibatch of ``step`` (counted from 1) holds NaN or infinite inputs ``x`` or
+    targets ``y``: called where the log joint stopped being finite, so that bad data is not read as a divergence."""
+    for name, value in (("inputs", x), ("targets", y)):
+        if value.is_floating_point() and not torch.isfinite(value).all():
+            raise ValueError(f"the minibatch of step {step} holds NaN or infinite {name}; the data must be finite")
 
 
 def check_options(num_chains: int, friction: float, init: object, seed: int = 0) -> None:
@@ -154,6 +169,7 @@ def sample_sgmcmc(
     num_cycles = DEFAULT_NUM_CYCLES if num_cycles is None else num_cycles
     exploration = DEFAULT_EXPLORATION if exploration is None else exploration
     log_joint = LogJoint(bnn, temperature)  # refuses models it cannot sample
+    log_joint.check_loader(loader)
     check_options(num_chains, friction, init, seed)
     plan = StepPlan(
         step_size=step_size,
@@ -183,12 +199,22 @@ def sample_sgmcmc(
     )
 
 
-def _check_finite(value: torch.Tensor, theta: torch.Tensor, method: Method, step: int, plan: StepPlan) -> None:
+def _check_finite(
+    value: torch.Tensor,
+    theta: torch.Tensor,
+    method: Method,
+    step: int,
+    plan: StepPlan,
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> None:
     """Raises :class:`SGMCMCDivergenceError` naming the first chain whose log joint ``value`` ``(C,)`` or weights
-    ``theta`` ``(C, D)`` are not finite (one check, one device sync, per step)."""
+    ``theta`` ``(C, D)`` are not finite (one check, one device sync, per step); a ValueError where the minibatch
+    ``x``, ``y`` is to blame."""
     bad = ~(torch.isfinite(value) & torch.isfinite(theta).all(-1))
     if not bad.any():
         return
+    check_finite_batch(x, y, step)
     chain = int(bad.nonzero()[0, 0])
     what = f"the log joint became {value[chain].item()}"
     if not torch.isfinite(theta[chain]).all():
@@ -226,7 +252,7 @@ def _run_chains(
         x, y = x.to(theta.device, non_blocking=True), y.to(theta.device, non_blocking=True)
         theta.requires_grad_(True)
         value = log_joint(theta if num_chains > 1 else theta[0], x, y).reshape(num_chains)
-        _check_finite(value.detach(), theta.detach(), method, step + 1, plan)
+        _check_finite(value.detach(), theta.detach(), method, step + 1, plan, x, y)
         (grad,) = torch.autograd.grad(value.sum(), theta)  # rows are independent: row c holds chain c's gradient
         trace[:, step] = value.detach()
         eps, noise = plan.step_size_at(step), plan.sampling(step)

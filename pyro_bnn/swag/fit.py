@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import Settings, non_negative_int, positive_float, positive_int
 from pyro_bnn.sgmcmc.log_joint import LogJoint
+from pyro_bnn.sgmcmc.run import check_finite_batch, start_weights
 from pyro_bnn.sgmcmc.run import check_options as check_start
-from pyro_bnn.sgmcmc.run import start_weights
 from pyro_bnn.swag.moments import SwagMoments
 from pyro_bnn.swag.posterior import MultiSwag, SwagPosterior
 
@@ -110,6 +110,7 @@ def fit_swag(
     if not isinstance(options, SwagOptions):
         raise ValueError(f"options must be a SwagOptions, got {type(options).__name__}")
     log_joint = LogJoint(bnn)  # refuses models it cannot follow
+    log_joint.check_loader(loader)
     check_start(1, 0.5, init, seed)
     pyro.set_rng_seed(seed)
     theta = start_weights(log_joint, init, 1)[0].requires_grad_(True)
@@ -130,6 +131,7 @@ def fit_swag(
                 x, y = x.to(theta.device, non_blocking=True), y.to(theta.device, non_blocking=True)
                 loss = -log_joint(theta, x, y) / size
                 if not torch.isfinite(loss):
+                    check_finite_batch(x, y, step + 1)
                     raise SwagDivergenceError(_diverged(step + 1, epoch, optimiser, "the objective"))
                 optimiser.zero_grad(set_to_none=True)
                 loss.backward()

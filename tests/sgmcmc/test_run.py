@@ -180,7 +180,14 @@ def test_the_progress_bar_can_be_shown(run, capsys):
         ({"method": "csgld", "num_cycles": 0}, "num_cycles must be an int >= 1"),
         ({"method": "langevin"}, "unknown SG-MCMC method 'langevin'"),
         ({"init": "zeros"}, "unknown init 'zeros'"),
-        ({"init": {"weight": torch.zeros(3, 2), "bias": torch.zeros(1)}}, r"init\['weight'\] has shape \(3, 2\)"),
+        (
+            {"init": {"weight": torch.zeros(3, 2), "bias": torch.zeros(1)}},
+            r"init\['weight'\] has shape \(3, 2\); expected \(1, 2\) or \(2, 1, 2\) for 2 chains$",
+        ),
+        (
+            {"init": {"weight": torch.full((1, 2), math.nan), "bias": torch.zeros(1)}},
+            r"^init\['weight'\] holds NaN or infinite values",
+        ),
         ({"seed": -1}, "seed must be an int >= 0"),
     ],
 )
@@ -193,6 +200,23 @@ def test_bad_options_raise_one_line_value_errors(options, match, run):
 def test_an_init_that_is_not_a_float_tensor_is_refused(run):
     with pytest.raises(ValueError, match=r"init\['weight'\] must be a floating-point tensor"):
         run(init={"weight": [[0.0, 0.0]], "bias": torch.zeros(1)})
+
+
+def test_a_loader_of_another_size_than_the_likelihoods_is_refused(conjugate):
+    # the docs promise it; the run went on with the wrong N/B scale
+    loader = BatchLoader(conjugate.x[:30], conjugate.y[:30], batch_size=10)
+    with pytest.raises(ValueError, match=r"^the loader holds 30 examples but the likelihood's dataset_size is 40;"):
+        sample_sgmcmc(conjugate.bnn, loader, step_size=STEP, num_draws=2, progress=False)
+
+
+@pytest.mark.parametrize("column", ["x", "y"])
+def test_data_that_is_not_finite_is_named_not_read_as_a_divergence(conjugate, column):
+    x, y = conjugate.x.clone(), conjugate.y.clone()
+    (x if column == "x" else y)[3, 0] = math.nan
+    loader = BatchLoader(x, y, batch_size=40)
+    what = "inputs" if column == "x" else "targets"
+    with pytest.raises(ValueError, match=rf"^the minibatch of step 1 holds NaN or infinite {what}; the data"):
+        sample_sgmcmc(conjugate.bnn, loader, step_size=STEP, num_draws=2, progress=False)
 
 
 def test_the_log_joint_trace_holds_each_steps_minibatch_log_joint(conjugate):

@@ -132,6 +132,23 @@ def test_multiswag_members_start_apart(conjugate):
     assert not torch.allclose(mixture.members[0].mean, mixture.members[1].mean)
 
 
+def test_a_loader_of_another_size_and_data_that_is_not_finite_are_named(conjugate):
+    options = SwagOptions(lr=0.02, epochs=2, rank=2)
+    # docs/swag.md promises the first; the run went on with the wrong N/B scale
+    with pytest.raises(ValueError, match=r"^the loader holds 30 examples but the likelihood's dataset_size is 40;"):
+        fit_swag(conjugate.bnn, BatchLoader(conjugate.x[:30], conjugate.y[:30], batch_size=10), options, progress=False)
+    # a NaN input was reported as "SWAG diverged ...; lower lr"
+    x = conjugate.x.clone()
+    x[5, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"^the minibatch of step 1 holds NaN or infinite inputs"):
+        fit_swag(conjugate.bnn, BatchLoader(x, conjugate.y, batch_size=40), options, progress=False)
+    with pytest.raises(ValueError, match=r"^init\['bias'\] holds NaN or infinite values"):
+        init = {"weight": torch.zeros(1, 2), "bias": torch.tensor([float("inf")])}
+        fit_swag(
+            conjugate.bnn, BatchLoader(conjugate.x, conjugate.y, batch_size=40), options, init=init, progress=False
+        )
+
+
 def test_multiswag_from_one_start_needs_a_loader_the_seed_shuffles(conjugate):
     # a BatchLoader shuffles by its own seed: from the network's start every member was the same SWAG run
     options = SwagOptions(lr=0.02, epochs=3, pretrain_epochs=0, rank=2)
