@@ -237,14 +237,20 @@ class PointEstimate(ParameterSource):
         return None
 
 
-def _check_values(bnn: BNN, values: Mapping[str, torch.Tensor], leading: int) -> None:
+def _check_values(bnn: BNN, values: Mapping[str, torch.Tensor], leading: int, *, either: bool = False) -> None:
+    """Names the first site whose values are not of the site's shape after ``leading`` dimensions (0: a point, 1:
+    samples); ``either``: a dict that may be either form, and the message names both."""
     missing = [name for name in bnn.site_names if name not in values]
     if missing:
         raise ValueError(f"the parameter source has no values for the weight sites {missing[:5]}")
     for site in bnn.sites:
         shape = tuple(values[site.name].shape)
         if shape[leading:] != tuple(site.shape) or len(shape) != leading + len(site.shape):
-            expected = ("S", *site.shape) if leading else tuple(site.shape)
+            dims = ", ".join(str(n) for n in site.shape)
+            samples = f"(S, {dims})" if dims else "(S,)"
+            expected = samples if leading else str(tuple(site.shape))
+            if either:
+                expected = f"{tuple(site.shape)} (a point) or {samples} (S samples)"
             raise ValueError(f"values of site {site.name!r} have shape {shape}; expected {expected}")
 
 
@@ -264,7 +270,7 @@ def as_source(bnn: BNN, source: ParameterSource | Callable | Mapping[str, torch.
             return PointEstimate(source)
         if all(name in source and tuple(source[name].shape[1:]) == tuple(s.shape) for name, s in _named(bnn)):
             return Samples(source)
-        _check_values(bnn, source, leading=1)  # raises, naming the site that fits neither form
+        _check_values(bnn, source, leading=1, either=True)  # raises, naming the site that fits neither form
     if isinstance(source, nn.Module) or callable(source):
         return GuideSource(source)
     raise ValueError(

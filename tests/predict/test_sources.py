@@ -97,8 +97,12 @@ def test_sources_refuse_values_of_the_wrong_shape():
     bnn = _bnn()
     values = {name: torch.zeros(site.shape) for name, site in zip(bnn.site_names, bnn.sites, strict=True)}
     values["0.weight"] = torch.zeros(16, 5)
-    with pytest.raises(ValueError, match=r"site '0.weight' have shape \(16, 5\); expected \('S', 16, 4\)"):
+    # a dict may be a point or samples: both forms named (it said "expected ('S', 16, 4)" of a point)
+    expected = r"expected \(16, 4\) \(a point\) or \(S, 16, 4\) \(S samples\)$"
+    with pytest.raises(ValueError, match=r"site '0.weight' have shape \(16, 5\); " + expected):
         predict(bnn, values, X)
+    with pytest.raises(ValueError, match=r"site '0.weight' have shape \(3, 16, 5\); expected \(S, 16, 4\)$"):
+        predict(bnn, Samples({name: torch.zeros(3, *v.shape) for name, v in values.items()}), X)
     del values["0.weight"]
     with pytest.raises(ValueError, match=r"no values for the weight sites \['0.weight'\]"):
         predict(bnn, PointEstimate(values), X)
