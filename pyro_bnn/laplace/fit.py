@@ -4,6 +4,7 @@ to, the Hessian over the training data and the prior precision tuned by the marg
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -147,7 +148,8 @@ def fit_laplace(
             f"the loader holds {len(dataset)} examples but the likelihood's dataset_size is "
             f"{bnn.likelihood.dataset_size}; fit the Laplace approximation on the MAP's training data"
         )
-    x_first = next(iter(train_loader))[0]
+    x_first, y_first = next(iter(train_loader))
+    bnn.validate_batch(x_first, y_first)  # inputs the network cannot take, targets the likelihood cannot
     values = as_source(bnn, point).point(bnn, x_first)
     if values is None:
         raise ValueError(f"Laplace needs a point estimate (a MAP); the {type(point).__name__} has no point network")
@@ -155,6 +157,8 @@ def fit_laplace(
     if missing:
         raise ValueError(f"the point estimate has no values for the weight sites {missing[:5]}")
     values = {name: values[name].detach() for name in bnn.site_names}
+    if not_finite := [name for name, value in values.items() if not torch.isfinite(value).all()]:
+        raise ValueError(f"the point estimate holds NaN or infinite values at the weight sites {not_finite[:5]}")
     net = map_network(bnn, values)
     if options.subset is Subset.ALL:
         others = [name for name, _ in net.named_parameters() if name not in values]
@@ -174,11 +178,22 @@ def fit_laplace(
         with on_model_device(net):
             la.fit(train_loader)
     except ValueError as err:
+        if options.subset is Subset.LAST_LAYER and "only has one module" in str(err):  # its last-layer search
+            raise ValueError(
+                f"last-layer Laplace needs layers before the last one; the network is one {type(net).__name__}, all "
+                "of it the last layer: use subset='all'"
+            ) from None
         if options.subset is Subset.LAST_LAYER and "last layer" in str(err):  # laplace-torch's last-layer search
             raise ValueError(
                 f"last-layer Laplace needs a network that ends in an nn.Linear; laplace-torch: {err}"
             ) from None
         raise
+    if not math.isfinite(float(la.loss)):
+        _check_finite_data(train_loader)
+        raise ValueError(
+            f"the training loss at the point is {float(la.loss)}: the network's outputs on the training data are not "
+            "finite at these weights"
+        )
     if options.tune_prior:
         with warnings.catch_warnings():
             # laplace-torch's reminder that the probit link is its default; the marginal likelihood has no link
@@ -193,6 +208,14 @@ def fit_laplace(
                     prior_structure=options.prior_structure.value,
                 )
     return LaplacePosterior(bnn, la, values, _sampled_sites(bnn, la, options))
+
+
+def _check_finite_data(train_loader: Iterable) -> None:
+    """A one-line ValueError naming the first batch of ``train_loader`` with NaN or infinite inputs or targets."""
+    for index, (x, y) in enumerate(train_loader):
+        for name, value in (("inputs", x), ("targets", y)):
+            if value.is_floating_point() and not torch.isfinite(value).all():
+                raise ValueError(f"batch {index} of the training loader holds NaN or infinite {name}")
 
 
 def _sampled_sites(bnn: BNN, la: Any, options: LaplaceOptions) -> list[str]:

@@ -29,7 +29,7 @@ def predict_laplace(
     data: Data,
     *,
     predictive: Predictive | str = Predictive.GLM,
-    link: Link | str = Link.PROBIT,
+    link: Link | str | None = None,
     num_samples: int = 100,
     batch_size: int | None = None,
     point: bool = False,
@@ -55,7 +55,8 @@ def predict_laplace(
         posterior: The fitted approximation.
         data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
         predictive: ``"glm"`` or ``"mc"`` (:class:`~pyro_bnn.laplace.Predictive`).
-        link: ``"probit"`` or ``"mc"`` (:class:`~pyro_bnn.laplace.Link`), for the GLM predictive of a classifier.
+        link: ``"probit"`` or ``"mc"`` (:class:`~pyro_bnn.laplace.Link`), for the GLM predictive of a classifier;
+            None (the default): ``"probit"`` there. Refused where no link applies (``predictive="mc"``, regression).
         num_samples: S, draws of the weights (``mc``) or of the outputs (``glm`` with sampling).
         batch_size: Inputs per batch (a loader's batches are split to it). Default: :data:`MC_BATCH_SIZE`, except
             for a ``glm`` predictive that needs laplace-torch's full Jacobians: then as many inputs as keep a batch's
@@ -71,10 +72,15 @@ def predict_laplace(
         The :class:`~pyro_bnn.predict.Prediction`.
 
     Raises:
-        ValueError: an unknown predictive or link, or bad data (one line each).
+        ValueError: an unknown predictive or link, a link where none applies, or bad data (one line each).
     """
     predictive = enum_member(Predictive, predictive, "Laplace predictive")
-    link = enum_member(Link, link, "GLM link")
+    link = None if link is None else enum_member(Link, link, "GLM link")
+    if link is not None and predictive is Predictive.MC:
+        raise ValueError(
+            f"link={link.value!r} applies to the GLM predictive only; predictive='mc' runs weight draws through the "
+            "network"
+        )
     num_samples = positive_int(num_samples, "num_samples")
     batch_size = optional_positive_int(batch_size, "batch_size")
     bnn = posterior.bnn
@@ -82,6 +88,12 @@ def predict_laplace(
     if predictive is Predictive.MC:
         return predict(bnn, posterior.source(), data, num_samples=num_samples, batch_size=size, point=point)
     regression = posterior.laplace.likelihood == "regression"
+    if link is not None and regression:
+        raise ValueError(
+            f"link={link.value!r} applies to classifiers only; a regression's GLM predictive draws Gaussian outputs "
+            "with no link"
+        )
+    link = Link.PROBIT if link is None else link
     batches = data_batches(data, size, "predict_laplace", split_loader=True)
     device = next(iter(posterior.map_values.values())).device
     probe = batches[0][0][:2].to(device)

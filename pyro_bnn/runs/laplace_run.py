@@ -183,11 +183,12 @@ def laplace_run(laplace: LaplaceRun, *, data: DatasetSplits | None = None) -> di
     posterior = fit_laplace(bnn, guide, train, laplace.options)
     fitted = time.perf_counter()
     test = (data.test.x.to(device), data.test.y.to(device))
+    regression = DatasetName(config.dataset).task is Task.REGRESSION
     prediction = predict_laplace(
         posterior,
         test,
         predictive=laplace.predictive,
-        link=laplace.link,
+        link=None if regression or laplace.predictive is Predictive.MC else laplace.link,  # None where none applies
         num_samples=config.num_samples,
         point=True,  # batches sized by predict_laplace (the GLM's from its Jacobian's memory)
     )

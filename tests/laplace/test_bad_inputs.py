@@ -53,9 +53,13 @@ def test_options_take_strings_or_enums_and_are_frozen():
         options.subset = "last_layer"
 
 
-def _regression(prior=None, likelihood=None, net=None):
+def _data():
     torch.manual_seed(0)
-    x, y = torch.randn(N, 2), torch.randn(N, 1)
+    return torch.randn(N, 2), torch.randn(N, 1)
+
+
+def _regression(prior=None, likelihood=None, net=None):
+    x, y = _data()
     net = net if net is not None else nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1))
     bnn = BNN(net, prior or NormalPrior(0.0, 1.0), likelihood or Gaussian(N))
     return bnn, bnn.initial_values(), BatchLoader(x, y, 4)
@@ -143,6 +147,43 @@ def test_predict_laplace_refuses_unknown_predictives_and_links():
         predict_laplace(posterior, x, link="bridge")
     with pytest.raises(ValueError, match=r"num_samples must be an int >= 1, got 0"):
         predict_laplace(posterior, x, num_samples=0)
+
+
+def test_predict_laplace_refuses_a_link_where_none_applies():
+    # it ignored the link of a regression or of weight draws; the CLI refused both
+    bnn, point, loader = _regression()
+    posterior = fit_laplace(bnn, point, loader, tune_prior=False)
+    x = torch.randn(3, 2)
+    with pytest.raises(ValueError, match=r"^link='mc' applies to classifiers only; a regression's GLM predictive"):
+        predict_laplace(posterior, x, link="mc")
+    with pytest.raises(ValueError, match=r"^link='probit' applies to the GLM predictive only; predictive='mc'"):
+        predict_laplace(posterior, x, predictive="mc", link="probit")
+    assert predict_laplace(posterior, x, num_samples=5).means.shape == (5, 3, 1)
+
+
+def test_fit_laplace_names_data_and_points_that_are_not_finite_or_do_not_fit():
+    bnn, point, loader = _regression()
+    x, y = next(iter(BatchLoader(*_data(), N)))
+    bad = y.clone()
+    bad[7, 0] = float("nan")
+    # the fit returned a posterior of prior precision nan; it failed later in a Cholesky
+    with pytest.raises(ValueError, match=r"^batch 1 of the training loader holds NaN or infinite targets$"):
+        fit_laplace(bnn, point, BatchLoader(x, bad, 4), tune_prior=False)
+    nan_point = {**point, "0.weight": torch.full_like(point["0.weight"], float("nan"))}
+    with pytest.raises(
+        ValueError, match=r"^the point estimate holds NaN or infinite values at the weight sites \['0.weight'\]"
+    ):
+        fit_laplace(bnn, nan_point, loader, tune_prior=False)
+    # inputs the network cannot take: torch's "mat1 and mat2 shapes cannot be multiplied"
+    with pytest.raises(ValueError, match=r"^the network cannot run on inputs of shape \(4, 3\)"):
+        fit_laplace(bnn, point, BatchLoader(torch.randn(N, 3), y, 4), tune_prior=False)
+
+
+def test_last_layer_laplace_of_a_single_linear_layer_asks_for_all_weights():
+    bnn, point, loader = _regression(net=nn.Linear(2, 1))
+    with pytest.raises(ValueError, match=r"^last-layer Laplace needs layers before the last one; .*subset='all'$"):
+        fit_laplace(bnn, point, loader, subset="last_layer", tune_prior=False)
+    assert fit_laplace(bnn, point, loader, subset="all", tune_prior=False).sampled_sites == ["weight", "bias"]
 
 
 def test_a_missing_laplace_torch_is_one_line_naming_the_extra(monkeypatch):
