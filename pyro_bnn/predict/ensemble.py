@@ -17,6 +17,7 @@ only: its prior has no distribution (nothing samples it).
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -119,6 +120,18 @@ class Ensemble(ParameterSource):
     def default_num_samples(self) -> int:
         """M: each member once."""
         return self.num_members
+
+    def check_num_samples(self, num_samples: int) -> None:
+        """Warns where S is no multiple of M: sample i is member ``i mod M``, so the members would weigh unequally
+        in the mixture."""
+        if num_samples % self.num_members:
+            counts = sorted({num_samples // self.num_members, -(-num_samples // self.num_members)}, reverse=True)
+            warnings.warn(
+                f"num_samples={num_samples} is no multiple of the ensemble's {self.num_members} members: they weigh "
+                f"{' or '.join(map(str, counts))} of {num_samples} in the mixture, not equally; pass a multiple of "
+                f"{self.num_members} (the default, None, is {self.num_members})",
+                stacklevel=3,
+            )
 
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         """Checks that ``bnn`` is the ensemble's own model (:attr:`bnn`); any other would ignore the members."""

@@ -115,6 +115,7 @@ def predict(
     if num_samples is None:
         num_samples = source.default_num_samples()
     num_samples = positive_int(num_samples, "num_samples")
+    source.check_num_samples(num_samples)
     chunk_size = optional_positive_int(chunk_size, "chunk_size")
     max_chunk_bytes = optional_positive_int(max_chunk_bytes, "max_chunk_bytes")
     batches = data_batches(data, positive_int(batch_size, "batch_size"), "predict")

@@ -43,6 +43,10 @@ class ParameterSource:
         """S when the caller does not say."""
         return 100
 
+    def check_num_samples(self, num_samples: int) -> None:
+        """Called once with the S a prediction will draw, before drawing: a source that S does not suit says so
+        (the base class takes any)."""
+
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         """Called once before drawing, with the first batch's inputs ``(B, ...)``."""
 

@@ -93,6 +93,17 @@ def test_more_samples_than_members_cycle_through_them():
     assert not torch.allclose(once.probs[0], once.probs[1])
 
 
+def test_a_sample_count_that_weighs_the_members_unequally_is_warned_about(recwarn):
+    ensemble = Ensemble.from_networks([_deterministic(1), _deterministic(2), _deterministic(3)])
+    with pytest.warns(
+        UserWarning, match=r"^num_samples=7 is no multiple of the ensemble's 3 members: they weigh 3 or 2 of 7"
+    ):
+        predict(ensemble.bnn, ensemble, X, num_samples=7)
+    predict(ensemble.bnn, ensemble, X, num_samples=6)
+    predict(ensemble.bnn, ensemble, X)
+    assert not [w for w in recwarn if "no multiple" in str(w.message)]
+
+
 def test_mismatched_architectures_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"'0.weight' is \(32, 4\)") as err:
         Ensemble.from_networks([_deterministic(1), _deterministic(2, hidden=32)])
