@@ -9,6 +9,7 @@ an epoch by default, as in the paper).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -148,6 +149,12 @@ def fit_swag(
         raise ValueError(
             f"no iterate was collected: collect_every={options.collect_every} is more than the steps of the "
             f"collection phase ({options.epochs} epoch(s))"
+        )
+    if moments.count == 1:
+        warnings.warn(
+            "SWAG collected one iterate: its variance is zero and every draw is the same network; collect more "
+            f"(epochs={options.epochs}, collect_every={options.collect_every})",
+            stacklevel=2,
         )
     posterior = SwagPosterior(
         log_joint.names,

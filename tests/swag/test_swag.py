@@ -149,6 +149,13 @@ def test_a_loader_of_another_size_and_data_that_is_not_finite_are_named(conjugat
         )
 
 
+def test_one_collected_iterate_is_warned_about(conjugate):
+    loader = BatchLoader(conjugate.x, conjugate.y, batch_size=40)
+    with pytest.warns(UserWarning, match=r"^SWAG collected one iterate: its variance is zero"):
+        posterior = fit_swag(conjugate.bnn, loader, SwagOptions(lr=0.02, epochs=1, rank=0), progress=False)
+    assert posterior.count == 1
+
+
 def test_multiswag_from_one_start_needs_a_loader_the_seed_shuffles(conjugate):
     # a BatchLoader shuffles by its own seed: from the network's start every member was the same SWAG run
     options = SwagOptions(lr=0.02, epochs=3, pretrain_epochs=0, rank=2)
