@@ -224,7 +224,7 @@ def _add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:
 def _cmd_ensemble(args: argparse.Namespace) -> int:
     import json
 
-    from pyro_bnn.reproduce.ensembles import ensemble_specs, train_ensemble
+    from pyro_bnn.reproduce.ensembles import check_same_ensemble, ensemble_specs, train_ensemble
     from pyro_bnn.reproduce.executors import make_executor
     from pyro_bnn.reproduce.planned import Status
     from pyro_bnn.runs.run_folder import check_not_a_run, check_writable
@@ -235,6 +235,7 @@ def _cmd_ensemble(args: argparse.Namespace) -> int:
         specs = ensemble_specs(config, args.members)  # the member count, the guide and the config
         check_writable(args.out)
         check_not_a_run(Path(args.out))
+        check_same_ensemble(args.out, specs)
         executor = make_executor(args.executor, args.workers, threads=args.threads)
         load_data(specs[0].config)  # the data, found once here rather than failing every member
 

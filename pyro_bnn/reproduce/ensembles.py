@@ -8,13 +8,16 @@ its plan (:attr:`~pyro_bnn.reproduce.planned.RunSpec.members`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+from pathlib import Path
 
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.reproduce.executors import Executor, make_executor
-from pyro_bnn.reproduce.grid import run_grid
+from pyro_bnn.reproduce.grid import GRID, run_grid
 from pyro_bnn.reproduce.planned import RunRecord, RunSpec
+from pyro_bnn.reproduce.record_files import spec_to_dict
 from pyro_bnn.runs.config import RunConfig
 
 DEFAULT_MEMBERS = 5
@@ -56,6 +59,35 @@ def ensemble_specs(
     return [*runs, RunSpec(combined, label=label, measures=measures, other_data=other_data, members=runs)]
 
 
+def check_same_ensemble(out: str | os.PathLike, specs: list[RunSpec]) -> None:
+    """Refuses ``out`` when its ``grid.json`` plans another ensemble than ``specs`` (:func:`ensemble_specs`): other
+    options than the member count, whose runs would stay beside the new ones, or a grid that is no ensemble. More
+    (or fewer) members of the same options are the same ensemble grown (or cut): its finished members are kept.
+
+    Raises:
+        ValueError: one line naming the first option that differs.
+    """
+    grid = Path(out) / GRID
+    try:
+        runs = json.loads(grid.read_text())["runs"]
+        old = runs[-1]
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return  # no grid yet (or one the grid run rewrites): nothing to keep apart
+    if not isinstance(old, dict) or "members" not in old or not isinstance(old.get("config"), dict):
+        raise ValueError(f"{out} holds a grid that is no ensemble ({GRID}); pass another --out")
+    new = spec_to_dict(specs[-1])["config"]
+    differ = [
+        k for k in sorted(set(new) | set(old["config"])) if k != "num_samples" and new.get(k) != old["config"].get(k)
+    ]
+    if differ:
+        name = differ[0]
+        raise ValueError(
+            f"{out} holds an ensemble of other options ({name} {old['config'].get(name)!r}, here {new.get(name)!r}"
+            f"{f', and {len(differ) - 1} more' if len(differ) > 1 else ''}); its member runs would stay beside the "
+            "new ones: pass another --out"
+        )
+
+
 def train_ensemble(
     config: RunConfig,
     out: str | os.PathLike,
@@ -79,9 +111,10 @@ def train_ensemble(
     Returns:
         The records of the members, then the ensemble's.
     """
-    runner = make_executor(executor, workers) if isinstance(executor, str) else executor
     specs = ensemble_specs(config, members)
+    check_same_ensemble(out, specs)
+    runner = make_executor(executor, workers) if isinstance(executor, str) else executor
     return run_grid(specs, out, runner, progress=progress, retry_failed=retry_failed, name="ensemble")
 
 
-__all__ = ["DEFAULT_MEMBERS", "ensemble_specs", "train_ensemble"]
+__all__ = ["DEFAULT_MEMBERS", "check_same_ensemble", "ensemble_specs", "train_ensemble"]

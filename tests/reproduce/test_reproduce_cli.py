@@ -158,3 +158,29 @@ def test_an_ensemble_trains_its_members_and_prints_the_mixtures_metrics(tmp_path
     results = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/result.json"))]
     assert sorted(r["spec"]["config"]["seed"] for r in results) == [0, 0, 1]  # two members and the ensemble
     assert {r["spec"]["config"]["data_seed"] for r in results} == {0}
+    # the same options with more members grow the ensemble (its members kept); other options are refused, before
+    # anything runs (they left the old ensemble's runs beside the new ones)
+    folders = set((out / "runs").iterdir())
+    assert main([*argv[:8], "3", *argv[9:]]) == 0
+    grown = set((out / "runs").iterdir())
+    assert folders < grown and len(grown - folders) == 2  # the third member and the 3-member ensemble
+    capsys.readouterr()
+    assert main([*argv[:6], "2", *argv[7:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"pyro-bnn ensemble: error: {out} holds an ensemble of other options (epochs 1, here 2); its member runs "
+        "would stay beside the new ones: pass another --out"
+    )
+
+
+def test_an_ensemble_is_refused_in_the_folder_of_a_grid_that_is_none(tmp_path):
+    import json
+
+    from pyro_bnn.reproduce.ensembles import check_same_ensemble, ensemble_specs
+    from pyro_bnn.runs import RunConfig
+
+    specs = ensemble_specs(RunConfig(dataset="moons", model="mlp:8", epochs=1), 2)
+    check_same_ensemble(tmp_path, specs)  # no grid yet
+    (tmp_path / "grid.json").write_text(json.dumps({"runs": [{"run_id": "a", "config": {"epochs": 1}}]}))
+    with pytest.raises(ValueError, match=rf"^{tmp_path} holds a grid that is no ensemble \(grid.json\); pass another"):
+        check_same_ensemble(tmp_path, specs)
