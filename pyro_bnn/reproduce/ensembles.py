@@ -76,9 +76,8 @@ def check_same_ensemble(out: str | os.PathLike, specs: list[RunSpec]) -> None:
     if not isinstance(old, dict) or "members" not in old or not isinstance(old.get("config"), dict):
         raise ValueError(f"{out} holds a grid that is no ensemble ({GRID}); pass another --out")
     new = spec_to_dict(specs[-1])["config"]
-    differ = [
-        k for k in sorted(set(new) | set(old["config"])) if k != "num_samples" and new.get(k) != old["config"].get(k)
-    ]
+    # the fields both name (a field added since the old grid ran is none of its options)
+    differ = [k for k in sorted(set(new) & set(old["config"])) if k != "num_samples" and new[k] != old["config"][k]]
     if differ:
         name = differ[0]
         raise ValueError(
