@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -74,11 +75,18 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
     size = path.stat().st_size
     if size == 0:  # torch.load raises a bare EOFError, with no message at all
         raise ValueError(f"{path} is not a readable checkpoint: the file is empty (0 bytes)")
+    _check_stored_checksums(path, size)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         # torch's text ends in advice to load with weights_only=False, which is what this refusal exists to prevent.
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        operand = re.search(r"Unsupported operand (\d+)", str(err))
+        if operand and not found:  # bytes that are no pickle torch reads: random data, a text file, another format
+            raise ValueError(
+                f"{path} is not a pyro_bnn checkpoint ({size:,} bytes): torch.load reads no checkpoint in it "
+                f"(unsupported pickle opcode {operand.group(1)}: not a file torch.save wrote)"
+            ) from err
         what = f"it names {found.group(1)}" if found else _why(err)
         raise ValueError(
             f"refusing to load {path}: it contains pickled objects other than tensors and plain containers, "
@@ -100,6 +108,27 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"{path} is not a pyro_bnn checkpoint: expected format {FORMAT!r}, found {found!r}")
     return state
+
+
+def _check_stored_checksums(path: Path, size: int) -> None:
+    """Refuses a checkpoint whose zip archive (``torch.save``'s format) holds a member whose bytes do not match the
+    CRC-32 stored beside them: torch's reader does not check them, so bytes damaged in the middle of a file (a bad
+    disk or copy) would load as wrong numbers. Reads the file once more; a file that is no zip archive is left to
+    ``torch.load``."""
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise ValueError(
+            f"{path} is not a readable checkpoint (truncated or corrupt, {size:,} bytes): {_why(err)}"
+        ) from err
+    if damaged is not None:
+        raise ValueError(
+            f"{path} is not a readable checkpoint (corrupt, {size:,} bytes): the bytes of its record "
+            f"{damaged.split('/', 1)[-1]!r} do not match the checksum stored with them"
+        )
 
 
 def _why(err: BaseException) -> str:

@@ -263,6 +263,25 @@ def test_a_cut_checkpoint_names_the_file_and_what_is_wrong(tmp_path, keep, messa
     assert "\n" not in text and not text.rstrip().endswith(":") and text.split(": ")[-1].strip()  # says why
 
 
+def test_bytes_damaged_inside_a_checkpoint_are_found_by_its_checksums(tmp_path):
+    # torch's reader checks no CRC: 4 KiB of zeros in the middle loaded as 1 024 wrong values
+    path = save_checkpoint({"model": {"w": torch.randn(50_000)}, "config": "{}"}, tmp_path / "checkpoint.pt")
+    data = bytearray(path.read_bytes())
+    data[100_000:104_096] = bytes(4096)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"is not a readable checkpoint \(corrupt, [\d,]+ bytes\): the bytes of its "
+                       r"record 'data/0' do not match the checksum stored with them$"):  # fmt: skip
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize("content", [b'{"epoch": 3}', bytes(range(256)) * 20], ids=["json", "random"])
+def test_a_file_torch_never_wrote_is_not_called_hostile(tmp_path, content):
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"is not a pyro_bnn checkpoint \(.* bytes\): torch.load reads no checkpoint"):
+        load_checkpoint(path)
+
+
 def test_save_checkpoint_leaves_no_temporary_files(tmp_path):
     save_checkpoint({"a": torch.ones(3)}, tmp_path / "sub" / "c.pt")
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["c.pt"]
