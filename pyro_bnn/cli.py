@@ -25,6 +25,7 @@ from pyro_bnn.commands.train import TRAIN
 from pyro_bnn.commands.verb import Verb
 from pyro_bnn.errors import GridBusyError, UserError
 from pyro_bnn.infer import NonFiniteLossError
+from pyro_bnn.infer.checkpoint import CheckpointMismatchError
 from pyro_bnn.plugins import DISABLE_ENV, PLUGINS_VERB, load_plugins
 from pyro_bnn.reproduce.cli import ENSEMBLE, REPRODUCE
 
@@ -102,9 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NonFiniteLossError as err:
         print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)
         return 1
-    except (GridBusyError, ConnectionError) as err:
-        # Found after the checks, by whatever writes a grid (another process took the folder since), or a Ray
-        # cluster gone since: not bugs; one line naming the holder or the address.
+    except (GridBusyError, ConnectionError, CheckpointMismatchError) as err:
+        # Found after the checks, by whatever writes a grid (another process took the folder since), a Ray
+        # cluster gone since, or a resumed checkpoint that does not fit the trainer set up for it: not bugs; one
+        # line naming the holder, the address or the file.
         print(f"pyro-bnn {args.command}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:

@@ -480,6 +480,38 @@ def test_a_cut_checkpoint_is_one_line_naming_the_file(trained_run, tmp_path, cap
     assert "Errno" not in err
 
 
+def _damaged_copy(trained_run, folder, damage):
+    from pyro_bnn.infer import load_checkpoint, save_checkpoint
+
+    folder.mkdir()
+    (folder / "config.json").write_bytes((trained_run / "config.json").read_bytes())
+    state = load_checkpoint(trained_run / "checkpoint.pt")
+    damage(state)
+    save_checkpoint({k: v for k, v in state.items() if k != "format"}, folder / "checkpoint.pt")
+    return folder
+
+
+def test_a_checkpoint_of_other_shapes_is_one_line_naming_what_differs(trained_run, tmp_path, capsys):
+    # evaluate kept only torch's first line, "Error(s) in loading state_dict for ...:", which names nothing
+    def cut_loc(state):
+        name = next(k for k in state["guide"] if k.endswith("loc") or "locs" in k)
+        state["guide"][name] = state["guide"][name][..., :1]
+
+    err = _one_line_error(capsys, ["evaluate", _damaged_copy(trained_run, tmp_path / "guide", cut_loc)])
+    assert "does not fit the model its config describes: size mismatch for " in err and "copying a param" in err
+
+    # resume: Adam's moments cut short segfaulted the fused step (exit 139); a traceback for a guide of other shapes
+    def cut_moments(state):
+        for moments in state["optimizer"]["state"].values():
+            moments["exp_avg"] = moments["exp_avg"][..., :1]
+
+    run = _damaged_copy(trained_run, tmp_path / "optimiser", cut_moments)
+    args = [*TRAIN, "--activation", "tanh", "--guide", "autonormal:0.05", "--batch-size", "64", "--epochs", "2"]
+    err = _one_line_error(capsys, [*args, "--num-val-samples", "2", "--resume", "--out", run])
+    assert err.startswith(f"pyro-bnn train: error: cannot resume from {run / 'checkpoint.pt'}: it does not fit this ")
+    assert "the optimiser's 'exp_avg' of parameter 0 has shape" in err
+
+
 # Ctrl-C: status 130 and one line saying what is kept, pointing only to what the verb has.
 INTERRUPTS = [
     (["train", "--out", "x"], "interrupted; no epoch had finished, so nothing was kept"),

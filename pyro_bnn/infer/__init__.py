@@ -12,7 +12,7 @@ from pyro_bnn.infer.annealing import (
 )
 from pyro_bnn.infer.auto_objective import AutoELBO
 from pyro_bnn.infer.callbacks import Callback, Checkpoint, EarlyStopping, HistoryLogger
-from pyro_bnn.infer.checkpoint import load_checkpoint, save_checkpoint
+from pyro_bnn.infer.checkpoint import CheckpointMismatchError, load_checkpoint, save_checkpoint
 from pyro_bnn.infer.fast import FastMeanFieldELBO
 from pyro_bnn.infer.kl_weighting import KLWeighting, blundell_fraction, minibatch_kl_weight
 from pyro_bnn.infer.lr_schedules import LRSchedule, group_scheduler, lr_multiplier
@@ -42,6 +42,7 @@ __all__ = [
     "AutoELBO",
     "Callback",
     "Checkpoint",
+    "CheckpointMismatchError",
     "EagerStep",
     "EarlyStopping",
     "ElboKind",

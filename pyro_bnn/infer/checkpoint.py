@@ -17,6 +17,11 @@ from pyro_bnn._io import atomic_path
 FORMAT = "pyro_bnn.checkpoint/1"
 
 
+class CheckpointMismatchError(ValueError):
+    """A checkpoint a resume reads does not fit the trainer built for it (a tensor of another shape, a part
+    missing), found only once the trainer is set up: one line naming the file and what differs."""
+
+
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     """Writes ``state`` to ``path`` via a temporary file in the same folder and an atomic rename.
 
@@ -139,6 +144,17 @@ def _why(err: BaseException) -> str:
         text = err.strerror
     first = text.split(". ")[0].rstrip(".")
     return first or f"{type(err).__name__} with no message"
+
+
+def state_dict_mismatch(err: RuntimeError | KeyError | ValueError) -> str:
+    """The line of a ``load_state_dict`` failure that says what did not fit: torch's first ``size mismatch for
+    loc: ...``, ``Missing key(s) ...`` or ``Unexpected key(s) ...`` line (its first line only names the class), or
+    the key a checkpoint lacks."""
+    if isinstance(err, KeyError):
+        return f"it holds no {err.args[0]!r}" if err.args else "a key is missing"
+    lines = [" ".join(line.split()) for line in str(err).strip().splitlines()]
+    told = [line for line in lines[1:] if line]
+    return (told[0] if told else lines[0] if lines else type(err).__name__).rstrip(".")
 
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: Iterable[str] = ()) -> str:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from pyro_bnn._io import JsonListText
-from pyro_bnn.infer.checkpoint import config_differences
+from pyro_bnn.infer.checkpoint import CheckpointMismatchError, config_differences, state_dict_mismatch
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.callbacks import Callback
@@ -80,9 +80,15 @@ class TrainerState:
             ValueError: The state was written with a config that differs from :attr:`config` in a key outside
                 ``resume_may_change``.
         """
-        self.model.load_state_dict(state["model"])
-        self.guide.load_state_dict(state["guide"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        try:
+            self.model.load_state_dict(state["model"])
+            self.guide.load_state_dict(state["guide"])
+            _check_optimizer_state(self.optimizer, state["optimizer"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as err:
+            raise CheckpointMismatchError(
+                f"cannot resume from {source}: it does not fit this trainer: {state_dict_mismatch(err)}"
+            ) from err
         if self.scheduler is not None and state["scheduler"]:
             self.scheduler.load_state_dict(state["scheduler"])
         self.run.epoch, self.run.global_step = int(state["epoch"]), int(state["global_step"])
@@ -99,6 +105,23 @@ class TrainerState:
         torch.set_rng_state(state["rng_torch"].cpu())
         if state["rng_cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+
+
+def _check_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
+    """Refuses a saved optimiser state whose per-parameter tensors (Adam's moments) differ in shape from the
+    parameters they belong to: ``load_state_dict`` takes them, and a fused step then reads past their end (a
+    segmentation fault on the CPU)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    indices = [i for group in saved.get("param_groups", []) for i in group.get("params", [])]
+    if len(indices) != len(params):
+        raise ValueError(f"the optimiser state covers {len(indices)} parameters, this trainer has {len(params)}")
+    for index, param in zip(indices, params, strict=True):
+        for name, value in saved.get("state", {}).get(index, {}).items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
+                raise ValueError(
+                    f"the optimiser's {name!r} of parameter {index} has shape {tuple(value.shape)}, the parameter "
+                    f"{tuple(param.shape)}"
+                )
 
 
 def _callback_key(index: int, callback: Callback) -> str:

@@ -16,6 +16,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetName, DatasetSplits, Task, dataset_shape
 from pyro_bnn.guides import parse_guide
 from pyro_bnn.infer import load_checkpoint
+from pyro_bnn.infer.checkpoint import state_dict_mismatch
 from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, is_node_noise
@@ -106,8 +107,9 @@ def restore(
         else:
             guide.load_state_dict({k: v.to(device) for k, v in state["guide"].items()})
     except (RuntimeError, KeyError) as err:
-        first = str(err).strip().splitlines()[0]
-        raise ValueError(f"{checkpoint} does not fit the model its config describes: {first}") from None
+        raise ValueError(
+            f"{checkpoint} does not fit the model its config describes: {state_dict_mismatch(err)}"
+        ) from None
     if sampled and config.num_samples > guide.count:
         raise ValueError(
             f"num_samples={config.num_samples} but {checkpoint} holds {guide.count} posterior draws; ask for at most "

@@ -16,6 +16,7 @@ from pyro_bnn.guides import BayesByBackprop, init_to_network, posterior_loc_scal
 from pyro_bnn.infer import (
     Callback,
     Checkpoint,
+    CheckpointMismatchError,
     EarlyStopping,
     HistoryLogger,
     NonFiniteLossError,
@@ -193,6 +194,35 @@ def test_resume_after_interruption_matches_an_uninterrupted_run(tmp_path):
     resumed = _trainer(_classifier(), seed=12345)  # a different seed must not matter when resuming
     history = resumed.fit(train, 4, val_loader=val, resume_from=tmp_path / "run.pt")
     assert strip(history) == strip(straight)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        # Adam's moments cut short: the fused CPU step read past their end (a segmentation fault, exit 139)
+        (
+            lambda s: s["optimizer"]["state"][0].update(exp_avg=s["optimizer"]["state"][0]["exp_avg"][:10]),
+            r"the optimiser's 'exp_avg' of parameter 0 has shape \(10, 2\), the parameter \(16, 2\)$",
+        ),
+        # torch's "Error(s) in loading state_dict for AutoNormal:" and a traceback
+        (
+            lambda s: s["guide"].update({k: v[..., :3] for k, v in s["guide"].items() if v.dim() > 1}),
+            r"size mismatch for .*: copying a param with shape",
+        ),
+        (lambda s: s.pop("guide"), r"it holds no 'guide'$"),
+    ],
+    ids=["optimiser-shape", "guide-shape", "no-guide"],
+)
+def test_a_checkpoint_that_does_not_fit_the_trainer_is_one_line_naming_it(tmp_path, damage, message):
+    train, _ = _loaders()
+    _trainer(_classifier(), callbacks=[Checkpoint(tmp_path / "run.pt")]).fit(train, 1)
+    state = load_checkpoint(tmp_path / "run.pt")
+    damage(state)
+    save_checkpoint({k: v for k, v in state.items() if k != "format"}, tmp_path / "run.pt")
+    expected = rf"^cannot resume from {tmp_path / 'run.pt'}: it does not fit this trainer: " + message
+    with pytest.raises(CheckpointMismatchError, match=expected) as info:
+        _trainer(_classifier()).fit(train, 2, resume_from=tmp_path / "run.pt")
+    assert "\n" not in str(info.value)
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
