@@ -33,8 +33,14 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     Returns:
         The checkpoint's path.
     """
+    return save_tensor_file(state, path, FORMAT)
+
+
+def save_tensor_file(state: dict[str, Any], path: str | os.PathLike, file_format: str) -> Path:
+    """Writes ``{"format": file_format, **state}`` as :func:`save_checkpoint` does (atomically, views compacted):
+    the writer of every file :func:`load_tensor_file` reads."""
     with atomic_path(path) as temporary:
-        torch.save({"format": FORMAT, **_compact(state)}, temporary)
+        torch.save({"format": file_format, **_compact(state)}, temporary)
     return Path(path)
 
 
@@ -74,13 +80,25 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
             unpickling can run arbitrary code), is empty, truncated or corrupt (one line naming the file, its size
             and what torch could not read), or is not a pyro_bnn checkpoint.
     """
+    return load_tensor_file(path, FORMAT, "checkpoint", map_location)
+
+
+def load_tensor_file(
+    path: str | os.PathLike, file_format: str, what: str, map_location: str | torch.device | None = "cpu"
+) -> dict[str, Any]:
+    """Reads a file of :func:`save_tensor_file` whose format is ``file_format``, as :func:`load_checkpoint` does
+    (``what`` names the kind of file in its errors: ``"checkpoint"``, ``"SWAG posterior file"``).
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`load_checkpoint`.
+    """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        raise FileNotFoundError(f"no {what} at {path}")
     size = path.stat().st_size
     if size == 0:  # torch.load raises a bare EOFError, with no message at all
-        raise ValueError(f"{path} is not a readable checkpoint: the file is empty (0 bytes)")
-    _check_stored_checksums(path, size)
+        raise ValueError(f"{path} is not a readable {what}: the file is empty (0 bytes)")
+    _check_stored_checksums(path, size, what)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
@@ -89,33 +107,33 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | 
         operand = re.search(r"Unsupported operand (\d+)", str(err))
         if operand and not found:  # bytes that are no pickle torch reads: random data, a text file, another format
             raise ValueError(
-                f"{path} is not a pyro_bnn checkpoint ({size:,} bytes): torch.load reads no checkpoint in it "
+                f"{path} is not a pyro_bnn {what} ({size:,} bytes): torch.load reads no {what} in it "
                 f"(unsupported pickle opcode {operand.group(1)}: not a file torch.save wrote)"
             ) from err
-        what = f"it names {found.group(1)}" if found else _why(err)
+        reason = f"it names {found.group(1)}" if found else _why(err)
         raise ValueError(
             f"refusing to load {path}: it contains pickled objects other than tensors and plain containers, "
-            f"which could run arbitrary code ({what})"
+            f"which could run arbitrary code ({reason})"
         ) from err
     except (RuntimeError, EOFError) as err:
         raise ValueError(
-            f"{path} is not a readable checkpoint (truncated or corrupt, {size:,} bytes): {_why(err)}"
+            f"{path} is not a readable {what} (truncated or corrupt, {size:,} bytes): {_why(err)}"
         ) from err
     except OSError as err:
         if err.filename is not None:  # the file itself could not be opened or read: the system's words name it
             raise
         # A zip archive cut short (a copy or disk that stopped midway): torch's reader raises EINVAL, naming nothing.
         raise ValueError(
-            f"{path} is not a readable checkpoint (truncated or corrupt, {size:,} bytes): torch.load cannot read it "
+            f"{path} is not a readable {what} (truncated or corrupt, {size:,} bytes): torch.load cannot read it "
             f"as a zip archive ({_why(err)})"
         ) from err
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(state, dict) or state.get("format") != file_format:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise ValueError(f"{path} is not a pyro_bnn checkpoint: expected format {FORMAT!r}, found {found!r}")
+        raise ValueError(f"{path} is not a pyro_bnn {what}: expected format {file_format!r}, found {found!r}")
     return state
 
 
-def _check_stored_checksums(path: Path, size: int) -> None:
+def _check_stored_checksums(path: Path, size: int, what: str) -> None:
     """Refuses a checkpoint whose zip archive (``torch.save``'s format) holds a member whose bytes do not match the
     CRC-32 stored beside them: torch's reader does not check them, so bytes damaged in the middle of a file (a bad
     disk or copy) would load as wrong numbers. Reads the file once more; a file that is no zip archive is left to
@@ -127,11 +145,11 @@ def _check_stored_checksums(path: Path, size: int) -> None:
             damaged = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
         raise ValueError(
-            f"{path} is not a readable checkpoint (truncated or corrupt, {size:,} bytes): {_why(err)}"
+            f"{path} is not a readable {what} (truncated or corrupt, {size:,} bytes): {_why(err)}"
         ) from err
     if damaged is not None:
         raise ValueError(
-            f"{path} is not a readable checkpoint (corrupt, {size:,} bytes): the bytes of its record "
+            f"{path} is not a readable {what} (corrupt, {size:,} bytes): the bytes of its record "
             f"{damaged.split('/', 1)[-1]!r} do not match the checksum stored with them"
         )
 

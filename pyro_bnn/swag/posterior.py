@@ -27,6 +27,7 @@ import torch
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import non_negative_int, positive_int
+from pyro_bnn.infer.checkpoint import load_tensor_file, save_tensor_file
 from pyro_bnn.predict.sources import ParameterSource
 from pyro_bnn.sites import unflatten
 
@@ -154,17 +155,16 @@ class SwagPosterior(ParameterSource):
         }
 
     def save(self, path: str | Path) -> None:
-        """Writes :meth:`state_dict` to ``path`` (through a temporary file, so a crash leaves the old one whole)."""
-        path = Path(path)
-        partial = path.with_name(path.name + ".partial")
-        torch.save(self.state_dict(), partial)
-        partial.replace(path)
+        """Writes :meth:`state_dict` to ``path`` atomically (a crash leaves the old file whole), as checkpoints are
+        written (:func:`~pyro_bnn.infer.checkpoint.save_tensor_file`)."""
+        state = dict(self.state_dict())
+        save_tensor_file(state, path, state.pop("format"))
 
     @classmethod
     def load(cls, path: str | Path) -> SwagPosterior:
-        """Reads a file written by :meth:`save` without unpickling arbitrary objects."""
-        state = torch.load(Path(path), map_location="cpu", weights_only=True)
-        return cls.from_state_dict(state)
+        """Reads a file written by :meth:`save` without unpickling arbitrary objects; an empty, cut, damaged or
+        foreign file is one line naming it (:func:`~pyro_bnn.infer.checkpoint.load_tensor_file`)."""
+        return cls.from_state_dict(load_tensor_file(path, FORMAT, "SWAG posterior file"))
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> SwagPosterior:

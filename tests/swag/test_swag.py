@@ -4,6 +4,8 @@ rate, as the stationary distribution of constant-rate SGD does (Mandt et al., 20
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -110,9 +112,23 @@ def test_a_saved_posterior_loads_back_without_pickle(tmp_path):
     posterior.save(tmp_path / "swag.pt")
     loaded = SwagPosterior.load(tmp_path / "swag.pt")
     torch.testing.assert_close(loaded.sample(5)["a"], posterior.sample(5)["a"])
+    assert [p.name for p in tmp_path.iterdir()] == ["swag.pt"]  # no temporary file left
     torch.save({"format": "other"}, tmp_path / "bad.pt")
-    with pytest.raises(ValueError, match="not a SWAG posterior file"):
+    with pytest.raises(ValueError, match=r"bad.pt is not a pyro_bnn SWAG posterior file: expected format"):
         SwagPosterior.load(tmp_path / "bad.pt")
+    # as checkpoints are read: an empty file was a bare EOFError, a cut one torch's lines without the path, a
+    # hostile one torch's advice to load with weights_only=False
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty.pt is not a readable SWAG posterior file: the file is empty"):
+        SwagPosterior.load(tmp_path / "empty.pt")
+    data = (tmp_path / "swag.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"cut.pt is not a readable SWAG posterior file \(truncated or corrupt"):
+        SwagPosterior.load(tmp_path / "cut.pt")
+    torch.save({"format": "pyro_bnn.swag/1", "x": functools.partial(print)}, tmp_path / "evil.pt")
+    with pytest.raises(ValueError, match=r"^refusing to load .*evil.pt") as info:
+        SwagPosterior.load(tmp_path / "evil.pt")
+    assert "weights_only" not in str(info.value)
 
 
 def test_multiswag_takes_sample_i_from_member_i_mod_m():
