@@ -512,6 +512,29 @@ def test_a_checkpoint_of_other_shapes_is_one_line_naming_what_differs(trained_ru
     assert "the optimiser's 'exp_avg' of parameter 0 has shape" in err
 
 
+def test_a_diverged_overwrite_says_the_run_it_replaced_is_kept(trained_run, tmp_path, capsys, monkeypatch):
+    # it named the staging folder's checkpoint, removed with the staging folder before the message was read
+    import pyro_bnn.infer.trainer as loop
+
+    run = tmp_path / "kept"
+    shutil.copytree(trained_run, run)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    train_epoch = loop.train_epoch
+
+    def diverging(trainer, *args, **kwargs):
+        if trainer.run_state.epoch == 1:
+            for group in trainer.optimizer.param_groups:
+                group["lr"] = 1e12
+        return train_epoch(trainer, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_epoch", diverging)
+    args = [*TRAIN, "--activation", "tanh", "--guide", "autonormal:0.05", "--batch-size", "64", "--epochs", "4"]
+    err = _one_line_error(capsys, [*args, "--num-val-samples", "2", "--overwrite", "--out", run], code=1)
+    assert f"the run already in {run} is unchanged (the new run was discarded with its checkpoints)" in err
+    assert "staging" not in err and "last good checkpoint" not in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
 # Ctrl-C: status 130 and one line saying what is kept, pointing only to what the verb has.
 INTERRUPTS = [
     (["train", "--out", "x"], "interrupted; no epoch had finished, so nothing was kept"),

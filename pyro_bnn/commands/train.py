@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -137,6 +138,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pyro_bnn.infer import NonFiniteLossError
     from pyro_bnn.runs.runs import load_data, prepare_run_dir, train_run
 
     with user_errors():
@@ -149,15 +151,25 @@ def _run(args: argparse.Namespace) -> int:
         warn("train", config.unused_options())
         data = load_data(config)
     start = time.time()
-    result = train_run(
-        config,
-        args.out,
-        data=data,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.quiet,
-        cuda_graph=not args.no_cuda_graph,
-    )
+    try:
+        result = train_run(
+            config,
+            args.out,
+            data=data,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=not args.quiet,
+            cuda_graph=not args.no_cuda_graph,
+        )
+    except NonFiniteLossError as err:
+        if not args.replacing:
+            raise
+        # The new run trained in a staging folder, removed when it failed: its checkpoint, named by the message,
+        # is gone, and the run being replaced is what is kept.
+        where = f"{_kept(args).split(';')[0]} (the new run was discarded with its checkpoints)"
+        pattern = rf"the last good checkpoint is \S*{re.escape(CHECKPOINT)}|no checkpoint had been written"
+        text = re.sub(pattern, where, str(err))
+        raise NonFiniteLossError(text) from err
     print_metrics(result.metrics)
     # What this run wrote (a resumed run's folder also holds files of earlier commands, evaluate's among them).
     files = sorted(p.name for p in Path(result.out_dir).iterdir() if p.is_file() and p.stat().st_mtime >= start - 1)
