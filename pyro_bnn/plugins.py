@@ -24,11 +24,14 @@ What each entry point names (:data:`GROUPS`):
   ``plan`` and ``analyse``, :class:`~pyro_bnn.reproduce.planned.Experiment`); loading registers it
   (:func:`~pyro_bnn.reproduce.papers.register_experiment`), so ``pyro-bnn reproduce NAME`` and ``--list`` see it.
 
-A plugin never replaces a registration: a name that is taken fails that plugin.
+A plugin never replaces a registration: a name that is taken fails that plugin, and so does a plugin whose import or
+registration replaces or removes a guide, objective, model or paper registered before it (the registries are
+snapshotted before its module is imported, and put back exactly when it fails).
 
-**A plugin that fails** (its module does not import, its object is not what its group takes, or registering it
-raises) is skipped, with a warning of one line naming the distribution, the entry point and the cause; the other
-plugins and the command go on, so a broken third-party package cannot make ``pyro-bnn --help`` unusable. The
+**A plugin that fails** (its module does not import, or exits when imported: ``sys.exit()``, argparse reading the
+command line; its object is not what its group takes; registering it raises; it replaces a registration) is
+skipped, with a warning of one line naming the distribution, the entry point and the cause; the other plugins and
+the command go on, so a broken third-party package cannot make ``pyro-bnn --help`` unusable. The
 failure is not silent: the warning is printed on every ``pyro-bnn`` command, ``pyro-bnn plugins`` lists every
 plugin as ``loaded`` or ``failed`` (with the cause) and exits with status 1 when one failed, and
 ``load_plugins(on_error="raise")`` raises :class:`PluginError` instead, for a program that must not run without
@@ -152,49 +155,88 @@ def _register_guide(obj: object) -> tuple[str, ...]:
 
 
 def _register_objectives(obj: object) -> tuple[str, ...]:
-    from pyro_bnn.infer.objective_registry import objective_entries, register_objective, unregister_objective
+    from pyro_bnn.infer.objective_registry import objective_entries
 
     if not callable(obj) or isinstance(obj, type):
         raise TypeError(
             "a pyro_bnn.objectives entry point names a callable taking no arguments that calls register_objective, "
             f"this one a {type(obj).__name__ if not isinstance(obj, type) else 'class'}"
         )
-    before = {entry.name: entry for entry in objective_entries()}
-
-    def changed() -> list[str]:
-        return [entry.name for entry in objective_entries() if before.get(entry.name) is not entry]
-
-    def undo() -> None:
-        for name in changed():
-            unregister_objective(name)
-            old = before.get(name)
-            if old is not None:  # put back what it replaced
-                register_objective(
-                    old.name, options=old.options, requires=old.requires, excludes=old.excludes, doc=old.doc
-                )(old.factory)
-
-    try:
-        obj()
-    except BaseException:
-        undo()
-        raise
-    names = changed()
-    replaced = [name for name in names if name in before]
-    if replaced:
-        undo()
-        raise ValueError(f"it replaced the registered objective {replaced[0]!r}; a plugin adds names, never replaces")
+    before = {entry.name for entry in objective_entries()}
+    obj()  # what it replaces, and everything it did when it raises, _try undoes
+    names = tuple(entry.name for entry in objective_entries() if entry.name not in before)
     if not names:
         raise ValueError("it registered no objective (call register_objective(...)(factory) in it)")
-    return tuple(names)
+    return names
 
 
 def _register_paper(obj: object) -> tuple[str, ...]:
     from pyro_bnn.reproduce.papers import EXPERIMENTS, register_experiment
 
+    if isinstance(obj, type):  # the class where its instance was meant
+        raise TypeError(
+            f"a pyro_bnn.papers entry point names an experiment object, an instance, got the class "
+            f"{obj.__module__}.{obj.__qualname__}; name an instance ({obj.__qualname__}() at module level)"
+        )
     if getattr(obj, "name", None) in EXPERIMENTS:  # even the same object: it is not the plugin's
         raise ValueError(f"experiment {obj.name!r} is already registered; a plugin adds names, never replaces")
     register_experiment(obj)
     return (obj.name,)
+
+
+@dataclass(frozen=True)
+class _Registrations:
+    """What the registries a plugin could touch hold, taken before the plugin is imported (:func:`_snapshot`)."""
+
+    guides: tuple
+    objectives: tuple
+    models: dict
+    papers: dict
+
+    def meddling(self) -> str:
+        """How the registries now differ from this snapshot other than by added names (a clause: ``replaced the
+        registered objective 'trace'``), or empty."""
+        now = _snapshot()
+        pairs = (
+            ("guide", {f.name: f for f in self.guides}, {f.name: f for f in now.guides}, False),
+            ("objective", {e.name: e for e in self.objectives}, {e.name: e for e in now.objectives}, True),
+            ("model", self.models, now.models, True),
+            ("paper", self.papers, now.papers, False),
+        )
+        for kind, before, after, by_value in pairs:
+            for name, old in before.items():
+                if name not in after:
+                    return f"removed the registered {kind} {name!r}"
+                if (after[name] != old) if by_value else (after[name] is not old):
+                    return f"replaced the registered {kind} {name!r}"
+        return ""
+
+    def restore(self) -> None:
+        """Puts every registry back as it was, each entry with every field, in its order."""
+        from pyro_bnn.guides.registry import restore_guides
+        from pyro_bnn.infer.objective_registry import restore_objectives
+        from pyro_bnn.models.registry import restore_models
+        from pyro_bnn.reproduce.papers import EXPERIMENTS
+
+        restore_guides(self.guides)
+        restore_objectives(self.objectives)
+        restore_models(self.models)
+        EXPERIMENTS.clear()
+        EXPERIMENTS.update(self.papers)
+
+
+def _snapshot() -> _Registrations:
+    """The registries' contents, once every built-in is registered (a plugin that imports the module registering a
+    built-in must not make the built-in look like one of its own names)."""
+    import pyro_bnn.guides
+    import pyro_bnn.infer
+    import pyro_bnn.models  # noqa: F401
+    from pyro_bnn.guides.registry import guide_families
+    from pyro_bnn.infer.objective_registry import objective_entries
+    from pyro_bnn.models.registry import model_registrations
+    from pyro_bnn.reproduce.papers import EXPERIMENTS
+
+    return _Registrations(guide_families(), objective_entries(), model_registrations(), dict(EXPERIMENTS))
 
 
 _REGISTER: dict[str, Callable[[object], tuple[str, ...]]] = {
@@ -222,16 +264,33 @@ def _distribution(entry_point: EntryPoint) -> str:
     return f"{dist.name} {dist.version}".strip()
 
 
+def _cause(err: BaseException) -> str:
+    if isinstance(err, SystemExit):  # sys.exit() or argparse at import: it would end every pyro-bnn command
+        return f"SystemExit({err.code!r}): it exits when imported (sys.exit(), or argparse reading the command line)"
+    return _one_line(err)
+
+
 def _try(group: str, entry_point: EntryPoint) -> Plugin:
     plugin = Plugin(group, entry_point.name, entry_point.value, _distribution(entry_point))
+    before = _snapshot()  # before the import: what the plugin's module does when imported counts too
     try:
         obj = entry_point.load()
-    except Exception as err:  # anything its import raises: the plugin's bug, reported with its own words
-        return _failed(plugin, f"cannot import it: {_one_line(err)}")
+    except (Exception, SystemExit) as err:  # anything its import raises: the plugin's bug, reported with its own words
+        before.restore()
+        return _failed(plugin, f"cannot import it: {_cause(err)}")
+    meddled = before.meddling()
+    if meddled:
+        before.restore()
+        return _failed(plugin, f"importing it {meddled}; a plugin adds names, never replaces (undone)")
     try:
         registered = _REGISTER[group](obj)
-    except Exception as err:
-        return _failed(plugin, f"cannot register it: {_one_line(err)}")
+    except (Exception, SystemExit) as err:
+        before.restore()
+        return _failed(plugin, f"cannot register it: {_cause(err)}")
+    meddled = before.meddling()
+    if meddled:
+        before.restore()
+        return _failed(plugin, f"registering it {meddled}; a plugin adds names, never replaces (undone)")
     return Plugin(plugin.group, plugin.name, plugin.value, plugin.distribution, registered=registered)
 
 

@@ -16,6 +16,7 @@ after which ``--guide my-guide:0.05`` parses, trains, predicts, evaluates and ex
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +29,10 @@ from pyro_bnn.spec import Form, ParsedSpec
 if TYPE_CHECKING:
     from pyro_bnn.bnn import BNN
     from pyro_bnn.guides.spec import GuideSpec
+
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+"""A guide's name or alias: what ``--guide NAME:ARGS`` can spell (the grammar splits at ':', ',' and '=')."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,35 @@ class GuideFamily:
     batched_layout: BatchedLayout | None = None
 
     def __post_init__(self) -> None:
-        capabilities = frozenset(Capability(c) for c in self.capabilities)
+        if not isinstance(self.form, Form):
+            raise TypeError(f"a GuideFamily's form is a pyro_bnn.spec.Form, got {self.form!r}")
+        for name in (self.name, *self.form.aliases):
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise ValueError(
+                    f"a guide name is lower-case letters, digits, '.', '_' and '-' (not first; no ':', ',', '=' or "
+                    f"space: --guide NAME:ARGS could not spell it), got {name!r}"
+                )
+        for attribute in ("build", "parse", "format", "samples_multiple", "check"):
+            value = getattr(self, attribute)
+            if not callable(value) and (value is not None or attribute == "build"):
+                expected = "a callable" if attribute == "build" else "a callable or None"
+                raise TypeError(f"guide {self.name!r}: {attribute} is {expected}, got {value!r}")
+        if self.batched_layout is not None and not isinstance(self.batched_layout, BatchedLayout):
+            raise TypeError(
+                f"guide {self.name!r}: batched_layout is a BatchedLayout or None, got {self.batched_layout!r}"
+            )
+        if isinstance(self.capabilities, (str, Capability)) or not isinstance(self.capabilities, Iterable):
+            raise TypeError(
+                f"guide {self.name!r}: capabilities is a collection of Capability, got {self.capabilities!r}"
+            )
+        capabilities = set()
+        for value in self.capabilities:
+            try:
+                capabilities.add(Capability(value))
+            except ValueError:
+                known = ", ".join(c.value for c in Capability)
+                raise ValueError(f"guide {self.name!r}: no capability {value!r}; expected some of {known}") from None
+        capabilities = frozenset(capabilities)
         if self.batched_layout is not None:
             capabilities |= {Capability.BATCHED}
         elif Capability.BATCHED in capabilities:
@@ -126,6 +159,16 @@ def register_guide(family: GuideFamily, *, replace: bool = False) -> GuideFamily
 def unregister_guide(name: str) -> None:
     """Removes the family called ``name`` (tests that register a toy family clean up with it)."""
     _FAMILIES.pop(str(getattr(name, "value", name)), None)
+
+
+def restore_guides(families: Iterable[GuideFamily]) -> None:
+    """Makes the registry hold exactly ``families``, in their order (what :func:`guide_families` returned before):
+    undoes every registration, replacement and removal made since."""
+    families = tuple(families)
+    if not all(isinstance(family, GuideFamily) for family in families):
+        raise TypeError("restore_guides takes the GuideFamily objects guide_families() returned")
+    _FAMILIES.clear()
+    _FAMILIES.update((family.name, family) for family in families)
 
 
 def guide_family(name: object) -> GuideFamily:

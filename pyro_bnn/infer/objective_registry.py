@@ -21,6 +21,8 @@ objective it chose).
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -130,6 +132,67 @@ def _key(name: object) -> str:
     return str(name.value if isinstance(name, Enum) else name).strip().lower()
 
 
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+"""An objective's name, once lower-cased: what ``--elbo NAME`` and a run config can spell."""
+
+
+def _capabilities(values: Iterable[Capability], what: str, name: str) -> frozenset[Capability]:
+    if isinstance(values, (str, Enum)) or not isinstance(values, Iterable):
+        raise TypeError(f"elbo {name!r}: {what} takes a collection of Capability, got {values!r}")
+    capabilities = set()
+    for value in values:
+        try:
+            capabilities.add(Capability(value))
+        except ValueError:
+            known = ", ".join(c.value for c in Capability)
+            raise ValueError(f"elbo {name!r}: {what} names no capability {value!r}; expected some of {known}") from None
+    return frozenset(capabilities)
+
+
+def _options(values: Iterable[str], name: str) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise TypeError(f"elbo {name!r}: options takes a collection of keyword names, got {values!r}")
+    options = tuple(values)
+    for option in options:
+        if not isinstance(option, str) or not option.isidentifier():
+            raise ValueError(f"elbo {name!r}: an option is a keyword argument's name, got {option!r}")
+    if len(set(options)) != len(options):
+        raise ValueError(f"elbo {name!r}: options {options!r} repeat a name")
+    return options
+
+
+def _check_factory(factory: object, name: str, options: tuple[str, ...]) -> None:
+    """Refuses a factory :meth:`ObjectiveEntry.build` cannot call: not callable, a declared option it does not take
+    as a keyword, or an argument without a default that is no declared option (it is never passed)."""
+    if not callable(factory):
+        raise TypeError(f"elbo {name!r}: register_objective decorates a class or factory, got {factory!r}")
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing more to check
+        return
+    parameters = signature.parameters
+    keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    refused = [o for o in options if not (o in parameters and parameters[o].kind in by_keyword) and not keywords]
+    if refused:
+        raise TypeError(
+            f"elbo {name!r}: its factory {getattr(factory, '__qualname__', factory)!r} takes no keyword "
+            f"{', '.join(refused)} (declared in options); its signature is {signature}"
+        )
+    required = [
+        p.name
+        for p in parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        and p.name not in options
+    ]
+    if required:
+        raise TypeError(
+            f"elbo {name!r}: its factory needs {', '.join(required)}, which no declared option passes "
+            f"(options={options!r}); give it a default or declare it"
+        )
+
+
 def register_objective(
     name: str,
     *,
@@ -142,10 +205,13 @@ def register_objective(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering an objective class or factory under ``name`` (``--elbo NAME``, :func:`make_objective`).
 
+    Everything is checked when it registers, not when it is first used.
+
     Args:
-        name: The name (lower case, no ``:``).
-        options: The keyword arguments the factory takes.
-        requires: Guide capabilities it needs.
+        name: The name (case ignored: letters, digits, ``.``, ``_`` and ``-``, not first; no ``:`` or space).
+        options: The keyword arguments the factory takes (the factory must take each as a keyword, and every
+            argument it has without a default must be one of them).
+        requires: Guide capabilities it needs (:class:`~pyro_bnn.guides.capabilities.Capability` or their values).
         excludes: Guide capabilities it cannot score.
         doc: Its description.
         batched: Batched runs compute it: its instances have a ``batched_form()`` method returning the
@@ -153,18 +219,32 @@ def register_objective(
         replace: Allow replacing another factory registered under ``name``.
 
     Raises:
-        ValueError: ``name`` is taken by another factory and ``replace`` is false, or is not a valid name.
+        ValueError: ``name`` is taken by another factory and ``replace`` is false, or is not a valid name; an
+            unknown capability; an option that is no keyword name.
+        TypeError: The factory is not callable or cannot take its options; an argument of the wrong type.
     """
+    if not isinstance(name, (str, Enum)):
+        raise TypeError(f"an objective name is a string, got {name!r}")
     key = _key(name)
-    if not key or ":" in key:
-        raise ValueError(f"an objective name must be non-empty and hold no ':', got {name!r}")
+    if not _NAME.fullmatch(key):
+        raise ValueError(
+            f"an objective name is letters, digits, '.', '_' and '-' (not first; no ':' or space), got {name!r}"
+        )
+    checked_options = _options(options, key)
+    checked_requires = _capabilities(requires, "requires", key)
+    checked_excludes = _capabilities(excludes, "excludes", key)
+    if not isinstance(doc, str):
+        raise TypeError(f"elbo {key!r}: doc is a string, got {doc!r}")
+    if not isinstance(batched, bool):
+        raise TypeError(f"elbo {key!r}: batched is True or False, got {batched!r}")
 
     def decorator(factory: Callable[..., Any]) -> Callable[..., Any]:
+        _check_factory(factory, key, checked_options)
         existing = _ENTRIES.get(key)
         if existing is not None and existing.factory is not factory and not replace:
             raise ValueError(f"elbo {key!r} is already registered to {existing.factory!r}; pass replace=True")
         _ENTRIES[key] = ObjectiveEntry(
-            key, factory, tuple(options), frozenset(requires), frozenset(excludes), " ".join(doc.split()), batched
+            key, factory, checked_options, checked_requires, checked_excludes, " ".join(doc.split()), batched
         )
         return factory
 
@@ -174,6 +254,16 @@ def register_objective(
 def unregister_objective(name: str) -> None:
     """Removes the objective called ``name`` (tests that register one clean up with it)."""
     _ENTRIES.pop(_key(name), None)
+
+
+def restore_objectives(entries: Iterable[ObjectiveEntry]) -> None:
+    """Makes the registry hold exactly ``entries``, in their order (what :func:`objective_entries` returned before):
+    undoes every registration, replacement and removal made since, every field and the order included."""
+    entries = tuple(entries)
+    if not all(isinstance(entry, ObjectiveEntry) for entry in entries):
+        raise TypeError("restore_objectives takes the ObjectiveEntry objects objective_entries() returned")
+    _ENTRIES.clear()
+    _ENTRIES.update((entry.name, entry) for entry in entries)
 
 
 def objective_entry(name: object) -> ObjectiveEntry:

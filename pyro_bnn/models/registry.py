@@ -15,6 +15,7 @@ options, e.g. ``mlp:256,256`` is ``hidden_widths=(256, 256)``.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -29,7 +30,11 @@ ModelFactory = Callable[..., nn.Module]
 
 FactoryT = TypeVar("FactoryT", bound=ModelFactory)
 
-_COMMON_ARGUMENTS = frozenset({"input_shape", "num_classes", "activation", "dropout"})
+_COMMON_ARGUMENTS_ORDER = ("input_shape", "num_classes", "activation", "dropout")
+_COMMON_ARGUMENTS = frozenset(_COMMON_ARGUMENTS_ORDER)
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+"""A model's name, once lower-cased (``--model NAME[:ARGS]``)."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,13 @@ def register_model(
     key = _key(name)
     if ":" in key:
         raise ValueError(f"a model name cannot hold ':' (it starts the arguments of a model string), got {name!r}")
+    if not _NAME.fullmatch(key):
+        raise ValueError(f"a model name is letters, digits, '.', '_' and '-' (not first; no space), got {name!r}")
+    if arguments is not None and not isinstance(arguments, ModelArguments):
+        raise TypeError(f"model {key!r}: arguments is a ModelArguments or None, got {arguments!r}")
 
     def decorator(factory: FactoryT) -> FactoryT:
+        _check_factory(factory, key)
         existing = _REGISTRY.get(key)
         if existing is not None and existing is not factory and not replace:
             raise ValueError(
@@ -109,6 +119,49 @@ def register_model(
         return factory
 
     return decorator
+
+
+def _check_factory(factory: object, key: str) -> None:
+    """Refuses a factory :func:`build_model` cannot call: not callable, or not taking the common arguments
+    (``input_shape``, ``num_classes``, ``activation``, ``dropout``) as keywords."""
+    if not callable(factory):
+        raise TypeError(f"model {key!r}: register_model decorates a class or factory function, got {factory!r}")
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: nothing more to check
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    missing = [a for a in _COMMON_ARGUMENTS_ORDER if a not in parameters or parameters[a].kind not in by_keyword]
+    if missing:
+        raise TypeError(
+            f"model {key!r}: its factory takes no keyword {', '.join(missing)}; build_model calls it as "
+            "factory(input_shape=..., num_classes=..., activation=..., dropout=..., **options)"
+        )
+
+
+def unregister_model(name: str) -> None:
+    """Removes the model called ``name`` (nothing when there is none; tests that register one clean up with it)."""
+    key = str(name).strip().lower()
+    _REGISTRY.pop(key, None)
+    _ARGUMENTS.pop(key, None)
+
+
+def model_registrations() -> dict[str, tuple[ModelFactory, ModelArguments | None]]:
+    """Every registered model: name -> (factory, its :class:`ModelArguments` or None), for :func:`restore_models`."""
+    return {key: (factory, _ARGUMENTS.get(key)) for key, factory in _REGISTRY.items()}
+
+
+def restore_models(registrations: dict[str, tuple[ModelFactory, ModelArguments | None]]) -> None:
+    """Makes the registry hold exactly ``registrations`` (what :func:`model_registrations` returned before): undoes
+    every registration, replacement and removal made since."""
+    _REGISTRY.clear()
+    _ARGUMENTS.clear()
+    for key, (factory, arguments) in registrations.items():
+        _REGISTRY[key] = factory
+        if arguments is not None:
+            _ARGUMENTS[key] = arguments
 
 
 def available_models() -> list[str]:

@@ -94,7 +94,8 @@ def test_duplicate_names_need_replace(registry):
 
 def test_register_returns_the_factory_unchanged(registry):
     class Custom(nn.Linear):
-        pass
+        def __init__(self, *, input_shape, num_classes, activation=None, dropout=0.0):
+            super().__init__(input_shape[0], num_classes)
 
     assert register_model("custom")(Custom) is Custom
 
