@@ -37,6 +37,9 @@ class RunState:
     """One record per completed epoch."""
     history_json: JsonListText = field(default_factory=JsonListText, repr=False, compare=False)
     """Encodes :attr:`history` for checkpoints (``json.dumps(history)``), each record once."""
+    resumed_epochs: int = 0
+    """The epochs a resume restored from a checkpoint (0: trained from the start); the first records of
+    :attr:`history` are theirs."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class TrainerState:
         if self.scheduler is not None and state["scheduler"]:
             self.scheduler.load_state_dict(state["scheduler"])
         self.run.epoch, self.run.global_step = int(state["epoch"]), int(state["global_step"])
+        self.run.resumed_epochs = self.run.epoch
         self.run.history = json.loads(state["history"])
         saved_config = json.loads(state["config"])
         if self.config and saved_config:

@@ -325,8 +325,10 @@ def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: floa
             latent_bias_scalars=counts.bias_scalars,
             deterministic_weights=counts.weights,
         )
+    # A resumed run's earlier sessions: the epoch times of the epochs its checkpoint restored (their set-up aside).
+    earlier = sum(float(r.get("time_s", 0.0)) for r in history[: trainer.run_state.resumed_epochs])
     metrics.update(
-        train_time_s=train_time,
+        train_time_s=train_time + earlier,
         epochs_run=len(history),
         device=str(device),
         num_train=len(data.train),

@@ -1,6 +1,7 @@
 """End-to-end runs with tiny settings: train, evaluate (with a corruption), resume, the demo and the CLI."""
 
 import json
+import types
 from dataclasses import replace
 
 import pytest
@@ -108,6 +109,17 @@ def test_resume_with_the_same_config_matches_an_uninterrupted_run(tmp_path, monk
     monkeypatch.setattr(Trainer, "fit", real_fit)
     resumed = train_run(TINY, tmp_path / "b", resume=True, progress=False).metrics["history"]
     assert strip(resumed) == strip(straight)
+
+
+def test_a_resumed_runs_training_time_counts_the_epochs_before_the_resume(tmp_path, monkeypatch):
+    # it counted only the last session: a run resumed after its last epoch recorded a few milliseconds
+    from pyro_bnn.runs import runs
+
+    train_run(replace(TINY, epochs=1), tmp_path / "b", progress=False)
+    clock = iter([100.0, 103.0])  # the second session's start and end, 3 s apart
+    monkeypatch.setattr(runs, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    metrics = train_run(replace(TINY, epochs=2), tmp_path / "b", resume=True, progress=False).metrics
+    assert metrics["train_time_s"] == pytest.approx(3.0 + metrics["history"][0]["time_s"], abs=1e-12)
 
 
 def test_an_existing_run_is_not_overwritten_silently(tmp_path):
