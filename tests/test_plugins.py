@@ -262,7 +262,12 @@ def test_register_experiment_refuses_a_taken_name_in_one_line():
         assert register_experiment(other, replace=True) is other and EXPERIMENTS["priors"] is other
     finally:
         register_experiment(taken, replace=True)
-    with pytest.raises(TypeError, match="register_experiment takes an Experiment"):
-        register_experiment(type(taken))  # the class, not an instance
+    # the class, not an instance: it read "<class '...'> lacks an instance, not the class"
+    cls = type(taken)
+    message = (
+        rf"^register_experiment takes an instance of an Experiment, got the class {cls.__module__}\.{cls.__name__}; "
+    )
+    with pytest.raises(TypeError, match=message + rf"pass {cls.__name__}\(\)$"):
+        register_experiment(cls)
     unregister_experiment("no-such-paper")  # nothing to remove: no error
     assert list(EXPERIMENTS)[:2] == ["leaky-calibration", "bayes-by-backprop"]

@@ -25,9 +25,12 @@ _ATTRIBUTES = ("name", "title", "summary", "profiles", "plan", "analyse")
 
 def _check_experiment(experiment: object) -> None:
     """Refuses, in one line, an object that is not an :class:`~pyro_bnn.reproduce.planned.Experiment`."""
-    missing = [attribute for attribute in _ATTRIBUTES if not hasattr(experiment, attribute)]
     if isinstance(experiment, type):
-        missing = ["an instance, not the class"]
+        raise TypeError(
+            f"register_experiment takes an instance of an Experiment, got the class "
+            f"{experiment.__module__}.{experiment.__qualname__}; pass {experiment.__qualname__}()"
+        )
+    missing = [attribute for attribute in _ATTRIBUTES if not hasattr(experiment, attribute)]
     if missing:
         raise TypeError(
             f"register_experiment takes an Experiment ({', '.join(_ATTRIBUTES)}); {experiment!r} lacks "
