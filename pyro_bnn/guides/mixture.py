@@ -34,6 +34,19 @@ inverse softplus of a negative number is NaN (the authors' code does not guard a
 this value instead."""
 
 
+def samples_for_components(num_samples: int, num_components: int) -> int:
+    """The smallest multiple of K = ``num_components`` that is >= ``num_samples``: a default number of prediction
+    samples that takes the same number from each component (sample i comes from component ``i mod K``), e.g. 102
+    for 100 samples of K = 3 components (100 for K = 4).
+
+    Raises:
+        ValueError: ``num_samples`` or ``num_components`` is not an int >= 1.
+    """
+    num_samples = positive_int(num_samples, "num_samples")
+    num_components = positive_int(num_components, "num_components")
+    return num_components * -(-num_samples // num_components)
+
+
 class EqualMixtureNormal(TorchDistribution):
     """``(1/K) sum_k Normal(locs[k], scales[k])`` over a vector of D scalars, with a reparameterised sample.
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 INPUT_NOISE = "input_noise"
 """Attribute (and last part of the site name) of a layer's input-noise vector."""
@@ -109,8 +110,8 @@ def add_node_noise(net: nn.Module, select: LayerSelect | None = None, *, bias_no
         ``"<layer>.bias_noise"`` ``()`` (one), and the hooks that apply them.
 
     Raises:
-        ValueError: ``net`` is not a module, ``bias_noise`` not a bool, a layer already has node noise, or nothing
-            was selected.
+        ValueError: ``net`` is not a module, ``bias_noise`` not a bool, a layer already has node noise or is a
+            lazy layer not run yet (nn.LazyLinear: its input size is unknown), or nothing was selected.
     """
     if not isinstance(net, nn.Module):
         raise ValueError(f"add_node_noise needs a torch.nn.Module, got {type(net).__name__}")
@@ -127,10 +128,20 @@ def add_node_noise(net: nn.Module, select: LayerSelect | None = None, *, bias_no
         if isinstance(m, NOISY_TYPES) and not name.startswith(unhooked) and select(name, m)
     ]
     if not chosen:
-        raise ValueError("add_node_noise selected no layer (node noise applies to nn.Linear and nn.ConvNd layers)")
-    for name, module in chosen:
+        raise ValueError(
+            "add_node_noise selected no layer (node noise applies to nn.Linear, nn.Conv1d, nn.Conv2d and nn.Conv3d "
+            "layers, not to transposed convolutions)"
+        )
+    for name, module in chosen:  # checked before any layer changes
+        label = name or type(module).__name__
         if hasattr(module, INPUT_NOISE):
-            raise ValueError(f"layer {name or type(module).__name__!r} already has node noise")
+            raise ValueError(f"layer {label!r} already has node noise")
+        if is_lazy(module.weight):
+            raise ValueError(
+                f"layer {label!r} ({type(module).__name__}) is not initialised yet, so its number of inputs is "
+                "unknown: run the network once on a batch before add_node_noise"
+            )
+    for _, module in chosen:
         weight = module.weight
         channels = module.in_features if isinstance(module, nn.Linear) else module.in_channels
         module.register_parameter(INPUT_NOISE, nn.Parameter(weight.new_ones(channels)))

@@ -9,7 +9,7 @@ import torch
 from pyro.distributions import Distribution
 
 from pyro_bnn.node_noise.convert import is_node_noise
-from pyro_bnn.priors.base import ParameterSite, Prior, elementwise, positive_buffer
+from pyro_bnn.priors.base import ParameterSite, Prior, elementwise, positive_buffer, positive_number
 from pyro_bnn.priors.selection import Select
 
 
@@ -20,8 +20,10 @@ class NodeNoisePrior(Prior):
     prior is ``--prior normal:1,S`` (one s for every layer).
 
     Args:
-        scale: s of every layer not named in ``layer_scales``.
-        layer_scales: ``{layer name: s}`` for layers with their own s (``{"conv1": 0.3}``).
+        scale: s of every layer not named in ``layer_scales``: a finite real number > 0 (an int or float, a NumPy
+            scalar or a 0-d tensor; not a bool or a string).
+        layer_scales: ``{layer name: s}`` for layers with their own s (``{"conv1": 0.3}``), each s of the same
+            kinds as ``scale``.
         select: Which parameters are node noise; default :func:`~pyro_bnn.node_noise.is_node_noise`.
     """
 
@@ -30,15 +32,15 @@ class NodeNoisePrior(Prior):
     ) -> None:
         super().__init__(select or is_node_noise)
         positive_buffer(self, "scale", scale)
+        if layer_scales is not None and not isinstance(layer_scales, Mapping):
+            raise ValueError(
+                f"NodeNoisePrior: layer_scales must be a dict {{layer name: scale}} or None, got {layer_scales!r}"
+            )
         self._layer_index: dict[str, int] = {}
         values = []
         for i, (layer, value) in enumerate(dict(layer_scales or {}).items()):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                raise ValueError(
-                    f"NodeNoisePrior: the scale of layer {layer!r} must be a finite number > 0, got {value!r}"
-                )
+            values.append(positive_number(value, f"NodeNoisePrior: layer_scales[{layer!r}]"))
             self._layer_index[layer] = i
-            values.append(float(value))
         self.register_buffer("layer_scale_values", torch.tensor(values))
 
     def parameter_sites(self, net):

@@ -95,8 +95,9 @@ def predict(
             ``mc_dropout = True`` keeps dropout on), a dict of weight samples ``{site: (S, *param_shape)}`` (MCMC,
             an ensemble, a file), a point estimate ``{site: param_shape}``, or a ``ParameterSource``.
         data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
-        num_samples: S, posterior samples to draw (default: 100 from a guide, all of a dict of samples, 1 for a
-            point estimate).
+        num_samples: S, posterior samples to draw (default: 100 from a guide, rounded up to a multiple of K for a
+            mixture of K components such as :class:`~pyro_bnn.guides.NodeNoiseMixture`, whose sample i comes from
+            component ``i mod K``; all of a dict of samples; 1 for a point estimate).
         chunk_size: Weight sets per vectorised call; by default as many as fit in ``max_chunk_bytes`` together with
             one batch's activations (measured with one example).
         batch_size: Batch size used when ``data`` is a tensor or a pair.

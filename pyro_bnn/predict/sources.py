@@ -26,7 +26,8 @@ from pyro import poutine
 from torch import nn
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.capabilities import DrawsPosterior
+from pyro_bnn.guides.capabilities import DrawsPosterior, NormalMixturePosterior
+from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.sites import sample_plate
 
 
@@ -92,6 +93,18 @@ class GuideSource(ParameterSource):
             raise ValueError(f"a guide source needs a callable guide, got {type(guide).__name__}")
         self.guide = guide
         self.mc_dropout = bool(getattr(guide, "mc_dropout", False))
+
+    @property
+    def num_components(self) -> int:
+        """K of an equal-weight mixture guide (:class:`~pyro_bnn.guides.NormalMixturePosterior`, e.g.
+        :class:`~pyro_bnn.guides.NodeNoiseMixture`), whose sample i comes from component ``i mod K``; 1 for any
+        other guide."""
+        return int(self.guide.num_components) if isinstance(self.guide, NormalMixturePosterior) else 1
+
+    def default_num_samples(self) -> int:
+        """100, or for a mixture of K components the smallest multiple of K from 100 on (102 for K = 3), so that
+        every component gives the same number of samples."""
+        return samples_for_components(super().default_num_samples(), self.num_components)
 
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         if getattr(self.guide, "prototype_trace", True) is None:  # an AutoGuide that has not run yet

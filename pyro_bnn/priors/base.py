@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -53,12 +55,29 @@ def elementwise(family: Callable[..., Distribution], shape: torch.Size, *params:
     return base.expand(batch + shape).to_event(len(shape))
 
 
+def positive_number(value: object, what: str) -> float:
+    """``value`` as a float if it is a finite real number > 0: an int or float, a NumPy scalar or a 0-d real tensor
+    (not a bool, a string or a sequence); else a one-line ``ValueError``: ``"{what} must be a finite number > 0, got
+    ..."`` (a tensor named by its shape and dtype, whose repr may span lines)."""
+    number: float | None = None
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and value.dtype != torch.bool and not value.is_complex():
+            number = float(value.item())
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+    if number is None or not 0 < number < math.inf:
+        if isinstance(value, torch.Tensor):
+            shown = f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}" if number is None else number
+        else:
+            shown = repr(value)
+        raise ValueError(f"{what} must be a finite number > 0, got {shown}")
+    return number
+
+
 def positive_buffer(module: nn.Module, name: str, value: float) -> None:
-    """Registers ``value`` as a scalar buffer after checking that it is a finite positive number."""
-    value = float(value)
-    if not (value > 0 and value < float("inf")):
-        raise ValueError(f"{type(module).__name__}: {name} must be a finite number > 0, got {value!r}")
-    module.register_buffer(name, torch.tensor(value))
+    """Registers ``value`` as a scalar buffer after checking that it is a finite number > 0 (:func:`positive_number`;
+    the error names the prior's class and ``name``)."""
+    module.register_buffer(name, torch.tensor(positive_number(value, f"{type(module).__name__}: {name}")))
 
 
 def finite_buffer(module: nn.Module, name: str, value: float) -> None:

@@ -26,6 +26,7 @@ from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.data.synthetic import DEFAULT_N_SAMPLES
 from pyro_bnn.guides import DEFAULT_GUIDE, Capability, parse_guide
+from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.infer import KLWeighting, parse_kl_schedule
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
 from pyro_bnn.infer.objective_registry import check_objective, make_objective
@@ -47,6 +48,11 @@ from pyro_bnn.runs.config_checks import (
     check_model_fits as check_model_fits,
 )
 
+DEFAULT_NUM_SAMPLES = 100
+"""``num_samples`` left None: the test metrics' posterior samples (rounded up to a multiple of a mixture's K)."""
+DEFAULT_NUM_VAL_SAMPLES = 16
+"""``num_val_samples`` left None: the validation metrics' posterior samples (likewise rounded up)."""
+
 
 @dataclass(frozen=True)
 class RunConfig(Settings):
@@ -56,7 +62,8 @@ class RunConfig(Settings):
     :meth:`from_dict`, :meth:`~pyro_bnn.checks.Settings.from_args`; :meth:`check` says how): a bad option raises a
     one-line ``ValueError`` naming it, its value and what is expected.
     It is frozen: vary one with ``dataclasses.replace(config, seed=1)``. Options left None whose default depends
-    on the mode (``prior``, ``guide``, ``optimizer``, ``lr``, ``lr_variational``, ``weight_decay``) stay None;
+    on the mode (``prior``, ``guide``, ``optimizer``, ``lr``, ``lr_variational``, ``weight_decay``, ``num_samples``,
+    ``num_val_samples``) stay None;
     :meth:`resolved` returns the config with them filled, which is what a run trains with and writes. Whether the
     ``device`` exists is checked where a run starts (:func:`resolve_device`), so that a run trained on a GPU can be
     read on a machine without one.
@@ -118,8 +125,11 @@ class RunConfig(Settings):
         val_size: Validation examples held out of the training set (None: the data set's default).
         normalization: ``unit`` (/255), ``standard`` (mean/std) or ``bbb`` (/126).
         data_dir: Where MNIST / Fashion-MNIST IDX files are (None: the usual places).
-        num_samples: Posterior samples for the test metrics.
-        num_val_samples: Posterior samples for the per-epoch validation metrics.
+        num_samples: Posterior samples for the test metrics. None: 100, rounded up to a multiple of the guide's
+            components K (``mixture:3``: 102), so that each component gives the same number; a number given must be
+            a multiple of K.
+        num_val_samples: Posterior samples for the per-epoch validation metrics. None: 16, rounded up to a multiple
+            of K likewise (``mixture:3``: 18); a number given must be a multiple of K.
         n_bins: Calibration bins.
         patience: Early stopping after this many epochs without improvement of the validation accuracy
             (regression: the validation NLL); 0: off.
@@ -158,8 +168,8 @@ class RunConfig(Settings):
     val_size: float | None = None
     normalization: str = "unit"
     data_dir: str | None = None
-    num_samples: int = 100
-    num_val_samples: int = 16
+    num_samples: int | None = None
+    num_val_samples: int | None = None
     n_bins: int = 15
     patience: int = 0
 
@@ -187,6 +197,12 @@ class RunConfig(Settings):
             filled["lr_variational"] = 0.3
         if self.weight_decay is None:
             filled["weight_decay"] = 5e-4 if node_noise else 0.0
+        if self.num_samples is None or self.num_val_samples is None:
+            # A default takes the same number of samples from each of a mixture guide's K components.
+            multiple = parse_guide(filled.get("guide", self.guide)).samples_multiple
+            for name, default in (("num_samples", DEFAULT_NUM_SAMPLES), ("num_val_samples", DEFAULT_NUM_VAL_SAMPLES)):
+                if getattr(self, name) is None:
+                    filled[name] = samples_for_components(default, multiple)
         if not filled:
             return self
         copy = object.__new__(RunConfig)
@@ -347,7 +363,7 @@ class RunConfig(Settings):
                 raise ValueError(
                     f"{name}={value} is not a multiple of {multiple}: guide {self.guide!r} takes the same number "
                     f"of prediction samples from each of its {multiple} components (e.g. {name}="
-                    f"{max(1, value // multiple) * multiple})"
+                    f"{max(1, value // multiple) * multiple}, or leave it unset for a default that is one)"
                 )
         if guide.offers(Capability.NODE_NOISE_ONLY) and not self.node_noise:
             raise ValueError(

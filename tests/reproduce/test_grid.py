@@ -187,6 +187,11 @@ def test_run_ids_are_pinned():
     spec = tiny_specs(1)[0]
     assert spec.run_id == "moons-s0-edcb2e3081"
     current = {k: v for k, v in json.loads(RunConfig().to_json()).items() if k not in ("device", "data_dir")}
+    # The sample counts default to None, which a run resolves (and its id hashes) as 100 and 16 for every guide
+    # that took those before (a mixture of K is rounded up to a multiple of K; 100 and 16 were refused for it).
+    resolved = RunConfig().resolved()
+    assert (current["num_samples"], current["num_val_samples"]) == (None, None)
+    current.update(num_samples=resolved.num_samples, num_val_samples=resolved.num_val_samples)
     assert {k: current[k] for k in RUN_ID_BASE} == RUN_ID_BASE, "a RunConfig default changed: ids change too"
     # fields added since leave the ids of runs at their defaults as they were
     assert {k: v for k, v in current.items() if k not in RUN_ID_BASE} == {
