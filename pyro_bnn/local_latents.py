@@ -2,8 +2,9 @@
 
 A :class:`LocalLatent` is sampled by :class:`~pyro_bnn.BNN` inside the likelihood's data plate (see
 :mod:`pyro_bnn.sites` for the dimensions) and changes the input of one submodule of the network through a
-temporary forward pre-hook. Node noise (multiplicative noise on each layer's inputs) is the motivating case; the
-base class knows nothing about what the latent means.
+temporary forward pre-hook. The base class knows nothing about what the latent means. Node noise
+(:mod:`pyro_bnn.node_noise`) is not built on it: its multiplicative noise on each layer's inputs is one global site per
+layer (a parameter of the network that its prior selects), shared by every example, not a per-example latent.
 """
 
 from __future__ import annotations

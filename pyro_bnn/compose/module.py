@@ -13,8 +13,10 @@ train the same objective; the Trainer's fused objectives (closed-form KL, antith
 estimates of it.
 
 The KL estimate is the single-draw Monte Carlo one (what ``Trace_ELBO`` uses), valid for every guide family and
-prior, hierarchical scales included; it is not the closed form. Models with per-example latents (node noise) are
-refused: their latent sites live inside the data plate, which a plain forward does not have.
+prior, hierarchical scales included; it is not the closed form. Models with per-example latents
+(:class:`~pyro_bnn.local_latents.LocalLatent` sites) are refused: they live inside the data plate, which a plain
+forward does not have. Node noise is not of them: its noise scalars are global sites, so a node-noise BNN with its
+:class:`~pyro_bnn.guides.NodeNoiseMixture` guide is accepted.
 """
 
 from __future__ import annotations

@@ -94,8 +94,9 @@ class RandomFunction:
     """A :class:`~pyro_bnn.BNN` used as a random function in a user-written Pyro model.
 
     Args:
-        bnn: The network and its prior. Its likelihood is ignored; a BNN with per-example latents (node noise) is
-            refused, as their sites belong to the BNN's own data plate.
+        bnn: The network and its prior. Its likelihood is ignored; a BNN with per-example latents
+            (:class:`~pyro_bnn.local_latents.LocalLatent` sites) is refused, as their sites belong to the BNN's own
+            data plate. Node noise has none (its noise scalars are global sites) and is accepted.
         prefix: Prepended with a dot to every site of the network (``"f"`` gives ``"f.0.weight"``); no dot inside.
         record: Also record the outputs as a deterministic site named ``prefix`` (so :func:`predict_model` and
             Pyro's ``Predictive`` return them); its value is ``(*S, B, *out)`` with the sample dimensions ``*S``
