@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyro
 import torch
 
 from pyro_bnn.bnn import BNN
@@ -54,7 +55,11 @@ def score(bnn: BNN, guide, x: torch.Tensor, y: torch.Tensor, config: RunConfig) 
     test set has at least 18 inputs, ``conformal_coverage, conformal_set_size`` (:func:`conformal_metrics`).
     Regression: ``rmse, nll, coverage`` (of mean ± 2 sd; :func:`pyro_bnn.evaluation.regression_metrics`) and
     ``posterior_mean_rmse``.
+
+    The predictive's draws are made under the run's seed (``pyro.set_rng_seed(config.seed)`` first), so a run's
+    recorded metrics and a later ``evaluate`` of its checkpoint are the same numbers, whatever drew before.
     """
+    pyro.set_rng_seed(config.seed)
     prediction = predict(bnn, guide, (x, y), num_samples=config.num_samples, point=True)
     mean_net = prediction.point
     if not prediction.is_classification:
