@@ -377,7 +377,7 @@ def _validate(batch: _Batch, running: list[int], records: dict[int, dict], epoch
     for run in running:
         if batch.val[run] is not None:
             validation = batch.trainers[run].validation
-            key = (batch.val[run][0].shape[0], validation.num_samples, validation.n_bins)
+            key = (batch.val[run][0].shape[0], validation.samples_for(batch.trainers[run].guide), validation.n_bins)
             groups.setdefault(key, []).append(run)
     device = batch.stack.loc.device
     for (_, num_samples, n_bins), runs in groups.items():

@@ -113,13 +113,15 @@ class ObjectiveOptions(Settings):
 class ValidationOptions(Settings):
     """The per-epoch validation metrics on ``fit``'s ``val_loader`` (``Trainer(validation=...)``)."""
 
-    num_val_samples: int = 16
-    """Posterior samples for the validation metrics."""
+    num_val_samples: int | None = None
+    """Posterior samples for the validation metrics; None: 16, rounded up to a multiple of a mixture guide's K
+    (:meth:`~pyro_bnn.infer.validation.Validation.samples_for`)."""
     n_bins: int = 15
     """Calibration bins for the validation ECE and MCE."""
 
     def check(self) -> None:
-        _check_positive_int("num_val_samples", self.num_val_samples)
+        if self.num_val_samples is not None:
+            _check_positive_int("num_val_samples", self.num_val_samples)
         _check_positive_int("n_bins", self.n_bins)
 
 

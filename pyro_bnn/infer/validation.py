@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
+from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
 from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError
 from pyro_bnn.predict import predict
+from pyro_bnn.predict.sources import GuideSource
 
 if TYPE_CHECKING:
     from pyro_bnn.infer.trainer import Trainer
+
+DEFAULT_VAL_SAMPLES = 16
+"""Posterior samples per validation unless told otherwise."""
 
 
 class Validation(Callback):
@@ -28,15 +33,24 @@ class Validation(Callback):
     other callback, so that early stopping and checkpoints see the metrics.
 
     Args:
-        num_samples: Posterior samples per validation.
+        num_samples: Posterior samples per validation; None (the default): :data:`DEFAULT_VAL_SAMPLES`, rounded up
+            to a multiple of a mixture guide's K (:meth:`samples_for`).
         n_bins: Calibration bins for the ECE and MCE.
         loader: The validation batches, or None (no metrics).
     """
 
-    def __init__(self, num_samples: int = 16, n_bins: int = 15, loader: Iterable | None = None) -> None:
-        num_samples = positive_int(num_samples, "num_val_samples")
+    def __init__(self, num_samples: int | None = None, n_bins: int = 15, loader: Iterable | None = None) -> None:
+        num_samples = None if num_samples is None else positive_int(num_samples, "num_val_samples")
         n_bins = positive_int(n_bins, "n_bins")
         self.num_samples, self.n_bins, self.loader = num_samples, n_bins, loader
+
+    def samples_for(self, guide: Callable) -> int:
+        """The posterior samples a validation of ``guide`` draws: :attr:`num_samples`, or where that is None
+        :data:`DEFAULT_VAL_SAMPLES` rounded up to a multiple of the guide's K (18 for a mixture of 3), so that each
+        component gives as many."""
+        if self.num_samples is not None:
+            return self.num_samples
+        return samples_for_components(DEFAULT_VAL_SAMPLES, GuideSource(guide).num_components)
 
     @torch.no_grad()
     def evaluate(
@@ -47,7 +61,7 @@ class Validation(Callback):
         Raises:
             NonFiniteOutputError: The predictions are NaN or infinite.
         """
-        num_samples = self.num_samples if num_samples is None else num_samples
+        num_samples = self.samples_for(guide) if num_samples is None else num_samples
         if isinstance(model, BNN):
             prediction = predict(model, guide, loader, num_samples=num_samples)
         else:  # a composed model (TrainableModel) makes its own predictive

@@ -106,6 +106,17 @@ class GuideSource(ParameterSource):
         every component gives the same number of samples."""
         return samples_for_components(super().default_num_samples(), self.num_components)
 
+    def check_num_samples(self, num_samples: int) -> None:
+        """Refuses an S that is no multiple of a mixture guide's K: sample i comes from component ``i mod K``, so
+        the components would weigh unequally in the prediction."""
+        k = self.num_components
+        if num_samples % k:
+            raise ValueError(
+                f"num_samples={num_samples} is not a multiple of {k}: the mixture guide takes the same number of "
+                f"samples from each of its {k} components (e.g. num_samples={samples_for_components(num_samples, k)}"
+                f"; the default, None, is {self.default_num_samples()})"
+            )
+
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         if getattr(self.guide, "prototype_trace", True) is None:  # an AutoGuide that has not run yet
             with poutine.block():

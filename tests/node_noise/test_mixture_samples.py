@@ -39,6 +39,31 @@ def test_predict_default_takes_every_component_equally(k):
     assert prediction.num_samples % k == 0
 
 
+def test_predict_refuses_a_count_that_weighs_the_components_unequally():
+    # num_samples=4 of K = 3 drew component 0 twice, silently
+    bnn, guide, x = _trained_mixture(3)
+    message = r"^num_samples=4 is not a multiple of 3: .* \(e.g. num_samples=6; the default, None, is 102\)$"
+    with pytest.raises(ValueError, match=message):
+        predict(bnn, guide, x, num_samples=4)
+    assert predict(bnn, guide, x, num_samples=6).num_samples == 6
+
+
+def test_a_trainer_validates_a_mixture_of_three_with_its_default_sample_count():
+    import pyro
+
+    from pyro_bnn.data import BatchLoader
+    from pyro_bnn.infer import RuntimeOptions, Trainer, ValidationOptions
+    from pyro_bnn.infer.validation import Validation
+
+    bnn, guide, x = _trained_mixture(3)
+    x, y = torch.randn(10, 4), torch.arange(10) % 3
+    loader = BatchLoader(x, y, 5)
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=RuntimeOptions(seed=0, progress=False))
+    assert trainer.fit(loader, 1, val_loader=loader)[0]["val_accuracy"] >= 0  # 16 draws of 3 would be refused
+    assert Validation().samples_for(guide) == 18 and Validation(6).samples_for(guide) == 6
+    assert ValidationOptions().num_val_samples is None
+
+
 def test_run_config_defaults_round_to_the_mixture():
     three = RunConfig(dataset="cubic", model="mlp:16,16", node_noise=True, guide="mixture:3", num_samples=6)
     assert (three.resolved().num_samples, three.resolved().num_val_samples) == (6, 18)
