@@ -2,10 +2,11 @@
 
 - ``local`` (:class:`LocalExecutor`): in this process one after another (``workers=1``), or a pool of ``workers``
   processes (at most one per core, and as many as the free memory holds), which end when this process ends.
-- ``ray`` (:class:`RayExecutor`): each run a Ray task. ``ray.init()`` joins the cluster named by ``RAY_ADDRESS`` when
-  it is set (refused in one line within :data:`RAY_CONNECT_SECONDS` when nothing answers there) and starts a local
-  instance otherwise. On a cluster, ``--out`` must be a folder every node sees (a shared file system), since each
-  task writes its run folder where it runs. A task whose worker or node is lost is run once more.
+- ``ray`` (:class:`RayExecutor`): each group of runs (a run, or a batch) a Ray task. Made, it joins the cluster named
+  by ``RAY_ADDRESS`` when it is set (refused in one line within :data:`RAY_CONNECT_SECONDS` when nothing answers
+  there as Ray) and starts a local instance otherwise, and refuses tasks larger than any node. On a cluster, ``--out``
+  must be a folder every node sees (a shared file system), since each task writes its run folder where it runs. A
+  task whose worker or node is lost is run once more.
 
 Every executor runs each run on ``threads`` torch threads (default 1), whatever else runs beside it: the thread
 count changes the order of floating-point sums, so a run's numbers would otherwise depend on ``workers``.
@@ -27,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from pyro_bnn.reproduce.executor_base import AUTO as AUTO
@@ -41,7 +43,7 @@ from pyro_bnn.reproduce.executor_base import (
     check_batch_runs,
     group_specs,
 )
-from pyro_bnn.reproduce.planned import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
 from pyro_bnn.reproduce.ray_executor import RAY_CONNECT_SECONDS as RAY_CONNECT_SECONDS
 from pyro_bnn.reproduce.ray_executor import RayExecutor
 from pyro_bnn.reproduce.ray_executor import check_ray_address as check_ray_address
@@ -89,11 +91,18 @@ WATCH_SECONDS = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
 
 
-def _start_worker(parent: int, code: str, training: str) -> None:
-    """A pool worker's initializer: its records name the grid's code version (:func:`inherit_code_version`), and a
-    daemon thread ends the worker within :data:`WATCH_SECONDS` of its parent's death, however the parent died
-    (``kill -9`` runs no clean-up, and a worker would otherwise train its queue to the end and then wait on a closed
-    pipe forever). An orphan is re-parented, so its parent id changes."""
+_started = None
+"""In a pool worker: the queue on which it says which group it starts (:func:`_execute_in_worker`)."""
+
+
+def _start_worker(parent: int, code: str, training: str, started=None) -> None:
+    """A pool worker's initializer: its records name the grid's code version (:func:`inherit_code_version`), it
+    keeps ``started`` (a queue) to say which group it starts, and a daemon thread ends the worker within
+    :data:`WATCH_SECONDS` of its parent's death, however the parent died (``kill -9`` runs no clean-up, and a worker
+    would otherwise train its queue to the end and then wait on a closed pipe forever). An orphan is re-parented, so
+    its parent id changes."""
+    global _started
+    _started = started
     inherit_code_version(code, training)
     # Ctrl-C in a terminal reaches the whole process group: the parent stops the pool (run_grid's interrupt), while a
     # worker taking it would die part-way through whatever it was doing (an import, a record) and, as the pool
@@ -106,6 +115,27 @@ def _start_worker(parent: int, code: str, training: str) -> None:
         os._exit(1)  # no clean-up to run: the parent that would read the results is gone
 
     threading.Thread(target=watch, name="pyro-bnn-parent-watch", daemon=True).start()
+
+
+def _execute_in_worker(index: int, group: list[RunSpec], runs_dir, **options) -> list[RunRecord]:
+    """:func:`_execute_group` in a pool worker, which first says (on its ``started`` queue) that it runs group
+    ``index``: the pool's own futures cannot tell a group a worker died running from one still queued."""
+    if _started is not None:
+        _started.put((index, os.getpid()))
+    return _execute_group(group, runs_dir, **options)
+
+
+def _worker_death(exitcode: int | None) -> str:
+    """How a pool worker ended, in a few words (``exitcode`` as :class:`multiprocessing.Process` gives it)."""
+    if exitcode is None:
+        return "how, unknown"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"killed by {name}" + (": out of memory, or kill -9" if exitcode == -signal.SIGKILL else "")
+    return f"exit status {exitcode}"
 
 
 class LocalExecutor:
@@ -128,8 +158,11 @@ class LocalExecutor:
         self._noted = False
 
     def run(self, specs: list[RunSpec], runs_dir: Path, *, progress: bool) -> Iterator[RunRecord]:
-        """Yields each spec's record as its run finishes (in order when in-process; a pool worker that dies
-        gives each run of its group a ``failed`` record)."""
+        """Yields each spec's record as its run finishes (in order when in-process).
+
+        In a pool, a pool worker that dies (killed, out of memory, ``os._exit``) gives each run of the group it was
+        running a ``failed`` record saying so. The pool stops its other workers then; their groups run again, from
+        their checkpoints, in a new pool, with the groups not started yet."""
         groups = group_specs(specs, self.batch_runs)
         workers, note = capped_workers(self.workers, self.threads) if self.workers > 1 else (1, "")
         if note and not self._noted:
@@ -140,29 +173,66 @@ class LocalExecutor:
             for group in groups:
                 yield from _execute_group(group, runs_dir, progress=progress, threads=self.threads)
             return
+        todo = list(range(len(groups)))  # the groups not recorded yet
+        while todo:
+            stopped = yield from self._pool_round(groups, todo, runs_dir, workers)
+            if stopped is None:
+                return
+            if stopped:  # the pool broke before any of its groups finished: no new pool would fare better
+                print(
+                    f"the process pool broke before any run finished; {sum(len(groups[i]) for i in todo)} run(s) "
+                    "left to a rerun",
+                    file=sys.stderr,
+                )
+                for index in todo:
+                    for spec in groups[index]:
+                        yield RunRecord(spec, Status.MISSING, reason="its process pool broke before it finished")
+                return
+
+    def _pool_round(self, groups: list[list[RunSpec]], todo: list[int], runs_dir: Path, workers: int):
+        """Runs the groups ``todo`` (indexes into ``groups``) in a new pool, yielding their records and removing each
+        recorded group from ``todo``. Returns None when the pool ended whole, else whether it broke without any group
+        recorded (the groups it was running in its other workers, and those it had not started, stay in ``todo``)."""
         registries = _registries()
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
+        started = context.SimpleQueue()  # (group, worker pid) as each group starts
         children_before = set(multiprocessing.active_children())
+        broken: list[int] = []
+        recorded = 0
         with ProcessPoolExecutor(
-            max_workers=workers,
+            max_workers=min(workers, len(todo)),
             mp_context=context,
             initializer=_start_worker,
-            initargs=(os.getpid(), code_version(), training_code()),
+            initargs=(os.getpid(), code_version(), training_code(), started),
         ) as pool:
             futures = {
                 pool.submit(
-                    _execute_group, group, runs_dir, progress=False, threads=self.threads, registries=registries
-                ): group
-                for group in groups
+                    _execute_in_worker,
+                    index,
+                    groups[index],
+                    runs_dir,
+                    progress=False,
+                    threads=self.threads,
+                    registries=registries,
+                ): index
+                for index in todo
             }
+            pool_workers = set(multiprocessing.active_children()) - children_before  # started by the first submit
             try:
                 for future in as_completed(futures):
+                    index = futures[future]
                     try:
-                        yield from future.result()
-                    except Exception as err:  # the worker died (out of memory, a crash): its runs failed
-                        for spec in futures[future]:
-                            yield record_failure(spec, runs_dir, err, attempt=Attempt(self.threads))
+                        records = future.result()
+                    except BrokenProcessPool:  # a worker died: sorted out below, once the pool has stopped
+                        broken.append(index)
+                        continue
+                    except (Exception, SystemExit) as err:  # the group's own error outside its runs' (a result
+                        attempt = Attempt(self.threads)  # that could not travel back): its runs failed
+                        records = [record_failure(spec, runs_dir, err, attempt=attempt) for spec in groups[index]]
+                    todo.remove(index)
+                    recorded += 1
+                    yield from records
             except BaseException:  # Ctrl-C, or the caller stopped reading: stop the workers now
                 pool.shutdown(wait=False, cancel_futures=True)
                 # Their runs resume from their last checkpoints; waiting for them to finish (the pool's own exit)
@@ -171,6 +241,26 @@ class LocalExecutor:
                 for child in set(multiprocessing.active_children()) - children_before:
                     child.terminate()
                 raise
+        if not broken:
+            return None
+        running = {}  # group -> the pid of the worker that started it
+        while not started.empty():
+            index, pid = started.get()
+            running[index] = pid
+        exitcodes = {process.pid: process.exitcode for process in pool_workers}
+        for index in broken:
+            if index not in running:
+                continue  # not started: it runs in the next pool
+            exitcode = exitcodes.get(running[index])
+            if exitcode == -signal.SIGTERM:
+                continue  # stopped by the pool (it terminates its other workers when one dies): it runs again
+            died = BrokenProcessPool(f"its pool worker died while running it ({_worker_death(exitcode)})")
+            attempt = Attempt(self.threads)
+            todo.remove(index)
+            recorded += 1
+            for spec in groups[index]:
+                yield record_failure(spec, runs_dir, died, attempt=attempt)
+        return recorded == 0
 
 
 def make_executor(
@@ -199,5 +289,5 @@ def make_executor(
         _check_threads(threads)
         return RayExecutor(workers, cpus_per_run=threads, gpus_per_run=gpus_per_run, batch_runs=batch_runs)
     if gpus_per_run:
-        raise ValueError("gpus_per_run is a Ray setting; local runs use --device")
+        raise ValueError(f"--gpus-per-run {gpus_per_run} is a setting of --executor ray; local runs use --device")
     return LocalExecutor(1 if workers is None else workers, batch_runs=batch_runs, threads=threads)

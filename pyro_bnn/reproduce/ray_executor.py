@@ -1,7 +1,9 @@
 """The ``ray`` executor (:class:`RayExecutor`): each group of runs a Ray task, on a local instance or the cluster
-``RAY_ADDRESS`` names (refused in one line within :data:`RAY_CONNECT_SECONDS` when nothing answers there). On a
-cluster, ``--out`` must be a folder every node sees (a shared file system), since each task writes its run folder
-where it runs. A task whose worker or node is lost is run once more.
+``RAY_ADDRESS`` names. The executor joins (or starts) Ray when it is made, before a grid writes anything: a cluster
+that does not answer, or answers but not as Ray, is refused in one line within :data:`RAY_CONNECT_SECONDS`, and so is
+a task that asks for more CPUs or GPUs than any node has (Ray would wait for such a node forever). On a cluster,
+``--out`` must be a folder every node sees (a shared file system), since each task writes its run folder where it
+runs. A task whose worker or node is lost is run once more.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +25,14 @@ from pyro_bnn.reproduce.executor_base import (
     group_specs,
 )
 from pyro_bnn.reproduce.planned import RunRecord, RunSpec
-from pyro_bnn.reproduce.records import Attempt, code_version, one_line, record_failure, training_code
+from pyro_bnn.reproduce.records import (
+    Attempt,
+    code_version,
+    one_line,
+    record_failure,
+    training_code,
+    without_machine,
+)
 
 
 def import_ray():
@@ -55,8 +65,38 @@ def _ray_endpoint(address: str) -> tuple[str, int] | None:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+HTTP2_GREETING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""The HTTP/2 client preface and an empty SETTINGS frame: a Ray head (its GCS, or a ``ray://`` client server) speaks
+gRPC, which answers them with a SETTINGS frame of its own; a service of another kind does not."""
+
+
+def _greet(endpoint: tuple[str, int], timeout: float) -> str:
+    """Empty when ``endpoint`` accepts a connection and answers :data:`HTTP2_GREETING` as a gRPC server does, within
+    ``timeout`` s in all; else what went wrong, in a few words."""
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection(endpoint, timeout=timeout) as conn:
+            conn.sendall(HTTP2_GREETING)
+            header = b""
+            while len(header) < 9:  # a frame header: length (3 bytes), type (1), flags (1), stream (4)
+                conn.settimeout(max(deadline - time.monotonic(), 0.01))
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    return "it answers, but closed the connection without speaking gRPC, as a Ray head does"
+                header += chunk
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as err:
+        return f"{err.strerror or one_line(err)}, within {timeout:g} s"
+    if header[3] != 4:  # not a SETTINGS frame
+        return "it answers, but not in gRPC, as a Ray head does"
+    return ""
+
+
 def check_ray_address(timeout: float = RAY_CONNECT_SECONDS) -> None:
-    """Checks that the cluster ``RAY_ADDRESS`` names (when set to a ``host:port``) accepts a connection.
+    """Checks that the cluster ``RAY_ADDRESS`` names (when set to a ``host:port``) accepts a connection and answers
+    it as a Ray head does (in gRPC), so that a wrong address is refused in one line rather than by Ray's own retries
+    (minutes). A gRPC service that is not Ray passes; :meth:`RayExecutor._init` then waits on Ray.
 
     Raises:
         ConnectionError: One line naming the address, what happened and the two ways on, within ``timeout`` s.
@@ -65,29 +105,46 @@ def check_ray_address(timeout: float = RAY_CONNECT_SECONDS) -> None:
     endpoint = _ray_endpoint(address) if address else None
     if endpoint is None:
         return
-    try:
-        socket.create_connection(endpoint, timeout=timeout).close()
-    except OSError as err:
-        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or one_line(err))
+    reason = _greet(endpoint, timeout)
+    if reason:
         raise ConnectionError(
-            f"cannot reach the Ray cluster at RAY_ADDRESS={address} ({reason}, within {timeout:g} s): start it "
+            f"cannot reach the Ray cluster at RAY_ADDRESS={address} ({reason}): start it "
             "(ray start --head) or unset RAY_ADDRESS to run on a local Ray instance"
-        ) from None
+        )
+
+
+def _join_failure(address: str, err: Exception) -> str:
+    """The one line for a ``ray.init()`` that could not join the cluster ``RAY_ADDRESS`` names."""
+    if address == "auto" and isinstance(err, ConnectionError):  # Ray found no cluster started on this machine
+        return (
+            "RAY_ADDRESS=auto, but no Ray cluster runs on this machine: start one (ray start --head), name its "
+            "address in RAY_ADDRESS, or unset RAY_ADDRESS to run on a local Ray instance"
+        )
+    return (
+        f"cannot join the Ray cluster at RAY_ADDRESS={address} ({one_line(err)[:300]}): check the address, or unset "
+        "RAY_ADDRESS to run on a local Ray instance"
+    )
 
 
 class RayExecutor:
-    """Each run a Ray task with ``cpus_per_run`` CPUs (its torch threads) and ``gpus_per_run`` GPUs.
+    """Each group of runs (a run, or a batch of compatible runs) a Ray task with ``cpus_per_run`` CPUs (its torch
+    threads) and ``gpus_per_run`` GPUs.
 
-    A task whose worker process or node is lost (killed, out of memory, a node gone) is submitted once more; its
-    runs' records say so (``retried``), and a second loss fails them. A run that raises fails as usual.
+    Made, it joins the cluster ``RAY_ADDRESS`` names or starts a local instance (once per process), so that a cluster
+    it cannot use is refused before a grid writes anything. A task whose worker process or node is lost (killed, out
+    of memory, a node gone) is submitted once more; its runs' records say so (``retried``), and a second loss fails
+    them. A run that raises fails as usual.
 
     Args:
         workers: Runs in flight at once (None: as many as the cluster schedules).
-        cpus_per_run: CPUs each task asks for; its torch threads are set to this.
+        cpus_per_run: CPUs each task asks for (``--threads``); its torch threads are set to this.
         gpus_per_run: GPUs each task asks for (a run with ``device=auto`` then trains on it).
 
     Raises:
-        ConnectionError: ``RAY_ADDRESS`` names a cluster that does not answer (:func:`check_ray_address`).
+        ConnectionError: ``RAY_ADDRESS`` names a cluster that does not answer, answers but not as Ray
+            (:func:`check_ray_address`), or that Ray cannot join (``auto`` with no cluster running here).
+        ValueError: A task would ask for more CPUs or GPUs than any node of the cluster has, which Ray would wait
+            for forever.
     """
 
     def __init__(
@@ -101,23 +158,55 @@ class RayExecutor:
         _check_workers(workers)
         batch_runs = check_batch_runs(batch_runs)
         positive_int(cpus_per_run, "cpus_per_run")
-        if not (isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0):
-            raise ValueError(f"gpus_per_run must be a number >= 0, got {gpus_per_run!r}")
+        if isinstance(gpus_per_run, bool) or not (isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0):
+            raise ValueError(f"--gpus-per-run must be a number >= 0, got {gpus_per_run!r}")
         self.ray = import_ray()
-        check_ray_address()
         self.workers = workers
         self.cpus_per_run = cpus_per_run
         self.gpus_per_run = gpus_per_run
         self.batch_runs = batch_runs
+        self._where = "the Ray cluster"  # what _check_fits names
+        self._init()
 
     def _init(self) -> None:
-        if self.ray.is_initialized():
+        """Joins (or starts) Ray unless this process already has, then checks that a task fits on a node."""
+        if not self.ray.is_initialized():
+            address = os.environ.get("RAY_ADDRESS", "").strip()
+            if address:
+                check_ray_address()
+                try:
+                    self.ray.init()  # joins the cluster RAY_ADDRESS names
+                except Exception as err:
+                    raise ConnectionError(_join_failure(address, err)) from None
+            else:
+                self._check_fits([{"CPU": _cores()}], "this machine", gpus=False)  # before starting Ray on it
+                self.ray.init(include_dashboard=False, log_to_driver=False, num_cpus=_cores())
+                self._where = "the local Ray instance"
+        nodes = [node.get("Resources", {}) for node in self.ray.nodes() if node.get("Alive", True)]
+        self._check_fits(nodes, self._where)
+
+    def _check_fits(self, nodes: list[dict[str, float]], where: str, *, gpus: bool = True) -> None:
+        """Refuses, in one line, a task no node of ``nodes`` (their resources) can hold: Ray would queue it forever,
+        silently."""
+        need = {"CPU": self.cpus_per_run, "GPU": self.gpus_per_run if gpus else 0}
+        if any(all(node.get(key, 0) >= amount for key, amount in need.items()) for node in nodes):
             return
-        if os.environ.get("RAY_ADDRESS"):
-            check_ray_address()  # again: the cluster may have gone since the executor was made
-            self.ray.init()  # joins the cluster RAY_ADDRESS names
-        else:
-            self.ray.init(include_dashboard=False, log_to_driver=False, num_cpus=_cores())
+        largest = "" if len(nodes) <= 1 else " on its largest node"
+        for key, flag in (("CPU", "--threads"), ("GPU", "--gpus-per-run")):
+            most = max((node.get(key, 0) for node in nodes), default=0)
+            if need[key] > most:
+                if key == "GPU":
+                    way = f"pass {flag} {most:g} or fewer" if most else f"pass {flag} 0 to train on the CPUs"
+                else:
+                    way = f"pass {flag} {int(most)} or fewer" if most >= 1 else "give the cluster a node with CPUs"
+                raise ValueError(
+                    f"{flag} {need[key]:g} asks each Ray task for {need[key]:g} {key}{'' if need[key] == 1 else 's'}, "
+                    f"but {where} has {most:g}{largest}, so the task would wait forever; {way}"
+                )
+        raise ValueError(
+            f"--threads {need['CPU']:g} with --gpus-per-run {need['GPU']:g}: no node of {where} has that many CPUs "
+            "and GPUs at once, so each task would wait forever; ask for fewer"
+        )
 
     def run(self, specs: list[RunSpec], runs_dir: Path, *, progress: bool) -> Iterator[RunRecord]:
         if not specs:
@@ -157,7 +246,7 @@ class RayExecutor:
                         attempt = Attempt(self.cpus_per_run, retried)
                         records = [record_failure(spec, runs_dir, err, attempt=attempt) for spec in group]
                     else:
-                        lost = f"its worker was lost ({one_line(err)[:200]})"
+                        lost = f"its worker was lost ({without_machine(one_line(err))[:200]})"
                         print(f"run {group[0].run_id}: {lost}; running it once more", file=sys.stderr)
                         waiting.insert(0, (group, lost))
                         continue

@@ -190,8 +190,8 @@ def _execute_run(spec: RunSpec, runs_dir: Path, progress: bool, attempt: Attempt
             result = train_run(spec.config, folder, resume=True, progress=progress)
     except RunFolderBusyError:
         return RunRecord(spec, Status.MISSING, reason="another process is running it")  # theirs to record
-    except Exception as err:  # recorded below with the other failures
-        return _record_failure(spec, folder, err, time.perf_counter() - start, attempt)
+    except (Exception, SystemExit) as err:  # recorded below with the other failures; a run's sys.exit() is its own
+        return _record_failure(spec, folder, err, time.perf_counter() - start, attempt)  # (Ctrl-C still stops all)
     return _record_result(spec, folder, result, start, attempt=attempt)
 
 
@@ -225,7 +225,7 @@ def _record_result(
             )
         metrics.update(_device_name(metrics.get("device")))
         record = RunRecord(spec, Status.DONE, metrics, binned_history(result.metrics.get("history", [])))
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # a measure's sys.exit() fails its run, as in _execute_run
         return _record_failure(spec, folder, err, shared + time.perf_counter() - start, attempt)
     record.seconds = shared + time.perf_counter() - start
     record.code, record.training_code = code_version(), training_code()
@@ -359,12 +359,24 @@ def _record_failure(
     record = RunRecord(
         spec,
         Status.FAILED,
-        reason=grid_relative(one_line(err), root),
+        reason=grid_relative(without_machine(one_line(err)), root),
         seconds=seconds,
         code=code_version(),
         threads=attempt.threads,
         retried=attempt.retried,
         training_code=training_code(),
     )
-    write_record(folder, record, traceback=portable_traceback("".join(traceback.format_exception(err)), root))
+    trace = without_machine("".join(traceback.format_exception(err)))
+    write_record(folder, record, traceback=portable_traceback(trace, root))
     return record
+
+
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_RAY_MACHINE = re.compile(r" ?\(pid=\d+, ip=[^)]*\)| ?Node IP: [^,\s]+, node ID: [0-9a-f]+\.?")
+
+
+def without_machine(text: str) -> str:
+    """``text`` without terminal colour codes, the ``(pid=..., ip=...)`` Ray writes after a task's name
+    (``ray::_execute_group() (pid=3198, ip=192.0.2.2)``) and the ``Node IP: ..., node ID: ...`` of a lost node: a
+    record says what failed, not the machine it failed on."""
+    return _RAY_MACHINE.sub("", _TERMINAL_CODES.sub("", text))

@@ -63,24 +63,36 @@ def check_model_fits(
         return None  # a user's model that cannot be built on the meta device: its real build will speak for it
 
 
-def _check_device_form(device: object) -> None:
-    """Refuses a ``device`` that names no device; whether it exists here is :func:`resolve_device`'s check."""
-    if device == "auto":
-        return
+DEVICE_TYPES = ("cpu", "cuda")
+"""The kinds of device a run trains on: torch names others (``mps``, ``meta``, ``xla``) that pyro-bnn's runs do not
+support, and every run would fail on them."""
+
+
+def _parse_device(device: object) -> torch.device:
+    """``device`` as a torch device of a kind in :data:`DEVICE_TYPES`, or a one-line ValueError naming the forms."""
+    expected = "expected 'cpu', 'cuda', 'cuda:N' or 'auto'"
     try:
-        torch.device(device)
+        parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
+        raise ValueError(f"unknown device {device!r}; {expected}") from None
+    if parsed.type not in DEVICE_TYPES:
+        raise ValueError(f"device {device!r} is not one pyro-bnn runs train on; {expected}")
+    return parsed
+
+
+def _check_device_form(device: object) -> None:
+    """Refuses a ``device`` that names no device pyro-bnn trains on; whether it exists here is
+    :func:`resolve_device`'s check."""
+    if device != "auto":
+        _parse_device(device)
 
 
 def resolve_device(device: str) -> torch.device:
-    """``auto`` means CUDA where available, else the CPU; asking for CUDA without one is an error."""
+    """``auto`` means CUDA where available, else the CPU; asking for CUDA without one is an error, and so is a kind
+    of device runs do not train on (``mps``, ``meta``)."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or 'auto'") from None
+    resolved = _parse_device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} was asked for but torch sees no CUDA device; use --device cpu")
     if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
