@@ -289,5 +289,6 @@ def make_executor(
         _check_threads(threads)
         return RayExecutor(workers, cpus_per_run=threads, gpus_per_run=gpus_per_run, batch_runs=batch_runs)
     if gpus_per_run:
-        raise ValueError(f"--gpus-per-run {gpus_per_run} is a setting of --executor ray; local runs use --device")
+        shown = f"{gpus_per_run:g}" if isinstance(gpus_per_run, (int, float)) else repr(gpus_per_run)
+        raise ValueError(f"--gpus-per-run {shown} is a setting of --executor ray; local runs use --device")
     return LocalExecutor(1 if workers is None else workers, batch_runs=batch_runs, threads=threads)

@@ -231,4 +231,4 @@ def test_a_device_runs_cannot_train_on_is_refused_naming_the_forms(device):
 
 def test_gpus_per_run_on_the_local_executor_names_the_option():
     with pytest.raises(ValueError, match=r"^--gpus-per-run 1 is a setting of --executor ray; local runs use --device"):
-        make_executor("local", gpus_per_run=1)
+        make_executor("local", gpus_per_run=1.0)  # as the command line parses it
