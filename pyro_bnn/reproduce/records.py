@@ -264,8 +264,9 @@ def _execute_batch(specs: list[RunSpec], runs_dir: Path, progress: bool, attempt
             results = train_runs_batched(
                 [s.config for s in todo], [runs_dir / s.run_id for s in todo], progress=progress
             )
-        except Exception:  # refused (not batchable after all) or failed as a batch (out of memory): each run alone,
-            results = None  # resuming any checkpoint the batch wrote, and recording its own failure if it fails
+        except (Exception, SystemExit):  # refused (not batchable after all) or failed as a batch (out of memory,
+            results = None  # a sys.exit()): each run alone, resuming any checkpoint the batch wrote, recording its
+            # own failure if it fails
         if results is None:
             for spec in todo:
                 records[spec.run_id] = _execute_run(spec, runs_dir, progress, attempt)

@@ -232,3 +232,21 @@ def test_a_device_runs_cannot_train_on_is_refused_naming_the_forms(device):
 def test_gpus_per_run_on_the_local_executor_names_the_option():
     with pytest.raises(ValueError, match=r"^--gpus-per-run 1 is a setting of --executor ray; local runs use --device"):
         make_executor("local", gpus_per_run=1.0)  # as the command line parses it
+
+
+def test_a_batch_that_exits_trains_its_runs_alone(tmp_path, monkeypatch):
+    # a sys.exit() inside the batched training escaped the grid (the batch caught Exception only)
+    from pyro_bnn.reproduce import records
+    from pyro_bnn.reproduce.planned import RunSpec
+
+    calls = []
+
+    def exits(*args, **kwargs):
+        calls.append(len(args[0]))
+        sys.exit(4)
+
+    monkeypatch.setattr(records, "train_runs_batched", exits)
+    base = RunConfig(dataset="moons", model="mlp:4", epochs=1, train_subset=64, val_size=0, num_samples=2)
+    specs = [RunSpec(RunConfig(**{**base.__dict__, "seed": s}), label=f"s{s}") for s in (0, 1)]
+    done = run_grid(specs, tmp_path, LocalExecutor(batch_runs=2), progress=False)
+    assert calls == [2] and [r.status for r in done] == [Status.DONE, Status.DONE], [r.reason for r in done]
