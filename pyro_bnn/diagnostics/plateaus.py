@@ -115,6 +115,9 @@ def find_plateau(
         p = np.exp(ll - np.nanmax(ll))
         flat = (p[:-1] >= floor) & (p[1:] >= floor) & (np.expm1(np.abs(np.diff(ll))) < flatness)
     window = grid[-1] - grid[0]
+    # A run of exactly the least width is a plateau: the grid is float32 rounded (likelihood_slice), so its width may
+    # fall a hair short of min_fraction * window; a thousandth of a step absorbs that, far from the next step down.
+    least = min_fraction * window - 1e-3 * window / max(1, len(grid) - 1)
     best: tuple[int, int] | None = None
     k = 0
     while k < len(flat):
@@ -126,7 +129,7 @@ def find_plateau(
             k += 1
         a, b = first, k  # points a..b
         width = grid[b] - grid[a]
-        if width >= min_fraction * window and (best is None or width > grid[best[1]] - grid[best[0]]):
+        if width >= least and (best is None or width > grid[best[1]] - grid[best[0]]):
             best = (a, b)
     if best is None:
         return None
@@ -265,6 +268,8 @@ def plateau_fractions(
             name for name in own if name in values and name.rsplit(".", 1)[-1] == "weight" and values[name].dim() >= 2
         ]
     else:
+        if isinstance(layers, str):  # it iterated the characters: "unknown parameter name '0'"
+            raise ValueError(f"layers must be a list of tensor names, got the string {layers!r}; pass [{layers!r}]")
         layers = list(layers)
         for name in layers:
             if name not in own:
