@@ -206,7 +206,10 @@ def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[
     torch.manual_seed(options.seed)
     samples = draw_samples(evaluation.bnn, evaluation.guide, options.num_samples)
     scores = normality_scores(samples)
-    data = (evaluation.x[:2000], evaluation.y[:2000])
+    # PSIS-LOO of the points the posterior was conditioned on: the training set's first 2 000 (on test points,
+    # elpd_loo would estimate nothing; their log predictive density needs no leave-one-out).
+    train = evaluation.data.train
+    data = (train.x[:2000].to(evaluation.x.device), train.y[:2000].to(evaluation.x.device))
     inference = to_inference_data(evaluation.bnn, samples, data, max_scalars_per_site=8)
     loo = arviz_compat.loo(inference)  # either ArviZ generation
     save_figure(plot_marginals(samples), out / "marginals.png")
@@ -216,7 +219,7 @@ def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[
             site: {key: _mean_abs(value) for key, value in score.items() if isinstance(value, torch.Tensor)}
             for site, score in scores.items()
         },
-        "loo": {"elpd_loo": loo.elpd, "p_loo": loo.p, "test_points": len(data[0])},
+        "loo": {"elpd_loo": loo.elpd, "p_loo": loo.p, "train_points": len(data[0])},
     }
 
 

@@ -48,7 +48,7 @@ def test_diagnose_writes_every_part_and_its_figures(tiny_run, capsys):
     assert set(report["slices"]["layers"]) == {"fc1.weight", "fc2.weight", "out.weight"}
     assert all(layer["sampled"] == 2 for layer in report["slices"]["layers"].values())
     assert [row["fraction"] for row in report["pruning"]["rows"]] == [0, 0.25, 0.5, 0.75, 0.95]
-    assert report["shape"]["loo"]["test_points"] > 0
+    assert report["shape"]["loo"]["train_points"] > 0  # of the training set, which the posterior saw
     for figure in ("plateau_fractions.png", "slice.png", "pruning.png", "marginals.png", "weight_stats.png"):
         assert (tiny_run / figure).is_file(), figure
     # A second call with one part keeps the others in diagnostics.json.
