@@ -111,17 +111,25 @@ class TrainerState:
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
 
 
+PARAMETER_SHAPED_STATE = frozenset(
+    {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf", "momentum_buffer", "square_avg", "grad_avg", "sum",
+     "acc_delta", "prev", "step_size", "ax"}
+)  # fmt: skip
+"""The per-parameter state of torch's optimisers that has the parameter's shape (Adam's moments, SGD's momentum,
+...); other keys may have another (Adafactor's factored ``row_var`` and ``col_var``) and are not checked."""
+
+
 def _check_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
-    """Refuses a saved optimiser state whose per-parameter tensors (Adam's moments) differ in shape from the
-    parameters they belong to: ``load_state_dict`` takes them, and a fused step then reads past their end (a
-    segmentation fault on the CPU)."""
+    """Refuses a saved optimiser state whose parameter-shaped tensors (:data:`PARAMETER_SHAPED_STATE`: Adam's
+    moments) differ in shape from the parameters they belong to: ``load_state_dict`` takes them, and a fused step
+    then reads past their end (a segmentation fault on the CPU)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     indices = [i for group in saved.get("param_groups", []) for i in group.get("params", [])]
     if len(indices) != len(params):
         raise ValueError(f"the optimiser state covers {len(indices)} parameters, this trainer has {len(params)}")
     for index, param in zip(indices, params, strict=True):
         for name, value in saved.get("state", {}).get(index, {}).items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
+            if name in PARAMETER_SHAPED_STATE and isinstance(value, torch.Tensor) and value.shape != param.shape:
                 raise ValueError(
                     f"the optimiser's {name!r} of parameter {index} has shape {tuple(value.shape)}, the parameter "
                     f"{tuple(param.shape)}"

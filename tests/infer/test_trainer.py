@@ -225,6 +225,18 @@ def test_a_checkpoint_that_does_not_fit_the_trainer_is_one_line_naming_it(tmp_pa
     assert "\n" not in str(info.value)
 
 
+def test_an_optimiser_whose_state_is_not_parameter_shaped_resumes(tmp_path):
+    # Adafactor keeps factored second moments, (16, 1) and (1, 2) for a (16, 2) weight: the shape check refused them
+    def adafactor(params):
+        return torch.optim.Adafactor(params, lr=0.01)
+
+    train, _ = _loaders()
+    straight = _trainer(_classifier(), optim=adafactor).fit(train, 2)
+    _trainer(_classifier(), optim=adafactor, callbacks=[Checkpoint(tmp_path / "run.pt")]).fit(train, 1)
+    resumed = _trainer(_classifier(), optim=adafactor).fit(train, 2, resume_from=tmp_path / "run.pt")
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in straight]
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     x, y = _blobs()
 
