@@ -16,7 +16,7 @@ from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import GRID, run_grid
-from pyro_bnn.reproduce.planned import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import IGNORED_IN_RUN_ID, RunRecord, RunSpec
 from pyro_bnn.reproduce.record_files import spec_to_dict
 from pyro_bnn.runs.config import RunConfig
 
@@ -76,8 +76,10 @@ def check_same_ensemble(out: str | os.PathLike, specs: list[RunSpec]) -> None:
     if not isinstance(old, dict) or "members" not in old or not isinstance(old.get("config"), dict):
         raise ValueError(f"{out} holds a grid that is no ensemble ({GRID}); pass another --out")
     new = spec_to_dict(specs[-1])["config"]
-    # the fields both name (a field added since the old grid ran is none of its options)
-    differ = [k for k in sorted(set(new) & set(old["config"])) if k != "num_samples" and new[k] != old["config"][k]]
+    # The fields both name (a field added since the old grid ran is none of its options), but those a run id leaves
+    # out so that a grid resumes on another machine (the device, the data's folder).
+    ignored = {"num_samples", *IGNORED_IN_RUN_ID}
+    differ = [k for k in sorted(set(new) & set(old["config"])) if k not in ignored and new[k] != old["config"][k]]
     if differ:
         name = differ[0]
         raise ValueError(

@@ -161,6 +161,8 @@ def test_an_ensemble_trains_its_members_and_prints_the_mixtures_metrics(tmp_path
     # the same options with more members grow the ensemble (its members kept); other options are refused, before
     # anything runs (they left the old ensemble's runs beside the new ones)
     folders = set((out / "runs").iterdir())
+    assert main([*argv[:10], "auto", *argv[11:]]) == 0  # another device: the same runs (ids leave it out)
+    assert set((out / "runs").iterdir()) == folders
     assert main([*argv[:8], "3", *argv[9:]]) == 0
     grown = set((out / "runs").iterdir())
     assert folders < grown and len(grown - folders) == 2  # the third member and the 3-member ensemble
