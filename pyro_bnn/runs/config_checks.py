@@ -63,33 +63,28 @@ def check_model_fits(
         return None  # a user's model that cannot be built on the meta device: its real build will speak for it
 
 
-DEVICE_TYPES = ("cpu", "cuda")
-"""The kinds of device a run trains on: torch names others (``mps``, ``meta``, ``xla``) that pyro-bnn's runs do not
-support, and every run would fail on them."""
+EXPECTED_DEVICES = "expected 'cpu', 'cuda', 'cuda:N' or 'auto'"
 
 
 def _parse_device(device: object) -> torch.device:
-    """``device`` as a torch device of a kind in :data:`DEVICE_TYPES`, or a one-line ValueError naming the forms."""
-    expected = "expected 'cpu', 'cuda', 'cuda:N' or 'auto'"
+    """``device`` as a torch device, or a one-line ValueError naming the forms."""
     try:
-        parsed = torch.device(device)
+        return torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}; {expected}") from None
-    if parsed.type not in DEVICE_TYPES:
-        raise ValueError(f"device {device!r} is not one pyro-bnn runs train on; {expected}")
-    return parsed
+        raise ValueError(f"unknown device {device!r}; {EXPECTED_DEVICES}") from None
 
 
 def _check_device_form(device: object) -> None:
-    """Refuses a ``device`` that names no device pyro-bnn trains on; whether it exists here is
-    :func:`resolve_device`'s check."""
+    """Refuses a ``device`` that names no device; whether it exists here is :func:`resolve_device`'s check (a
+    run's config names the device it trained on, and is read on machines without it)."""
     if device != "auto":
         _parse_device(device)
 
 
 def resolve_device(device: str) -> torch.device:
-    """``auto`` means CUDA where available, else the CPU; asking for CUDA without one is an error, and so is a kind
-    of device runs do not train on (``mps``, ``meta``)."""
+    """``auto`` means CUDA where available, else the CPU. Asking for a device torch does not see here is an error
+    (CUDA, or ``mps``, ``xpu``: the kinds with ``torch.<kind>.is_available()``), and so are ``meta`` (no data) and
+    kinds torch cannot tell available (``xla``)."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = _parse_device(device)
@@ -100,6 +95,14 @@ def resolve_device(device: str) -> torch.device:
         raise ValueError(
             f"device {device!r} does not exist: torch sees {count} CUDA device(s), cuda:0..cuda:{count - 1}"
         )
+    if resolved.type not in ("cpu", "cuda"):
+        if resolved.type == "meta":
+            raise ValueError(f"device {device!r} holds no data, so no run trains on it; {EXPECTED_DEVICES}")
+        available = getattr(getattr(torch, resolved.type, None), "is_available", None)  # torch.mps, torch.xpu
+        if available is None or not available():
+            raise ValueError(
+                f"device {device!r} was asked for but torch sees no {resolved.type} device here; {EXPECTED_DEVICES}"
+            )
     return resolved
 
 

@@ -220,13 +220,13 @@ def test_a_failure_record_names_no_process_address_or_terminal_colour(tmp_path):
     assert "192.0.2.2" not in written and "pid=" not in written and "\x1b" not in written
 
 
-@pytest.mark.parametrize("device", ["mps", "meta"])
-def test_a_device_runs_cannot_train_on_is_refused_naming_the_forms(device):
+@pytest.mark.parametrize("device", ["mps", "meta", "xpu"])
+def test_a_device_runs_cannot_train_on_here_is_refused_naming_the_forms(device):
     expected = "expected 'cpu', 'cuda', 'cuda:N' or 'auto'"
     with pytest.raises(ValueError, match=f"device '{device}' .*; {expected}"):
         resolve_device(device)
-    with pytest.raises(ValueError, match=expected):
-        RunConfig(dataset="moons", device=device)
+    # a run's config names the device it trained on and is read on machines without it (evaluate --device cpu)
+    assert RunConfig(dataset="moons", device=device).device == device
 
 
 def test_gpus_per_run_on_the_local_executor_names_the_option():
