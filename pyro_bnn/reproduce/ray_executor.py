@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,10 +94,22 @@ def _greet(endpoint: tuple[str, int], timeout: float) -> str:
     return ""
 
 
+def _connects(endpoint: tuple[str, int], timeout: float) -> str:
+    """Empty when ``endpoint`` accepts a connection within ``timeout`` s; else why not, in a few words."""
+    try:
+        with socket.create_connection(endpoint, timeout=timeout):
+            return ""
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as err:
+        return f"{err.strerror or one_line(err)}, within {timeout:g} s"
+
+
 def check_ray_address(timeout: float = RAY_CONNECT_SECONDS) -> None:
     """Checks that the cluster ``RAY_ADDRESS`` names (when set to a ``host:port``) accepts a connection and answers
     it as a Ray head does (in gRPC), so that a wrong address is refused in one line rather than by Ray's own retries
-    (minutes). A gRPC service that is not Ray passes; :meth:`RayExecutor._init` then waits on Ray.
+    (minutes). A gRPC service that is not Ray passes; :meth:`RayExecutor._init` then waits on Ray. With
+    ``RAY_USE_TLS`` set the head expects a TLS handshake first, and only the connection is checked.
 
     Raises:
         ConnectionError: One line naming the address, what happened and the two ways on, within ``timeout`` s.
@@ -105,7 +118,11 @@ def check_ray_address(timeout: float = RAY_CONNECT_SECONDS) -> None:
     endpoint = _ray_endpoint(address) if address else None
     if endpoint is None:
         return
-    reason = _greet(endpoint, timeout)
+    if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):
+        # A head serving TLS expects a handshake before any gRPC: only whether it accepts a connection is checked.
+        reason = _connects(endpoint, timeout)
+    else:
+        reason = _greet(endpoint, timeout)
     if reason:
         raise ConnectionError(
             f"cannot reach the Ray cluster at RAY_ADDRESS={address} ({reason}): start it "
@@ -183,7 +200,14 @@ class RayExecutor:
                 self.ray.init(include_dashboard=False, log_to_driver=False, num_cpus=_cores())
                 self._where = "the local Ray instance"
         nodes = [node.get("Resources", {}) for node in self.ray.nodes() if node.get("Alive", True)]
-        self._check_fits(nodes, self._where)
+        try:
+            self._check_fits(nodes, self._where)
+        except ValueError as err:
+            if self._where == "the local Ray instance":
+                raise
+            # A cluster joined may start nodes as tasks ask for them (an autoscaler): a task no node holds now is
+            # said, not refused.
+            warnings.warn(f"{err}, unless the cluster starts a node that holds it (an autoscaler)", stacklevel=2)
 
     def _check_fits(self, nodes: list[dict[str, float]], where: str, *, gpus: bool = True) -> None:
         """Refuses, in one line, a task no node of ``nodes`` (their resources) can hold: Ray would queue it forever,

@@ -80,11 +80,12 @@ def test_a_gpu_the_cluster_lacks_is_refused_naming_the_option(fake_ray):
         make_executor("ray", gpus_per_run=1)
 
 
-def test_a_task_must_fit_on_one_node_of_a_cluster(fake_ray, monkeypatch):
+def test_a_task_no_node_of_a_cluster_holds_now_is_warned_about(fake_ray, monkeypatch):
+    # a cluster joined may start a node when tasks ask for one (an autoscaler with GPU workers): warned, not refused
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     fake_ray(nodes=[{"CPU": 2.0}, {"CPU": 2.0}])  # 4 CPUs, but 2 a node
-    with pytest.raises(ValueError, match=r"--threads 3 .* the Ray cluster has 2 on its largest node"):
-        make_executor("ray", threads=3, gpus_per_run=0)
+    with pytest.warns(UserWarning, match=r"--threads 3 .* the Ray cluster has 2 on its largest node.*autoscaler"):
+        assert make_executor("ray", threads=3, gpus_per_run=0).cpus_per_run == 3
     assert make_executor("ray", threads=2, gpus_per_run=0).cpus_per_run == 2
 
 
@@ -148,6 +149,17 @@ def test_a_service_that_is_not_ray_is_refused_in_one_line_within_the_time_limit(
     assert (
         "\n" not in message and f"RAY_ADDRESS=127.0.0.1:{port} ({words}" in message and "unset RAY_ADDRESS" in message
     )
+
+
+def test_a_head_serving_tls_is_checked_for_a_connection_only(monkeypatch):
+    # it expects a TLS handshake first: the gRPC greeting was reset, and a TLS cluster refused as unreachable
+    port, stop = _serve(b"\x15\x03\x03\x00\x02\x02\x32")  # a TLS alert, as to a client that is not TLS
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    monkeypatch.setenv("RAY_USE_TLS", "1")
+    try:
+        ray_module.check_ray_address(timeout=2.0)
+    finally:
+        stop.set()
 
 
 def test_a_grpc_server_passes_the_address_check(monkeypatch):
