@@ -18,7 +18,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pruning", action="store_true", help="test error after SNR / magnitude pruning")
     parser.add_argument("--shape", action="store_true", help="ArviZ export, normality scores, PSIS-LOO")
     parser.add_argument("--nuts", action="store_true", help="NUTS reference (small networks only)")
-    parser.add_argument("--num-samples", type=int, default=100, help="posterior samples (default %(default)s)")
+    parser.add_argument(
+        "--num-samples", type=int, default=None, help="posterior samples (default 100, a multiple of a mixture's K)"
+    )
     parser.add_argument("--nuts-chains", type=int, default=4, help="NUTS chains (default %(default)s)")
     parser.add_argument("--nuts-samples", type=int, default=300, help="NUTS draws per chain (default %(default)s)")
     parser.add_argument("--nuts-warmup", type=int, default=300, help="NUTS warm-up per chain (default %(default)s)")

@@ -19,6 +19,7 @@ Each part is chosen by an option and writes its figures into the run folder; all
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -31,9 +32,10 @@ import torch
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.checks import Settings, positive_int
 from pyro_bnn.guides import Capability, families_with, parse_guide
+from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.plots import save_figure
 from pyro_bnn.runs import runs
-from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.config import DEFAULT_NUM_SAMPLES, RunConfig
 from pyro_bnn.runs.evaluate import Evaluation, load_evaluation, read_run
 
 MAX_NUTS_PARAMETERS = 5_000
@@ -51,7 +53,8 @@ class DiagnoseOptions(Settings):
         pruning: Compute the pruning table.
         shape: Export to ArviZ and score the marginals' shape.
         nuts: Run the NUTS reference.
-        num_samples: Posterior samples for pruning, shape and the NUTS comparison.
+        num_samples: Posterior samples for pruning, shape and the NUTS comparison; None (the default): 100, rounded
+            up to a multiple of a mixture guide's K (102 for ``mixture:3``).
         nuts_chains: NUTS chains.
         nuts_samples: NUTS draws per chain after warm-up.
         nuts_warmup: NUTS warm-up iterations per chain.
@@ -63,7 +66,7 @@ class DiagnoseOptions(Settings):
     pruning: bool = False
     shape: bool = False
     nuts: bool = False
-    num_samples: int = 100
+    num_samples: int | None = None
     nuts_chains: int = 4
     nuts_samples: int = 300
     nuts_warmup: int = 300
@@ -74,7 +77,7 @@ class DiagnoseOptions(Settings):
         callers' explicit ``check()`` stays harmless)."""
         for name in ("slices", "slice_images", "num_samples", "nuts_chains", "nuts_samples", "nuts_warmup"):
             value = getattr(self, name)
-            if value is None and name == "slices":
+            if value is None and name in ("slices", "num_samples"):
                 continue
             positive_int(value, name.replace("_", "-"))
         if not (self.slices or self.pruning or self.shape or self.nuts):
@@ -125,6 +128,9 @@ def diagnose_run(
     """
     options.check()
     _, config, state = read_run(run_dir, num_samples=options.num_samples, device=device)
+    if options.num_samples is None:  # what a prediction of the run's guide takes by default
+        multiple = parse_guide(config.guide).samples_multiple
+        options = dataclasses.replace(options, num_samples=samples_for_components(DEFAULT_NUM_SAMPLES, multiple))
     _check_guide(config, options, sampled=runs.DRAWS in state)
     del state
     evaluation = load_evaluation(run_dir, num_samples=options.num_samples, device=device)

@@ -143,3 +143,13 @@ def test_diagnose_refuses_nuts_on_a_large_network(tmp_path, capsys):
 def test_diagnose_names_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path), "--pruning"]) == 2
     assert "has no config.json" in capsys.readouterr().err
+
+
+def test_diagnose_takes_its_default_sample_count_for_a_mixture_of_three(tmp_path, capsys):
+    # --num-samples defaulted to 100, which a mixture:3 run refused ("not a multiple of 3 ... leave it unset")
+    from dataclasses import replace
+
+    config = replace(TINY, model="mlp:5", guide="mixture:3", node_noise=True, num_samples=None, num_val_samples=None)
+    train_run(replace(config, epochs=1), tmp_path / "run", progress=False)
+    assert main(["diagnose", str(tmp_path / "run"), "--shape", "--quiet"]) == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())["shape"]["num_samples"] == 102
