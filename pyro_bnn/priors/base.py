@@ -56,12 +56,12 @@ def elementwise(family: Callable[..., Distribution], shape: torch.Size, *params:
 
 
 def positive_number(value: object, what: str) -> float:
-    """``value`` as a float if it is a finite real number > 0: an int or float, a NumPy scalar or a 0-d real tensor
-    (not a bool, a string or a sequence); else a one-line ``ValueError``: ``"{what} must be a finite number > 0, got
-    ..."`` (a tensor named by its shape and dtype, whose repr may span lines)."""
+    """``value`` as a float if it is a finite real number > 0: an int or float, a NumPy scalar or a real tensor of
+    one element (not a bool, a string or a sequence); else a one-line ``ValueError``: ``"{what} must be a finite
+    number > 0, got ..."`` (a tensor named by its shape and dtype, whose repr may span lines)."""
     number: float | None = None
     if isinstance(value, torch.Tensor):
-        if value.dim() == 0 and value.dtype != torch.bool and not value.is_complex():
+        if value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
             number = float(value.item())
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         number = float(value)
