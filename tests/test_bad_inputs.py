@@ -516,7 +516,7 @@ def test_a_diverged_overwrite_says_the_run_it_replaced_is_kept(trained_run, tmp_
     # it named the staging folder's checkpoint, removed with the staging folder before the message was read
     import pyro_bnn.infer.trainer as loop
 
-    run = tmp_path / "kept"
+    run = tmp_path / "kept run"  # a space in the path: the message still names the run kept
     shutil.copytree(trained_run, run)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     train_epoch = loop.train_epoch

@@ -167,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
         # The new run trained in a staging folder, removed when it failed: its checkpoint, named by the message,
         # is gone, and the run being replaced is what is kept.
         where = f"{_kept(args).split(';')[0]} (the new run was discarded with its checkpoints)"
-        pattern = rf"the last good checkpoint is \S*{re.escape(CHECKPOINT)}|no checkpoint had been written"
+        pattern = rf"the last good checkpoint is .*?{re.escape(CHECKPOINT)}|no checkpoint had been written"
         text = re.sub(pattern, where, str(err))
         raise NonFiniteLossError(text) from err
     print_metrics(result.metrics)
