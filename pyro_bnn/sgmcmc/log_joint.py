@@ -152,11 +152,12 @@ class LogJoint:
         return self.bnn.likelihood.log_likelihood(output, y).sum(-1)
 
     def check_loader(self, loader: object) -> None:
-        """Refuses a loader whose ``dataset`` is not of the likelihood's ``dataset_size`` (the N of the N/B scale);
-        a loader without a sized ``dataset`` is taken as it is."""
-        dataset = getattr(loader, "dataset", None)
+        """Refuses a loader that walks over another number of examples than the likelihood's ``dataset_size`` (the
+        N of the N/B scale): its sampler's length where it has one (a ``DataLoader`` over a subset of its dataset),
+        else its ``dataset``'s; a loader with neither sized is taken as it is."""
+        sampler = getattr(loader, "sampler", None)
         try:
-            count = len(dataset)  # type: ignore[arg-type]
+            count = len(sampler if sampler is not None else getattr(loader, "dataset", None))  # type: ignore[arg-type]
         except TypeError:
             return
         size = self.bnn.likelihood.dataset_size

@@ -13,7 +13,7 @@ from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.diagnostics import arviz_compat
 from pyro_bnn.diagnostics.arviz_export import to_inference_data
-from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.likelihoods import Categorical, Gaussian
 from pyro_bnn.models import build_model
 from pyro_bnn.predict import Samples, predict
 from pyro_bnn.priors import NormalPrior
@@ -207,6 +207,14 @@ def test_a_loader_of_another_size_than_the_likelihoods_is_refused(conjugate):
     loader = BatchLoader(conjugate.x[:30], conjugate.y[:30], batch_size=10)
     with pytest.raises(ValueError, match=r"^the loader holds 30 examples but the likelihood's dataset_size is 40;"):
         sample_sgmcmc(conjugate.bnn, loader, step_size=STEP, num_draws=2, progress=False)
+
+
+def test_a_loader_over_a_subset_of_its_dataset_counts_the_subset(conjugate):
+    # a DataLoader whose sampler walks 30 of its 40 rows was refused as holding 40
+    bnn = BNN(torch.nn.Linear(2, 1), NormalPrior(0.0, 1.0), Gaussian(30, scale=1.0))
+    rows = torch.utils.data.TensorDataset(conjugate.x, conjugate.y)
+    loader = torch.utils.data.DataLoader(rows, 10, sampler=torch.utils.data.SubsetRandomSampler(range(30)))
+    assert sample_sgmcmc(bnn, loader, step_size=STEP, num_draws=2, progress=False).samples["weight"].shape[1] == 2
 
 
 @pytest.mark.parametrize("column", ["x", "y"])
