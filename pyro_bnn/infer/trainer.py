@@ -60,6 +60,7 @@ from pyro_bnn.infer.validation import Validation
 from pyro_bnn.infer.warm_start import map_warm_start
 from pyro_bnn.nn.modes import preserved_state
 from pyro_bnn.predict.predictive import model_device
+from pyro_bnn.predict.sources import GuideSource
 
 __all__ = ["NonFiniteLossError", "SchedulerInterval", "Trainer", "map_warm_start"]
 
@@ -212,6 +213,8 @@ class Trainer:
             if validate is not None:
                 with poutine.block():
                     validate(self.bnn, self.guide, x, y)
+        # A validation sample count a mixture guide refuses: said now, not after the first epoch's training.
+        GuideSource(self.guide).check_num_samples(self.validation.samples_for(self.guide))
         named = trainable_parameters(self.bnn, self.guide)
         self._params = [p for _, p in named]
         self.optimizer, self._clip = build_optimizer(self.optim, named)

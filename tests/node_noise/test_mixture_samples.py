@@ -62,6 +62,11 @@ def test_a_trainer_validates_a_mixture_of_three_with_its_default_sample_count():
     assert trainer.fit(loader, 1, val_loader=loader)[0]["val_accuracy"] >= 0  # 16 draws of 3 would be refused
     assert Validation().samples_for(guide) == 18 and Validation(6).samples_for(guide) == 6
     assert ValidationOptions().num_val_samples is None
+    # an explicit count the mixture refuses: at set-up, before an epoch is spent
+    runtime = RuntimeOptions(seed=0, progress=False)
+    trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=runtime, validation=ValidationOptions(8))
+    with pytest.raises(ValueError, match=r"^num_samples=8 is not a multiple of 3"):
+        trainer.setup(x[:5], y[:5])
 
 
 def test_run_config_defaults_round_to_the_mixture():
