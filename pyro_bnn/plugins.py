@@ -50,7 +50,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Literal
+from typing import Any, Literal
 
 from pyro_bnn.commands.verb import Verb, no_arguments
 
@@ -273,25 +273,21 @@ def _cause(err: BaseException) -> str:
 def _try(group: str, entry_point: EntryPoint) -> Plugin:
     plugin = Plugin(group, entry_point.name, entry_point.value, _distribution(entry_point))
     before = _snapshot()  # before the import: what the plugin's module does when imported counts too
-    try:
-        obj = entry_point.load()
-    except (Exception, SystemExit) as err:  # anything its import raises: the plugin's bug, reported with its own words
-        before.restore()
-        return _failed(plugin, f"cannot import it: {_cause(err)}")
-    meddled = before.meddling()
-    if meddled:
-        before.restore()
-        return _failed(plugin, f"importing it {meddled}; a plugin adds names, never replaces (undone)")
-    try:
-        registered = _REGISTER[group](obj)
-    except (Exception, SystemExit) as err:
-        before.restore()
-        return _failed(plugin, f"cannot register it: {_cause(err)}")
-    meddled = before.meddling()
-    if meddled:
-        before.restore()
-        return _failed(plugin, f"registering it {meddled}; a plugin adds names, never replaces (undone)")
-    return Plugin(plugin.group, plugin.name, plugin.value, plugin.distribution, registered=registered)
+    result: Any = entry_point
+    # Its import, then its registration: whatever either raises is the plugin's bug, reported with its own words;
+    # a registration either replaces or removes is undone.
+    steps = (("import", "importing", lambda e: e.load()), ("register", "registering", _REGISTER[group]))
+    for verb, doing, step in steps:
+        try:
+            result = step(result)
+        except (Exception, SystemExit) as err:
+            before.restore()
+            return _failed(plugin, f"cannot {verb} it: {_cause(err)}")
+        meddled = before.meddling()
+        if meddled:
+            before.restore()
+            return _failed(plugin, f"{doing} it {meddled}; a plugin adds names, never replaces (undone)")
+    return Plugin(plugin.group, plugin.name, plugin.value, plugin.distribution, registered=result)
 
 
 def _failed(plugin: Plugin, error: str) -> Plugin:
