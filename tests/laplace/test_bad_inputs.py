@@ -137,10 +137,14 @@ def test_networks_the_subset_does_not_fit_are_refused():
     _one_line(err)
 
 
-def test_predict_laplace_refuses_unknown_predictives_and_links():
+def _fitted_regression():
+    """A Laplace posterior of the small regression, and three inputs to predict."""
     bnn, point, loader = _regression()
-    posterior = fit_laplace(bnn, point, loader, tune_prior=False)
-    x = torch.randn(3, 2)
+    return fit_laplace(bnn, point, loader, tune_prior=False), torch.randn(3, 2)
+
+
+def test_predict_laplace_refuses_unknown_predictives_and_links():
+    posterior, x = _fitted_regression()
     with pytest.raises(ValueError, match=r"unknown Laplace predictive 'nn'; expected one of 'glm', 'mc'"):
         predict_laplace(posterior, x, predictive="nn")
     with pytest.raises(ValueError, match=r"unknown GLM link 'bridge'; expected one of 'probit', 'mc'"):
@@ -151,9 +155,7 @@ def test_predict_laplace_refuses_unknown_predictives_and_links():
 
 def test_predict_laplace_refuses_a_link_where_none_applies():
     # it ignored the link of a regression or of weight draws; the CLI refused both
-    bnn, point, loader = _regression()
-    posterior = fit_laplace(bnn, point, loader, tune_prior=False)
-    x = torch.randn(3, 2)
+    posterior, x = _fitted_regression()
     with pytest.raises(ValueError, match=r"^link='mc' applies to classifiers only; a regression's GLM predictive"):
         predict_laplace(posterior, x, link="mc")
     with pytest.raises(ValueError, match=r"^link='probit' applies to the GLM predictive only; predictive='mc'"):
