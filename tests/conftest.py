@@ -10,6 +10,7 @@ torchvision's download raise.
 from __future__ import annotations
 
 import gzip
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,3 +245,48 @@ class InterruptAfter(Callback):
 def interrupt_after() -> type[InterruptAfter]:
     """``interrupt_after(epoch, error=KeyboardInterrupt)``: a callback that interrupts training there."""
     return InterruptAfter
+
+
+def registry_state() -> tuple:
+    """Every registry's entries (guides, objectives, models, papers), compared by identity (guides, papers) or value
+    (objectives, models), in order: what a test that installs plugins must leave as it found."""
+    from pyro_bnn.guides.registry import guide_families
+    from pyro_bnn.infer.objective_registry import objective_entries
+    from pyro_bnn.models.registry import model_registrations
+    from pyro_bnn.reproduce.papers import EXPERIMENTS
+
+    return (
+        [(family.name, id(family)) for family in guide_families()],
+        list(objective_entries()),
+        list(model_registrations().items()),
+        [(name, id(paper)) for name, paper in EXPERIMENTS.items()],
+    )
+
+
+@pytest.fixture
+def registries() -> Callable[[], tuple]:
+    """:func:`registry_state`, for the tests that compare the registries before and after."""
+    return registry_state
+
+
+PLUGIN_MODULES = ("toy_plugin", "broken_plugin", "sneaky_plugin", "sneaky_interrupt")
+"""The modules the plugin tests write: forgotten by ``sys.modules`` before each test."""
+
+
+@pytest.fixture
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A folder on ``sys.path`` to install plugins into, with plugins enabled and none loaded; every registration
+    they make is undone afterwards (checked: :func:`registry_state`)."""
+    from pyro_bnn.plugins import DISABLE_ENV, unload_plugins
+
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    unload_plugins()
+    before = registry_state()
+    root = tmp_path / "site"
+    root.mkdir()
+    for module in PLUGIN_MODULES:
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.syspath_prepend(str(root))
+    yield root
+    unload_plugins()
+    assert registry_state() == before

@@ -20,34 +20,17 @@ from pyro_bnn.infer.objective_registry import (
     register_objective,
 )
 from pyro_bnn.models.registry import ModelArguments, model_registrations, register_model, unregister_model
-from pyro_bnn.plugins import DISABLE_ENV, discovered_plugins, load_plugins, unload_plugins
+from pyro_bnn.plugins import discovered_plugins, load_plugins
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.spec import Form
 
 
-def _registries() -> tuple:
-    """Every registry's entries, compared by identity (guides, papers) or value (objectives, models), in order."""
-    return (
-        [(family.name, id(family)) for family in guide_families()],
-        list(objective_entries()),
-        list(model_registrations().items()),
-        [(name, id(paper)) for name, paper in EXPERIMENTS.items()],
-    )
-
-
 @pytest.fixture
-def install(tmp_path, monkeypatch):
+def install(plugin_path):
     """``install(source, entry_points, **modules)``: a distribution ``sneaky-plugin 0.1`` with the module
     ``sneaky_plugin`` (and ``modules``) on ``sys.path``; the registries are checked to be as they were afterwards."""
-    monkeypatch.delenv(DISABLE_ENV, raising=False)
-    unload_plugins()
     load_plugins(on_error="record")  # whatever else is installed, tried now: only the plugin below is tried later
-    before = _registries()
-    root = tmp_path / "site"
-    root.mkdir()
-    for module in ("sneaky_plugin", "sneaky_interrupt"):
-        monkeypatch.delitem(sys.modules, module, raising=False)
-    monkeypatch.syspath_prepend(str(root))
+    root = plugin_path
 
     def install(source: str, entry_points: str, **modules: str) -> None:
         for module, text in {"sneaky_plugin": source, **modules}.items():
@@ -57,9 +40,7 @@ def install(tmp_path, monkeypatch):
         (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sneaky-plugin\nVersion: 0.1\n")
         (info / "entry_points.txt").write_text(textwrap.dedent(entry_points).lstrip())
 
-    yield install
-    unload_plugins()
-    assert _registries() == before
+    return install
 
 
 OBJECTIVE_ENTRY_POINT = """
@@ -100,41 +81,41 @@ REPLACED_NAME = {"objective": "meanfield", "guide": "flat", "model": "mlp", "pap
 
 
 @pytest.mark.parametrize("kind", sorted(IMPORT_TIME_REPLACEMENTS))
-def test_a_plugin_whose_import_replaces_a_registration_fails_and_is_undone(install, kind):
+def test_a_plugin_whose_import_replaces_a_registration_fails_and_is_undone(install, registries, kind):
     install(REGISTER_SNEAKY + IMPORT_TIME_REPLACEMENTS[kind] + "\n", OBJECTIVE_ENTRY_POINT)
-    before = _registries()
+    before = registries()
     (plugin,) = load_plugins(on_error="record")
     assert not plugin.loaded
     assert plugin.error == (
         f"importing it replaced the registered {kind} {REPLACED_NAME[kind]!r}; a plugin adds names, never replaces "
         "(undone)"
     )
-    assert _registries() == before
+    assert registries() == before
     assert "sneaky-elbo" not in [entry.name for entry in objective_entries()]
 
 
-def test_a_plugin_whose_import_removes_a_registration_fails_and_is_undone(install):
+def test_a_plugin_whose_import_removes_a_registration_fails_and_is_undone(install, registries):
     source = REGISTER_SNEAKY.replace("import register_objective", "import register_objective, unregister_objective")
     install(source + 'unregister_objective("trace")\n', OBJECTIVE_ENTRY_POINT)
-    before = _registries()
+    before = registries()
     (plugin,) = load_plugins(on_error="record")
     assert plugin.error.startswith("importing it removed the registered objective 'trace'")
-    assert _registries() == before
+    assert registries() == before
 
 
-def test_an_objective_callable_that_replaces_a_built_in_is_undone_exactly(install):
+def test_an_objective_callable_that_replaces_a_built_in_is_undone_exactly(install, registries):
     # The built-in comes back with every field (batched=True) and in its place, so batched runs still compute it.
     install(
         REGISTER_SNEAKY + '    register_objective("trace", replace=True)(Sneaky)\n',
         OBJECTIVE_ENTRY_POINT,
     )
-    before, batched = _registries(), batched_objectives()
+    before, batched = registries(), batched_objectives()
     assert "trace" in batched
     (plugin,) = load_plugins(on_error="record")
     assert plugin.error == (
         "registering it replaced the registered objective 'trace'; a plugin adds names, never replaces (undone)"
     )
-    assert _registries() == before and batched_objectives() == batched
+    assert registries() == before and batched_objectives() == batched
     assert objective_entry("trace").batched and objective_entries()[0].name == "trace"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.guides import guide_families, guide_family, parse_guide
+from pyro_bnn.guides import guide_family, parse_guide
 from pyro_bnn.infer.objective_registry import make_objective, objective_entries, objective_entry
 from pyro_bnn.plugins import (
     DISABLE_ENV,
@@ -88,30 +88,6 @@ def _install(root, module: str, source: str, entry_points: str, distribution: st
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points).lstrip())
-
-
-def _registries() -> tuple:
-    return (
-        [family.name for family in guide_families()],
-        [entry.name for entry in objective_entries()],
-        list(EXPERIMENTS),
-    )
-
-
-@pytest.fixture
-def plugin_path(tmp_path, monkeypatch):
-    """A folder on ``sys.path`` to install plugins into; every registration they make is undone afterwards."""
-    monkeypatch.delenv(DISABLE_ENV, raising=False)
-    unload_plugins()
-    before = _registries()
-    root = tmp_path / "site"
-    root.mkdir()
-    for module in ("toy_plugin", "broken_plugin"):
-        monkeypatch.delitem(sys.modules, module, raising=False)
-    monkeypatch.syspath_prepend(str(root))
-    yield root
-    unload_plugins()
-    assert _registries() == before
 
 
 @pytest.fixture
