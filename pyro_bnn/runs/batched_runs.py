@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import pyro
 import torch
 
 from pyro_bnn.batched import fit_batched
@@ -146,7 +145,7 @@ def train_runs_batched(
                 if outcome.failed:
                     results[index] = outcome.error
                     continue
-                pyro.set_rng_seed(run.config.seed)  # the test predictions do not depend on the batch's other runs
+                # score() draws the test predictions under the run's seed: they do not depend on the batch's other runs
                 results[index] = finish_run(run, outcome.history, seconds, batched_runs=len(prepared))
     except BaseException:
         for _, folder, _ in folders:
