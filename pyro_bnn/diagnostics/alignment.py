@@ -279,9 +279,14 @@ def wasserstein_1d(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Returns:
         ``(N,)`` distances.
+
+    Raises:
+        ValueError: ``a`` or ``b`` is not 2-D, their columns differ, or either holds no draw.
     """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"a and b must be (S_a, N) and (S_b, N), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        raise ValueError(f"a and b need at least 1 draw each, got {a.shape[0]} and {b.shape[0]}")
     a_sorted = a.T.contiguous().sort(-1).values  # (N, S_a)
     b_sorted = b.T.contiguous().sort(-1).values
     both = torch.cat([a_sorted, b_sorted], -1).sort(-1).values  # (N, S_a + S_b)
@@ -318,6 +323,8 @@ def predictive_distance(
         raise ValueError(
             f"probs must be (S, N, C) with the same N and C, got {tuple(probs_a.shape)} and {tuple(probs_b.shape)}"
         )
+    if probs_a.shape[0] == 0 or probs_b.shape[0] == 0:
+        raise ValueError(f"probs need at least 1 sample each, got {probs_a.shape[0]} and {probs_b.shape[0]}")
     if kind == "kl":
         mean_a = probs_a.mean(0).clamp_min(eps)
         mean_b = probs_b.mean(0).clamp_min(eps)

@@ -105,13 +105,22 @@ def _from_values(
             value = value.expand(chains or 1, num_samples or 1, *value.shape)
         elif lead == 1:
             chains_ = chains or 1
+            if len(value) == 0:
+                raise ValueError(f"site {name!r} holds 0 draws; draw_samples needs at least 1")
+            if num_samples is None and len(value) < chains_:
+                raise ValueError(f"site {name!r} holds {len(value)} draws, fewer than chains = {chains_}")
             per_chain = num_samples if num_samples is not None else len(value) // chains_
-            if per_chain < 1 or chains_ * per_chain > len(value):
+            if chains_ * per_chain > len(value):
                 raise ValueError(
                     f"site {name!r} holds {len(value)} draws, fewer than chains x num_samples = {chains_} x {per_chain}"
                 )
             value = value[: chains_ * per_chain].reshape(chains_, per_chain, *value.shape[1:])
         else:
+            if value.shape[0] == 0 or value.shape[1] == 0:
+                raise ValueError(
+                    f"site {name!r} holds {value.shape[0]} chain(s) of {value.shape[1]} draw(s); draw_samples needs "
+                    "at least 1 of each"
+                )
             if chains is not None and chains != value.shape[0]:
                 raise ValueError(f"the samples hold {value.shape[0]} chains; chains={chains} asks for another number")
             if num_samples is not None:
@@ -157,8 +166,8 @@ def draw_samples(
         ``{site: (chain, draw, *site_shape)}``, detached, on the source's device.
 
     Raises:
-        ValueError: a guide without ``num_samples``, a site the source does not hold, or values of a shape that
-            fits no layout above.
+        ValueError: a guide without ``num_samples``, a site the source does not hold, values of a shape that
+            fits no layout above, or a dict with no draw (or fewer draws than ``chains``).
     """
     if chains is not None:
         positive_int(chains, "chains")
@@ -169,7 +178,7 @@ def draw_samples(
     elif callable(source) and not isinstance(source, ParameterSource):
         source = GuideSource(source)
     if isinstance(source, Mapping):
-        return _from_values(bnn, source, num_samples, chains, sites)
+        return _from_values(bnn, _as_tensors(source, "draw_samples"), num_samples, chains, sites)
     if not isinstance(source, GuideSource):
         raise ValueError(f"draw_samples takes a guide, a dict of samples or a point estimate, got {type(source)}")
     if num_samples is None:
@@ -195,7 +204,28 @@ def _chain_draw(samples: Mapping[str, torch.Tensor], sites: Sequence[str]) -> tu
         raise ValueError(f"samples must be (chain, draw, *shape); site(s) {short} have fewer than 2 dimensions")
     if len(set(shapes.values())) != 1:
         raise ValueError(f"every site needs the same (chain, draw) dimensions, got {shapes}")
-    return next(iter(shapes.values()))
+    chains, draws = next(iter(shapes.values()))
+    if chains < 1 or draws < 1:
+        raise ValueError(
+            f"the samples hold {chains} chain(s) of {draws} draw(s); the export needs at least 1 chain of 1 draw"
+        )
+    return chains, draws
+
+
+def _as_tensors(samples: Any, caller: str) -> dict[str, torch.Tensor]:
+    """``samples`` as a dict of tensors (NumPy arrays converted); one line for anything else."""
+    if not isinstance(samples, Mapping):
+        raise ValueError(f"{caller} takes a dict {{site: tensor}}, got {type(samples).__name__}")
+    tensors = {}
+    for name, value in samples.items():
+        if isinstance(value, np.ndarray):
+            value = torch.from_numpy(value)
+        elif not isinstance(value, torch.Tensor):
+            raise ValueError(
+                f"{caller}: samples[{name!r}] must be a torch.Tensor or a NumPy array, got {type(value).__name__}"
+            )
+        tensors[name] = value
+    return tensors
 
 
 def _check_site_shapes(bnn: BNN, samples: Mapping[str, torch.Tensor], names: Sequence[str]) -> None:
@@ -229,7 +259,8 @@ def to_inference_data(
     Args:
         bnn: The model.
         samples: ``{site: (chain, draw, *site_shape)}`` (:func:`draw_samples`, :func:`~pyro_bnn.diagnostics.nuts.
-            run_nuts`); for the log-likelihood it must hold every weight site of the model.
+            run_nuts`), at least one chain of one draw; for the log-likelihood it must hold every weight site of the
+            model.
         data: Examples to score, ``(x, y)`` or a loader of ``(x, y)`` batches (anything :func:`~pyro_bnn.predict.
             predict` takes with targets); None leaves out the ``log_likelihood`` group.
         sites: Sites to export to the posterior group; default the model's hyperparameter and weight sites held
@@ -246,9 +277,10 @@ def to_inference_data(
         ``log_likelihood`` (variable ``"obs"``, dims ``(chain, draw, obs_id)``: ``log p(y_n | draw)``, unscaled).
 
     Raises:
-        ValueError: samples not in the ``(chain, draw, ...)`` layout, a site missing from them, or data without
-            targets.
+        ValueError: samples not in the ``(chain, draw, ...)`` layout (or with no draw), a site missing from them, or
+            data without targets.
     """
+    samples = _as_tensors(samples, "to_inference_data")
     names = _check_sites(sites, samples, _default_sites(bnn, samples) or list(samples))
     if not names:
         raise ValueError("there is nothing to export: samples hold no site")
@@ -293,8 +325,8 @@ def draws_to_inference_data(
     (:func:`pyro_bnn.compose.predict_model`, every site under its own name) or a sampler's.
 
     Args:
-        samples: ``{site: (chain, draw, *site_shape)}``, every site with the same chain and draw counts (one chain:
-            ``value.unsqueeze(0)`` of a ``(draw, *shape)`` tensor).
+        samples: ``{site: (chain, draw, *site_shape)}`` tensors or NumPy arrays, every site with the same chain and
+            draw counts, at least one of each (one chain: ``value.unsqueeze(0)`` of a ``(draw, *shape)`` tensor).
         observed: ``{site: shape}`` observed values for the ``observed_data`` group, or None.
 
     Returns:
@@ -302,8 +334,10 @@ def draws_to_inference_data(
         <site>_dim_0, ...)``) and, when given, ``observed_data``.
 
     Raises:
-        ValueError: no site, or samples not in the ``(chain, draw, ...)`` layout.
+        ValueError: no site, a value that is neither a tensor nor an array, samples not in the
+            ``(chain, draw, ...)`` layout, or no draw.
     """
+    samples = _as_tensors(samples, "draws_to_inference_data")
     names = list(samples)
     if not names:
         raise ValueError("there is nothing to export: samples hold no site")
@@ -328,31 +362,76 @@ def _per_scalar(dataset: Any, names: Sequence[str]) -> np.ndarray:
     return np.concatenate([np.asarray(dataset[name].values, dtype=np.float64).reshape(-1) for name in names])
 
 
+def _defined(values: np.ndarray) -> np.ndarray:
+    """The entries that are not NaN (an infinite r-hat is defined: chains that never overlap)."""
+    return values[~np.isnan(values)]
+
+
+def _statistic(values: np.ndarray, reduce: Callable[[np.ndarray], Any]) -> float:
+    """``reduce`` over the defined entries; NaN when there are none."""
+    defined = _defined(values)
+    return float(reduce(defined)) if defined.size else math.nan
+
+
+def _posterior_names(inference_data: Any, var_names: Sequence[str] | None) -> list[str]:
+    """The posterior variables ``var_names`` names (default all), each checked to be there; one line otherwise."""
+    try:
+        posterior = posterior_dataset(inference_data)
+    except (AttributeError, TypeError, KeyError):
+        raise ValueError(
+            "convergence_summary takes an ArviZ InferenceData or xarray DataTree with a posterior group "
+            f"(to_inference_data's result), got {type(inference_data).__name__}"
+        ) from None
+    present = list(posterior.data_vars)
+    if var_names is None:
+        return present
+    if isinstance(var_names, str):
+        raise ValueError(f"var_names must be a list of variable names, got the string {var_names!r}")
+    names = list(var_names)
+    unknown = [name for name in names if name not in present]
+    if unknown:
+        raise ValueError(f"the posterior has no variable {unknown[0]!r}; it has {present[:8]}")
+    if not names:
+        raise ValueError("var_names is empty: there is nothing to summarise")
+    return names
+
+
 def convergence_summary(inference_data: Any, var_names: Sequence[str] | None = None) -> dict[str, float]:
     """Rank-normalised split r-hat and bulk / tail ESS of every posterior scalar, summarised as plain floats.
+
+    ArviZ gives a NaN r-hat or ESS where it cannot tell (fewer than 4 draws per chain, a scalar that never moves):
+    the statistics and fractions are taken over the scalars whose value is not NaN, NaN when there are none, and
+    ``num_rhat_nan`` counts the undefined r-hats, so a summary that could not tell never reads as converged. An
+    infinite r-hat (chains that never overlap) counts as above both thresholds.
 
     Args:
         inference_data: What :func:`to_inference_data` returned (either ArviZ generation).
         var_names: Posterior variables to include; default all.
 
     Returns:
-        ``{"num_scalars", "rhat_max", "rhat_median", "frac_rhat_gt_1.01", "frac_rhat_gt_1.1", "ess_bulk_min",
-        "ess_bulk_median", "ess_tail_min", "ess_tail_median"}``.
+        ``{"num_scalars", "num_rhat_nan", "rhat_max", "rhat_median", "frac_rhat_gt_1.01", "frac_rhat_gt_1.1",
+        "ess_bulk_min", "ess_bulk_median", "ess_tail_min", "ess_tail_median"}``; the fractions are over the
+        ``num_scalars - num_rhat_nan`` defined r-hats.
+
+    Raises:
+        ValueError: ``inference_data`` is not an ArviZ container with a posterior group, or ``var_names`` names a
+            variable it does not hold.
     """
-    names = list(var_names) if var_names is not None else list(posterior_dataset(inference_data).data_vars)
+    names = _posterior_names(inference_data, var_names)
     rhat = _per_scalar(arviz_compat.rhat(inference_data, names), names)
     ess_bulk = _per_scalar(arviz_compat.ess(inference_data, names, method="bulk"), names)
     ess_tail = _per_scalar(arviz_compat.ess(inference_data, names, method="tail"), names)
     return {
         "num_scalars": int(rhat.size),
-        "rhat_max": float(np.nanmax(rhat)),
-        "rhat_median": float(np.nanmedian(rhat)),
-        "frac_rhat_gt_1.01": float(np.mean(rhat > 1.01)),
-        "frac_rhat_gt_1.1": float(np.mean(rhat > 1.1)),
-        "ess_bulk_min": float(np.nanmin(ess_bulk)),
-        "ess_bulk_median": float(np.nanmedian(ess_bulk)),
-        "ess_tail_min": float(np.nanmin(ess_tail)),
-        "ess_tail_median": float(np.nanmedian(ess_tail)),
+        "num_rhat_nan": int(np.isnan(rhat).sum()),
+        "rhat_max": _statistic(rhat, np.max),
+        "rhat_median": _statistic(rhat, np.median),
+        "frac_rhat_gt_1.01": _statistic(rhat, lambda r: np.mean(r > 1.01)),
+        "frac_rhat_gt_1.1": _statistic(rhat, lambda r: np.mean(r > 1.1)),
+        "ess_bulk_min": _statistic(ess_bulk, np.min),
+        "ess_bulk_median": _statistic(ess_bulk, np.median),
+        "ess_tail_min": _statistic(ess_tail, np.min),
+        "ess_tail_median": _statistic(ess_tail, np.median),
     }
 
 
