@@ -25,7 +25,7 @@ from pyro.infer import MCMC, NUTS
 from pyro.infer.mcmc.util import initialize_model
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import non_negative_int, positive_int
+from pyro_bnn.checks import non_negative_int, open_unit, positive_int
 from pyro_bnn.diagnostics.alignment import (
     ODD_ACTIVATIONS,
     HiddenLayer,
@@ -251,6 +251,48 @@ def _run_chain(job: _ChainJob) -> tuple[dict[str, torch.Tensor], ChainStats]:
         torch.set_num_threads(threads)
 
 
+def _site_shapes(bnn: BNN) -> dict[str, tuple[int, ...]]:
+    """The shape of every weight and hyperparameter site (the latter read off one prior draw, the caller's random
+    state left as it was; a hyperprior that cannot be sampled leaves its site's shape unchecked)."""
+    shapes = {site.name: tuple(site.shape) for site in bnn.sites}
+    if bnn.hyper_site_names:
+        try:
+            with torch.random.fork_rng(devices=[]):
+                draw = _prior_draw(bnn)
+        except NotImplementedError:
+            draw = {}
+        shapes.update({name: tuple(draw[name].shape) for name in bnn.hyper_site_names if name in draw})
+    return shapes
+
+
+def _check_init_values(init_values: object, bnn: BNN, num_chains: int) -> dict[str, torch.Tensor] | None:
+    """``init_values`` checked: a dict of tensors naming the model's weight or hyperparameter sites, each of the
+    site's shape or ``(num_chains, *shape)``; one line naming the first that is not."""
+    if init_values is None:
+        return None
+    if not isinstance(init_values, Mapping):
+        raise ValueError(f"init_values must be a dict {{site: tensor}}, got {type(init_values).__name__}")
+    known = bnn.hyper_site_names + bnn.site_names
+    unknown = [name for name in init_values if name not in known]
+    if unknown:
+        raise ValueError(
+            f"init_values names {unknown[0]!r}, which is not a site of the model; its sites are {known[:8]}"
+        )
+    shapes = _site_shapes(bnn)
+    for name, value in init_values.items():
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"init_values[{name!r}] must be a torch.Tensor, got {type(value).__name__}")
+        shape = shapes.get(name)
+        if shape is None:
+            continue
+        if tuple(value.shape) != shape and tuple(value.shape) != (num_chains, *shape):
+            raise ValueError(
+                f"init_values[{name!r}] has shape {tuple(value.shape)}; the site's is {shape} (one start for every "
+                f"chain) or {(num_chains, *shape)} (one per chain)"
+            )
+    return dict(init_values)
+
+
 def _chain_init(init_values: Mapping[str, torch.Tensor] | None, bnn: BNN, chain: int, num_chains: int):
     """Chain ``chain``'s start from ``init_values`` (one value for all chains, or one per chain), or None."""
     if init_values is None:
@@ -304,8 +346,8 @@ def run_nuts(
         potential: ``"flat"``: NUTS on one flat weight vector with :class:`BNNPotential` (several times faster;
             models without hyperparameters or per-example latents); ``"model"``: NUTS on the Pyro model itself;
             ``"auto"``: flat where it applies.
-        max_tree_depth: NUTS's maximum tree depth (at most ``2^depth - 1`` leapfrog steps per iteration).
-        target_accept_prob: Step-size adaptation target.
+        max_tree_depth: NUTS's maximum tree depth (at most ``2^depth - 1`` leapfrog steps per iteration), >= 1.
+        target_accept_prob: Step-size adaptation target, in (0, 1).
         workers: Run chains in this many processes (``spawn``); 1 runs them one after another in this process.
             The results do not depend on it (each chain has its own seed). On a shared 2-core machine two workers
             made each gradient 2.3x slower than one process did, so measure before using it.
@@ -317,11 +359,19 @@ def run_nuts(
         constrained space) with per-chain :class:`ChainStats` in ``.stats``.
 
     Raises:
-        ValueError: a likelihood whose dataset_size is not ``len(x)``, bad counts, or an unknown ``potential``.
+        ValueError: a likelihood whose dataset_size is not ``len(x)``, bad counts, ``max_tree_depth < 1``,
+            ``target_accept_prob`` outside (0, 1), an unknown ``potential``, or ``init_values`` naming a site the
+            model lacks or giving a value of another shape.
     """
-    for name, value in (("num_chains", num_chains), ("num_samples", num_samples), ("workers", workers)):
+    for name, value in (
+        ("num_chains", num_chains),
+        ("num_samples", num_samples),
+        ("workers", workers),
+        ("max_tree_depth", max_tree_depth),
+    ):
         positive_int(value, name)
     warmup = non_negative_int(warmup, "warmup")
+    target_accept_prob = open_unit(target_accept_prob, "target_accept_prob")
     if len(x) != bnn.likelihood.dataset_size:
         raise ValueError(
             f"NUTS uses the full-batch likelihood: len(x) = {len(x)} but the likelihood's dataset_size is "
@@ -335,6 +385,7 @@ def run_nuts(
     if potential == "auto":
         potential = "flat" if flat_ok else "model"
     bnn.validate_batch(x, y)
+    init_values = _check_init_values(init_values, bnn, num_chains)
     jobs = [
         _ChainJob(
             bnn,
