@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import probability
+from pyro_bnn.checks import non_negative_int, probability
 from pyro_bnn.diagnostics.weight_stats import BIAS_ATTR, weight_posteriors
 from pyro_bnn.predict.predictive import Data, model_device, predict
 from pyro_bnn.predict.sources import GuideSource, ParameterSource
@@ -238,11 +238,13 @@ def pruning_table(
         for each ranking.
 
     Raises:
-        ValueError: bad fractions or rankings, a guide :func:`prune` refuses, data without labels or a regression
-            model.
+        ValueError: bad fractions or rankings, a seed that is neither None nor an int >= 0, a guide :func:`prune`
+            refuses, data without labels or a regression model.
     """
     fractions = [_check_fraction(f) for f in fractions]
     rankings = [_ranking(b) for b in by]
+    if seed is not None:
+        seed = non_negative_int(seed, "seed")
     if not fractions or not rankings:
         raise ValueError("pruning_table needs at least one fraction and one ranking")
     pooled = {ranking: _PooledRanking(guide, bnn, ranking) for ranking in rankings}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -93,7 +93,7 @@ class SliceEvaluator:
             raise ValueError(f"net must be a torch.nn.Module, got {type(net).__name__}")
         method = getattr(likelihood, "log_likelihood", None)
         if callable(method):
-            self.log_likelihood = method
+            self.log_likelihood = _non_finite_rows_score_nan(method)
         elif callable(likelihood):
             self.log_likelihood = likelihood
         else:
@@ -110,7 +110,14 @@ class SliceEvaluator:
         if not isinstance(name, str) or name not in own:
             known = ", ".join(list(own)[:8]) + (", ..." if len(own) > 8 else "")
             raise ValueError(f"unknown parameter name {name!r}; the network's tensors are {known}")
-        wrong = [key for key in values if key in own and tuple(values[key].shape) != tuple(own[key].shape)]
+        if not isinstance(values, Mapping):
+            raise ValueError(f"values must be a dict {{name: tensor}}, got {type(values).__name__}")
+        for key, value in values.items():
+            if key not in own:
+                raise ValueError(f"values: {key!r} is not a parameter or buffer of the network")
+            if not isinstance(value, torch.Tensor):
+                raise ValueError(f"values[{key!r}] must be a torch.Tensor, got {type(value).__name__}")
+        wrong = [key for key in values if tuple(values[key].shape) != tuple(own[key].shape)]
         if wrong:
             key = wrong[0]
             raise ValueError(f"values[{key!r}] has shape {tuple(values[key].shape)}; the network's is {own[key].shape}")
@@ -155,13 +162,24 @@ class SliceEvaluator:
         return tuple(i % size for i, size in zip(entries, shape, strict=True))
 
     def __call__(self, index: Index, w: torch.Tensor) -> torch.Tensor:
-        """``(G,)`` float64: the summed log-likelihood with ``values[name][index]`` at each of ``w`` ``(G,)``."""
+        """``(G,)`` float64: the summed log-likelihood with ``values[name][index]`` at each of ``w`` ``(G,)``.
+
+        With a pyro_bnn likelihood, rows whose network output is not finite score NaN (it is not asked to build a
+        distribution from them); a likelihood that refuses the output anyway is reported in one line.
+        """
         with _evaluation_mode(self.net):
-            if self.plan is not None and self._base is None:
-                self._base = self._base_pass()
-            if self.plan is not None and self.plan.sparse:
-                return self._sparse(index, w)
-            return self._dense(index, w)
+            try:
+                if self.plan is not None and self._base is None:
+                    self._base = self._base_pass()
+                if self.plan is not None and self.plan.sparse:
+                    return self._sparse(index, w)
+                return self._dense(index, w)
+            except ValueError as err:
+                at = f"= {float(w[0])!r}" if len(w) == 1 else f"in [{float(w.min())!r}, {float(w.max())!r}]"
+                first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ValueError(
+                    f"the likelihood cannot score the network's output at {self.name}{list(index)} {at}: {first_line}"
+                ) from None
 
     # -- the plain and the dense incremental path: vmap over the stacked tensor --
 
@@ -379,6 +397,19 @@ class SliceEvaluator:
             products[needed] = (torch.where(z0 > 0, 1.0, self.plan.slope) * c) @ weight2.T
             done[needed] = True
         return products[rows]
+
+
+def _non_finite_rows_score_nan(log_likelihood: Callable) -> Callable:
+    """``log_likelihood(output, y)`` with every row whose output is not finite scored NaN, that row's output
+    replaced by zeros first: a likelihood that validates its distribution's arguments (``Categorical(logits=...)``)
+    would otherwise raise a many-line error where the slice expects a non-finite value. Works under ``torch.vmap``."""
+
+    def score(output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        bad = ~output.isfinite().all(-1)
+        scored = log_likelihood(torch.where(bad[..., None], torch.zeros_like(output), output), y)
+        return torch.where(bad, torch.full_like(scored, math.nan), scored)
+
+    return score
 
 
 def _is_int(value) -> bool:

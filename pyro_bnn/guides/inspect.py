@@ -25,9 +25,14 @@ def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch
     Raises:
         ValueError: The guide has not been run yet, or is of a kind this function does not know.
     """
-    if guide.prototype_trace is None:
-        raise ValueError("the guide has no parameters yet: run it (or train) once before reading them")
     loc_scale = getattr(guide, "loc_scale", None)
+    if not callable(loc_scale) and not isinstance(guide, (AutoNormal, AutoDelta)):
+        raise ValueError(
+            f"posterior_loc_scale does not know the guide type {type(guide).__name__}: give it a loc_scale() method "
+            "returning {site: (loc, scale)}"
+        )
+    if getattr(guide, "prototype_trace", False) is None:
+        raise ValueError("the guide has no parameters yet: run it (or train) once before reading them")
     if callable(loc_scale):
         pairs = loc_scale()
     elif isinstance(guide, AutoNormal):
@@ -35,16 +40,11 @@ def posterior_loc_scale(guide: AutoGuide) -> dict[str, tuple[torch.Tensor, torch
             name: (attrgetter(name)(guide.locs), attrgetter(name)(guide.scales))
             for name, _ in guide.prototype_trace.iter_stochastic_nodes()
         }
-    elif isinstance(guide, AutoDelta):
+    else:  # an AutoDelta (any other kind was refused above)
         pairs = {}
         for name, median in guide.median().items():
             loc = biject_to(guide.prototype_trace.nodes[name]["fn"].support).inv(median)
             pairs[name] = (loc, torch.zeros_like(loc))
-    else:
-        raise ValueError(
-            f"posterior_loc_scale does not know the guide type {type(guide).__name__}: give it a loc_scale() method "
-            "returning {site: (loc, scale)}"
-        )
     # Copies, so a result taken before training is a snapshot rather than a view of parameters that keep moving.
     return {name: (loc.detach().clone(), scale.detach().clone()) for name, (loc, scale) in pairs.items()}
 

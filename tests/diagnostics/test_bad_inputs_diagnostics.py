@@ -1,0 +1,217 @@
+"""Bad inputs to the diagnostics get one line naming the value, and summaries that could not tell do not read as
+converged: undefined r-hats, run_nuts's arguments, non-finite slices, unknown slice values, guides of another kind,
+empty draws and containers of the wrong kind."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from pyro_bnn import BNN
+from pyro_bnn.diagnostics import arviz_compat
+from pyro_bnn.diagnostics.alignment import predictive_distance, wasserstein_1d
+from pyro_bnn.diagnostics.arviz_export import (
+    convergence_summary,
+    draw_samples,
+    draws_to_inference_data,
+    posterior_dataset,
+    to_inference_data,
+)
+from pyro_bnn.diagnostics.nuts import run_nuts
+from pyro_bnn.diagnostics.pruning import prune, pruning_table
+from pyro_bnn.diagnostics.slices import SliceOptions, likelihood_slice
+from pyro_bnn.diagnostics.weight_stats import weight_statistics
+from pyro_bnn.guides import FlatMeanField, init_to_network, posterior_loc_scale
+from pyro_bnn.likelihoods import Categorical, Gaussian
+from pyro_bnn.priors import NormalPrior, parse_prior
+
+N = 10
+
+
+def _data(n=N, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 2, generator=g)
+    return x, (x[:, 0] > 0).long()
+
+
+def _bnn(n=N) -> BNN:
+    torch.manual_seed(0)
+    return BNN(nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 2)), NormalPrior(0.0, 1.0), Categorical(n))
+
+
+def _draws(bnn, chains, draws, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {site.name: torch.randn(chains, draws, *site.shape, generator=g) for site in bnn.sites}
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+def _summary(data, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ArviZ warns about too few draws
+        return convergence_summary(data, *args)
+
+
+# ------------------------------------------------------------------------------------ convergence_summary
+def test_an_undefined_rhat_does_not_read_as_converged(arviz_backend):
+    bnn = _bnn()
+    summary = _summary(to_inference_data(bnn, _draws(bnn, 2, 3)))  # 3 draws per chain: no r-hat
+    assert summary["num_rhat_nan"] == summary["num_scalars"] == 17
+    assert math.isnan(summary["frac_rhat_gt_1.01"]) and math.isnan(summary["frac_rhat_gt_1.1"])
+    assert math.isnan(summary["rhat_max"])
+    point = {site.name: torch.zeros(site.shape) for site in bnn.sites}  # a repeated point estimate
+    summary = _summary(to_inference_data(bnn, draw_samples(bnn, point, 5, chains=2)))
+    assert summary["num_rhat_nan"] == 17 and math.isnan(summary["frac_rhat_gt_1.01"])
+
+
+def test_rhat_fractions_are_over_the_defined_rhats(arviz_backend):
+    draws = torch.randn(2, 50, 4, generator=torch.Generator().manual_seed(1))
+    draws[:, :, 0] = 1.0  # never moves: r-hat NaN
+    draws[1, :, 1] += 100.0  # chains far apart: r-hat well above 1.1
+    data = draws_to_inference_data({"theta": draws})
+    rhat = np.asarray(arviz_compat.rhat(data)["theta"].values)
+    assert np.isnan(rhat[0]) and rhat[1] > 1.1 and (rhat[2:] < 1.1).all()
+    summary = _summary(data)
+    assert summary["num_scalars"] == 4 and summary["num_rhat_nan"] == 1
+    assert summary["frac_rhat_gt_1.1"] == pytest.approx(1 / 3)
+    assert summary["rhat_max"] == pytest.approx(float(np.nanmax(rhat)))
+
+
+def test_convergence_summary_refuses_unknown_variables_and_other_containers():
+    bnn = _bnn()
+    data = to_inference_data(bnn, _draws(bnn, 2, 10))
+    with pytest.raises(ValueError, match=r"no variable 'zz'; it has \['0.weight'") as err:
+        _summary(data, ["zz"])
+    _one_line(err)
+    with pytest.raises(ValueError, match="takes an ArviZ InferenceData or xarray DataTree .* got dict") as err:
+        _summary(_draws(bnn, 2, 10))
+    _one_line(err)
+
+
+# ----------------------------------------------------------------------------------------- empty draws
+def test_no_draw_is_refused():
+    bnn = _bnn()
+    draws = _draws(bnn, 2, 10)
+    with pytest.raises(ValueError, match=r"2 chain\(s\) of 0 draw\(s\); the export needs at least 1"):
+        to_inference_data(bnn, {name: value[:, :0] for name, value in draws.items()})
+    with pytest.raises(ValueError, match=r"0 chain\(s\) of 10 draw\(s\)"):
+        draws_to_inference_data({"a": torch.zeros(0, 10)})
+    with pytest.raises(ValueError, match="'0.weight' holds 0 draws; draw_samples needs at least 1"):
+        draw_samples(bnn, {site.name: torch.zeros(0, *site.shape) for site in bnn.sites})
+    with pytest.raises(ValueError, match="'0.weight' holds 3 draws, fewer than chains = 4"):
+        draw_samples(bnn, {site.name: torch.zeros(3, *site.shape) for site in bnn.sites}, chains=4)
+    with pytest.raises(ValueError, match=r"2 chain\(s\) of 0 draw\(s\); draw_samples needs"):
+        draw_samples(bnn, {name: value[:, :0] for name, value in draws.items()})
+    with pytest.raises(ValueError, match="at least 1 draw each, got 0 and 3"):
+        wasserstein_1d(torch.rand(0, 4), torch.rand(3, 4))
+    with pytest.raises(ValueError, match="at least 1 sample each, got 3 and 0"):
+        predictive_distance(torch.rand(3, 4, 2), torch.rand(0, 4, 2))
+
+
+def test_draws_to_inference_data_takes_numpy_arrays_and_refuses_other_values():
+    values = np.arange(10.0).reshape(1, 5, 2)
+    data = draws_to_inference_data({"a": values})
+    np.testing.assert_array_equal(posterior_dataset(data)["a"].values, values)
+    with pytest.raises(ValueError, match=r"samples\['a'\] must be a torch.Tensor or a NumPy array, got list"):
+        draws_to_inference_data({"a": [[1.0, 2.0]]})
+
+
+# -------------------------------------------------------------------------------------------- run_nuts
+def test_run_nuts_checks_its_arguments_before_sampling():
+    bnn = _bnn()
+    x, y = _data()
+    run = dict(num_chains=2, num_samples=2, warmup=2)
+    with pytest.raises(ValueError, match=r"init_values names 'zz', which is not a site of the model; its sites are"):
+        run_nuts(bnn, x, y, init_values={"zz": torch.zeros(3)}, **run)
+    with pytest.raises(
+        ValueError, match=r"init_values\['0.weight'\] has shape \(3, 3\); the site's is \(3, 2\)"
+    ) as err:
+        run_nuts(bnn, x, y, init_values={"0.weight": torch.zeros(3, 3)}, **run)
+    assert "(2, 3, 2) (one per chain)" in _one_line(err)
+    with pytest.raises(ValueError, match=r"init_values\['0.weight'\] has shape \(4, 3, 2\)"):
+        run_nuts(bnn, x, y, init_values={"0.weight": torch.zeros(4, 3, 2)}, **run)
+    with pytest.raises(ValueError, match="target_accept_prob must be a number in \\(0, 1\\), got 1.5"):
+        run_nuts(bnn, x, y, target_accept_prob=1.5, **run)
+    with pytest.raises(ValueError, match="max_tree_depth must be an int >= 1, got 0"):
+        run_nuts(bnn, x, y, max_tree_depth=0, **run)
+    torch.manual_seed(0)
+    hierarchical = BNN(nn.Linear(2, 1), parse_prior("hierarchical:normal,halfnormal,1"), Gaussian(N, scale=0.5))
+    hyper = hierarchical.hyper_site_names[0]
+    with pytest.raises(ValueError, match=rf"init_values\['{hyper}'\] has shape \(5,\)"):
+        run_nuts(hierarchical, x, y[:, None].float(), init_values={hyper: torch.ones(5)}, **run)
+
+
+# --------------------------------------------------------------------------------------- likelihood slices
+def _net_values():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
+    return net, {name: value.detach().clone() for name, value in net.named_parameters()}
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+@pytest.mark.parametrize("fault", ["inf weight", "nan bias"])
+def test_a_non_finite_output_of_a_library_likelihood_is_one_line(incremental, fault):
+    net, values = _net_values()
+    if fault == "inf weight":
+        values["0.weight"][0, 0] = math.inf
+    else:
+        values["0.bias"][:] = math.nan
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"the log-likelihood at 2.weight\[0, 1\] = .* is nan, not finite") as err:
+        likelihood_slice(
+            net, Categorical(N), x, y, values, "2.weight", (0, 1), options=SliceOptions(incremental=incremental)
+        )
+    _one_line(err)
+
+
+def test_a_likelihood_that_refuses_the_output_is_one_line():
+    class Refusing(Categorical):
+        def log_likelihood(self, output, y):
+            raise ValueError("Expected parameter logits\nto satisfy the constraint\nbut found invalid values")
+
+    net, values = _net_values()
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"output at 0.weight\[1, 0\] = -0.58\d*: Expected parameter logits$") as err:
+        likelihood_slice(net, Refusing(N), x, y, values, "0.weight", (1, 0), options=SliceOptions(incremental=False))
+    _one_line(err)
+
+
+def test_likelihood_slice_refuses_unknown_values_as_point_values_does():
+    net, values = _net_values()
+    x, y = _data()
+    typo = {**values, "0.weigth": values["0.weight"] + 1.0}
+    with pytest.raises(ValueError, match="values: '0.weigth' is not a parameter or buffer of the network"):
+        likelihood_slice(net, Categorical(N), x, y, typo, "0.weight", (0, 0))
+    with pytest.raises(ValueError, match=r"values\['0.bias'\] must be a torch.Tensor, got list"):
+        likelihood_slice(net, Categorical(N), x, y, {"0.bias": [0.0, 0.0, 0.0]}, "0.weight", (0, 0))
+
+
+# ------------------------------------------------------------------------------- guides of another kind
+@pytest.mark.parametrize("guide", [None, {"0.weight": 1}])
+def test_a_guide_of_another_kind_is_a_value_error(guide):
+    bnn = _bnn()
+    kind = type(guide).__name__
+    with pytest.raises(ValueError, match=f"does not know the guide type {kind}"):
+        posterior_loc_scale(guide)
+    with pytest.raises(ValueError, match=f"prune needs a mean-field Normal guide .* guide type {kind}"):
+        prune(guide, bnn, 0.5)
+    with pytest.raises(ValueError, match=f"weight_statistics needs a mean-field Normal guide .* guide type {kind}"):
+        weight_statistics(guide, bnn)
+
+
+def test_pruning_table_names_a_bad_seed():
+    bnn = _bnn()
+    guide = FlatMeanField(bnn, init_loc_fn=init_to_network(bnn), init_scale=0.1)
+    x, y = _data()
+    guide(x, y)
+    with pytest.raises(ValueError, match="seed must be an int >= 0, got 'a'"):
+        pruning_table(bnn, guide, (x, y), fractions=[0.5], num_samples=2, seed="a")
