@@ -193,7 +193,7 @@ def test_a_registered_family_runs_through_the_cli(toy_family, tmp_path, capsys):
     assert main(["evaluate", str(out)]) == 0
     assert main(["diagnose", str(out), "--shape", "--pruning", "--num-samples", "8", "--quiet"]) == 0
     report = json.loads((out / "diagnostics.json").read_text())
-    assert report["shape"]["loo"]["test_points"] > 0 and report["pruning"]["rows"]
+    assert report["shape"]["loo"]["train_points"] > 0 and report["pruning"]["rows"]
     capsys.readouterr()
     assert main([*train, "toy-shared", "--elbo", "fast", "--out", str(tmp_path / "refused")]) == 2
     assert "elbo 'fast' needs the flat guide" in capsys.readouterr().err
