@@ -265,14 +265,17 @@ def _site_shapes(bnn: BNN) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _check_init_values(init_values: object, bnn: BNN, num_chains: int) -> dict[str, torch.Tensor] | None:
-    """``init_values`` checked: a dict of tensors naming the model's weight or hyperparameter sites, each of the
-    site's shape or ``(num_chains, *shape)``; one line naming the first that is not."""
+def _check_init_values(
+    init_values: object, bnn: BNN, num_chains: int
+) -> tuple[dict[str, torch.Tensor] | None, dict[str, tuple[int, ...]]]:
+    """``init_values`` checked, and the sites' shapes: a dict of tensors naming the model's weight, hyperparameter
+    or per-example latent sites, each weight or hyperparameter of the site's shape or ``(num_chains, *shape)``
+    (a latent's shape follows the data and is left to the model); one line naming the first that is not."""
     if init_values is None:
-        return None
+        return None, {}
     if not isinstance(init_values, Mapping):
         raise ValueError(f"init_values must be a dict {{site: tensor}}, got {type(init_values).__name__}")
-    known = bnn.hyper_site_names + bnn.site_names
+    known = bnn.hyper_site_names + bnn.site_names + bnn.local_site_names
     unknown = [name for name in init_values if name not in known]
     if unknown:
         raise ValueError(
@@ -290,14 +293,16 @@ def _check_init_values(init_values: object, bnn: BNN, num_chains: int) -> dict[s
                 f"init_values[{name!r}] has shape {tuple(value.shape)}; the site's is {shape} (one start for every "
                 f"chain) or {(num_chains, *shape)} (one per chain)"
             )
-    return dict(init_values)
+    return dict(init_values), shapes
 
 
-def _chain_init(init_values: Mapping[str, torch.Tensor] | None, bnn: BNN, chain: int, num_chains: int):
-    """Chain ``chain``'s start from ``init_values`` (one value for all chains, or one per chain), or None."""
+def _chain_init(
+    init_values: Mapping[str, torch.Tensor] | None, shapes: Mapping[str, tuple[int, ...]], chain: int, num_chains: int
+):
+    """Chain ``chain``'s start from ``init_values`` (one value for all chains, or one per chain where a site's
+    ``shapes`` entry says so), or None."""
     if init_values is None:
         return None
-    shapes = {site.name: tuple(site.shape) for site in bnn.sites}
     init = {}
     for name, value in init_values.items():
         shape = shapes.get(name)
@@ -385,7 +390,7 @@ def run_nuts(
     if potential == "auto":
         potential = "flat" if flat_ok else "model"
     bnn.validate_batch(x, y)
-    init_values = _check_init_values(init_values, bnn, num_chains)
+    init_values, shapes = _check_init_values(init_values, bnn, num_chains)
     jobs = [
         _ChainJob(
             bnn,
@@ -393,7 +398,7 @@ def run_nuts(
             y,
             chain,
             seed * CHAIN_SEED_STRIDE + chain,
-            _chain_init(init_values, bnn, chain, num_chains),
+            _chain_init(init_values, shapes, chain, num_chains),
             num_samples,
             warmup,
             potential,

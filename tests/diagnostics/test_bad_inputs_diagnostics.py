@@ -150,6 +150,33 @@ def test_run_nuts_checks_its_arguments_before_sampling():
         run_nuts(hierarchical, x, y[:, None].float(), init_values={hyper: torch.ones(5)}, **run)
 
 
+def test_run_nuts_splits_per_chain_hyperparameter_starts_and_takes_latent_starts():
+    # a (num_chains,) start of a scalar hyperparameter went whole to every chain: draws of shape (2, 2, 2)
+    import pyro.distributions as dist
+
+    from pyro_bnn.local_latents import LocalLatent
+
+    x, y = _data()
+    torch.manual_seed(0)
+    hierarchical = BNN(nn.Linear(2, 1), parse_prior("hierarchical:normal,halfnormal,1"), Gaussian(N, scale=0.5))
+    hyper = hierarchical.hyper_site_names[0]
+    run = dict(num_chains=2, num_samples=2, warmup=0, max_tree_depth=1)
+    draws = run_nuts(hierarchical, x, y[:, None].float(), init_values={hyper: torch.tensor([0.7, 2.0])}, **run)
+    assert draws[hyper].shape == (2, 2)
+
+    class Scale(LocalLatent):
+        def prior(self, batch_size):
+            return dist.Normal(torch.ones(batch_size, 2), 0.1).to_event(1)
+
+        def apply(self, inputs, value):
+            return inputs * value
+
+    # a per-example latent's start, whose shape follows the data: refused as "not a site of the model"
+    latent = BNN(nn.Sequential(nn.Linear(2, 3)), NormalPrior(), Categorical(N), local_latents=[Scale("z", "0", (2,))])
+    draws = run_nuts(latent, x, y % 3, init_values={"z": torch.ones(N, 2)}, potential="model", **run)
+    assert draws["z"].shape == (2, 2, N, 2)
+
+
 # --------------------------------------------------------------------------------------- likelihood slices
 def _net_values():
     torch.manual_seed(0)
