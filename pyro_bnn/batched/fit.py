@@ -250,6 +250,9 @@ def fit_batched(
                 f"run {run}'s first batch has shapes {shape[0]} and {shape[1]}, run 0's {shapes[0][0]} and "
                 f"{shapes[0][1]}: the runs of a batch need the same batch size and data shapes"
             )
+    for trainer, loader in zip(trainers, val_loaders, strict=True):
+        if loader is not None:  # a validation count a mixture guide refuses, before any step
+            trainer.validation.check_guide(trainer.guide)
     starts = {t.epoch for t in trainers}
     if len(starts) != 1:
         raise ValueError(f"the runs of a batch must resume at the same epoch, got epochs {sorted(starts)}")

@@ -60,7 +60,6 @@ from pyro_bnn.infer.validation import Validation
 from pyro_bnn.infer.warm_start import map_warm_start
 from pyro_bnn.nn.modes import preserved_state
 from pyro_bnn.predict.predictive import model_device
-from pyro_bnn.predict.sources import GuideSource
 
 __all__ = ["NonFiniteLossError", "SchedulerInterval", "Trainer", "map_warm_start"]
 
@@ -213,8 +212,6 @@ class Trainer:
             if validate is not None:
                 with poutine.block():
                     validate(self.bnn, self.guide, x, y)
-        # A validation sample count a mixture guide refuses: said now, not after the first epoch's training.
-        GuideSource(self.guide).check_num_samples(self.validation.samples_for(self.guide))
         named = trainable_parameters(self.bnn, self.guide)
         self._params = [p for _, p in named]
         self.optimizer, self._clip = build_optimizer(self.optim, named)
@@ -265,6 +262,8 @@ class Trainer:
             _check_all_labels(train_loader, self.bnn, x)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
+        if val_loader is not None:  # a count the guide refuses: said now, not after the first epoch's training
+            self.validation.check_guide(self.guide)
         self.step_runner = make_step_runner(self)
         self.validation.loader = val_loader
         self.stop_training = False

@@ -52,6 +52,19 @@ class Validation(Callback):
             return self.num_samples
         return samples_for_components(DEFAULT_VAL_SAMPLES, GuideSource(guide).num_components)
 
+    def check_guide(self, guide: Callable) -> None:
+        """Refuses an explicit :attr:`num_samples` that is no multiple of a mixture guide's K (its components would
+        weigh unequally), in one line naming ``num_val_samples``."""
+        k = GuideSource(guide).num_components
+        if self.num_samples is not None and self.num_samples % k:
+            raise ValueError(
+                f"num_val_samples={self.num_samples} is not a multiple of {k}: the mixture guide takes the same "
+                f"number of samples from each of its {k} components (e.g. "
+                f"{samples_for_components(self.num_samples, k)}; the default, None, is "
+                f"{samples_for_components(DEFAULT_VAL_SAMPLES, k)} "
+                "here)"
+            )
+
     @torch.no_grad()
     def evaluate(
         self, model: torch.nn.Module, guide: torch.nn.Module, loader: Iterable, num_samples: int | None = None

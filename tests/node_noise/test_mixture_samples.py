@@ -62,11 +62,14 @@ def test_a_trainer_validates_a_mixture_of_three_with_its_default_sample_count():
     assert trainer.fit(loader, 1, val_loader=loader)[0]["val_accuracy"] >= 0  # 16 draws of 3 would be refused
     assert Validation().samples_for(guide) == 18 and Validation(6).samples_for(guide) == 6
     assert ValidationOptions().num_val_samples is None
-    # an explicit count the mixture refuses: at set-up, before an epoch is spent
+    # an explicit count the mixture refuses: before an epoch is spent, and only where there is a validation
     runtime = RuntimeOptions(seed=0, progress=False)
     trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=runtime, validation=ValidationOptions(8))
-    with pytest.raises(ValueError, match=r"^num_samples=8 is not a multiple of 3"):
-        trainer.setup(x[:5], y[:5])
+    message = r"^num_val_samples=8 is not a multiple of 3: .* \(e.g. 9; the default, None, is 18 here\)$"
+    with pytest.raises(ValueError, match=message):
+        trainer.fit(loader, 1, val_loader=loader)
+    assert trainer.epoch == 0
+    assert len(trainer.fit(loader, 1)) == 1  # no validation: nothing to refuse
 
 
 def test_run_config_defaults_round_to_the_mixture():
