@@ -153,11 +153,12 @@ class LogJoint:
 
     def check_loader(self, loader: object) -> None:
         """Refuses a loader that walks over another number of examples than the likelihood's ``dataset_size`` (the
-        N of the N/B scale): its sampler's length where it has one (a ``DataLoader`` over a subset of its dataset),
-        else its ``dataset``'s; a loader with neither sized is taken as it is."""
-        sampler = getattr(loader, "sampler", None)
+        N of the N/B scale): the indices of a sampler over a subset of its dataset (``SubsetRandomSampler``), else
+        its ``dataset``'s length (a sampler's length is draws per epoch, not examples: a weighted sampler may draw
+        more); a loader without a sized dataset is taken as it is."""
+        indices = getattr(getattr(loader, "sampler", None), "indices", None)
         try:
-            count = len(sampler if sampler is not None else getattr(loader, "dataset", None))  # type: ignore[arg-type]
+            count = len(indices if indices is not None else getattr(loader, "dataset", None))  # type: ignore[arg-type]
         except TypeError:
             return
         size = self.bnn.likelihood.dataset_size

@@ -215,6 +215,10 @@ def test_a_loader_over_a_subset_of_its_dataset_counts_the_subset(conjugate):
     rows = torch.utils.data.TensorDataset(conjugate.x, conjugate.y)
     loader = torch.utils.data.DataLoader(rows, 10, sampler=torch.utils.data.SubsetRandomSampler(range(30)))
     assert sample_sgmcmc(bnn, loader, step_size=STEP, num_draws=2, progress=False).samples["weight"].shape[1] == 2
+    # a weighted sampler's length is its draws per epoch, not the examples: N is the dataset's
+    weighted = torch.utils.data.WeightedRandomSampler(torch.ones(40), 80)
+    loader = torch.utils.data.DataLoader(rows, 10, sampler=weighted)
+    assert sample_sgmcmc(conjugate.bnn, loader, step_size=STEP, num_draws=2, progress=False).samples
 
 
 @pytest.mark.parametrize("column", ["x", "y"])
