@@ -400,12 +400,13 @@ class SliceEvaluator:
 
 
 def _non_finite_rows_score_nan(log_likelihood: Callable) -> Callable:
-    """``log_likelihood(output, y)`` with every row whose output is not finite scored NaN, that row's output
+    """``log_likelihood(output, y)`` with every row whose output holds NaN or +inf scored NaN, that row's output
     replaced by zeros first: a likelihood that validates its distribution's arguments (``Categorical(logits=...)``)
-    would otherwise raise a many-line error where the slice expects a non-finite value. Works under ``torch.vmap``."""
+    would otherwise raise a many-line error where the slice expects a non-finite value. A -inf (a class's logit
+    far below the others) is scored as the likelihood scores it. Works under ``torch.vmap``."""
 
     def score(output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        bad = ~output.isfinite().all(-1)
+        bad = (output.isnan() | output.isposinf()).any(-1)
         scored = log_likelihood(torch.where(bad[..., None], torch.zeros_like(output), output), y)
         return torch.where(bad, torch.full_like(scored, math.nan), scored)
 

@@ -212,6 +212,22 @@ def test_a_likelihood_that_refuses_the_output_is_one_line():
     _one_line(err)
 
 
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_logit_overflowing_to_minus_inf_is_scored_as_the_likelihood_scores_it(incremental):
+    # class 0's logit w * 1e38 falls to -inf as w falls: class 1 then has probability 1, a finite log-likelihood
+    # (0); scoring every non-finite row NaN stopped the window there and failed the slice
+    net = nn.Sequential(nn.Linear(1, 2))
+    with torch.no_grad():
+        net[0].weight.zero_()
+        net[0].bias.zero_()
+    x, y = torch.full((3, 1), 1e38), torch.ones(3, dtype=torch.long)
+    values = dict(net.named_parameters())
+    options = SliceOptions(incremental=incremental)
+    slice_ = likelihood_slice(net, Categorical(3), x, y, values, "0.weight", (0, 0), options=options)
+    assert slice_.capped == (True, False) and slice_.half_widths == (5.0, 0.1)
+    assert slice_.log_likelihood[0].item() == 0.0
+
+
 def test_likelihood_slice_refuses_unknown_values_as_point_values_does():
     net, values = _net_values()
     x, y = _data()
