@@ -183,12 +183,15 @@ class RayExecutor:
         self.gpus_per_run = gpus_per_run
         self.batch_runs = batch_runs
         self._where = "the Ray cluster"  # what _check_fits names
+        self._fits = False  # checked once: run() joins again
         self._init()
 
     def _init(self) -> None:
         """Joins (or starts) Ray unless this process already has, then checks that a task fits on a node."""
+        address = os.environ.get("RAY_ADDRESS", "").strip()
+        if not address:  # a local instance, started here or earlier in this process: it gains no node
+            self._where = "the local Ray instance"
         if not self.ray.is_initialized():
-            address = os.environ.get("RAY_ADDRESS", "").strip()
             if address:
                 check_ray_address()
                 try:
@@ -198,16 +201,19 @@ class RayExecutor:
             else:
                 self._check_fits([{"CPU": _cores()}], "this machine", gpus=False)  # before starting Ray on it
                 self.ray.init(include_dashboard=False, log_to_driver=False, num_cpus=_cores())
-                self._where = "the local Ray instance"
+        if self._fits:
+            return
         nodes = [node.get("Resources", {}) for node in self.ray.nodes() if node.get("Alive", True)]
         try:
             self._check_fits(nodes, self._where)
         except ValueError as err:
-            if self._where == "the local Ray instance":
+            if not address:
                 raise
             # A cluster joined may start nodes as tasks ask for them (an autoscaler): a task no node holds now is
             # said, not refused.
-            warnings.warn(f"{err}, unless the cluster starts a node that holds it (an autoscaler)", stacklevel=2)
+            need = str(err).split(", so ")[0].split(": no node")[0]
+            warnings.warn(f"{need}: its tasks wait until the cluster starts a node that holds one", stacklevel=2)
+        self._fits = True
 
     def _check_fits(self, nodes: list[dict[str, float]], where: str, *, gpus: bool = True) -> None:
         """Refuses, in one line, a task no node of ``nodes`` (their resources) can hold: Ray would queue it forever,

@@ -84,9 +84,18 @@ def test_a_task_no_node_of_a_cluster_holds_now_is_warned_about(fake_ray, monkeyp
     # a cluster joined may start a node when tasks ask for one (an autoscaler with GPU workers): warned, not refused
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     fake_ray(nodes=[{"CPU": 2.0}, {"CPU": 2.0}])  # 4 CPUs, but 2 a node
-    with pytest.warns(UserWarning, match=r"--threads 3 .* the Ray cluster has 2 on its largest node.*autoscaler"):
+    expected = r"^--threads 3 .* the Ray cluster has 2 on its largest node: its tasks wait until the cluster starts"
+    with pytest.warns(UserWarning, match=expected):
         assert make_executor("ray", threads=3, gpus_per_run=0).cpus_per_run == 3
     assert make_executor("ray", threads=2, gpus_per_run=0).cpus_per_run == 2
+
+
+def test_a_local_instance_started_earlier_still_refuses_a_task_it_cannot_hold(fake_ray):
+    # the second executor found Ray initialised and took it for a cluster that might grow: a warning, then a hang
+    fake_ray(nodes=[{"CPU": 2.0}])
+    make_executor("ray", threads=2, gpus_per_run=0)
+    with pytest.raises(ValueError, match=r"^--threads 3 asks each Ray task for 3 CPUs, but the local Ray instance"):
+        make_executor("ray", threads=3, gpus_per_run=0)
 
 
 def test_a_refused_ray_grid_writes_nothing_and_reads_no_data(fake_ray, tmp_path, capsys, monkeypatch):
