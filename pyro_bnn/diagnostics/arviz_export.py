@@ -213,13 +213,15 @@ def _chain_draw(samples: Mapping[str, torch.Tensor], sites: Sequence[str]) -> tu
 
 
 def _as_tensors(samples: Any, caller: str) -> dict[str, torch.Tensor]:
-    """``samples`` as a dict of tensors (NumPy arrays converted); one line for anything else."""
+    """``samples`` as a dict of tensors (NumPy arrays converted, floating ones to torch's default dtype, which the
+    network runs in); one line for anything else."""
     if not isinstance(samples, Mapping):
         raise ValueError(f"{caller} takes a dict {{site: tensor}}, got {type(samples).__name__}")
     tensors = {}
     for name, value in samples.items():
         if isinstance(value, np.ndarray):
-            value = torch.from_numpy(value)
+            floating = np.issubdtype(value.dtype, np.floating)
+            value = torch.as_tensor(np.ascontiguousarray(value), dtype=torch.get_default_dtype() if floating else None)
         elif not isinstance(value, torch.Tensor):
             raise ValueError(
                 f"{caller}: samples[{name!r}] must be a torch.Tensor or a NumPy array, got {type(value).__name__}"

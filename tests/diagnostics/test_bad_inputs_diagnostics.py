@@ -125,6 +125,15 @@ def test_draws_to_inference_data_takes_numpy_arrays_and_refuses_other_values():
         draws_to_inference_data({"a": [[1.0, 2.0]]})
 
 
+def test_numpy_draws_export_with_data_in_the_network_s_dtype():
+    # float64 arrays reached the float32 network: "expected scalar type Float but found Double"
+    bnn = _bnn()
+    x, y = _data()
+    draws = {name: np.zeros((1, 3, *site.shape)) for name, site in zip(bnn.site_names, bnn.sites, strict=True)}
+    data = to_inference_data(bnn, draws, (x, y))
+    assert "log_likelihood" in arviz_compat.group_names(data)
+
+
 # -------------------------------------------------------------------------------------------- run_nuts
 def test_run_nuts_checks_its_arguments_before_sampling():
     bnn = _bnn()
