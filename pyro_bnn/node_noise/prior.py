@@ -21,7 +21,7 @@ class NodeNoisePrior(Prior):
 
     Args:
         scale: s of every layer not named in ``layer_scales``: a finite real number > 0 (an int or float, a NumPy
-            scalar or a 0-d tensor; not a bool or a string).
+            scalar or a one-element tensor; not a bool or a string).
         layer_scales: ``{layer name: s}`` for layers with their own s (``{"conv1": 0.3}``), each s of the same
             kinds as ``scale``.
         select: Which parameters are node noise; default :func:`~pyro_bnn.node_noise.is_node_noise`.

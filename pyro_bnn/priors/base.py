@@ -7,6 +7,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from pyro.distributions import Distribution
 from torch import nn
@@ -56,15 +57,17 @@ def elementwise(family: Callable[..., Distribution], shape: torch.Size, *params:
 
 
 def positive_number(value: object, what: str) -> float:
-    """``value`` as a float if it is a finite real number > 0: an int or float, a NumPy scalar or a real tensor of
-    one element (not a bool, a string or a sequence); else a one-line ``ValueError``: ``"{what} must be a finite
-    number > 0, got ..."`` (a tensor named by its shape and dtype, whose repr may span lines)."""
+    """``value`` as a float if it is a finite real number > 0: an int or float, a NumPy scalar, or a real tensor or
+    NumPy array of one element (not a bool, a string or a sequence); else a one-line ``ValueError``: ``"{what} must
+    be a finite number > 0, got ..."`` (a tensor named by its shape and dtype, whose repr may span lines)."""
     number: float | None = None
     if isinstance(value, torch.Tensor):
         if value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
             number = float(value.item())
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         number = float(value)
+    elif isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":  # a 0-d or (1,) array
+        number = float(value.reshape(()))
     if number is None or not 0 < number < math.inf:
         if isinstance(value, torch.Tensor):
             shown = f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}" if number is None else number

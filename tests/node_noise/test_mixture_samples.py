@@ -107,7 +107,10 @@ def test_node_noise_prior_refuses_a_bad_scale_in_one_line(value, shown):
         NodeNoisePrior(0.1, layer_scales={"0": value})
 
 
-@pytest.mark.parametrize("value", [0.3, 2, np.float64(0.3), np.float32(0.3), torch.tensor(0.3), torch.tensor([0.3])])
+@pytest.mark.parametrize(
+    "value",
+    [0.3, 2, np.float64(0.3), np.float32(0.3), torch.tensor(0.3), torch.tensor([0.3]), np.array(0.3), np.array([0.3])],
+)
 def test_node_noise_prior_takes_real_numbers_for_both(value):
     prior = NodeNoisePrior(value, layer_scales={"0": value})
     assert prior.scale.item() == pytest.approx(float(value))
