@@ -113,8 +113,9 @@ def test_node_noise_prior_refuses_a_bad_scale_in_one_line(value, shown):
 )
 def test_node_noise_prior_takes_real_numbers_for_both(value):
     prior = NodeNoisePrior(value, layer_scales={"0": value})
-    assert prior.scale.item() == pytest.approx(float(value))
-    assert prior.layer_scale("0").item() == pytest.approx(float(value))
+    expected = float(np.asarray(value, dtype=float).reshape(()))
+    assert prior.scale.item() == pytest.approx(expected)
+    assert prior.layer_scale("0").item() == pytest.approx(expected)
 
 
 def test_add_node_noise_refuses_a_lazy_layer_in_one_line():
