@@ -10,7 +10,8 @@ Everything here speaks one layout, ``{site name: (chain, draw, *site_shape)}`` t
   dims ``(chain, draw, obs_id)``) computed by :func:`pyro_bnn.predict.predict`, so that ArviZ's summary and LOO
   run on it (``az.summary`` / ``az.loo`` of ArviZ 0.x, ``arviz_stats.summary`` / ``loo`` of the refactored ArviZ,
   or :mod:`pyro_bnn.diagnostics.arviz_compat`'s ``summary`` / ``loo`` / ``compare`` with either).
-* :func:`convergence_summary` reads r-hat and ESS back as plain floats, so callers never handle ArviZ objects.
+* :func:`~pyro_bnn.diagnostics.convergence.convergence_summary` (in :mod:`pyro_bnn.diagnostics.convergence`) reads
+  r-hat and ESS back as plain floats, so callers never handle ArviZ objects.
 * :func:`normality_scores` (pure torch, in :mod:`pyro_bnn.diagnostics.normality`) measures how far each scalar's
   marginal is from a Normal.
 
@@ -32,6 +33,7 @@ import torch
 from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.diagnostics import arviz_compat
+from pyro_bnn.diagnostics.convergence import convergence_summary, posterior_dataset
 from pyro_bnn.diagnostics.normality import normality_scores
 from pyro_bnn.predict.predictive import Data, predict
 from pyro_bnn.predict.sources import GuideSource, ParameterSource, PointEstimate, Samples
@@ -352,89 +354,6 @@ def draws_to_inference_data(
         for name, value in observed_data.items():
             dims.setdefault(name, site_dims(name, value.ndim))
     return arviz_compat.from_dicts(posterior, observed_data=observed_data, dims=dims)
-
-
-def posterior_dataset(inference_data: Any) -> Any:
-    """The ``posterior`` group as an ``xarray.Dataset`` (from an ``InferenceData`` or a ``DataTree``)."""
-    return arviz_compat.group(inference_data, "posterior")
-
-
-def _per_scalar(dataset: Any, names: Sequence[str]) -> np.ndarray:
-    """Every scalar of the named variables of a diagnostic's Dataset, flattened and concatenated."""
-    return np.concatenate([np.asarray(dataset[name].values, dtype=np.float64).reshape(-1) for name in names])
-
-
-def _defined(values: np.ndarray) -> np.ndarray:
-    """The entries that are not NaN (an infinite r-hat is defined: chains that never overlap)."""
-    return values[~np.isnan(values)]
-
-
-def _statistic(values: np.ndarray, reduce: Callable[[np.ndarray], Any]) -> float:
-    """``reduce`` over the defined entries; NaN when there are none."""
-    defined = _defined(values)
-    return float(reduce(defined)) if defined.size else math.nan
-
-
-def _posterior_names(inference_data: Any, var_names: Sequence[str] | None) -> list[str]:
-    """The posterior variables ``var_names`` names (default all), each checked to be there; one line otherwise."""
-    try:
-        posterior = posterior_dataset(inference_data)
-    except (AttributeError, TypeError, KeyError):
-        raise ValueError(
-            "convergence_summary takes an ArviZ InferenceData or xarray DataTree with a posterior group "
-            f"(to_inference_data's result), got {type(inference_data).__name__}"
-        ) from None
-    present = list(posterior.data_vars)
-    if var_names is None:
-        return present
-    if isinstance(var_names, str):
-        raise ValueError(f"var_names must be a list of variable names, got the string {var_names!r}")
-    names = list(var_names)
-    unknown = [name for name in names if name not in present]
-    if unknown:
-        raise ValueError(f"the posterior has no variable {unknown[0]!r}; it has {present[:8]}")
-    if not names:
-        raise ValueError("var_names is empty: there is nothing to summarise")
-    return names
-
-
-def convergence_summary(inference_data: Any, var_names: Sequence[str] | None = None) -> dict[str, float]:
-    """Rank-normalised split r-hat and bulk / tail ESS of every posterior scalar, summarised as plain floats.
-
-    ArviZ gives a NaN r-hat or ESS where it cannot tell (fewer than 4 draws per chain, a scalar that never moves):
-    the statistics and fractions are taken over the scalars whose value is not NaN, NaN when there are none, and
-    ``num_rhat_nan`` counts the undefined r-hats, so a summary that could not tell never reads as converged. An
-    infinite r-hat (chains that never overlap) counts as above both thresholds.
-
-    Args:
-        inference_data: What :func:`to_inference_data` returned (either ArviZ generation).
-        var_names: Posterior variables to include; default all.
-
-    Returns:
-        ``{"num_scalars", "num_rhat_nan", "rhat_max", "rhat_median", "frac_rhat_gt_1.01", "frac_rhat_gt_1.1",
-        "ess_bulk_min", "ess_bulk_median", "ess_tail_min", "ess_tail_median"}``; the fractions are over the
-        ``num_scalars - num_rhat_nan`` defined r-hats.
-
-    Raises:
-        ValueError: ``inference_data`` is not an ArviZ container with a posterior group, or ``var_names`` names a
-            variable it does not hold.
-    """
-    names = _posterior_names(inference_data, var_names)
-    rhat = _per_scalar(arviz_compat.rhat(inference_data, names), names)
-    ess_bulk = _per_scalar(arviz_compat.ess(inference_data, names, method="bulk"), names)
-    ess_tail = _per_scalar(arviz_compat.ess(inference_data, names, method="tail"), names)
-    return {
-        "num_scalars": int(rhat.size),
-        "num_rhat_nan": int(np.isnan(rhat).sum()),
-        "rhat_max": _statistic(rhat, np.max),
-        "rhat_median": _statistic(rhat, np.median),
-        "frac_rhat_gt_1.01": _statistic(rhat, lambda r: np.mean(r > 1.01)),
-        "frac_rhat_gt_1.1": _statistic(rhat, lambda r: np.mean(r > 1.1)),
-        "ess_bulk_min": _statistic(ess_bulk, np.min),
-        "ess_bulk_median": _statistic(ess_bulk, np.median),
-        "ess_tail_min": _statistic(ess_tail, np.min),
-        "ess_tail_median": _statistic(ess_tail, np.median),
-    }
 
 
 __all__ = [

@@ -103,6 +103,6 @@ class SGMCMCResult:
 
     def convergence(self, sites: Sequence[str] | None = None) -> dict[str, float]:
         """r-hat and bulk / tail ESS summarised as floats
-        (:func:`~pyro_bnn.diagnostics.arviz_export.convergence_summary`): ``rhat_max``, ``ess_bulk_min``, ..."""
+        (:func:`~pyro_bnn.diagnostics.convergence.convergence_summary`): ``rhat_max``, ``ess_bulk_min``, ..."""
         data, names = self._posterior(sites)
         return convergence_summary(data, names)
