@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import pyro
 import pyro.distributions as dist
 import torch
-from pyro import poutine
 from pyro.infer import MCMC, NUTS
 from pyro.infer.mcmc.util import initialize_model
 
@@ -35,6 +34,7 @@ from pyro_bnn.diagnostics.alignment import (
     predictive_distance,
     wasserstein_1d,
 )
+from pyro_bnn.diagnostics.nuts_starts import chain_init, check_init_values, prior_draw
 from pyro_bnn.sites import unflatten
 
 FLAT_SITE = "_weights"
@@ -172,13 +172,6 @@ class _ChainJob:
     progress: bool = field(default=False)
 
 
-def _prior_draw(bnn: BNN) -> dict[str, torch.Tensor]:
-    """One draw of every hyperparameter and weight site from the prior (under the current RNG state)."""
-    with torch.no_grad(), poutine.block(), poutine.trace() as tracer:
-        bnn.sample_parameters()
-    return {name: node["value"].detach() for name, node in tracer.trace.nodes.items() if node["type"] == "sample"}
-
-
 def _run_chain(job: _ChainJob) -> tuple[dict[str, torch.Tensor], ChainStats]:
     """One chain: seeds, draws the start from the prior (unless given), warms up and samples."""
     threads = torch.get_num_threads()
@@ -191,7 +184,7 @@ def _run_chain(job: _ChainJob) -> tuple[dict[str, torch.Tensor], ChainStats]:
         init = dict(job.init or {})
         if set(bnn.hyper_site_names + bnn.site_names) - set(init):
             try:
-                init = {**_prior_draw(bnn), **init}
+                init = {**prior_draw(bnn), **init}
             except NotImplementedError as err:
                 raise ValueError(
                     "the prior cannot be sampled (an improper prior?): pass init_values to start the chains"
@@ -249,68 +242,6 @@ def _run_chain(job: _ChainJob) -> tuple[dict[str, torch.Tensor], ChainStats]:
         return {name: value.detach().clone() for name, value in draws.items()}, stats
     finally:
         torch.set_num_threads(threads)
-
-
-def _site_shapes(bnn: BNN) -> dict[str, tuple[int, ...]]:
-    """The shape of every weight and hyperparameter site (the latter read off one prior draw, the caller's random
-    state left as it was; a hyperprior that cannot be sampled leaves its site's shape unchecked)."""
-    shapes = {site.name: tuple(site.shape) for site in bnn.sites}
-    if bnn.hyper_site_names:
-        try:
-            with torch.random.fork_rng(devices=[]):
-                draw = _prior_draw(bnn)
-        except NotImplementedError:
-            draw = {}
-        shapes.update({name: tuple(draw[name].shape) for name in bnn.hyper_site_names if name in draw})
-    return shapes
-
-
-def _check_init_values(
-    init_values: object, bnn: BNN, num_chains: int
-) -> tuple[dict[str, torch.Tensor] | None, dict[str, tuple[int, ...]]]:
-    """``init_values`` checked, and the sites' shapes: a dict of tensors naming the model's weight, hyperparameter
-    or per-example latent sites, each weight or hyperparameter of the site's shape or ``(num_chains, *shape)``
-    (a latent's shape follows the data and is left to the model); one line naming the first that is not."""
-    if init_values is None:
-        return None, {}
-    if not isinstance(init_values, Mapping):
-        raise ValueError(f"init_values must be a dict {{site: tensor}}, got {type(init_values).__name__}")
-    known = bnn.hyper_site_names + bnn.site_names + bnn.local_site_names
-    unknown = [name for name in init_values if name not in known]
-    if unknown:
-        raise ValueError(
-            f"init_values names {unknown[0]!r}, which is not a site of the model; its sites are {known[:8]}"
-        )
-    shapes = _site_shapes(bnn)
-    for name, value in init_values.items():
-        if not isinstance(value, torch.Tensor):
-            raise ValueError(f"init_values[{name!r}] must be a torch.Tensor, got {type(value).__name__}")
-        shape = shapes.get(name)
-        if shape is None:
-            continue
-        if tuple(value.shape) != shape and tuple(value.shape) != (num_chains, *shape):
-            raise ValueError(
-                f"init_values[{name!r}] has shape {tuple(value.shape)}; the site's is {shape} (one start for every "
-                f"chain) or {(num_chains, *shape)} (one per chain)"
-            )
-    return dict(init_values), shapes
-
-
-def _chain_init(
-    init_values: Mapping[str, torch.Tensor] | None, shapes: Mapping[str, tuple[int, ...]], chain: int, num_chains: int
-):
-    """Chain ``chain``'s start from ``init_values`` (one value for all chains, or one per chain where a site's
-    ``shapes`` entry says so), or None."""
-    if init_values is None:
-        return None
-    init = {}
-    for name, value in init_values.items():
-        shape = shapes.get(name)
-        per_chain = shape is not None and value.dim() == len(shape) + 1
-        if per_chain and value.shape[0] != num_chains:
-            raise ValueError(f"init_values[{name!r}] holds {value.shape[0]} chains' starts, not {num_chains}")
-        init[name] = (value[chain] if per_chain else value).detach().clone()
-    return init
 
 
 def run_nuts(
@@ -390,7 +321,7 @@ def run_nuts(
     if potential == "auto":
         potential = "flat" if flat_ok else "model"
     bnn.validate_batch(x, y)
-    init_values, shapes = _check_init_values(init_values, bnn, num_chains)
+    init_values, shapes = check_init_values(init_values, bnn, num_chains)
     jobs = [
         _ChainJob(
             bnn,
@@ -398,7 +329,7 @@ def run_nuts(
             y,
             chain,
             seed * CHAIN_SEED_STRIDE + chain,
-            _chain_init(init_values, shapes, chain, num_chains),
+            chain_init(init_values, shapes, chain, num_chains),
             num_samples,
             warmup,
             potential,
