@@ -37,6 +37,7 @@ from torch import nn
 from torch.func import functional_call
 
 from pyro_bnn.checks import int_at_least, positive_int
+from pyro_bnn.diagnostics.slice_inputs import check_rows, refuse_unknown_tensors, row_log_likelihood
 from pyro_bnn.diagnostics.slice_plan import Plan
 from pyro_bnn.nn.modes import network_mode
 
@@ -91,20 +92,8 @@ class SliceEvaluator:
     def __init__(self, net, likelihood, x, y, values, name, *, batch_points, batch_size, incremental) -> None:
         if not isinstance(net, nn.Module):
             raise ValueError(f"net must be a torch.nn.Module, got {type(net).__name__}")
-        method = getattr(likelihood, "log_likelihood", None)
-        if callable(method):
-            self.log_likelihood = _non_finite_rows_score_nan(method)
-        elif callable(likelihood):
-            self.log_likelihood = likelihood
-        else:
-            raise ValueError(
-                "likelihood must be a pyro_bnn Likelihood or a function (output, y) -> per-row log-likelihoods, "
-                f"got {type(likelihood).__name__}"
-            )
-        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.dim() < 1 or y.dim() < 1:
-            raise ValueError("x and y must be tensors with one row per example")
-        if len(x) != len(y) or len(x) == 0:
-            raise ValueError(f"x and y must have the same number of rows (> 0), got {len(x)} and {len(y)}")
+        self.log_likelihood = row_log_likelihood(likelihood)
+        check_rows(x, y)
         own = dict(net.named_parameters())
         own.update(net.named_buffers())
         if not isinstance(name, str) or name not in own:
@@ -112,9 +101,8 @@ class SliceEvaluator:
             raise ValueError(f"unknown parameter name {name!r}; the network's tensors are {known}")
         if not isinstance(values, Mapping):
             raise ValueError(f"values must be a dict {{name: tensor}}, got {type(values).__name__}")
+        refuse_unknown_tensors(values, own, "values")
         for key, value in values.items():
-            if key not in own:
-                raise ValueError(f"values: {key!r} is not a parameter or buffer of the network")
             if not isinstance(value, torch.Tensor):
                 raise ValueError(f"values[{key!r}] must be a torch.Tensor, got {type(value).__name__}")
         wrong = [key for key in values if tuple(values[key].shape) != tuple(own[key].shape)]
@@ -397,20 +385,6 @@ class SliceEvaluator:
             products[needed] = (torch.where(z0 > 0, 1.0, self.plan.slope) * c) @ weight2.T
             done[needed] = True
         return products[rows]
-
-
-def _non_finite_rows_score_nan(log_likelihood: Callable) -> Callable:
-    """``log_likelihood(output, y)`` with every row whose output holds NaN or +inf scored NaN, that row's output
-    replaced by zeros first: a likelihood that validates its distribution's arguments (``Categorical(logits=...)``)
-    would otherwise raise a many-line error where the slice expects a non-finite value. A -inf (a class's logit
-    far below the others) is scored as the likelihood scores it. Works under ``torch.vmap``."""
-
-    def score(output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        bad = (output.isnan() | output.isposinf()).any(-1)
-        scored = log_likelihood(torch.where(bad[..., None], torch.zeros_like(output), output), y)
-        return torch.where(bad, torch.full_like(scored, math.nan), scored)
-
-    return score
 
 
 def _is_int(value) -> bool:

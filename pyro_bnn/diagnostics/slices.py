@@ -30,6 +30,7 @@ from torch import nn
 from pyro_bnn.bnn import BNN
 from pyro_bnn.diagnostics.gaussian_fit import fit_gaussian, gaussian_tv_distance
 from pyro_bnn.diagnostics.slice_evaluator import Index, SliceEvaluator
+from pyro_bnn.diagnostics.slice_inputs import refuse_unknown_tensors
 from pyro_bnn.diagnostics.slice_settings import (
     DEFAULT_MAX_HALF_WIDTH as DEFAULT_MAX_HALF_WIDTH,
 )
@@ -69,9 +70,7 @@ def point_values(bnn: BNN, source: Callable | Mapping[str, torch.Tensor] | None 
         return values
     if isinstance(source, Mapping):
         given = dict(source)
-        unknown = [name for name in given if name not in values]
-        if unknown:
-            raise ValueError(f"point_values: {unknown[0]!r} is not a parameter or buffer of the network")
+        refuse_unknown_tensors(given, values, "point_values")
     else:
         median = getattr(source, "median", None)
         if not callable(median):
