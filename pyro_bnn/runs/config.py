@@ -39,6 +39,7 @@ from pyro_bnn.runs.config_checks import (
     _check_device_form,
     _random_weights,
     check_data_dir_form,
+    check_samples_multiple,
     resolve_device,
 )
 from pyro_bnn.runs.config_checks import (
@@ -356,15 +357,8 @@ class RunConfig(Settings):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         positive_int(self.samples_per_example, "samples_per_example")
         guide = parse_guide(self.guide)
-        multiple = guide.samples_multiple
         for name in ("num_samples", "num_val_samples"):
-            value = getattr(self, name)
-            if multiple > 1 and isinstance(value, int) and value % multiple:
-                raise ValueError(
-                    f"{name}={value} is not a multiple of {multiple}: guide {self.guide!r} takes the same number "
-                    f"of prediction samples from each of its {multiple} components (e.g. {name}="
-                    f"{max(1, value // multiple) * multiple}, or leave it unset for a default that is one)"
-                )
+            check_samples_multiple(name, getattr(self, name), self.guide, guide.samples_multiple)
         if guide.offers(Capability.NODE_NOISE_ONLY) and not self.node_noise:
             raise ValueError(
                 f"guide {self.guide!r} is a node-noise guide; it needs --node-noise (weight-space BNNs: "

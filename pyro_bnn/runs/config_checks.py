@@ -106,6 +106,17 @@ def resolve_device(device: str) -> torch.device:
     return resolved
 
 
+def check_samples_multiple(name: str, value: object, guide: str, multiple: int) -> None:
+    """Refuses a sample count ``value`` (of option ``name``) that is no multiple of the ``multiple`` a guide's
+    components need (a mixture of K takes as many samples from each); None (unset) and other guides pass."""
+    if multiple > 1 and isinstance(value, int) and value % multiple:
+        raise ValueError(
+            f"{name}={value} is not a multiple of {multiple}: guide {guide!r} takes the same number "
+            f"of prediction samples from each of its {multiple} components (e.g. {name}="
+            f"{max(1, value // multiple) * multiple}, or leave it unset for a default that is one)"
+        )
+
+
 def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
     """Validates a ``--corruption`` string early, and refuses one for a regression run (given its ``config``):
     the corruptions perturb images and 2-D points for classification shift experiments."""
