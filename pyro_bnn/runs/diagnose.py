@@ -201,7 +201,7 @@ def _pruning(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dic
         seed=options.seed,
     )
     save_figure(plot_pruning(rows), out / "pruning.png")
-    return {"rows": rows, "table": format_pruning_table(rows)}
+    return {"num_samples": options.num_samples, "rows": rows, "table": format_pruning_table(rows)}
 
 
 def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[str, Any]:

@@ -48,6 +48,7 @@ def test_diagnose_writes_every_part_and_its_figures(tiny_run, capsys):
     assert set(report["slices"]["layers"]) == {"fc1.weight", "fc2.weight", "out.weight"}
     assert all(layer["sampled"] == 2 for layer in report["slices"]["layers"].values())
     assert [row["fraction"] for row in report["pruning"]["rows"]] == [0, 0.25, 0.5, 0.75, 0.95]
+    assert report["pruning"]["num_samples"] == 8  # a later part at another count is told apart
     assert report["shape"]["loo"]["train_points"] > 0  # of the training set, which the posterior saw
     for figure in ("plateau_fractions.png", "slice.png", "pruning.png", "marginals.png", "weight_stats.png"):
         assert (tiny_run / figure).is_file(), figure
@@ -153,3 +154,11 @@ def test_diagnose_takes_its_default_sample_count_for_a_mixture_of_three(tmp_path
     train_run(replace(config, epochs=1), tmp_path / "run", progress=False)
     assert main(["diagnose", str(tmp_path / "run"), "--shape", "--quiet"]) == 0, capsys.readouterr().err
     assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())["shape"]["num_samples"] == 102
+
+
+def test_the_nuts_report_counts_the_r_hats_arviz_could_not_tell():
+    from pyro_bnn.reproduce.studies.nuts_reference.report import _scalars
+
+    assert _scalars({"num_scalars": 12, "num_rhat_nan": 3}) == "12 (3 undefined)"
+    assert _scalars({"num_scalars": 12, "num_rhat_nan": 0}) == 12
+    assert _scalars({"num_scalars": 12}) == 12  # written before they were counted

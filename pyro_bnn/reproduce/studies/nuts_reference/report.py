@@ -7,6 +7,13 @@ import math
 from pathlib import Path
 
 
+def _scalars(summary: dict) -> str | int:
+    """A summary's scalar count, with the r-hats ArviZ could not tell (NaN, left out of the columns after) where
+    there are any (summaries written before they were counted have none)."""
+    undefined = summary.get("num_rhat_nan", 0)
+    return f"{summary['num_scalars']} ({undefined} undefined)" if undefined else summary["num_scalars"]
+
+
 def _row(cells) -> str:
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
@@ -98,7 +105,7 @@ def markdown_report(result: dict) -> str:
             _row(
                 [
                     label,
-                    c["num_scalars"],
+                    _scalars(c),
                     _fmt(c["rhat_max"]),
                     _fmt(c["rhat_median"]),
                     f"{100 * c['frac_rhat_gt_1.01']:.0f} %",
