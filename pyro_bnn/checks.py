@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any, TypeVar
@@ -27,6 +28,11 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 S = TypeVar("S", bound="Settings")
+
+
+REGISTRY_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+"""What a registered guide, objective or model may be called: lower-case letters, digits, '.', '_' and '-' (not
+first), so that the option grammar can always parse it (no space, no ':')."""
 
 
 def _is_int(value: object) -> bool:

@@ -20,6 +20,7 @@ plate's slot), a flat vector over all latents is ``(D,)``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -59,6 +60,20 @@ class Capability(str, Enum):
     """Its runs can train as one batch (:mod:`pyro_bnn.batched`): the family declares a :class:`BatchedLayout`
     (:attr:`GuideFamily.batched_layout <pyro_bnn.guides.GuideFamily.batched_layout>`, which sets this flag) and its
     guides carry it (:class:`BatchedPosterior`)."""
+
+
+def capability_set(values: Iterable[object], refusal: str) -> frozenset[Capability]:
+    """``values`` as Capability members (their names or members), or a one-line ValueError
+    ``"{refusal} 'x'; expected some of ..."`` for the first that names none (``refusal`` says whose, e.g. ``"guide
+    'g': no capability"``)."""
+    capabilities = set()
+    for value in values:
+        try:
+            capabilities.add(Capability(value))
+        except ValueError:
+            known = ", ".join(c.value for c in Capability)
+            raise ValueError(f"{refusal} {value!r}; expected some of {known}") from None
+    return frozenset(capabilities)
 
 
 class ScaleMap(str, Enum):

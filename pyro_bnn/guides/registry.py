@@ -16,23 +16,19 @@ after which ``--guide my-guide:0.05`` parses, trains, predicts, evaluates and ex
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyro.infer.autoguide import AutoGuide
 
-from pyro_bnn.guides.capabilities import BatchedLayout, Capability
+from pyro_bnn.checks import REGISTRY_NAME
+from pyro_bnn.guides.capabilities import BatchedLayout, Capability, capability_set
 from pyro_bnn.spec import Form, ParsedSpec
 
 if TYPE_CHECKING:
     from pyro_bnn.bnn import BNN
     from pyro_bnn.guides.spec import GuideSpec
-
-
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-"""A guide's name or alias: what ``--guide NAME:ARGS`` can spell (the grammar splits at ':', ',' and '=')."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +69,7 @@ class GuideFamily:
         if not isinstance(self.form, Form):
             raise TypeError(f"a GuideFamily's form is a pyro_bnn.spec.Form, got {self.form!r}")
         for name in (self.name, *self.form.aliases):
-            if not isinstance(name, str) or not _NAME.fullmatch(name):
+            if not isinstance(name, str) or not REGISTRY_NAME.fullmatch(name):
                 raise ValueError(
                     f"a guide name is lower-case letters, digits, '.', '_' and '-' (not first; no ':', ',', '=' or "
                     f"space: --guide NAME:ARGS could not spell it), got {name!r}"
@@ -91,14 +87,7 @@ class GuideFamily:
             raise TypeError(
                 f"guide {self.name!r}: capabilities is a collection of Capability, got {self.capabilities!r}"
             )
-        capabilities = set()
-        for value in self.capabilities:
-            try:
-                capabilities.add(Capability(value))
-            except ValueError:
-                known = ", ".join(c.value for c in Capability)
-                raise ValueError(f"guide {self.name!r}: no capability {value!r}; expected some of {known}") from None
-        capabilities = frozenset(capabilities)
+        capabilities = capability_set(self.capabilities, f"guide {self.name!r}: no capability")
         if self.batched_layout is not None:
             capabilities |= {Capability.BATCHED}
         elif Capability.BATCHED in capabilities:

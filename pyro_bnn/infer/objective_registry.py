@@ -22,14 +22,13 @@ objective it chose).
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from pyro_bnn.checks import positive_int
-from pyro_bnn.guides.capabilities import Capability
+from pyro_bnn.checks import REGISTRY_NAME, positive_int
+from pyro_bnn.guides.capabilities import Capability, capability_set
 from pyro_bnn.guides.registry import families_with
 
 if TYPE_CHECKING:
@@ -132,21 +131,10 @@ def _key(name: object) -> str:
     return str(name.value if isinstance(name, Enum) else name).strip().lower()
 
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-"""An objective's name, once lower-cased: what ``--elbo NAME`` and a run config can spell."""
-
-
 def _capabilities(values: Iterable[Capability], what: str, name: str) -> frozenset[Capability]:
     if isinstance(values, (str, Enum)) or not isinstance(values, Iterable):
         raise TypeError(f"elbo {name!r}: {what} takes a collection of Capability, got {values!r}")
-    capabilities = set()
-    for value in values:
-        try:
-            capabilities.add(Capability(value))
-        except ValueError:
-            known = ", ".join(c.value for c in Capability)
-            raise ValueError(f"elbo {name!r}: {what} names no capability {value!r}; expected some of {known}") from None
-    return frozenset(capabilities)
+    return capability_set(values, f"elbo {name!r}: {what} names no capability")
 
 
 def _options(values: Iterable[str], name: str) -> tuple[str, ...]:
@@ -226,7 +214,7 @@ def register_objective(
     if not isinstance(name, (str, Enum)):
         raise TypeError(f"an objective name is a string, got {name!r}")
     key = _key(name)
-    if not _NAME.fullmatch(key):
+    if not REGISTRY_NAME.fullmatch(key):
         raise ValueError(
             f"an objective name is letters, digits, '.', '_' and '-' (not first; no ':' or space), got {name!r}"
         )

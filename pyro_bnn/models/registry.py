@@ -15,13 +15,13 @@ options, e.g. ``mlp:256,256`` is ``hidden_widths=(256, 256)``.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from torch import nn
 
+from pyro_bnn.checks import REGISTRY_NAME
 from pyro_bnn.nn import ActivationLike
 from pyro_bnn.spec import CustomArguments, Family, Form
 
@@ -32,9 +32,6 @@ FactoryT = TypeVar("FactoryT", bound=ModelFactory)
 
 _COMMON_ARGUMENTS_ORDER = ("input_shape", "num_classes", "activation", "dropout")
 _COMMON_ARGUMENTS = frozenset(_COMMON_ARGUMENTS_ORDER)
-
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-"""A model's name, once lower-cased (``--model NAME[:ARGS]``)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,7 @@ def register_model(
     key = _key(name)
     if ":" in key:
         raise ValueError(f"a model name cannot hold ':' (it starts the arguments of a model string), got {name!r}")
-    if not _NAME.fullmatch(key):
+    if not REGISTRY_NAME.fullmatch(key):
         raise ValueError(f"a model name is letters, digits, '.', '_' and '-' (not first; no space), got {name!r}")
     if arguments is not None and not isinstance(arguments, ModelArguments):
         raise TypeError(f"model {key!r}: arguments is a ModelArguments or None, got {arguments!r}")
