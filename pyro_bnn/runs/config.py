@@ -39,6 +39,7 @@ from pyro_bnn.runs.config_checks import (
     _check_device_form,
     _random_weights,
     check_data_dir_form,
+    check_generator_options,
     check_samples_multiple,
     resolve_device,
 )
@@ -294,7 +295,7 @@ class RunConfig(Settings):
         check_seed(self.seed)
         if self.data_seed is not None:
             check_seed(self.data_seed, name="data_seed")
-        self._validate_generator_options(dataset)
+        check_generator_options(self, dataset)
         optional_positive_int(self.train_subset, "train_subset")
         optional_positive_int(self.test_subset, "test_subset")
         if self.val_size is not None:
@@ -313,19 +314,6 @@ class RunConfig(Settings):
                 "default; pass val_size (--val-size)"
             )
         _check_device_form(self.device)
-
-    def _validate_generator_options(self, dataset: DatasetName) -> None:
-        """``data_noise`` and ``data_samples``: the moons / circles generator's options, refused elsewhere."""
-        for name in ("data_noise", "data_samples"):
-            value = getattr(self, name)
-            if value is not None and dataset not in (DatasetName.MOONS, DatasetName.CIRCLES):
-                raise ValueError(f"{name}={value!r} applies to moons and circles only, not {dataset.value!r}")
-        noise = self.data_noise
-        if noise is not None and (
-            isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0)
-        ):
-            raise ValueError(f"data_noise must be a finite number >= 0, got {noise!r}")
-        optional_positive_int(self.data_samples, "data_samples")
 
     def generator_options(self) -> dict[str, float | int]:
         """The ``load_dataset`` keyword arguments of ``data_noise`` and ``data_samples`` that are set."""

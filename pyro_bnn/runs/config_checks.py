@@ -1,6 +1,7 @@
 """The checks a run config makes beyond its fields' own forms: that the model fits the data set (built on the
 meta device, counting the weights a prior selects), that the device names one and exists here
-(:func:`resolve_device`), and that a corruption applies to the run."""
+(:func:`resolve_device`), that a corruption applies to the run, and the options of the data sets drawn afresh
+(moons, circles)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from pyro_bnn.checks import optional_positive_int
 from pyro_bnn.data import DatasetName, Task, dataset_shape, parse_corruption
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import nothing, parse_prior
@@ -115,6 +117,20 @@ def check_samples_multiple(name: str, value: object, guide: str, multiple: int) 
             f"of prediction samples from each of its {multiple} components (e.g. {name}="
             f"{max(1, value // multiple) * multiple}, or leave it unset for a default that is one)"
         )
+
+
+def check_generator_options(config: RunConfig, dataset: DatasetName) -> None:
+    """``data_noise`` and ``data_samples``: the moons / circles generator's options, refused elsewhere."""
+    for name in ("data_noise", "data_samples"):
+        value = getattr(config, name)
+        if value is not None and dataset not in (DatasetName.MOONS, DatasetName.CIRCLES):
+            raise ValueError(f"{name}={value!r} applies to moons and circles only, not {dataset.value!r}")
+    noise = config.data_noise
+    if noise is not None and (
+        isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and noise >= 0)
+    ):
+        raise ValueError(f"data_noise must be a finite number >= 0, got {noise!r}")
+    optional_positive_int(config.data_samples, "data_samples")
 
 
 def check_corruption(spec: str | None, config: RunConfig | None = None) -> None:
