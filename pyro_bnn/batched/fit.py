@@ -36,7 +36,7 @@ from pyro_bnn.batched.validation import gather, validation_metrics
 from pyro_bnn.checks import non_negative_int
 from pyro_bnn.infer.annealing import check_kl_weight
 from pyro_bnn.infer.callbacks import last_checkpoint_text
-from pyro_bnn.infer.divergence import NonFiniteLossError
+from pyro_bnn.infer.divergence import DIVERGENCE_ADVICE, NonFiniteLossError
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
 from pyro_bnn.infer.objective_registry import batched_form
 from pyro_bnn.infer.trainer import SchedulerInterval, Trainer, _check_all_labels, _dataset_size
@@ -340,8 +340,7 @@ def _end_epoch(batch: _Batch, epoch: int, epochs: int, epoch_totals: tuple) -> N
             batch.fail(
                 run,
                 f"parameters became NaN or infinite during epoch {epoch + 1} (after its last checked loss); training "
-                f"stopped and {last_checkpoint_text(trainers[run].callbacks)}. Try a lower learning rate, a smaller "
-                "init scale or gradient clipping.",
+                f"stopped and {last_checkpoint_text(trainers[run].callbacks)}. {DIVERGENCE_ADVICE}",
             )
     running = batch.running()
     batch.write_back(running)
@@ -392,8 +391,7 @@ def _validate(batch: _Batch, running: list[int], records: dict[int, dict], epoch
                     run,
                     f"the network's predictions on the validation data are NaN or infinite after epoch {epoch + 1}: "
                     f"the parameters diverged; training stopped and "
-                    f"{last_checkpoint_text(batch.trainers[run].callbacks)}. Try a lower learning rate, a smaller "
-                    "init scale or gradient clipping.",
+                    f"{last_checkpoint_text(batch.trainers[run].callbacks)}. {DIVERGENCE_ADVICE}",
                 )
                 continue
             records[run].update({f"val_{k}": v for k, v in values.items()})

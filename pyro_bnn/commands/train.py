@@ -109,6 +109,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.patience,
         help="early stopping on validation accuracy (regression: NLL) (0: off)",
     )
+    add(
+        "--clip-norm",
+        type=float,
+        default=None,
+        help="clip the gradient of all trained parameters to this norm before each step (default: no clipping)",
+    )
 
 
 def _count_or_fraction(args: argparse.Namespace) -> int | float | None:

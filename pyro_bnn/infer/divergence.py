@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import torch
 
+DIVERGENCE_ADVICE = "Try a lower learning rate, a smaller init scale or gradient clipping (clip_norm)."
+"""The last sentence of every divergence message. ``clip_norm`` is both the ``pyro.optim`` clip argument and the
+run option (``--clip-norm`` on the command line, which spells it so)."""
+
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped (before the optimiser step, unless the step was replayed
@@ -59,7 +63,4 @@ def non_finite_loss_message(
             f"by epoch {epoch}, step {step} (checked every {nan_check_every} steps, so the parameters may already be "
             "non-finite); training stopped"
         )
-    return (
-        f"loss became {loss_value} {when} and {where}. Try a lower learning rate, a smaller init scale or gradient "
-        "clipping."
-    )
+    return f"loss became {loss_value} {when} and {where}. {DIVERGENCE_ADVICE}"

@@ -85,22 +85,28 @@ class ParamGroups(Settings):
             the parameters allow it and neither group names an implementation (``fused`` / ``foreach``).
         model: The model's group options (keyword arguments of ``constructor``; ``lr`` required).
         guide: The guide's group options (likewise).
+        clip_norm: Clip the gradient of all parameters (both groups together) to this norm before each step, as a
+            PyroOptim's ``clip_args={"clip_norm": ...}`` does; None: no clipping.
 
     Raises:
         TypeError: ``constructor`` is not an optimiser class, or a group's options are not a dict.
         ValueError: One line naming the group and the value: an option ``constructor`` does not take, a missing
             ``lr``, an ``lr`` or ``eps`` that is not a finite number > 0, a ``weight_decay``, ``momentum`` or
-            ``dampening`` that is not a finite number >= 0, or ``nesterov`` without momentum.
+            ``dampening`` that is not a finite number >= 0, ``nesterov`` without momentum, or a ``clip_norm``
+            that is not a finite number > 0.
     """
 
     constructor: type[torch.optim.Optimizer] = torch.optim.SGD
     model: dict
     guide: dict
+    clip_norm: float | None = None
 
     GROUPS: ClassVar[tuple[str, str]] = ("model", "guide")
     """The groups' names, in the order the optimiser holds them."""
 
     def check(self) -> None:
+        if self.clip_norm is not None:
+            _check_number("ParamGroups", "clip_norm", self.clip_norm, positive=True)
         if not (isinstance(self.constructor, type) and issubclass(self.constructor, torch.optim.Optimizer)):
             raise TypeError(f"ParamGroups.constructor must be a torch.optim.Optimizer class, got {self.constructor!r}")
         signature = inspect.signature(self.constructor).parameters
@@ -170,7 +176,8 @@ def build_optimizer(
         named_params: ``(name, parameter)`` pairs.
 
     Returns:
-        The optimiser and the gradient-clipping arguments (``clip_norm`` / ``clip_value``) of a PyroOptim.
+        The optimiser and the gradient-clipping arguments (``clip_norm`` / ``clip_value``) of a PyroOptim or a
+        ParamGroups.
     """
     params = [p for _, p in named_params]
     if optim is None:
@@ -190,7 +197,7 @@ def build_optimizer(
         args = _fused_args(optim.pt_optim_constructor, args, params)
         return optim.pt_optim_constructor(params, **args), dict(optim.pt_clip_args)
     if isinstance(optim, ParamGroups):
-        return optim.build(named_params), {}
+        return optim.build(named_params), ({} if optim.clip_norm is None else {"clip_norm": optim.clip_norm})
     if isinstance(optim, torch.optim.Optimizer):
         raise TypeError(
             "pass a factory (lambda params: torch.optim.SGD(params, lr=0.1)) rather than an optimiser instance: "

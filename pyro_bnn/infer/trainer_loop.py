@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides import GuideSpec, parse_guide
 from pyro_bnn.infer.callbacks import last_checkpoint_text
-from pyro_bnn.infer.divergence import NonFiniteLossError, non_finite_loss_message
+from pyro_bnn.infer.divergence import DIVERGENCE_ADVICE, NonFiniteLossError, non_finite_loss_message
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
 from pyro_bnn.infer.objectives import ObjectiveTerms
 from pyro_bnn.infer.optim import clip_gradients
@@ -71,8 +71,7 @@ def check_parameters_finite(trainer: Trainer) -> None:
     if not parameters_finite(trainer._params):
         raise NonFiniteLossError(
             f"parameters became NaN or infinite during epoch {trainer.epoch + 1} (after its last checked loss); "
-            f"training stopped and {last_checkpoint_text(trainer.callbacks)}. Try a lower learning rate, a "
-            "smaller init scale or gradient clipping."
+            f"training stopped and {last_checkpoint_text(trainer.callbacks)}. {DIVERGENCE_ADVICE}"
         )
 
 

@@ -11,7 +11,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.infer.callbacks import Callback, last_checkpoint_text
-from pyro_bnn.infer.divergence import NonFiniteLossError, NonFiniteOutputError
+from pyro_bnn.infer.divergence import DIVERGENCE_ADVICE, NonFiniteLossError, NonFiniteOutputError
 from pyro_bnn.predict import predict
 from pyro_bnn.predict.sources import GuideSource
 
@@ -97,7 +97,6 @@ class Validation(Callback):
         except NonFiniteOutputError as err:
             raise NonFiniteLossError(
                 f"{err} after epoch {record['epoch']}: the parameters diverged; training stopped and "
-                f"{last_checkpoint_text(trainer.callbacks)}. Try a lower learning rate, a smaller init scale or "
-                "gradient clipping."
+                f"{last_checkpoint_text(trainer.callbacks)}. {DIVERGENCE_ADVICE}"
             ) from err
         record.update({f"val_{k}": v for k, v in metrics.items()})

@@ -61,14 +61,14 @@ _MAY_DIFFER = frozenset(
 
 def batch_key(config: RunConfig) -> tuple | None:
     """What runs sharing a batch with this one must agree on (the number of particles among the rest), or None when
-    it trains alone (a guide that does not batch, a MAP warm start, a hierarchical prior or an objective with local
-    noise). Node-noise runs batch with their mixture guide, under Adam or SGD.
+    it trains alone (a guide that does not batch, a MAP warm start, a hierarchical prior, an objective with local
+    noise or gradient clipping). Node-noise runs batch with their mixture guide, under Adam or SGD.
 
     Two configs with equal keys can train in one batch; :func:`pyro_bnn.batched.fit_batched` still checks the
     built runs and refuses, before any step, what this static look cannot see.
     """
     config = config.resolved()
-    if config.elbo not in batched_objectives():
+    if config.elbo not in batched_objectives() or config.clip_norm is not None:  # batches clip no gradients
         return None
     guide = parse_guide(config.guide)
     if config.node_noise and not guide.offers(Capability.NORMAL_MIXTURE):  # node noise batches with its mixture

@@ -135,6 +135,9 @@ class RunConfig(Settings):
         n_bins: Calibration bins.
         patience: Early stopping after this many epochs without improvement of the validation accuracy
             (regression: the validation NLL); 0: off.
+        clip_norm: Clip the gradient of all trained parameters together to this norm before every step (None:
+            no clipping). The loss is the summed full-data one (N times the mean per example), so its gradient norm
+            grows with N. A run with clipping trains alone, never in a batch of runs.
     """
 
     dataset: str = "fashion-mnist"
@@ -174,6 +177,7 @@ class RunConfig(Settings):
     num_val_samples: int | None = None
     n_bins: int = 15
     patience: int = 0
+    clip_norm: float | None = None
 
     def check(self) -> None:
         """Checks every option, with the mode's defaults filled in (:meth:`resolved`); called when the config is
@@ -292,6 +296,8 @@ class RunConfig(Settings):
         LR_SCHEDULE_FAMILY.parse(self.lr_schedule)
         LR_SCHEDULE_FAMILY.parse(self.lr_variational_schedule)
         non_negative_int(self.patience, "patience")
+        if self.clip_norm is not None:
+            self._set("clip_norm", positive_float(self.clip_norm, "clip_norm"))
         check_seed(self.seed)
         if self.data_seed is not None:
             check_seed(self.data_seed, name="data_seed")

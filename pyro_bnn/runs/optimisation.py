@@ -31,11 +31,12 @@ def run_optimizer(config: RunConfig, dataset_size: int) -> pyro.optim.PyroOptim 
     summed full-data one (N times the mean loss per example), so for SGD the learning rates are divided by N and
     the weight decay multiplied by N: the steps are then exactly those of SGD at ``lr`` on the per-example mean loss
     with ``weight_decay``, the implicit-BNN authors' setting (Adam is unchanged by the loss's scale; only its weight
-    decay is rescaled the same way).
+    decay is rescaled the same way). ``clip_norm`` clips the gradient of all parameters together before each step.
     """
     config = config.resolved()
+    clip = None if config.clip_norm is None else {"clip_norm": config.clip_norm}
     if _is_plain_adam(config):
-        return pyro.optim.Adam({"lr": config.lr})
+        return pyro.optim.Adam({"lr": config.lr}, clip)
     lr_variational = config.lr_variational if config.lr_variational is not None else config.lr
     decay = config.weight_decay * dataset_size
     if config.optimizer == OptimizerKind.SGD.value:
@@ -43,11 +44,15 @@ def run_optimizer(config: RunConfig, dataset_size: int) -> pyro.optim.PyroOptim 
         return ParamGroups(
             model={"lr": config.lr / dataset_size, "weight_decay": decay, **sgd},
             guide={"lr": lr_variational / dataset_size, **sgd},
+            clip_norm=config.clip_norm,
         )
     import torch
 
     return ParamGroups(
-        constructor=torch.optim.Adam, model={"lr": config.lr, "weight_decay": decay}, guide={"lr": lr_variational}
+        constructor=torch.optim.Adam,
+        model={"lr": config.lr, "weight_decay": decay},
+        guide={"lr": lr_variational},
+        clip_norm=config.clip_norm,
     )
 
 

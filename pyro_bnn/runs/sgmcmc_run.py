@@ -52,6 +52,7 @@ TRAINING_ONLY = (
     "num_val_samples",
     "patience",
     "num_samples",
+    "clip_norm",
 )
 """Run options a sampled run has no use for (they steer variational training), kept at their defaults in its
 config. ``num_samples`` is set to the number of draws kept: the test metrics average over every draw."""

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pyro_bnn.infer import ParamGroups
-from pyro_bnn.infer.optim import build_optimizer
+from pyro_bnn.infer.optim import build_optimizer, clip_gradients
 
 
 def _params(seed=0):
@@ -145,3 +145,32 @@ def test_param_groups_copy_their_options_and_refuse_unprefixed_names():
     assert groups.model == {"lr": 0.1}
     with pytest.raises(ValueError, match="parameter 'w' is neither 'model.<name>' nor 'guide.<name>'"):
         build_optimizer(groups, _params())
+
+
+@pytest.mark.parametrize("constructor", [torch.optim.SGD, torch.optim.Adam])
+def test_param_groups_clip_both_groups_together_as_a_pyro_optim_does(constructor):
+    """clip_norm bounds the norm of the gradient of all parameters together: with plain SGD at lr 1 the first step
+    moves them by exactly clip_norm (the gradient p has a norm far above it); Adam's step equals pyro's clipped
+    Adam's."""
+    results = []
+    for optim in (
+        ParamGroups(constructor=constructor, model={"lr": 1.0}, guide={"lr": 1.0}, clip_norm=0.01),
+        pyro.optim.PyroOptim(constructor, {"lr": 1.0}, {"clip_norm": 0.01}),
+    ):
+        named = _model_and_guide_params()
+        before = torch.cat([p.detach().flatten() for _, p in named])
+        optimizer, clip = build_optimizer(optim, named)
+        assert clip == {"clip_norm": 0.01}
+        sum(p.square().sum() / 2 for _, p in named).backward()  # gradient = p, norm about 5
+        clip_gradients([p for _, p in named], **clip)  # as the trainer's step applies them
+        optimizer.step()
+        results.append(torch.cat([p.detach().flatten() for _, p in named]) - before)
+    if constructor is torch.optim.SGD:
+        assert results[0].norm().item() == pytest.approx(0.01, rel=1e-5)
+    assert torch.allclose(results[0], results[1], atol=1e-7)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_param_groups_refuse_a_clip_norm_that_is_no_finite_positive_number(value):
+    with pytest.raises(ValueError, match=r"^ParamGroups: clip_norm must be a finite number > 0, got "):
+        ParamGroups(model={"lr": 0.1}, guide={"lr": 0.1}, clip_norm=value)

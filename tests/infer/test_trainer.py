@@ -360,6 +360,28 @@ def test_pyro_optim_with_per_parameter_arguments_and_clipping():
     assert torch.allclose(next(iter(scales.values())), expected, atol=1e-6)
 
 
+def test_param_groups_clip_norm_bounds_every_step_of_training():
+    """SGD at lr 1 without momentum with clip_norm c: each step moves all parameters (model and guide together) by
+    exactly c, the gradient's norm being far above it; 3 steps of one epoch move them by at most 3c."""
+    from pyro_bnn.infer import ParamGroups
+
+    train, _ = _loaders()
+    optim = ParamGroups(model={"lr": 1.0}, guide={"lr": 1.0}, clip_norm=1e-3)
+    trainer = _trainer(_classifier(), optim=optim)
+    trainer.fit(train, 0)  # builds the guide and the optimiser, takes no step
+    params = trainer.optimizer.param_groups[0]["params"]
+    before = torch.cat([p.detach().flatten() for p in params])
+    steps = []
+
+    def record(optimizer, *args, **kwargs):
+        steps.append(torch.cat([p.detach().flatten() for p in params]))
+
+    trainer.optimizer.register_step_post_hook(record)
+    trainer.fit(train, 1)
+    moves = torch.stack(steps).diff(dim=0, prepend=before.unsqueeze(0)).norm(dim=1)
+    assert len(steps) == 3 and torch.allclose(moves, torch.full((3,), 1e-3), rtol=1e-4), moves
+
+
 def test_map_and_deterministic_parameters_train_together():
     """Parameters the prior does not select stay nn.Parameters and are optimised alongside the guide."""
     from pyro_bnn.priors import weights_only

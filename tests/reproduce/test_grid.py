@@ -199,6 +199,7 @@ def test_run_ids_are_pinned():
         "data_noise": None,
         "data_samples": None,
         "temperature": 1.0,
+        "clip_norm": None,
     }
     assert RunSpec(dataclasses.replace(spec.config, data_seed=None), label="moons-s0").run_id == spec.run_id
     assert RunSpec(dataclasses.replace(spec.config, temperature=1.0), label="moons-s0").run_id == spec.run_id
