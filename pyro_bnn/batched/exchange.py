@@ -70,6 +70,11 @@ def _shared_settings(optimizers: Sequence[torch.optim.Optimizer], kind: type, se
     shared, first = None, None
     names = _SETTING_NAMES[kind]
     for run, optimizer in enumerate(optimizers):
+        if type(optimizer) not in _SETTING_NAMES:
+            raise ValueError(
+                f"run {run} trains with {type(optimizer).__name__}; batched runs take torch.optim.Adam or "
+                "torch.optim.SGD only: train the run alone"
+            )
         if type(optimizer) is not kind:
             raise ValueError(
                 f"batched runs train with one optimiser, Adam or SGD; run {run} uses {type(optimizer).__name__}, run "

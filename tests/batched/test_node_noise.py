@@ -381,6 +381,13 @@ def test_node_noise_runs_a_batch_cannot_reproduce_are_refused_in_one_line_before
 
     adam = ParamGroups(constructor=torch.optim.Adam, model={"lr": 1e-3}, guide={"lr": 1e-3})
     refused("batched runs train with one optimiser, Adam or SGD; run 1 uses Adam, run 0 SGD", optims=(None, adam))
+    # A run whose optimiser no batch takes is named as itself, whichever run it is (it read "run 0 uses
+    # ClippedAdam, run 0 Adam").
+    adamw = ParamGroups(constructor=torch.optim.AdamW, model={"lr": 1e-3}, guide={"lr": 1e-3})
+    for optims, run in (((adamw, adam), 0), ((adam, adamw), 1)):
+        refused(
+            f"^run {run} trains with AdamW; batched runs take torch.optim.Adam or torch.optim.SGD only", optims=optims
+        )
     uneven = ParamGroups(model=sgd(), guide=sgd(momentum=0.5))
     refused("run 0's SGD group 'guide' has momentum and nesterov", optims=(uneven, None))
     refused("SGD uses dampening", optims=(ParamGroups(model=sgd(nesterov=False, dampening=0.1), guide=sgd()), None))
