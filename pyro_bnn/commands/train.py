@@ -145,7 +145,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from pyro_bnn.infer import NonFiniteLossError
-    from pyro_bnn.runs.runs import load_data, prepare_run_dir, train_run
+    from pyro_bnn.runs.runs import check_validation_split, load_data, prepare_run_dir, train_run
 
     with user_errors():
         config = config_from(args).validate()
@@ -156,6 +156,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"pyro-bnn train: no checkpoint in {args.out}; starting a fresh run", file=sys.stderr)
         warn("train", config.unused_options())
         data = load_data(config)
+        check_validation_split(config, data)  # what the config cannot count before loading
     start = time.time()
     try:
         result = train_run(

@@ -23,6 +23,7 @@ import torch
 from pyro_bnn.batched import fit_batched
 from pyro_bnn.data import dataset_shape
 from pyro_bnn.guides import Capability, parse_guide
+from pyro_bnn.infer.divergence import NonFiniteLossError
 from pyro_bnn.infer.objective_registry import batched_objectives
 from pyro_bnn.infer.objectives import ElboKind
 from pyro_bnn.models import build_model
@@ -30,7 +31,7 @@ from pyro_bnn.nn import Activation, parse_activation
 from pyro_bnn.priors.spec import PRIOR_FAMILY, PriorKind
 from pyro_bnn.runs.config import RunConfig, resolve_device
 from pyro_bnn.runs.run_folder import RunFolder
-from pyro_bnn.runs.runs import RunResult, finish_run, load_data, prepare_run_dir, prepare_trainer
+from pyro_bnn.runs.runs import RunResult, finish_run, load_data, prepare_run_dir, prepare_trainer, record_stop
 
 _MAY_DIFFER = frozenset(
     {
@@ -144,6 +145,8 @@ def train_runs_batched(
             for (index, _, _), run, outcome in zip(folders, prepared, outcomes, strict=True):
                 if outcome.failed:
                     results[index] = outcome.error
+                    if isinstance(outcome.error, NonFiniteLossError):
+                        record_stop(run.out, outcome.error)
                     continue
                 # score() draws the test predictions under the run's seed: they do not depend on the batch's other runs
                 results[index] = finish_run(run, outcome.history, seconds, batched_runs=len(prepared))

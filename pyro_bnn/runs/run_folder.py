@@ -26,6 +26,11 @@ from pyro_bnn._io import TEMP_SUFFIX
 
 CHECKPOINT = "checkpoint.pt"
 
+STOPPED = "stopped.json"
+"""Written into a run folder whose training stopped on a divergence with a good checkpoint left (``{"stopped":
+"diverged", "message": ...}``): the folder says why it holds no ``metrics.json``. Removed when the run trains
+again."""
+
 GRID_FILES = ("grid.json", "reproduce.json")
 """The files that make a folder a grid of runs (an ensemble's or a reproduction's: ``pyro_bnn.reproduce``'s
 ``GRID`` and ``STATE``), which a single run must not share."""

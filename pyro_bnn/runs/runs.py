@@ -24,6 +24,7 @@ from pyro_bnn.infer import (
     EarlyStopping,
     HistoryLogger,
     LRSchedulerOptions,
+    NonFiniteLossError,
     ObjectiveOptions,
     ResumeOptions,
     RuntimeOptions,
@@ -39,7 +40,14 @@ from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction
 from pyro_bnn.runs.config import RunConfig, resolve_device
 from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
-from pyro_bnn.runs.run_folder import CHECKPOINT, RunFolder, check_not_a_grid, check_not_busy, check_writable
+from pyro_bnn.runs.run_folder import (
+    CHECKPOINT,
+    STOPPED,
+    RunFolder,
+    check_not_a_grid,
+    check_not_busy,
+    check_writable,
+)
 from pyro_bnn.runs.run_model import DRAWS as DRAWS
 from pyro_bnn.runs.run_model import _build as _build  # forwarded by the pyro_bnn.experiments.runs shim
 from pyro_bnn.runs.run_model import build_bnn
@@ -230,8 +238,29 @@ def _train_in(
     """Everything ``train_run`` does inside the (locked, possibly staging) run folder ``out``."""
     run = prepare_trainer(config, out, data, device, resuming, progress, cuda_graph)
     start = time.perf_counter()
-    history = run.trainer.fit(run.train, config.epochs, val_loader=run.val, resume_from=run.resume_from)
+    try:
+        history = run.trainer.fit(run.train, config.epochs, val_loader=run.val, resume_from=run.resume_from)
+    except NonFiniteLossError as err:
+        record_stop(out, err)
+        raise
     return finish_run(run, history, time.perf_counter() - start)
+
+
+def record_stop(out: Path, err: NonFiniteLossError) -> None:
+    """Writes :data:`~pyro_bnn.runs.run_folder.STOPPED` into the run folder ``out`` of a run that diverged, where its
+    last good checkpoint stays (a run that diverged before its first checkpoint leaves no folder to explain)."""
+    if (out / CHECKPOINT).exists():
+        write_json_atomically(out / STOPPED, {"stopped": "diverged", "message": str(err)})
+
+
+def check_validation_split(config: RunConfig, data: DatasetSplits) -> None:
+    """Refuses early stopping without validation examples: a ``val_size`` fraction that rounds to none of the data
+    set's examples (``0.0001`` of 1 438) passes the config's own check, which cannot count them before loading."""
+    if config.patience and not len(data.val):
+        raise ValueError(
+            f"patience={config.patience} needs a validation split, but val_size={config.val_size!r} holds out no "
+            f"example of {config.dataset!r}; pass a larger val_size (--val-size)"
+        )
 
 
 @dataclass
@@ -261,7 +290,9 @@ def prepare_trainer(
 ) -> PreparedRun:
     """Writes ``config.json`` into the run folder ``out`` and builds the run's model, loaders, callbacks and trainer
     (nothing trains yet)."""
+    check_validation_split(config, data)
     write_json_atomically(out / "config.json", json.loads(config.to_json()))
+    (out / STOPPED).unlink(missing_ok=True)  # an earlier session's divergence: this one trains again
     checkpoint = out / CHECKPOINT
     pyro.set_rng_seed(config.seed)
     bnn, _ = build_bnn(config, data)
