@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import errno
 import functools
+import os
+import select
 import sys
 import warnings
 from collections.abc import Sequence
@@ -73,14 +75,26 @@ def _show_warning(command, default, message, category, filename, lineno, file=No
         default(message, category, filename, lineno, file, line)
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its end): a broken pipe that is
+    stdout's rather than a socket's (a Ray cluster's, reported as an error)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll on this system, or stdout is no file
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one verb and returns its exit status.
 
     What reaches the user is decided by type, here only: a :class:`UserError` (an argument or path problem, found by
     the verb's checks before any work) is one line and status 2; a file system refusing a write during the work
     (:data:`_REFUSED_WRITES`) one line naming the file and status 1, as is a diverged training; an interruption
-    status 130, with what the verb keeps of its work and how to take it up again (its ``on_interrupt``). Any other
-    exception keeps its traceback: it is a bug to report.
+    status 130, with what the verb keeps of its work and how to take it up again (its ``on_interrupt``); a reader
+    that closed stdout (``pyro-bnn list | head``) nothing, status 1. Any other exception keeps its traceback: it is a
+    bug to report.
 
     Installed plugins are loaded first (:func:`~pyro_bnn.plugins.load_plugins`); one that fails is a warning line and
     the command goes on without it.
@@ -94,7 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():  # restores showwarning afterwards
             warnings.showwarning = functools.partial(_show_warning, args.command, warnings.showwarning)
-            return verb.run(args)
+            status = verb.run(args)
+            sys.stdout.flush()  # a reader gone (``pyro-bnn list | head``) is found here, not at exit
+            return status
     except UserError as err:
         # One line, whatever the message: some errors from the libraries underneath span several.
         text = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
@@ -107,6 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pyro-bnn {args.command}: training stopped: {text}", file=sys.stderr)
         return 1
     except (GridBusyError, ConnectionError, CheckpointMismatchError) as err:
+        if isinstance(err, BrokenPipeError) and _stdout_closed():
+            # The reader of stdout closed it: nothing to report to anyone. Later writes (the interpreter's flush
+            # at exit) go nowhere rather than raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
         # Found after the checks, by whatever writes a grid (another process took the folder since), a Ray
         # cluster gone since, or a resumed checkpoint that does not fit the trainer set up for it: not bugs; one
         # line naming the holder, the address or the file.

@@ -48,7 +48,7 @@ def test_an_argument_a_verb_does_not_take_is_named_by_that_verb(capsys):
     from pyro_bnn.cli import main
 
     with pytest.raises(SystemExit) as exit_:
-        main(["list", "extra", "--more"])
+        main(["list", "guide", "extra", "--more"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2
     assert err.startswith("usage: pyro-bnn list") and err.rstrip().endswith(

@@ -92,6 +92,56 @@ def test_pyro_bnn_list_prints_a_heading_per_option_and_a_line_per_form(capsys):
 
 
 @pytest.mark.parametrize("entry", OPTIONS, ids=[entry.flag for entry in OPTIONS])
+def test_pyro_bnn_list_option_prints_every_description_whole(entry, capsys, list_output):
+    """The listing cuts a description at 90 characters ("... an Adam..."); ``pyro-bnn list OPTION`` prints each
+    form's first paragraph whole, under its usage, whichever way the option is named."""
+    name = entry.flag.removeprefix("--")
+    assert main(["list", name.upper().replace("-", "_")]) == 0
+    out = capsys.readouterr().out
+    assert out == listing("--" + name) + "\n" and out.splitlines()[0].endswith(f"{entry.flag}: {entry.title}")
+    squeezed = " ".join(out.split())
+    for form in entry.family.forms:
+        assert f"\n  {form.label}\n" in out
+        assert " ".join(form.full_description.split()) in squeezed
+        short = form.description
+        whole = short.removesuffix("...") if short.endswith("...") else short
+        assert form.full_description.startswith(whole)  # the listing's line is the start of the whole text
+    assert all(len(line) <= 120 for line in out.splitlines() if not line.startswith("  ") or line.startswith("    "))
+
+
+def test_the_listing_cuts_some_descriptions_and_says_where_they_are_whole(list_output):
+    assert "pyro-bnn list OPTION" in list_output.splitlines()[0]
+    cut = [form for _, form in FORMS if form.description.endswith("...")]
+    assert cut and all(len(form.full_description) > len(form.description) for form in cut)
+
+
+def test_pyro_bnn_list_refuses_an_unknown_option_in_one_line(capsys):
+    assert main(["list", "priors"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("pyro-bnn list: error: unknown option 'priors'; one of dataset, model,") and err.count("\n") == 1
+    )
+
+
+def test_a_reader_that_closes_stdout_ends_the_command_quietly(tmp_path):
+    """``pyro-bnn list | head -1``: the reader gone is no error to report (it read
+    "pyro-bnn list: error: [Errno 32] Broken pipe", a BrokenPipeError taken for a lost Ray connection)."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pyro_bnn", "list"], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("entry", OPTIONS, ids=[entry.flag for entry in OPTIONS])
 def test_every_enum_member_has_a_form(entry):
     if entry.family.enum is not None:
         assert [form.kind for form in entry.family.forms] == list(entry.family.enum)

@@ -6,6 +6,7 @@ imports it; ``pyro_bnn.spec`` itself imports nothing of the package.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -138,10 +139,23 @@ def option(flag: str) -> Option:
     return _BY_FLAG[flag]
 
 
-def listing() -> str:
+def listing(name: str | None = None) -> str:
     """The text of ``pyro-bnn list``: per option a heading, then one line per name with its usage grammar, a
-    short description and the placeholders' meaning and defaults."""
-    blocks = ["Option strings are NAME or NAME:ARG,...; [...] is optional, names ignore case."]
+    short description (its first sentence, cut at 90 characters) and the placeholders' meaning and defaults.
+
+    Args:
+        name: One option (``guide``, ``--guide``, ``kl_anneal``): its block only, each form's usage on a line of
+            its own and its whole first paragraph below it, wrapped.
+
+    Raises:
+        ValueError: ``name`` is no option of the listing (one line naming them).
+    """
+    if name is not None:
+        return _full_block(_named(name))
+    blocks = [
+        "Option strings are NAME or NAME:ARG,...; [...] is optional, names ignore case. Descriptions are cut to a "
+        "line; pyro-bnn list OPTION (e.g. pyro-bnn list guide) prints them whole."
+    ]
     for entry in OPTIONS:
         forms = entry.family.forms
         width = min(max(len(form.label) for form in forms), LABEL_WIDTH)
@@ -154,3 +168,22 @@ def listing() -> str:
             lines.append(f"  {form.label:<{width}}  {text}".rstrip())
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
+
+
+def _named(name: str) -> Option:
+    flag = "--" + name.strip().lower().removeprefix("--").replace("_", "-")
+    if flag not in _BY_FLAG:
+        known = ", ".join(entry.flag.removeprefix("--") for entry in OPTIONS)
+        raise ValueError(f"unknown option {name!r}; one of {known}")
+    return _BY_FLAG[flag]
+
+
+def _full_block(entry: Option) -> str:
+    """One option's block with each form's whole description, wrapped under its usage."""
+    command = "" if entry.command == "train" else f"pyro-bnn {entry.command} "
+    lines = [f"{command}{entry.flag}: {entry.title}"]
+    for form in entry.family.forms:
+        lines.append(f"\n  {form.label}")
+        text = " ".join(part for part in (form.full_description, form.legend and f"({form.legend})") if part)
+        lines.extend(textwrap.wrap(text, width=116, initial_indent="    ", subsequent_indent="    "))
+    return "\n".join(lines)

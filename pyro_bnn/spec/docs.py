@@ -58,11 +58,16 @@ def plain(text: str) -> str:
     return " ".join(text.replace("``", "").split())
 
 
+def first_paragraph(doc: str | None) -> str:
+    """The first paragraph of ``doc`` as plain text on one line, whole (``pyro-bnn list OPTION``)."""
+    return plain(inspect.cleandoc(doc).split("\n\n")[0]) if doc else ""
+
+
 def summary(doc: str | None) -> str:
     """The first sentence of ``doc`` as plain text, without its final period, at most :data:`MAX_SUMMARY` long."""
     if not doc:
         return ""
-    paragraph = plain(inspect.cleandoc(doc).split("\n\n")[0])
+    paragraph = first_paragraph(doc)
     match = _SENTENCE_END.search(paragraph)
     sentence = paragraph[: match.start()] if match else paragraph
     if len(sentence) > MAX_SUMMARY:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pyro_bnn.spec.arguments import Arg, CustomArguments, ParsedSpec, SpecError
-from pyro_bnn.spec.docs import member_doc, summary
+from pyro_bnn.spec.docs import first_paragraph, member_doc, summary
 from pyro_bnn.spec.values import ArgumentError
 
 
@@ -82,6 +82,13 @@ class Form:
         if self.doc is not None:
             return summary(self.doc)
         return summary(member_doc(self.kind)) if isinstance(self.kind, Enum) else ""
+
+    @property
+    def full_description(self) -> str:
+        """The first paragraph of :attr:`doc` (else the enum member's docstring), uncut."""
+        if self.doc is not None:
+            return first_paragraph(self.doc)
+        return first_paragraph(member_doc(self.kind)) if isinstance(self.kind, Enum) else ""
 
     def _positional_usage(self, bracket_first: bool) -> str:
         required = [arg.placeholder for arg in self.args if arg.required]
