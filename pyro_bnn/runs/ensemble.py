@@ -7,7 +7,6 @@ It lives in the run engine (:mod:`pyro_bnn.runs`) because it reads run folders a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,7 @@ from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.predict.ensemble import Ensemble
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import resolve_device
-from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run
+from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run, with_data_dir
 from pyro_bnn.runs.run_folder import CHECKPOINT
 
 # Config keys in which the runs of one ensemble may differ: the seed is what makes them members, the rest says
@@ -72,7 +71,7 @@ def load_ensemble(
     check_data_dirs_used(dirs, {read[0][1].dataset})
     members = []
     for run, config, state in read:
-        config = dataclasses.replace(config, data_dir=dirs.get(config.dataset, config.data_dir))
+        config = with_data_dir(config, dirs)
         data = runs.load_data(config)
         bnn, guide = runs.restore(config, data, Path(run) / CHECKPOINT, resolve_device(config.device), state)
         members.append(bnn if not bnn.sites else (bnn, guide))

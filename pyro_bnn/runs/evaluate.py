@@ -157,17 +157,26 @@ def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[s
 
 
 def check_data_dirs_used(dirs: Mapping[str, Any], read: set[str]) -> None:
-    """Refuses a ``--data-dir`` entry for a data set this evaluation does not read (``read``: their names), which
-    is a typo, most likely.
+    """Refuses a ``--data-dir`` entry (``dirs`` as :func:`check_data_dirs` returns them) for a data set this
+    evaluation does not read (``read``: their names, in any spelling :class:`DatasetName` takes, such as a run's
+    ``"fmnist"``), which is a typo, most likely.
 
     Raises:
         ValueError: one line naming the unused entry and the data sets read.
     """
+    read = {DatasetName(name).value for name in read}
     unused = sorted(set(dirs) - read)
     if unused:
         raise ValueError(
             f"--data-dir {unused[0]}={dirs[unused[0]]} is unused: this evaluation reads {', '.join(sorted(read))}"
         )
+
+
+def with_data_dir(config: RunConfig, dirs: Mapping[str, str | os.PathLike]) -> RunConfig:
+    """``config`` reading its data set from the ``--data-dir`` entry for it (``dirs`` as :func:`check_data_dirs`
+    returns them, keyed by canonical name), where there is one; ``config.dataset`` is as typed at training, which may
+    be an alias (``"fmnist"``)."""
+    return replace(config, data_dir=dirs.get(DatasetName(config.dataset).value, config.data_dir))
 
 
 def load_evaluation(
@@ -197,7 +206,7 @@ def load_evaluation(
     if conformal is not None:
         check_conformal_run(conformal, config)
     check_data_dirs_used(dirs, {config.dataset})
-    config = replace(config, data_dir=dirs.get(config.dataset, config.data_dir))
+    config = with_data_dir(config, dirs)
     resolved = resolve_device(config.device)
     data = runs.load_data(config)
     if conformal is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from pyro_bnn.evaluation import SUMMARY_KEYS, TemperatureMode, fit_temperature, 
 from pyro_bnn.predict import predict
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig, resolve_device
-from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run
+from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run, with_data_dir
 from pyro_bnn.runs.run_folder import CHECKPOINT
 
 TEMPERATURE_FILE = "temperature.json"
@@ -110,7 +110,7 @@ def load_temperature_evaluation(
     run, config, state = read_run(run_dir, num_samples=num_samples, device=device)
     check_temperature_run(config)
     check_data_dirs_used(dirs, {config.dataset})
-    config = replace(config, data_dir=dirs.get(config.dataset, config.data_dir))
+    config = with_data_dir(config, dirs)
     resolved = resolve_device(config.device)
     data = runs.load_data(config)
     if len(data.val) == 0:  # a val_size that rounds to no examples
