@@ -18,6 +18,7 @@ import torch
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetName, Normalization, Task, TensorSplit, dataset_shape, load_dataset, parse_corruption
+from pyro_bnn.data.cifar import CIFAR_MEAN_STD
 from pyro_bnn.data.corruptions import CORRUPTION_FAMILY
 from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.data.normalization import normalize_pixels
@@ -94,7 +95,8 @@ def parse_ood(spec: str) -> OodSource:
 
 def check_ood(source: OodSource, config: RunConfig) -> None:
     """Checks, before any data is loaded, that ``source`` can be scored against a run of ``config``: a
-    classification run, and an OOD data set other than its own whose inputs have the run's input shape.
+    classification run, and an OOD data set other than its own whose inputs have the run's input shape (and, for
+    images, that the run's preprocessing can be applied to them).
 
     Raises:
         ValueError: one line naming the run's data set, and the shapes where they differ.
@@ -118,10 +120,32 @@ def check_ood(source: OodSource, config: RunConfig) -> None:
             f"--ood {source.spec}: its inputs have shape {ood_shape}, but the run's model takes {run_set.value}'s "
             f"{run_shape}"
         )
+    if len(run_shape) == 3:  # images: the OOD set is preprocessed as the run's own (_as_run_inputs)
+        _run_pixel_statistics(config)
 
 
-_PIXEL_STATISTICS = {DatasetName.MNIST: MNIST_MEAN_STD, DatasetName.FASHION_MNIST: FASHION_MNIST_MEAN_STD}
-"""Pixel mean and std on the [0, 1] scale of the data sets whose ``standard`` normalisation uses fixed values."""
+_PIXEL_STATISTICS = {
+    DatasetName.MNIST: MNIST_MEAN_STD,
+    DatasetName.FASHION_MNIST: FASHION_MNIST_MEAN_STD,
+    **{DatasetName(name): mean_std for name, mean_std in CIFAR_MEAN_STD.items()},
+}
+"""Pixel mean and std on the [0, 1] scale (CIFAR: one per channel) of the data sets whose ``standard``
+normalisation uses fixed values: the ones their loaders standardise with."""
+
+
+def _run_pixel_statistics(config: RunConfig) -> tuple[Any, Any]:
+    """The mean and std :func:`_as_run_inputs` standardises with: the run's data set's fixed ones under
+    ``standard`` normalisation, ``(None, None)`` under the others.
+
+    Raises:
+        ValueError: ``standard`` normalisation of a data set whose statistics come from its split (digits).
+    """
+    if Normalization(config.normalization) is not Normalization.STANDARD:
+        return None, None
+    run_set = DatasetName(config.dataset)
+    if run_set not in _PIXEL_STATISTICS:
+        raise ValueError(f"--ood needs fixed pixel statistics for standard normalisation of {run_set.value}")
+    return _PIXEL_STATISTICS[run_set]
 
 
 def _as_run_inputs(unit_pixels: torch.Tensor, config: RunConfig) -> torch.Tensor:
@@ -131,14 +155,8 @@ def _as_run_inputs(unit_pixels: torch.Tensor, config: RunConfig) -> torch.Tensor
     sees OOD pixels through the preprocessing it was trained with, and standardising them with their own statistics
     would make them look more like the training data than they are.
     """
-    normalization = Normalization(config.normalization)
-    mean = std = None
-    if normalization is Normalization.STANDARD:
-        run_set = DatasetName(config.dataset)
-        if run_set not in _PIXEL_STATISTICS:
-            raise ValueError(f"--ood needs fixed pixel statistics for standard normalisation of {run_set.value}")
-        mean, std = _PIXEL_STATISTICS[run_set]
-    return normalize_pixels(unit_pixels, normalization, max_value=1.0, mean=mean, std=std)
+    mean, std = _run_pixel_statistics(config)
+    return normalize_pixels(unit_pixels, config.normalization, max_value=1.0, mean=mean, std=std)
 
 
 def ood_test_split(
