@@ -94,6 +94,14 @@ def _check_counts(headers: dict[str, tuple[Path, IdxHeader]]) -> None:
 
 
 def _check_facts(spec: IdxDatasetSpec, path: Path, kind: IdxKind, facts: IdxFacts) -> None:
+    """Checks what one file of a data set holds (read afresh or remembered by a stamp) against ``spec``: at least one
+    example (an empty IDX file is well formed, but no split of a data set may be empty), its shape and its labels.
+
+    Raises:
+        ValueError: one line naming ``path``, what was expected and what was found.
+    """
+    if facts.header.count == 0:
+        raise ValueError(f"{path}: expected at least one {kind.noun.removesuffix('s')}, found 0")
     check_item_shape(facts.header, path, _item_shape(spec, kind))
     if facts.value_range is not None:
         low, high = facts.value_range

@@ -8,7 +8,9 @@ import hashlib
 import numpy as np
 import pytest
 
+from pyro_bnn.data import load_dataset
 from pyro_bnn.data.idx import IdxHeader, IdxKind, copy_idx, scan_idx, validate_idx
+from pyro_bnn.data.idx_layout import MNIST_SPEC, _check_facts
 
 IMAGES = 2051
 LABELS = 2049
@@ -146,3 +148,23 @@ def test_scan_reports_the_range_of_label_values(tmp_path, write_idx):
     assert scan_idx(path, IdxKind.LABELS).value_range == (2, 9)
     empty = write_idx(tmp_path / "empty", np.zeros(0, np.uint8), LABELS)
     assert scan_idx(empty, IdxKind.LABELS).value_range is None
+
+
+@pytest.mark.parametrize("kind, shape, noun", [(IdxKind.IMAGES, (0, 28, 28), "image"), (IdxKind.LABELS, (0,), "label")])
+def test_a_data_set_file_of_no_examples_is_refused_in_one_line(tmp_path, write_idx, kind, shape, noun):
+    """An empty IDX file is well formed (scan_idx reads it), but no file of a data set may be empty: checked on the
+    facts, so that facts a stamp remembers from before the check are refused too."""
+    path = write_idx(tmp_path / "t10k", np.zeros(shape, np.uint8), int(kind), compress=True)
+    facts = scan_idx(path, kind)
+    assert facts.header.count == 0
+    with pytest.raises(ValueError) as error:
+        _check_facts(MNIST_SPEC, path, kind, facts)
+    assert str(error.value) == f"{path}: expected at least one {noun}, found 0"
+
+
+@pytest.mark.filterwarnings("ignore::pyro_bnn.data.DataContentWarning")
+def test_a_data_set_whose_test_files_are_empty_is_refused_naming_the_file(tmp_path, make_tiny):
+    folder = make_tiny(n_train=5, n_test=0).write(tmp_path / "mnist", compress=False)
+    with pytest.raises(ValueError) as error:
+        load_dataset("mnist", data_dir=folder, download=False)
+    assert str(error.value) == f"{folder / 't10k-images-idx3-ubyte'}: expected at least one image, found 0"
