@@ -139,3 +139,19 @@ def parse_corruption(spec: str, *, generator: torch.Generator | None = None) -> 
     if parsed.kind is Corruption.SALT_PEPPER:
         return functools.partial(salt_and_pepper, p=parsed["p"], generator=generator)
     return _identity
+
+
+def canonical_corruption(spec: str) -> str | None:
+    """The one spelling of a corruption string, which names the files and records made with it.
+
+    The family's name (aliases resolved, case and surrounding whitespace dropped) and each value as a float's
+    ``repr``: ``" Gaussian:0.50"`` is ``"gaussian:0.5"``, ``"sp:.2"`` is ``"salt-pepper:0.2"``; ``"none"`` is
+    ``None`` (no corruption).
+
+    Raises:
+        ValueError: As :func:`parse_corruption`.
+    """
+    parsed = CORRUPTION_FAMILY.parse(spec)
+    if parsed.kind is Corruption.NONE:
+        return None
+    return f"{parsed.name}:{','.join(repr(float(value)) for value in parsed.values.values())}"

@@ -25,6 +25,7 @@ from pyro_bnn.data import (
     TensorSplit,
     parse_corruption,
 )
+from pyro_bnn.data.corruptions import canonical_corruption
 from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.runs import runs
@@ -55,6 +56,8 @@ class Evaluation:
     x: torch.Tensor
     y: torch.Tensor
     corruption: str | None
+    """The corruption of ``x`` in its canonical spelling (:func:`~pyro_bnn.data.corruptions.canonical_corruption`),
+    which names the files written; None: none."""
     data: DatasetSplits | None = None
     conformal: ConformalOptions | None = None
 
@@ -202,6 +205,7 @@ def load_evaluation(
     dirs = check_data_dirs(data_dirs)
     conformal = None if conformal is None else conformal.check()
     run, config, state = read_run(run_dir, num_samples=num_samples, device=device)
+    corruption = None if corruption is None else canonical_corruption(corruption)
     check_corruption(corruption, config)
     if conformal is not None:
         check_conformal_run(conformal, config)

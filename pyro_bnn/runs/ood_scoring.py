@@ -19,7 +19,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import DatasetName, Normalization, Task, TensorSplit, dataset_shape, load_dataset, parse_corruption
 from pyro_bnn.data.cifar import CIFAR_MEAN_STD
-from pyro_bnn.data.corruptions import CORRUPTION_FAMILY
+from pyro_bnn.data.corruptions import CORRUPTION_FAMILY, canonical_corruption
 from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.data.normalization import normalize_pixels
 from pyro_bnn.data.partition import test_subset_indices
@@ -85,11 +85,11 @@ def parse_ood(spec: str) -> OodSource:
             )
         return OodSource(dataset.value, dataset=dataset)
     try:
-        parsed = CORRUPTION_FAMILY.parse(spec)
+        canonical = canonical_corruption(spec)
     except ValueError as err:
         raise ValueError(f"--ood {spec!r}: {err}") from None
-    arguments = ",".join(repr(float(value)) for value in parsed.values.values())
-    canonical = f"{parsed.name}:{arguments}"
+    if canonical is None:  # 'none' takes no value, so a spec with ':' never reads as it: a guard
+        raise ValueError(f"--ood {spec!r}: 'none' is no corruption; name one such as 'gaussian:0.5', or a data set")
     return OodSource(canonical, corruption=canonical)
 
 

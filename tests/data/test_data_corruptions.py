@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from pyro_bnn.data import gaussian_blend, parse_corruption, salt_and_pepper
+from pyro_bnn.data.corruptions import canonical_corruption
 
 
 def generator(seed: int = 0) -> torch.Generator:
@@ -132,3 +133,26 @@ def test_bad_specs(spec, match):
     with pytest.raises(ValueError, match=match) as error:
         parse_corruption(spec)
     assert repr(spec) in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "spec, canonical",
+    [
+        ("gaussian:0.5", "gaussian:0.5"),
+        (" Gaussian:0.50 ", "gaussian:0.5"),
+        ("gaussian:1", "gaussian:1.0"),
+        ("sp:.2", "salt-pepper:0.2"),
+        ("SaltPepper:0.2", "salt-pepper:0.2"),
+        ("none", None),
+        (" NONE ", None),
+    ],
+)
+def test_canonical_corruption_is_one_spelling_that_corrupts_alike(images, spec, canonical):
+    assert canonical_corruption(spec) == canonical
+    again = parse_corruption(canonical or "none", generator=generator(3))(images)
+    torch.testing.assert_close(parse_corruption(spec, generator=generator(3))(images), again)
+
+
+def test_canonical_corruption_refuses_what_parse_corruption_refuses():
+    with pytest.raises(ValueError, match="unknown corruption 'blur'"):
+        canonical_corruption("blur:3")
