@@ -94,9 +94,10 @@ def apply_temperature(
     """The tempered predictive, shaped so that every metric and :class:`~pyro_bnn.predict.Prediction` take it as
     they take ``probs``.
 
-    Computed in float64 and returned in the dtype of ``probs`` (float32 for half-precision input). ``temperature
-    == 1`` returns ``probs`` itself in either mode: the predictive is then unchanged, so keeping ``T = 1`` changes
-    no score, not even by rounding (this is what makes :func:`fit_temperature`'s guarantee exact).
+    Computed in float64 and returned in the dtype of ``probs`` (float32 for half-precision input, at every
+    temperature). ``temperature == 1`` returns ``probs`` itself in either mode (for half-precision input, the
+    float32 copy the metrics compute on): the predictive is then unchanged, so keeping ``T = 1`` changes no score,
+    not even by rounding (this is what makes :func:`fit_temperature`'s guarantee exact).
 
     Args:
         probs: ``(S, N, C)`` posterior samples of class probabilities, or ``(N, C)``.
@@ -116,7 +117,7 @@ def apply_temperature(
     temperature = _check_temperature(temperature)
     checked = check_probs(probs)
     if temperature == 1.0:
-        return probs
+        return checked  # probs itself, or its float32 copy for half-precision input
     samples = checked if checked.dim() == 3 else checked.unsqueeze(0)
     tempered = torch.softmax(_logits(samples, mode) / temperature, dim=-1).to(checked.dtype)
     return tempered if probs.dim() == 3 else tempered.squeeze(0)

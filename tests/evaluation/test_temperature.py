@@ -171,6 +171,21 @@ def test_apply_temperature_shapes_and_dtypes():
         }
 
 
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_half_precision_input_gives_float32_at_every_temperature(half, temperature):
+    # (S=2, N=2, C=4) probabilities that both half dtypes hold exactly (bfloat16 rounds random ones off the simplex)
+    rows = [[0.5, 0.25, 0.125, 0.125], [0.75, 0.125, 0.0625, 0.0625]]
+    low = torch.tensor([rows, rows[::-1]], dtype=half)
+    labels = torch.tensor([0, 2])
+    for mode in TemperatureMode:
+        tempered = apply_temperature(low, temperature, mode=mode)
+        assert tempered.dtype == torch.float32, (mode, tempered.dtype)
+        expected = apply_temperature(low.float(), temperature, mode=mode)  # the same values, computed from float32
+        torch.testing.assert_close(tempered, expected, rtol=0, atol=0)
+    assert nll(apply_temperature(low, 1.0), labels) == nll(low, labels)
+
+
 def test_a_higher_temperature_flattens_and_a_lower_one_sharpens():
     probs = torch.tensor([[0.7, 0.2, 0.1]])
     flat, sharp = apply_temperature(probs, 2.0), apply_temperature(probs, 0.5)
