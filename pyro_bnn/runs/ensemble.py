@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyro_bnn.bnn import BNN
@@ -17,7 +17,7 @@ from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.predict.ensemble import Ensemble
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import resolve_device
-from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run, with_data_dir
+from pyro_bnn.runs.evaluate import DataDirs, check_data_dirs, check_data_dirs_used, read_run, with_data_dir
 from pyro_bnn.runs.run_folder import CHECKPOINT
 
 # Config keys in which the runs of one ensemble may differ: the seed is what makes them members, the rest says
@@ -29,7 +29,7 @@ def load_ensemble(
     run_dirs: Sequence[str | os.PathLike],
     *,
     device: str | None = None,
-    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    data_dirs: DataDirs | None = None,
 ) -> tuple[BNN, Ensemble]:
     """The ensemble of M run folders written by ``pyro-bnn train``, trained with point guides (``mle``, ``map``).
 

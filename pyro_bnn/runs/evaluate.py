@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -136,16 +136,31 @@ def _scored_at(run: Path, epoch: int) -> bool:
     return ran == epoch
 
 
-def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[str, str | os.PathLike]:
+DataDirs = Mapping[str, str | os.PathLike] | Iterable[tuple[str, str | os.PathLike]]
+"""``--data-dir DATASET=PATH`` entries: a mapping (``{"mnist": path}``) or ``(name, path)`` pairs as given on the
+command line (where a name given twice can be told)."""
+
+
+def check_data_dirs(data_dirs: DataDirs | None) -> dict[str, str | os.PathLike]:
     """Validates ``--data-dir DATASET=PATH`` entries before anything is read; returns them keyed by canonical data
     set name (``"fmnist"`` becomes ``"fashion-mnist"``).
 
     Raises:
-        ValueError: a name is not a data set, or names one that is not read from files (only MNIST and
-            Fashion-MNIST are).
+        ValueError: ``data_dirs`` is neither a mapping nor pairs, a name is not a data set, names one that is not read
+            from files (only MNIST, Fashion-MNIST and CIFAR are), or names one given another folder already (in
+            the same or another spelling: ``mnist=A`` and ``MNIST=B``); one line naming both entries.
     """
+    if isinstance(data_dirs, (str, bytes, os.PathLike)):
+        raise ValueError(f"data_dirs must map data set names to folders ({{'mnist': PATH}}); got {data_dirs!r}")
+    entries = data_dirs.items() if isinstance(data_dirs, Mapping) else (data_dirs or ())
     checked: dict[str, str | os.PathLike] = {}
-    for name, path in (data_dirs or {}).items():
+    given: dict[str, str] = {}
+    for entry in entries:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise ValueError(
+                f"data_dirs entries must be (DATASET, PATH) pairs, e.g. ('mnist', '/data/mnist'); got {entry!r}"
+            )
+        name, path = entry
         try:
             dataset = DatasetName(name)
         except ValueError as err:
@@ -155,7 +170,14 @@ def check_data_dirs(data_dirs: Mapping[str, str | os.PathLike] | None) -> dict[s
                 f"--data-dir {name}={path}: dataset {dataset.value!r} is not read from files "
                 "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
             )
+        known = checked.get(dataset.value)
+        if known is not None and os.fspath(known) != os.fspath(path):
+            raise ValueError(
+                f"--data-dir {given[dataset.value]}={known} and --data-dir {name}={path} both name {dataset.value}'s "
+                "folder; give it one"
+            )
         checked[dataset.value] = path
+        given.setdefault(dataset.value, name)
     return checked
 
 
@@ -188,12 +210,13 @@ def load_evaluation(
     num_samples: int | None = None,
     corruption: str | None = None,
     device: str | None = None,
-    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    data_dirs: DataDirs | None = None,
     conformal: ConformalOptions | None = None,
 ) -> Evaluation:
     """Reads a run folder written by :func:`train_run`, restores its model and prepares the test inputs.
 
-    ``data_dirs`` (``{"mnist": path}``) names where a data set lies; an entry for the run's own data set replaces
+    ``data_dirs`` (``{"mnist": path}`` or ``(name, path)`` pairs) names where a data set lies (each once, see
+    :func:`check_data_dirs`); an entry for the run's own data set replaces
     the folder its config recorded. ``conformal`` (:mod:`pyro_bnn.runs.conformal`) is checked against the
     run before any data is loaded, and its calibration size against the test set right after.
 

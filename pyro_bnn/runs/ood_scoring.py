@@ -29,7 +29,7 @@ from pyro_bnn.plots.ood import plot_ood_histograms
 from pyro_bnn.predict import predict
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig, resolve_device
-from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run, with_data_dir
+from pyro_bnn.runs.evaluate import DataDirs, check_data_dirs, check_data_dirs_used, read_run, with_data_dir
 from pyro_bnn.runs.run_folder import CHECKPOINT
 
 
@@ -213,7 +213,7 @@ def load_ood_evaluation(
     *,
     num_samples: int | None = None,
     device: str | None = None,
-    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    data_dirs: DataDirs | None = None,
 ) -> OodEvaluation:
     """Reads a run folder, restores its model and loads the in-distribution (the run's test split) and OOD inputs.
 
@@ -282,7 +282,7 @@ def evaluate_ood(
     *,
     num_samples: int | None = None,
     device: str | None = None,
-    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    data_dirs: DataDirs | None = None,
 ) -> dict[str, Any]:
     """Out-of-distribution detection with a saved classification run: its test split against ``ood``.
 

@@ -8,7 +8,6 @@ record, with the fitted temperature, is written to ``RUN/temperature.json``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from pyro_bnn.evaluation import SUMMARY_KEYS, TemperatureMode, fit_temperature, 
 from pyro_bnn.predict import predict
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig, resolve_device
-from pyro_bnn.runs.evaluate import check_data_dirs, check_data_dirs_used, read_run, with_data_dir
+from pyro_bnn.runs.evaluate import DataDirs, check_data_dirs, check_data_dirs_used, read_run, with_data_dir
 from pyro_bnn.runs.run_folder import CHECKPOINT
 
 TEMPERATURE_FILE = "temperature.json"
@@ -93,7 +92,7 @@ def load_temperature_evaluation(
     mode: TemperatureMode | str = TemperatureMode.MEAN,
     num_samples: int | None = None,
     device: str | None = None,
-    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    data_dirs: DataDirs | None = None,
 ) -> TemperatureEvaluation:
     """Reads a run folder, restores its model and loads its validation and test splits.
 
@@ -161,7 +160,7 @@ def fit_run_temperature(
     mode: TemperatureMode | str = TemperatureMode.MEAN,
     num_samples: int | None = None,
     device: str | None = None,
-    data_dirs: Mapping[str, str | os.PathLike] | None = None,
+    data_dirs: DataDirs | None = None,
 ) -> dict[str, Any]:
     """Temperature scaling of a saved classification run, fitted on the validation split it held out.
 

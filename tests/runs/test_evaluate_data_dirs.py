@@ -15,7 +15,7 @@ from pyro_bnn.cli import main
 from pyro_bnn.data import DataContentWarning, load_dataset
 from pyro_bnn.runs import RunConfig, train_run
 from pyro_bnn.runs.ensemble import load_ensemble
-from pyro_bnn.runs.evaluate import load_evaluation
+from pyro_bnn.runs.evaluate import check_data_dirs, load_evaluation
 from pyro_bnn.runs.ood_scoring import load_ood_evaluation
 from pyro_bnn.runs.temperature_scaling import load_temperature_evaluation
 
@@ -73,3 +73,58 @@ def test_an_unused_entry_names_the_canonical_data_set_read(moved_run):
     run, _, mnist = moved_run
     with pytest.raises(ValueError, match=rf"^--data-dir mnist={mnist} is unused: this evaluation reads fashion-mnist$"):
         load_evaluation(run, data_dirs={"mnist": mnist})
+
+
+# ------------------------------------------------------------------------------------------------ repeated entries
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [("mnist", "/a"), ("mnist", "/b")],  # as the command line gives them, in order
+        [("mnist", "/a"), (" MNIST", "/b")],
+        {"mnist": "/a", " MNIST": "/b"},  # a mapping's keys differ only in spelling
+    ],
+    ids=["pairs", "pairs-spellings", "mapping-spellings"],
+)
+def test_a_data_set_given_two_folders_is_refused_naming_both(entries):
+    pairs = list(entries.items()) if isinstance(entries, dict) else entries
+    (first, a), (second, b) = pairs
+    with pytest.raises(ValueError) as error:
+        check_data_dirs(entries)
+    both = f"--data-dir {first}={a} and --data-dir {second}={b}"
+    assert str(error.value) == f"{both} both name mnist's folder; give it one"
+
+
+def test_an_entry_repeated_with_the_same_folder_is_one_entry():
+    assert check_data_dirs([("fmnist", "/f"), ("fashion-mnist", "/f"), ("mnist", "/m")]) == {
+        "fashion-mnist": "/f",
+        "mnist": "/m",
+    }
+
+
+@pytest.mark.parametrize("bad", ["mnist=/a", [("mnist",)], [("mnist", "/a", "/b")]])
+def test_data_dirs_that_are_no_entries_are_refused_in_one_line(bad):
+    with pytest.raises(ValueError, match=r"^data_dirs (must map|entries must be)"):
+        check_data_dirs(bad)
+
+
+def test_the_loaders_take_the_pairs_the_command_line_gives(moved_run):
+    run, moved, mnist = moved_run
+    torch.testing.assert_close(
+        load_evaluation(run, data_dirs=[("fmnist", moved)]).x,
+        load_dataset("fashion-mnist", data_dir=moved, val_size=8).test.x,
+    )
+    with pytest.raises(ValueError, match="both name fashion-mnist's folder"):
+        load_ood_evaluation(run, "mnist", data_dirs=[("fmnist", moved), ("mnist", mnist), ("fashion-mnist", mnist)])
+
+
+def test_cli_refuses_two_spellings_of_one_data_set_in_one_line(moved_run, capsys, no_data):
+    run, moved, mnist = moved_run
+    args = ["evaluate", str(run), "--data-dir", f"fmnist={moved}", "--data-dir", f"fashion-mnist={mnist}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"pyro-bnn evaluate: error: --data-dir fmnist={moved} and --data-dir fashion-mnist={mnist} both name "
+        "fashion-mnist's folder; give it one"
+    )
