@@ -651,6 +651,14 @@ def test_evaluate_warns_in_one_line_that_a_run_did_not_finish(trained_run, tmp_p
     (run / "metrics.json").write_text(json.dumps({"epochs_run": 1}))  # early stopped at its checkpoint's epoch
     assert main(["evaluate", str(run), "--num-samples", "2"]) == 0
     assert "metrics.json" not in capsys.readouterr().err
+    # A run that diverged says why (train's stopped.json).
+    (run / "metrics.json").unlink()
+    (run / "stopped.json").write_text(json.dumps({"stopped": "diverged", "message": "loss became nan at epoch 2"}))
+    assert main(["evaluate", str(run), "--num-samples", "2"]) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if "metrics.json" in line] == [
+        f"{expected} (the checkpoint holds epoch 1 of 2; it stopped: loss became nan at epoch 2); scoring the weights "
+        "it has"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
     from pyro_bnn.runs.evaluate import load_evaluation, score_evaluation
     from pyro_bnn.runs.ood_scoring import format_ood_table, load_ood_evaluation, score_ood_evaluation
 
-    data_dirs = dict(args.data_dir)
+    data_dirs = list(args.data_dir)  # as given: a data set named twice with two folders is refused, not dropped
     with user_errors():
         conformal = conformal_options(
             args.conformal, args.conformal_method, args.calibration_size, ood=args.ood, temperature=args.temperature
@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_temperature(args: argparse.Namespace, data_dirs: dict[str, str]) -> int:
+def _evaluate_temperature(args: argparse.Namespace, data_dirs: list[tuple[str, str]]) -> int:
     """``evaluate RUN --temperature``: fits T on the run's validation split, scores the test split with and without."""
     from pyro_bnn.runs.temperature_scaling import (
         TEMPERATURE_FILE,

@@ -37,7 +37,7 @@ from pyro_bnn.runs.conformal import (
     conformal_options,
     conformal_record,
 )
-from pyro_bnn.runs.run_folder import CHECKPOINT, check_not_busy, check_writable
+from pyro_bnn.runs.run_folder import CHECKPOINT, STOPPED, check_not_busy, check_writable
 from pyro_bnn.runs.selective_scoring import selective_record
 
 
@@ -117,13 +117,23 @@ def read_run(
     resolve_device(config.device)
     epoch = state.get("epoch")
     if isinstance(epoch, int) and epoch < config.epochs and not _scored_at(run, epoch):  # stopped while training
+        stopped = _stop_reason(run)
         warnings.warn(
             f"{run} has no metrics.json of its checkpoint: its training did not finish (the checkpoint holds epoch "
-            f"{epoch} of {config.epochs}); scoring the weights it has",
+            f"{epoch} of {config.epochs}{stopped}); scoring the weights it has",
             UnfinishedRunWarning,
             stacklevel=2,
         )
     return run, config, state
+
+
+def _stop_reason(run: Path) -> str:
+    """``"; it stopped: <reason>"`` from the run folder's :data:`STOPPED` record of a divergence, or ""."""
+    try:
+        message = json.loads((run / STOPPED).read_text())["message"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return ""
+    return f"; it stopped: {' '.join(str(message).split())}"
 
 
 def _scored_at(run: Path, epoch: int) -> bool:

@@ -128,3 +128,14 @@ def test_cli_refuses_two_spellings_of_one_data_set_in_one_line(moved_run, capsys
         f"pyro-bnn evaluate: error: --data-dir fmnist={moved} and --data-dir fashion-mnist={mnist} both name "
         "fashion-mnist's folder; give it one"
     )
+
+
+def test_cli_refuses_one_spelling_given_twice_with_two_folders(moved_run, capsys, no_data):
+    """The command line's pairs reach the check as given (a dict of them kept the last folder silently)."""
+    run, moved, mnist = moved_run
+    args = ["evaluate", str(run), "--data-dir", f"mnist={moved}", "--data-dir", f"mnist={mnist}"]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pyro-bnn evaluate: error: --data-dir mnist={moved} and --data-dir mnist={mnist} both name mnist's folder; "
+        "give it one"
+    )
