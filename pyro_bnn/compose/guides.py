@@ -178,11 +178,15 @@ def model_guide(
         guide: The guide of each network (see :class:`NetworkGuide`); default ``"flat:0.01"``.
         rest: Builds the guide of the model's other latent sites from the model with the network sites hidden
             (``poutine.block(model, hide=...)``): Pyro's ``AutoNormal`` (the default), ``AutoDelta``,
-            ``functools.partial(AutoNormal, init_scale=0.01)``, or a builder returning the user's own guide
-            function (which ``AutoGuideList`` wraps in an ``AutoCallable``). None when there are no other latents.
+            ``functools.partial(AutoNormal, init_scale=0.01)``, or a builder returning the user's own guide, a
+            function or module ``guide(x, y=None)`` that opens its own plates (an amortised guide of per-example
+            latents: ``with pyro.plate("data", x.shape[0]): pyro.sample("z", ...)``), which guides every other
+            latent site and is called after the networks' guides. None when there are no other latents.
 
     Returns:
         An ``AutoGuideList`` of ``[NetworkGuide of each function, rest]``: the guide for ``SVI(model, guide, ...)``.
+        A user's own guide is its last part, wrapped in Pyro's ``AutoCallable``; the list is then set up on the
+        network sites alone, so that it opens none of the model's plates, which the user's guide opens itself.
     """
     functions = [functions] if isinstance(functions, RandomFunction) else list(functions)
     if not functions:
@@ -190,10 +194,18 @@ def model_guide(
     prefixes = [f.prefix for f in functions]
     if len(set(prefixes)) != len(prefixes):
         raise ValueError(f"the random functions share a prefix: {prefixes}; each needs its own")
-    guide_list = AutoGuideList(model)
+    network_sites = [name for function in functions for name in function.site_names]
+    hidden = [*network_sites, *(function.output_site for function in functions)]
+    rest_guide = None if rest is None else rest(poutine.block(model, hide=hidden))
+    if rest_guide is not None and not callable(rest_guide):
+        raise ValueError(f"rest must build an AutoGuide or a callable guide(x, y=None), got {rest_guide!r}")
+    # An AutoGuideList opens the plates of the sites it is set up on (a sample site per plate, named after it)
+    # before it runs its parts: a user's guide that opens the model's data plate itself would open it twice. Such
+    # a guide takes every site but the networks', so the list is set up on the networks' sites alone.
+    user_guide = rest_guide is not None and not isinstance(rest_guide, AutoGuide)
+    guide_list = AutoGuideList(poutine.block(model, expose=network_sites) if user_guide else model)
     for function in functions:
         guide_list.append(function.guide(guide))
-    if rest is not None:
-        hidden = [name for function in functions for name in (*function.site_names, function.output_site)]
-        guide_list.append(rest(poutine.block(model, hide=hidden)))
+    if rest_guide is not None:
+        guide_list.append(rest_guide)
     return guide_list
