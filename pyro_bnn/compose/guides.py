@@ -20,7 +20,10 @@ from pyro.poutine.messenger import Messenger
 from torch import nn
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_int
+from pyro_bnn.compose.model import ComposedModel
 from pyro_bnn.compose.random_function import PrefixMessenger, RandomFunction, leaf_reference, prefixed
+from pyro_bnn.compose.scaling import run_scaled
 from pyro_bnn.guides import DEFAULT_GUIDE, GuideSpec, parse_guide, posterior_loc_scale
 from pyro_bnn.sites import is_likelihood_site
 
@@ -163,18 +166,45 @@ class NetworkGuide(AutoGuide):
         return {prefixed(self.prefix, name): pair for name, pair in posterior_loc_scale(self.guide).items()}
 
 
+class ModelGuide(AutoGuideList):
+    """The ``AutoGuideList`` :func:`model_guide` returns; built on a
+    :class:`~pyro_bnn.compose.ComposedModel`, it scales its sites in the data plate by N / (plate size) as the model
+    scales its own (:class:`~pyro_bnn.compose.scaling.DataPlateScale`).
+
+    Args:
+        model: The user's model (what the list is set up on).
+        dataset_size: N, or None for no scaling (a guide for plain ``SVI`` of the user's model).
+        data_plate: Name of the plate over the minibatch rows.
+    """
+
+    def __init__(self, model: Callable, *, dataset_size: int | None = None, data_plate: str = "data") -> None:
+        super().__init__(model)
+        self.dataset_size = None if dataset_size is None else positive_int(dataset_size, "dataset_size")
+        self.data_plate = str(data_plate)
+
+    def forward(self, *args, **kwargs) -> dict[str, torch.Tensor]:
+        """Draws every part's sites, those in the data plate scaled when :attr:`dataset_size` is set; returns
+        ``{site: value}``."""
+        if self.dataset_size is None:
+            return super().forward(*args, **kwargs)
+        return run_scaled(super().forward, self.data_plate, self.dataset_size, *args, **kwargs)
+
+
 def model_guide(
     model: Callable,
-    functions: RandomFunction | Iterable[RandomFunction],
+    functions: RandomFunction | Iterable[RandomFunction] | None = None,
     *,
     guide: str | GuideSpec | Callable[[BNN], AutoGuide] = DEFAULT_GUIDE,
     rest: Callable[[Callable], AutoGuide | Callable] | None = AutoNormal,
-) -> AutoGuideList:
+) -> ModelGuide:
     """A guide of the whole model: the library's guide of each random function's sites, ``rest`` for the others.
 
     Args:
-        model: The user's model, which calls every function in ``functions`` once.
-        functions: Its random function(s).
+        model: The user's model, which calls every function in ``functions`` once, or a
+            :class:`~pyro_bnn.compose.ComposedModel` of it: the guide is then set up on the user's model and scales
+            its sites in the data plate by N / (plate size) as the composed model does (without it a minibatch
+            ELBO of per-example latents is biased, and the composed model refuses the guide on minibatches).
+        functions: Its random function(s); by default a composed model's own.
         guide: The guide of each network (see :class:`NetworkGuide`); default ``"flat:0.01"``.
         rest: Builds the guide of the model's other latent sites from the model with the network sites hidden
             (``poutine.block(model, hide=...)``): Pyro's ``AutoNormal`` (the default), ``AutoDelta``,
@@ -184,11 +214,17 @@ def model_guide(
             latent site and is called after the networks' guides. None when there are no other latents.
 
     Returns:
-        An ``AutoGuideList`` of ``[NetworkGuide of each function, rest]``: the guide for ``SVI(model, guide, ...)``.
+        A :class:`ModelGuide`, an ``AutoGuideList`` of ``[NetworkGuide of each function, rest]``: the guide for
+        ``SVI(model, guide, ...)`` or ``Trainer(composed, guide, ...)``.
         A user's own guide is its last part, wrapped in Pyro's ``AutoCallable``; the list is then set up on the
         network sites alone, so that it opens none of the model's plates, which the user's guide opens itself.
     """
-    functions = [functions] if isinstance(functions, RandomFunction) else list(functions)
+    scaling = {}
+    if isinstance(model, ComposedModel):
+        scaling = {"dataset_size": model.dataset_size, "data_plate": model.data_plate}
+        functions = model.functions if functions is None else functions
+        model = model.model
+    functions = [functions] if isinstance(functions, RandomFunction) else list(functions or [])
     if not functions:
         raise ValueError("model_guide needs at least one RandomFunction")
     prefixes = [f.prefix for f in functions]
@@ -203,7 +239,7 @@ def model_guide(
     # before it runs its parts: a user's guide that opens the model's data plate itself would open it twice. Such
     # a guide takes every site but the networks', so the list is set up on the networks' sites alone.
     user_guide = rest_guide is not None and not isinstance(rest_guide, AutoGuide)
-    guide_list = AutoGuideList(poutine.block(model, expose=network_sites) if user_guide else model)
+    guide_list = ModelGuide(poutine.block(model, expose=network_sites) if user_guide else model, **scaling)
     for function in functions:
         guide_list.append(function.guide(guide))
     if rest_guide is not None:

@@ -18,42 +18,72 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro import poutine
-from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from torch import nn
 
 from pyro_bnn.checks import positive_int
 from pyro_bnn.compose.random_function import PREDICTIVE_PLATE, RandomFunction
+from pyro_bnn.compose.scaling import DATA_SCALE_TAG, DataPlateScale, ScaledGuide, data_plate_factor, same_scale
 from pyro_bnn.predict import Prediction
 from pyro_bnn.predict.batches import data_batches
 from pyro_bnn.sites import LIKELIHOOD_TAG
 
 
-class _DataTerm(Messenger):
-    """Tags the observation site as the likelihood's and scales every site in the data plate by N / (plate size)."""
+class _DataTerm(DataPlateScale):
+    """Tags the observation site as the likelihood's, scales every site in the data plate by N / (plate size), and
+    refuses a per-example latent replayed from a guide that did not scale it alike.
+
+    Pyro's ``replay`` hands the guide site's ``infer`` dict to the model's site, after this handler (the innermost)
+    has processed it: a latent whose ``infer`` is no longer the one set here came from the guide, whose
+    :class:`~pyro_bnn.compose.scaling.DataPlateScale` recorded its scale there (a guide sampled outside one recorded
+    none).
+    """
 
     def __init__(self, observation: str, data_plate: str, dataset_size: int) -> None:
-        super().__init__()
-        self.observation, self.data_plate, self.dataset_size = observation, data_plate, dataset_size
+        super().__init__(data_plate, dataset_size)
+        self.observation = observation
         self.seen: dict[str, bool] = {}
+        self._own_infer: dict[str, dict] = {}
 
     def _process_message(self, msg: dict) -> None:
         if msg["type"] != "sample":
             return
-        frames = [frame for frame in msg["cond_indep_stack"] if frame.name == self.data_plate]
+        factor = data_plate_factor(msg, self.data_plate, self.dataset_size)
+        in_plate = factor is not None
         if msg["name"] == self.observation:
-            if not frames:
+            if not in_plate:
                 raise ValueError(
                     f"the observation site {self.observation!r} is not inside the data plate {self.data_plate!r}"
                 )
             msg["infer"] = {**(msg.get("infer") or {}), LIKELIHOOD_TAG: True}
             self.seen["observation"] = True
-        if frames:
+        if in_plate:
             self.seen["plate"] = True
-            # A plate declared with its full size and a subsample is already scaled by Pyro, full size / subsample:
-            # what remains is N / full size (1 where the full size is N).
-            full_size = getattr(frames[0], "full_size", None) or frames[0].size
-            msg["scale"] = msg["scale"] * (self.dataset_size / full_size)
+            super()._process_message(msg)
+            # Only where this handler scales (a plate of B < N rows): a plate declared at its full size N with a
+            # subsample is Pyro's own, which scales model and guide alike.
+            if not msg["is_observed"] and not same_scale(factor, 1.0):
+                self._own_infer[msg["name"]] = msg["infer"]
+
+    def _postprocess_message(self, msg: dict) -> None:
+        own = self._own_infer.pop(msg["name"], None) if msg["type"] == "sample" else None
+        if own is None or msg["infer"] is own:  # not scaled, or sampled here rather than replayed from a guide
+            return
+        scale, guide_scale = own[DATA_SCALE_TAG], msg["infer"].get(DATA_SCALE_TAG)
+        if guide_scale is None or not same_scale(guide_scale, scale):
+            found = "not scaled" if guide_scale is None else f"scaled by {_number(guide_scale)}"
+            raise ValueError(
+                f"the guide's site {msg['name']!r} in the data plate {self.data_plate!r} is {found}, the model's by "
+                f"N/B = {_number(scale)}: the minibatch ELBO needs both (log q as log p of each per-example latent); "
+                "build the guide with model_guide(composed, ...) or wrap it as composed.scaled_guide(guide)"
+            )
+
+
+def _number(scale: float | torch.Tensor) -> float | str:
+    """A site scale for a message: the number, or a tensor's shape."""
+    if isinstance(scale, torch.Tensor):
+        return float(scale) if scale.numel() == 1 else f"a tensor of shape {tuple(scale.shape)}"
+    return float(scale)
 
 
 def _unwrap(fn: dist.Distribution) -> dist.Distribution:
@@ -91,6 +121,11 @@ class ComposedModel(nn.Module):
     ELBO's data term (the rest is the KL term, which annealing and tempering scale), the networks' deterministic
     parameters are this module's own (trained by the Trainer, saved in its checkpoints), and :meth:`predict` gives
     the posterior predictive as a :class:`~pyro_bnn.predict.Prediction`.
+
+    A guide of per-example latents (sites in the data plate) must scale them by N/B too, or the minibatch ELBO
+    weighs their ``log q`` B/N times too little: :func:`~pyro_bnn.compose.model_guide` of this model
+    (``model_guide(composed, ...)``) scales its guide, :meth:`scaled_guide` wraps a guide of your own, and a
+    minibatch on which such a latent comes from a guide scaled otherwise is refused in one line.
 
     Args:
         model: The user's model, called as ``model(x, y)``.
@@ -135,7 +170,8 @@ class ComposedModel(nn.Module):
         self.parallel_draws = bool(parallel_draws)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None):
-        """Runs the user's model on a minibatch, its data plate scaled by N/B and its observation tagged."""
+        """Runs the user's model on a minibatch, its data plate scaled by N/B and its observation tagged; refuses a
+        per-example latent replayed from a guide that did not scale it by N/B too (see the class docstring)."""
         handler = _DataTerm(self.observation, self.data_plate, self.dataset_size)
         with handler:
             result = self.model(x, y)
@@ -145,6 +181,18 @@ class ComposedModel(nn.Module):
                 "observation and data plate with observation= and data_plate="
             )
         return result
+
+    def scaled_guide(self, guide: Callable) -> ScaledGuide:
+        """``guide`` with its sites in the data plate scaled by N / (plate size), as this model's are: the guide to
+        train with it on minibatches when it has per-example latents (:class:`~pyro_bnn.compose.ScaledGuide`).
+
+        Args:
+            guide: A guide module or function ``guide(x, y=None)``.
+
+        Returns:
+            A module running ``guide`` with its data-plate sites scaled; ``x (B, ...)``, ``y (B, ...)`` as the model.
+        """
+        return ScaledGuide(guide, dataset_size=self.dataset_size, data_plate=self.data_plate)
 
     def validate_batch(self, x: torch.Tensor, y: torch.Tensor | None = None) -> None:
         """One-line errors for inputs and targets that are not a batch of rows."""
