@@ -169,7 +169,9 @@ class NetworkGuide(AutoGuide):
 class ModelGuide(AutoGuideList):
     """The ``AutoGuideList`` :func:`model_guide` returns; built on a
     :class:`~pyro_bnn.compose.ComposedModel`, it scales its sites in the data plate by N / (plate size) as the model
-    scales its own (:class:`~pyro_bnn.compose.scaling.DataPlateScale`).
+    scales its own (:class:`~pyro_bnn.compose.scaling.DataPlateScale`), and refuses in one line a part with
+    parameters per row of a data plate of other than N rows (``AutoNormal`` of a per-example latent set up on a
+    minibatch; :func:`~pyro_bnn.compose.scaling.refuse_per_row_guides`).
 
     Args:
         model: The user's model (what the list is set up on).
@@ -187,7 +189,7 @@ class ModelGuide(AutoGuideList):
         ``{site: value}``."""
         if self.dataset_size is None:
             return super().forward(*args, **kwargs)
-        return run_scaled(super().forward, self.data_plate, self.dataset_size, *args, **kwargs)
+        return run_scaled(super().forward, self.data_plate, self.dataset_size, *args, refuse_in=self, **kwargs)
 
 
 def model_guide(

@@ -75,7 +75,8 @@ class _DataTerm(DataPlateScale):
             raise ValueError(
                 f"the guide's site {msg['name']!r} in the data plate {self.data_plate!r} is {found}, the model's by "
                 f"N/B = {_number(scale)}: the minibatch ELBO needs both (log q as log p of each per-example latent); "
-                "build the guide with model_guide(composed, ...) or wrap it as composed.scaled_guide(guide)"
+                "build the guide with model_guide(composed, ...) or wrap it as composed.scaled_guide(guide) (an "
+                "autoguide with parameters per row, AutoNormal's, takes no minibatches: those refuse it)"
             )
 
 

@@ -15,7 +15,8 @@ A plate declared at its full size with a ``subsample`` is scaled by Pyro itself,
 N / full size (1 where the full size is N) here. A site already tagged, by a handler inside this one, is left as it
 is, so a guide wrapped twice is scaled once.
 
-:class:`ScaledGuide` runs any guide under it.
+:class:`ScaledGuide` runs any guide under it; :func:`refuse_per_row_guides` refuses an autoguide with parameters per
+row of a data plate that is not the whole data set.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from pyro.infer.autoguide import AutoCallable, AutoGuide, AutoGuideList
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from torch import nn
@@ -72,10 +74,48 @@ class DataPlateScale(Messenger):
         msg["infer"] = {**infer, DATA_SCALE_TAG: msg["scale"]}
 
 
-def run_scaled(guide: Callable, data_plate: str, dataset_size: int, *args, **kwargs):
-    """Runs ``guide(*args, **kwargs)`` under :class:`DataPlateScale`."""
+def _per_row_autoguides(guide: Callable):
+    """The autoguides inside ``guide`` whose parameters are laid out on the sites of their prototype trace (Pyro's
+    ``AutoNormal``, ``AutoDelta``, ``AutoMultivariateNormal``, ...), once set up; not a list of guides or a wrapped
+    callable, whose parts are checked on their own."""
+    modules = guide.modules() if isinstance(guide, nn.Module) else ()
+    for module in modules:
+        if isinstance(module, AutoGuide) and not isinstance(module, (AutoGuideList, AutoCallable)):
+            if module.prototype_trace is not None:
+                yield module
+
+
+def refuse_per_row_guides(guide: Callable, data_plate: str, dataset_size: int) -> None:
+    """Refuses, in one line, an autoguide inside ``guide`` that guides a site of the data plate with parameters for
+    a plate of other than N rows.
+
+    Such a guide (``AutoNormal`` of a per-example latent) has one parameter per row of the plate it first saw; the
+    trainer's loader yields rows without their indices, so on minibatches of B < N rows the same B parameters would
+    stand for rows 0, B, 2B, ... alike. A plate declared at its full size N with a ``subsample`` passes.
+    """
+    for module in _per_row_autoguides(guide):
+        for name, node in module.prototype_trace.iter_stochastic_nodes():
+            if site_is_subsample(node):
+                continue
+            frames = [frame for frame in node["cond_indep_stack"] if frame.name == data_plate]
+            rows = (frames[0].full_size or frames[0].size) if frames else dataset_size
+            if rows != dataset_size:
+                raise ValueError(
+                    f"the guide's site {name!r} ({type(module).__name__}) has parameters for each of the {rows} rows "
+                    f"of the data plate {data_plate!r} it was set up on, but the data set has N={dataset_size} rows "
+                    f"and a loader yields no row indices: train it on the whole data set in every batch "
+                    f"(batch_size={dataset_size}), or guide per-example latents on minibatches with an amortised "
+                    "guide, a function of (x, y) (model_guide(..., rest=lambda model: encoder))"
+                )
+
+
+def run_scaled(guide: Callable, data_plate: str, dataset_size: int, *args, refuse_in: Callable | None = None, **kwargs):
+    """Runs ``guide(*args, **kwargs)`` under :class:`DataPlateScale`, then :func:`refuse_per_row_guides` (of
+    ``refuse_in``, by default the guide itself)."""
     with DataPlateScale(data_plate, dataset_size):
-        return guide(*args, **kwargs)
+        result = guide(*args, **kwargs)
+    refuse_per_row_guides(guide if refuse_in is None else refuse_in, data_plate, dataset_size)
+    return result
 
 
 class ScaledGuide(nn.Module):
@@ -94,7 +134,8 @@ class ScaledGuide(nn.Module):
     Attributes:
         guide: The guide it wraps.
 
-    It returns what ``guide`` returns.
+    It returns what ``guide`` returns, and refuses an autoguide inside it with parameters per row of a data plate
+    of other than N rows (:func:`refuse_per_row_guides`).
     """
 
     def __init__(self, guide: Callable, *, dataset_size: int, data_plate: str = "data") -> None:
@@ -113,4 +154,4 @@ class ScaledGuide(nn.Module):
         return f"dataset_size={self.dataset_size}, data_plate={self.data_plate!r}"
 
 
-__all__ = ["DATA_SCALE_TAG", "DataPlateScale", "ScaledGuide"]
+__all__ = ["DATA_SCALE_TAG", "DataPlateScale", "ScaledGuide", "refuse_per_row_guides"]

@@ -196,3 +196,24 @@ def test_the_trainer_on_minibatches_reaches_the_mean_field_posterior_of_a_per_ex
     )
     trainer.fit(DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True), 100)
     assert float(encoder_module.log_s.detach().exp()) == pytest.approx(Z_SD, rel=0.05)
+
+
+def test_a_guide_with_parameters_per_row_is_refused_on_minibatches():
+    """AutoNormal of z set up on a batch of 10 holds 10 locations, which rows 0, 10, 20 and 30 would share (it
+    trained without a word); set up on all 40 rows it is the right guide and passes."""
+    x, y = _data()
+    f, model = _latent_offset_model()
+    composed = ComposedModel(model, f, dataset_size=N)
+    whole = model_guide(composed)
+    assert whole(x, y)["z"].shape == (N,)
+    trainer = Trainer(
+        composed, model_guide(composed), objective="trace", runtime=RuntimeOptions(seed=0, progress=False)
+    )
+    loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
+    expected = r"site 'z' \(AutoNormal\) has parameters for each of the 10 rows of the data plate 'data'.*N=40"
+    with pytest.raises(ValueError, match=expected):
+        trainer.fit(loader, 1)
+    with pytest.raises(ValueError, match=expected):  # a guide of one's own, wrapped
+        composed.scaled_guide(pyro.infer.autoguide.AutoNormal(poutine.block(model, hide=f.site_names)))(
+            x[:BATCH], y[:BATCH]
+        )
