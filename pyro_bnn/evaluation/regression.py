@@ -11,7 +11,9 @@ and output dimension, are
   :func:`~pyro_bnn.evaluation.regression_variance_split`.
 
 With Student-t noise of ``df`` degrees of freedom (``df`` given), each component is ``StudentT(df, mean_s,
-scale_s)`` and its variance ``scale_s^2 df / (df - 2)`` (infinite for ``df <= 2``).
+scale_s)`` and its variance ``scale_s^2 df / (df - 2)`` (infinite for ``df <= 2``, where the ``mean ± num_sd * sd``
+interval is the whole line and :func:`regression_metrics` reports its coverage as NaN, undefined, as
+:func:`~pyro_bnn.evaluation.calibrate_regressor` refuses the sd-based score there).
 
 Inputs: ``means (S, N, D)`` sampled means, ``noise_scale`` a scalar (tensor or number) or a tensor of shape
 ``(S, N, D)``, and ``targets (N, D)``. Every check failure is a ``ValueError`` naming what was found. Computation
@@ -159,7 +161,8 @@ def regression_metrics(
         * ``nll``: ``-mean_n log((1/S) sum_s prod_d Normal(y_nd; means_snd, sigma_snd^2))``, the mixture's
           negative log density (Student-t components with ``df``), summed over D and averaged over the N points;
         * ``coverage``: the fraction of targets ``y_nd`` with ``|y_nd - mean_nd| <= num_sd * sd_nd`` (each
-          output dimension counts separately; for D = 1 the fraction of points inside).
+          output dimension counts separately; for D = 1 the fraction of points inside); NaN for Student-t noise
+          with ``df <= 2``, whose sd is infinite: every target would be inside, whatever the predictive.
 
     Raises:
         ValueError: An input fails the checks above (shapes, finiteness, ``noise_scale``, ``df`` or ``num_sd``
@@ -184,5 +187,6 @@ def regression_metrics(
     return {
         "rmse": float(rmse),
         "nll": float(-log_mixture.mean()),
-        "coverage": float(inside.double().mean()),
+        # an infinite sd (Student-t with df <= 2) makes the interval the whole line: its coverage says nothing
+        "coverage": math.nan if df is not None and df <= 2 else float(inside.double().mean()),
     }

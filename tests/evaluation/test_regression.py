@@ -100,3 +100,18 @@ def test_bad_inputs(kwargs, match):
     arguments = {"means": MEANS, "noise_scale": torch.tensor(1.0), "targets": TARGETS, **kwargs}
     with pytest.raises(ValueError, match=match):
         regression_metrics(**arguments)
+
+
+def test_coverage_is_undefined_where_student_t_noise_has_no_variance():
+    """For df <= 2 the predictive sd is infinite and mean ± 2 sd the whole line: coverage was 1.0 for targets a
+    million noise scales away. It is NaN; RMSE and NLL are still scored, and df just above 2 gives a finite
+    interval."""
+    means, targets = torch.zeros(4, 3, 1), torch.full((3, 1), 1e6)
+    for df in (1.5, 2.0):
+        metrics = regression_metrics(means, 0.1, targets, df=df)
+        assert math.isnan(metrics["coverage"])
+        assert metrics["rmse"] == pytest.approx(1e6, rel=1e-12)
+        assert metrics["nll"] == pytest.approx(-stats.t.logpdf(1e6, df, 0.0, 0.1), rel=1e-9)
+    # df = 2.5: sd = 0.1 sqrt(2.5 / 0.5) = 0.2236, so 2 sd = 0.447: 0.4 and -0.44 are inside, 0.5 is not
+    inside = regression_metrics(torch.zeros(2, 3, 1), 0.1, torch.tensor([[0.4], [0.5], [-0.44]]), df=2.5)
+    assert inside["coverage"] == pytest.approx(2 / 3, rel=1e-12)
