@@ -7,9 +7,10 @@ edges. Its test part is the grid ``[-4, 4]`` with spacing 0.01 (801 points) carr
 way, so coverage and CRPS on it measure calibration, and :func:`heteroscedastic_noise_sd` on the grid is the truth
 a model's predicted noise is compared with.
 
-Diabetes: a seeded 20 % test part; inputs and targets standardised with the training part's mean and sd, so RMSE
-and CRPS are in units of the training targets' sd (``DIABETES_TARGET_SD`` of the raw disease-progression score
-on the whole set).
+Diabetes: a seeded 20 % test part; inputs and targets standardised with the training part's mean and sd (each
+seed's own: 152.4 and 76.34 for the raw disease-progression score at seed 0), so RMSE and CRPS are in units of the
+training targets' sd. :func:`diabetes_target_scale` gives that mean and sd, to map predictions back to the raw
+score (``y * sd + mean``); ``DIABETES_TARGET_SD``, 77.09, is the sd over all 442 patients, near each seed's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ DIABETES_TEST_FRACTION = 0.2
 """Share of the 442 diabetes patients in the test part (88)."""
 
 DIABETES_TARGET_SD = 77.09
-"""Standard deviation of the raw diabetes target over all 442 patients (for reading standardised errors)."""
+"""Standard deviation (n - 1 divisor) of the raw diabetes target over all 442 patients: a rough reading of standardised
+errors in the raw score, whose exact scale is each split's training sd (:func:`diabetes_target_scale`)."""
 
 
 def heteroscedastic_mean(x: torch.Tensor) -> torch.Tensor:
@@ -76,15 +78,9 @@ def heteroscedastic_regression(*, n_samples: int = DEFAULT_HETEROSCEDASTIC_SAMPL
     return RegressionData(column(x_train), column(y_train), column(x_test), column(y_test))
 
 
-def diabetes_regression(*, seed: int = 0) -> RegressionData:
-    """scikit-learn's diabetes set, split and standardised (see the module docstring).
-
-    Args:
-        seed: Non-negative integer seed of the test holdout.
-
-    Returns:
-        ``x (N, 10)`` and ``y (N, 1)`` float32: 354 training and 88 test patients.
-    """
+def _diabetes_split(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The raw diabetes inputs ``(442, 10)`` and targets ``(442, 1)`` (float64) and the seed's training and test
+    indices."""
     from sklearn.datasets import load_diabetes  # ships with scikit-learn: no download
 
     generator = seeded_generator(check_seed(seed), STREAM_TEST_HOLDOUT)
@@ -92,6 +88,20 @@ def diabetes_regression(*, seed: int = 0) -> RegressionData:
     x = torch.as_tensor(data.data, dtype=torch.float64)
     y = torch.as_tensor(data.target, dtype=torch.float64).unsqueeze(1)
     train, test = split_indices(len(y), round(DIABETES_TEST_FRACTION * len(y)), generator)
+    return x, y, train, test
+
+
+def diabetes_regression(*, seed: int = 0) -> RegressionData:
+    """scikit-learn's diabetes set, split and standardised (see the module docstring).
+
+    Args:
+        seed: Non-negative integer seed of the test holdout.
+
+    Returns:
+        ``x (N, 10)`` and ``y (N, 1)`` float32: 354 training and 88 test patients, each column standardised with
+        the training part's mean and sd (n - 1 divisor); the targets' are :func:`diabetes_target_scale`.
+    """
+    x, y, train, test = _diabetes_split(seed)
 
     def standardise(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, sd = values[train].mean(0), values[train].std(0)
@@ -100,3 +110,18 @@ def diabetes_regression(*, seed: int = 0) -> RegressionData:
     x_train, x_test = standardise(x)
     y_train, y_test = standardise(y)
     return RegressionData(x_train, y_train, x_test, y_test)
+
+
+def diabetes_target_scale(*, seed: int = 0) -> tuple[float, float]:
+    """The mean and sd (n - 1 divisor) of the raw training targets that :func:`diabetes_regression` standardised its
+    targets with, for the same seed: ``y * sd + mean`` is a standardised target or prediction in the raw
+    disease-progression score, and ``sd`` times a standardised RMSE or CRPS is the raw one.
+
+    Args:
+        seed: Non-negative integer seed of the test holdout, as given to :func:`diabetes_regression`.
+
+    Returns:
+        ``(mean, sd)`` as floats: (152.4, 76.34) at seed 0.
+    """
+    _, y, train, _ = _diabetes_split(seed)
+    return float(y[train].mean()), float(y[train].std())

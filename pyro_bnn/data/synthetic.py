@@ -92,13 +92,19 @@ def two_circles(
 
 @dataclass(frozen=True, eq=False)
 class RegressionData:
-    """A 1-D regression set with a separate evaluation grid.
+    """A regression set: training inputs and targets, and a separate test part.
+
+    What the test part holds depends on the set: the 1-D toy problems have an evaluation grid, with noiseless
+    targets on it (:func:`cubic_regression`) or noisy ones drawn like the training targets
+    (:func:`~pyro_bnn.data.regression_sets.heteroscedastic_regression`); diabetes
+    (:func:`~pyro_bnn.data.regression_sets.diabetes_regression`) has held-out patients with 10 standardised
+    features.
 
     Attributes:
-        x_train: ``(N, 1)`` float32 training inputs.
+        x_train: ``(N, F)`` float32 training inputs (F = 1 for the 1-D sets, 10 for diabetes).
         y_train: ``(N, 1)`` float32 noisy training targets.
-        x_test: ``(M, 1)`` float32 evaluation grid.
-        y_test: ``(M, 1)`` float32 noiseless targets on the grid.
+        x_test: ``(M, F)`` float32 test inputs (an evaluation grid for the 1-D sets).
+        y_test: ``(M, 1)`` float32 test targets: noiseless for :func:`cubic_regression`, noisy for the others.
     """
 
     x_train: torch.Tensor
