@@ -25,7 +25,8 @@ DEFAULT_VAL_SAMPLES = 16
 class Validation(Callback):
     """Adds ``val_<metric>`` to each epoch's record: the posterior predictive metrics of
     :meth:`~pyro_bnn.predict.Prediction.metrics` on :attr:`loader` (``val_accuracy``, ``val_nll``, ``val_brier``,
-    ``val_ece``, ``val_mce`` for a classifier; ``val_rmse``, ``val_nll``, ``val_coverage`` for a regression).
+    ``val_ece``, ``val_mce`` for a classifier; ``val_rmse``, ``val_nll``, ``val_coverage`` for a regression;
+    ``val_coverage`` is NaN for Student-t noise of ``df <= 2``, whose sd is infinite).
 
     A :class:`~pyro_bnn.infer.Trainer` builds one from its ``num_val_samples`` and ``n_bins``, sets :attr:`loader`
     to ``fit``'s ``val_loader`` and runs :meth:`on_epoch_end` after each epoch's last step, once the parameters are

@@ -124,7 +124,8 @@ class Prediction:
         Classification: ``accuracy, nll, brier, ece, mce`` (see :func:`pyro_bnn.evaluation.summarize`).
         Regression: ``rmse`` of the predictive mean, ``nll`` of the mixture predictive
         ``(1/S) sum_s Normal(y; mean_s, noise_scale_s^2)`` (Student-t components with :attr:`noise_df`) and the
-        ``coverage`` of mean ± 2 sd (see :func:`pyro_bnn.evaluation.regression_metrics`).
+        ``coverage`` of mean ± 2 sd (see :func:`pyro_bnn.evaluation.regression_metrics`), NaN for Student-t noise
+        with ``noise_df <= 2``, whose sd is infinite.
         """
         if self.targets is None:
             raise ValueError("this prediction has no targets to score against; pass (x, y) or a loader of pairs")
