@@ -3,9 +3,10 @@
 ``python -m pyro_bnn.reproduce.studies.cold_posterior --out results/cold-posterior`` trains one run per temperature
 T and seed (the tempered posterior ``p(D | w)^(1/T) p(w)``: every step's KL weight times T, see docs/tempering.md)
 with the run engine, each into ``OUT/runs/T<T>-s<seed>`` (a finished run is read back, not retrained, so an
-interrupted sweep resumes), and writes ``table.md``, ``table.json`` and ``sweep.png``: test accuracy, NLL and ECE
-against T (mean ± sd over seeds), and a verdict on the question the cold-posterior literature asks (Wenzel et al.,
-2020): is some T < 1 better than T = 1 on test NLL, by more than the seeds' spread?
+interrupted sweep resumes; one whose ``config.json`` asks other settings is refused, naming them, or resumed from its
+checkpoint where only its epochs or scoring differ), and writes ``table.md``, ``table.json`` and ``sweep.png``: test
+accuracy, NLL and ECE against T (mean ± sd over seeds), and a verdict on the question the cold-posterior literature
+asks (Wenzel et al., 2020): is some T < 1 better than T = 1 on test NLL, by more than the seeds' spread?
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import torch
 from pyro_bnn.evaluation import mean_sd
 from pyro_bnn.reproduce.records import code_version, training_code
 from pyro_bnn.runs import RunConfig, train_run
+from pyro_bnn.runs.run_folder import CHECKPOINT
+from pyro_bnn.runs.runs import RESUME_MAY_CHANGE, normalized_config
 
 TEMPERATURES = (0.01, 0.1, 0.3, 1.0, 3.0)
 METRICS = ("accuracy", "nll", "ece")
@@ -46,16 +49,75 @@ def base_config(data_dir: str | None, epochs: int, train_subset: int) -> RunConf
     )
 
 
+READ_BACK_ANYWHERE = ("device", "data_dir")
+"""Config keys a finished run is read back across: where it ran and where its data lay change neither what it
+trained nor how it was scored."""
+
+
+class OtherRunError(RuntimeError):
+    """A run folder holds a run this sweep cannot read back or resume as the one it asks for."""
+
+
+def _differences(saved: dict, wanted: dict, ignore: Sequence[str]) -> list[str]:
+    keys = sorted((set(saved) | set(wanted)) - set(ignore))
+    missing = "<missing>"
+    return [
+        f"{key} {saved.get(key, missing)!r} there, {wanted.get(key, missing)!r} now"
+        for key in keys
+        if saved.get(key, missing) != wanted.get(key, missing)
+    ]
+
+
+def _needs_training(folder: Path, config: RunConfig) -> bool:
+    """Whether the run in ``folder`` must (still) train: it has not finished, or it finished with fewer epochs or
+    another scoring (a resume from its checkpoint extends or re-scores it).
+
+    Raises:
+        OtherRunError: it finished at other settings, ones a resume cannot change (another train subset, guide, ...,
+            or more epochs than asked), or at other epochs or scoring with no checkpoint to resume from.
+    """
+    if not (folder / "metrics.json").exists():
+        return True
+    path = folder / "config.json"
+    if not path.exists():
+        raise OtherRunError(f"{folder} holds metrics.json but no config.json, so its settings cannot be told apart "
+                            "from this sweep's: delete the folder to train it anew")  # fmt: skip
+    try:
+        saved = normalized_config(json.loads(path.read_text()), path)
+    except ValueError as err:
+        raise OtherRunError(f"{folder} cannot be read back: {err}") from None
+    wanted = json.loads(config.to_json())
+    fixed = _differences(saved, wanted, RESUME_MAY_CHANGE)
+    if saved["epochs"] > wanted["epochs"]:  # a resume only extends a run
+        fixed.append(f"epochs {saved['epochs']} there, {wanted['epochs']} now")
+    if fixed:
+        raise OtherRunError(
+            f"{folder} holds a run at other settings ({'; '.join(fixed)}); it is not read back as this one: delete "
+            "the folder to train it at these settings, or pass another --out"
+        )
+    resumable = _differences(saved, wanted, READ_BACK_ANYWHERE)
+    if resumable and not (folder / CHECKPOINT).exists():
+        raise OtherRunError(
+            f"{folder} holds a run at other settings ({'; '.join(resumable)}) and no {CHECKPOINT} to extend or "
+            "re-score it from: delete the folder to train it at these settings, or pass another --out"
+        )
+    return bool(resumable)
+
+
 def run_one(base: RunConfig, temperature: float, seed: int, runs: Path) -> dict:
-    """Trains (or reads back) the run at ``temperature`` and ``seed``; its test metrics and train time."""
+    """Trains (or reads back) the run at ``temperature`` and ``seed``; its test metrics and train time.
+
+    A finished run is read back only where its ``config.json`` asks what this sweep asks (where it ran and its data
+    folder aside); one with fewer epochs or another scoring is resumed from its checkpoint; any other difference is
+    refused (:class:`OtherRunError`), as is a run started by other code."""
     folder = runs / f"T{temperature:g}-s{seed}"
     metrics_file = folder / "metrics.json"
     code_file = folder / "code.json"
-    if not metrics_file.exists():
-        config = RunConfig.from_dict({**json.loads(base.to_json()), "temperature": temperature, "seed": seed})
+    config = RunConfig.from_dict({**json.loads(base.to_json()), "temperature": temperature, "seed": seed}).resolved()
+    if _needs_training(folder, config):
         code = {"code": code_version(), "training_code": training_code()}
         if code_file.exists() and json.loads(code_file.read_text()) != code:
-            raise RuntimeError(
+            raise OtherRunError(
                 f"{folder} was started by other code ({json.loads(code_file.read_text())['code']}); a run resumes "
                 f"only at the code that started it (this is {code['code']}): delete the folder to train it anew"
             )
@@ -212,7 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for seed in range(args.seeds):
         for t in temperatures:
             start = time.perf_counter()
-            rows.append(run_one(base, t, seed, runs))
+            try:
+                rows.append(run_one(base, t, seed, runs))
+            except OtherRunError as err:
+                parser.exit(2, f"{parser.prog}: error: {err}\n")
             print(f"T={t:g} seed={seed}: {rows[-1]} ({time.perf_counter() - start:.0f} s)", flush=True)
             write_outputs(out, rows, temperatures, command.strip(), setting)
     return 0

@@ -87,3 +87,70 @@ def test_a_new_run_records_its_code_before_it_trains(tmp_path, monkeypatch):
     row = run_one(base_config(None, 1, 100), 0.1, 0, tmp_path / "runs")
     assert row["code"] == code_version() and row["training_code"] == training_code()
     assert row["nll"] == 0.5 and row["temperature"] == 0.1
+
+
+def _finished_run(folder, config, **metrics) -> None:
+    """A run folder as train_run leaves it: config.json (the resolved config), metrics.json and code.json."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(config.resolved().to_json())
+    values = {"accuracy": 0.8, "nll": 0.5, "ece": 0.05, "train_time_s": 1.0, **metrics}
+    (folder / "metrics.json").write_text(json.dumps(values))
+    (folder / "code.json").write_text(json.dumps({"code": code_version(), "training_code": training_code()}))
+
+
+def _config(base, temperature, seed):
+    return cold_posterior.RunConfig.from_dict({**json.loads(base.to_json()), "temperature": temperature, "seed": seed})
+
+
+def _no_training(*args, **kwargs):
+    raise AssertionError("train_run was called")
+
+
+def test_a_finished_run_at_other_settings_is_refused_naming_them_not_read_back(tmp_path, monkeypatch):
+    """The reviewer's case: a sweep of 200 images and 1 epoch, then one asking 1 000 images and 3 epochs in the same
+    --out read the first sweep's runs back as the second's."""
+    monkeypatch.setattr(cold_posterior, "train_run", _no_training)
+    _finished_run(tmp_path / "runs" / "T0.5-s0", _config(base_config(None, 1, 200), 0.5, 0))
+    with pytest.raises(cold_posterior.OtherRunError, match=r"other settings \(train_subset 200 there, 1000 now\)"):
+        run_one(base_config(None, 3, 1000), 0.5, 0, tmp_path / "runs")
+    with pytest.raises(cold_posterior.OtherRunError, match=r"epochs 3 there, 1 now"):  # a resume cannot shorten it
+        _finished_run(tmp_path / "runs" / "T1-s0", _config(base_config(None, 3, 200), 1.0, 0))
+        run_one(base_config(None, 1, 200), 1.0, 0, tmp_path / "runs")
+
+
+def test_a_finished_run_with_another_data_folder_is_read_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(cold_posterior, "train_run", _no_training)
+    _finished_run(tmp_path / "runs" / "T0.5-s0", _config(base_config(None, 1, 200), 0.5, 0), nll=0.25)
+    assert run_one(base_config("/some/where/else", 1, 200), 0.5, 0, tmp_path / "runs")["nll"] == 0.25
+
+
+def test_a_finished_run_with_fewer_epochs_resumes_from_its_checkpoint_or_is_refused_without_one(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_train_run(config, folder, **kwargs):
+        calls.append((config.epochs, kwargs["resume"]))
+        (folder / "metrics.json").write_text(json.dumps({"accuracy": 0.9, "nll": 0.3, "ece": 0.01, "train_time_s": 2}))
+
+    monkeypatch.setattr(cold_posterior, "train_run", fake_train_run)
+    folder = tmp_path / "runs" / "T0.5-s0"
+    _finished_run(folder, _config(base_config(None, 1, 200), 0.5, 0))
+    with pytest.raises(cold_posterior.OtherRunError, match=r"\(epochs 1 there, 3 now\) and no checkpoint.pt"):
+        run_one(base_config(None, 3, 200), 0.5, 0, tmp_path / "runs")
+    (folder / "checkpoint.pt").write_bytes(b"")
+    assert run_one(base_config(None, 3, 200), 0.5, 0, tmp_path / "runs")["nll"] == 0.3
+    assert calls == [(3, True)]
+
+
+def test_the_committed_sweep_is_read_back_at_its_command(tmp_path, monkeypatch):
+    """results/cold-posterior's runs hold what its command (``--seeds 5``, the defaults otherwise) asks."""
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).parents[3] / "results" / "cold-posterior"
+    table = json.loads((committed / "table.json").read_text())
+    assert table["command"].endswith("--out results/cold-posterior --seeds 5")
+    shutil.copytree(committed / "runs", tmp_path / "runs")
+    monkeypatch.setattr(cold_posterior, "train_run", _no_training)
+    base = base_config(None, 10, 10_000)
+    rows = [run_one(base, t, seed, tmp_path / "runs") for seed in range(5) for t in cold_posterior.TEMPERATURES]
+    assert [r["nll"] for r in rows] == [r["nll"] for r in table["runs"]]
