@@ -175,10 +175,11 @@ def verdict(rows: Sequence[dict], temperatures: Sequence[float]) -> str:
         answer = "not settled (the gain is within the seeds' noise)"
     listed = ", ".join(f"{d:+.3f}" for d in diffs)
     error = f"{standard_error:.3f}" if n > 1 else "unknown with one seed"
+    sd = f"is {spread:.3f}" if n > 1 else "is unknown with one seed"
     return (
         f"**Does a cold posterior predict better? {answer}.** The best T < 1 on mean test NLL is T = {best:g}: NLL "
         f"{mean_nll(best):.3f} against {mean_nll(1.0):.3f} at T = 1, a gain of {gain:.3f} (standard error "
-        f"{error}; difference per seed {listed}; the seeds' sd at T = 1 is {spread:.3f}), over {n} seed(s). T is "
+        f"{error}; difference per seed {listed}; the seeds' sd at T = 1 {sd}), over {n} seed(s). T is "
         "chosen on the test NLL it is judged on, so the gain is an upper estimate."
     )
 

@@ -38,7 +38,9 @@ def test_a_gain_on_every_seed_that_rests_on_one_seed_is_not_settled():
     rows = _rows({0.3: [0.4411, 0.4622, 0.4524], 1.0: [0.4706, 0.4678, 0.4527]})
     text = verdict(rows, [0.3, 1.0])
     assert "not settled" in text and "standard error 0.009" in text
-    assert "with one seed" in verdict(_rows({0.1: [0.40], 1.0: [0.50]}), [0.1, 1.0])
+    one_seed = verdict(_rows({0.1: [0.40], 1.0: [0.50]}), [0.1, 1.0])
+    assert "standard error unknown with one seed" in one_seed
+    assert "the seeds' sd at T = 1 is unknown with one seed" in one_seed and "0.000" not in one_seed
 
 
 def test_only_seeds_that_ran_every_temperature_count():
