@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
+from decimal import ROUND_UP, Decimal
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
@@ -247,10 +249,23 @@ class Headline:
 
 
 def no_effect_text(width: float) -> str:
-    """``no effect within ±x`` for an effect whose interval lies within ±``width``, to 3 significant digits (so
-    never rounded below the interval's end: ``±0.00601``, where the interval's ends print to 3 decimals): one
-    format for every verdict, cell and headline."""
-    return f"{Verdict.NO_EFFECT.value} within ±{width:.3g}"
+    """``no effect within ±x`` for an effect whose interval lies within ±``width``, x being ``width`` to 3
+    significant digits rounded up (:func:`bound_text`: never below the interval's end, ``±0.0101`` for 0.0100098,
+    ``±0.00601`` where the interval's ends print to 3 decimals): one format for every verdict, cell and headline."""
+    return f"{Verdict.NO_EFFECT.value} within ±{bound_text(width)}"
+
+
+def bound_text(value: float, significant: int = 3, *, decimals: int | None = None) -> str:
+    """``value`` (a bound, >= 0) rounded up, never down, to ``significant`` digits (``g`` format: ``0.0101`` for
+    0.0100098, ``0.0125`` for 0.0125) or, given ``decimals``, to that many decimals (``f`` format); NaN and inf as
+    they print. The digits are those of the shortest text that reads back as ``value`` (``repr``), so a value that
+    prints exactly is not pushed up by the binary fraction under it."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:.{significant}g}" if decimals is None else f"{value:.{decimals}f}"
+    exact = Decimal(repr(value))
+    exponent = -decimals if decimals is not None else exact.adjusted() - significant + 1
+    rounded = exact.quantize(Decimal(1).scaleb(exponent), rounding=ROUND_UP)
+    return f"{float(rounded):.{significant}g}" if decimals is None else f"{rounded:.{decimals}f}"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pyro_bnn.reproduce import Status, Verdict, reproduce
 from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
 from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve, _table_1, table_1_cell
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES, slope_activation
-from pyro_bnn.reproduce.planned import RunRecord, RunSpec
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, bound_text, no_effect_text
 from pyro_bnn.runs.config import RunConfig
 
 SIZE_FIELDS = {
@@ -333,3 +333,18 @@ def test_a_sweep_curve_is_comparable_only_where_table_1_s_cell_is():
         "Table 1's cell not comparable (ReLU: accuracy 0.955 is 0.025 from the paper's 0.980 (tolerance 0.02))"
     )
     assert unlike(0.96, 0.97, curve_epochs=30) == "2 of 22 runs no validation history"  # at the cap: not converged
+
+
+def test_no_effect_within_x_never_rounds_x_below_the_interval_s_end():
+    """The MNIST 3FC cell of results/leaky-calibration-gpu (these are its six runs' ECEs): the interval's farther end
+    is 0.0100098, which 3 significant digits rounded to nearest print as ±0.01, below the end; rounded up: ±0.0101."""
+    leaky = ([0.022952009125053883, 0.02861401033550501, 0.023848010057210923], [0.9679, 0.9620, 0.9615])
+    relu = ([0.028252010637521745, 0.03145001074820757, 0.026462010356783867], [0.9695, 0.9719, 0.9701])
+    verdict, reason, within = table_1_cell(_runs(LEAKY, *leaky), _runs("relu", *relu), paper_gap=-0.012)
+    assert verdict is Verdict.NO_EFFECT and within == pytest.approx(0.0100098, abs=1e-7)
+    assert "the 95 % interval [-0.010, +0.003] lies within ±0.0101 and excludes" in reason
+    assert no_effect_text(within) == "no effect within ±0.0101"
+    assert no_effect_text(0.0125) == "no effect within ±0.0125"  # a width that prints exactly is not pushed up
+    assert no_effect_text(0.016) == "no effect within ±0.016"
+    assert bound_text(0.0100098) == "0.0101" and bound_text(0.00601) == "0.00601" and bound_text(0.006001) == "0.00601"
+    assert bound_text(0.41649, decimals=2) == "0.42" and bound_text(0.28, decimals=2) == "0.28"

@@ -314,7 +314,7 @@ def test_the_gain_says_how_each_side_trained_and_the_measured_batched_offset():
     assert "| singly / batched (32 to a batch); batched - single +0.003 |" in table
     assert "`bench/BATCHED_CHECK.md`" in table.split("\n\n", 1)[1]
     headline = _hierarchical_headline(per_panel, checks, ("moons",), absences_by_panel(cells), notes)
-    assert headline.label == "no effect within ±0.007"  # as without the note
+    assert headline.label == "no effect within ±0.00735"  # as without the note
     assert headline.reason.endswith(f"({notes[('moons', 'high')]}).")
     noisier = _noise_headline(per_panel, checks, ("moons",), {}, notes)
     assert "high noise: hierarchical trained singly" in noisier.reason and "low noise: hierarchical" in noisier.reason
@@ -332,17 +332,18 @@ def test_cells_with_fewer_counted_seeds_than_planned_are_named():
 
 
 def test_a_tight_interval_covering_zero_at_a_comparable_scale_is_no_effect_within_x():
-    # gains -0.004, +0.004, -0.004, +0.004: 95 % interval [-0.0074, +0.0074], within ±TIGHT
+    # gains -0.004, +0.004, -0.004, +0.004 (sd 0.004 * sqrt(4 / 3), se half that): 95 % interval ±0.0073495, within
+    # ±TIGHT; x is that end rounded up to 3 significant digits, never below it (it read ±0.007)
     wiggle = (-0.004, 0.004, -0.004, 0.004)
     hierarchical, noisier, table, _ = _headlines(_grid(gains={"high": 0.0, "low": 0.0}, wiggle=wiggle))
-    low, high = -0.0074, 0.0074
-    assert hierarchical.verdict is Verdict.NO_EFFECT and hierarchical.interval == pytest.approx(0.007)
-    assert hierarchical.label == "no effect within ±0.007"
-    assert "moons: gain +0.000 ± 0.007 (95 % interval [-0.007, +0.007]) over 4 seeds: no effect within ±0.007" in (
+    end = 3.182446305284263 * 0.004 * (4 / 3) ** 0.5 / 2  # t(0.975, 3) * se
+    assert hierarchical.verdict is Verdict.NO_EFFECT and hierarchical.interval == pytest.approx(end)
+    assert hierarchical.label == "no effect within ±0.00735"
+    assert "moons: gain +0.000 ± 0.007 (95 % interval [-0.007, +0.007]) over 4 seeds: no effect within ±0.00735" in (
         hierarchical.reason
     )
-    assert no_effect_width(low, high) == 0.007
-    assert "| no effect within ±0.007 |" in table
+    assert no_effect_width(-0.0074, 0.0074) == 0.0074  # unrounded: the report rounds it up
+    assert "| no effect within ±0.00735 |" in table
     # the same gains at both noises: their difference is exactly zero on every seed
     # (Welch's interval treats the two noises' gains as independent samples: a little wider than the paired one)
     assert noisier.verdict is Verdict.NO_EFFECT and noisier.label == "no effect within ±0.008"

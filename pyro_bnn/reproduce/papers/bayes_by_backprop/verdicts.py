@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import COMPARABLE, NO_EFFECT_WITHIN, PUBLISHED_ACCURACY
-from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict
+from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
 from pyro_bnn.reproduce.report import compare, format_mean_sd
 
 
@@ -65,12 +65,12 @@ def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[
     if within <= NO_EFFECT_WITHIN:
         return (
             Verdict.NO_EFFECT,
-            numbers + f": the 95 % interval of the gap lies within ±{100 * within:.2f} points",
+            numbers + f": the 95 % interval of the gap lies within ±{bound_text(100 * within, decimals=2)} points",
             within,
         )
     return (
         Verdict.INCONCLUSIVE,
-        numbers + f": the seed spread covers the gap (95 % interval ±{100 * within:.2f} points)",
+        numbers + f": the seed spread covers the gap (95 % interval ±{bound_text(100 * within, decimals=2)} points)",
         None,
     )
 

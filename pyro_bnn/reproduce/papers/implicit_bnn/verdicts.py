@@ -39,7 +39,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
     _metric,
     _untested_widths_note,
 )
-from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict, no_effect_text
+from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict, bound_text, no_effect_text
 from pyro_bnn.reproduce.report import (
     compare,
     format_mean_sd,
@@ -120,7 +120,7 @@ def contrast(
         verdict, shows = Verdict.INCONCLUSIVE, "fewer than 2 seeds"
     elif abs(gap) + half <= within:
         verdict, interval = Verdict.NO_EFFECT, abs(gap) + half
-        shows = f"the interval lies within ±{interval:.3g}, inside the paper's smallest effect ±{within:g}"
+        shows = f"the interval lies within ±{bound_text(interval)}, inside the paper's smallest effect ±{within:g}"
     else:
         verdict, shows = Verdict.INCONCLUSIVE, "the seeds' spread covers the gap"
     if all(check.comparable for check in checks):
@@ -269,7 +269,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         elif vi_rise.separated:
             verdict, shows = Verdict.HOLDS, "VI's error rises, separated; node noise's does not"
         elif not math.isnan(vi_half) and abs(vi_rise.gap) + vi_half <= within:
-            verdict, shows = Verdict.NO_EFFECT, f"VI's change lies within ±{abs(vi_rise.gap) + vi_half:.3g}"
+            verdict, shows = Verdict.NO_EFFECT, f"VI's change lies within ±{bound_text(abs(vi_rise.gap) + vi_half)}"
         else:
             verdict, shows = Verdict.INCONCLUSIVE, "the seeds' spread covers VI's change"
         if not all((vi_k, vi_w, nn_k, nn_w)):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import COMPARABLE
-from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict
+from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
 from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, compare, mean_sd
 
 ACCURACY_TOLERANCE = 0.02
@@ -80,7 +80,7 @@ def table_1_cell(
     if paper_gap is not None and ece.farther_end < abs(paper_gap):
         return (
             Verdict.NO_EFFECT,
-            numbers + f": the {interval} lies within ±{ece.farther_end:.3g} and excludes the paper's gap "
+            numbers + f": the {interval} lies within ±{bound_text(ece.farther_end)} and excludes the paper's gap "
             f"{paper_gap:+.3f}",
             ece.farther_end,
         )

@@ -167,10 +167,11 @@ def welch_interval(a: list[float], b: list[float]) -> tuple[float, float]:
 
 def no_effect_width(low: float, high: float, tight: float = TIGHT) -> float | None:
     """The x of *no effect within ±x* for the interval ``[low, high]``: the larger of its ends in absolute value
-    (rounded to 3 decimals, as the interval is printed) when it covers zero and lies within ±``tight``; else None."""
+    when it covers zero and lies within ±``tight``; else None. Unrounded: the report prints it rounded up
+    (:func:`~pyro_bnn.reproduce.planned.no_effect_text`), never below the end."""
     if not (low <= 0 <= high):
         return None
-    width = round(max(abs(low), abs(high)), 3)
+    width = max(abs(low), abs(high))
     return width if width <= tight else None
 
 
