@@ -4,7 +4,8 @@ A grid resumes across machines: the runs another machine finished are copied int
 they had run here. A run is taken only when it belongs to this grid (its folder name is a planned run id), is done
 there, is not already done here, and ran the training code it names: a copy of a tree without its git folder
 declares its commit (``$PYRO_BNN_COMMIT``, :func:`pyro_bnn.reproduce.records.code_version`), and the run's
-training-code fingerprint must equal that commit's in this checkout (:mod:`.code_state`).
+training-code fingerprint must equal that commit's in this checkout (:mod:`.code_state`). A run done in both is
+never overwritten; where the two copies' metrics differ, the summary says so and names the first that differs.
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ class MergeSummary:
     left_out: dict[str, str] = field(default_factory=dict)
     seeds: tuple[int, int] | None = None
     """``(before, after)`` where the grid now plans more seeds, to take the runs of later seeds ``source`` holds."""
+    differing: list[str] = field(default_factory=list)
+    """The runs done both here and there whose metrics differ (this grid's copy is kept; they are in ``left_out``
+    too)."""
 
     def describe(self) -> str:
         """One line, then one line per run left out."""
         lines = [f"merged {len(self.merged)} run(s); left out {len(self.left_out)}"]
+        if self.differing:
+            lines[0] += f", {len(self.differing)} of them done here with different results (this grid's kept)"
         if self.seeds is not None:
             lines[0] += f"; the grid now plans {self.seeds[1]} seeds per cell (it planned {self.seeds[0]})"
         lines += [f"  {run_id}: {why}" for run_id, why in sorted(self.left_out.items())]
@@ -49,6 +55,25 @@ def declared_code_problem(record: RunRecord) -> str | None:
     if committed is not None and committed != record.training_code:
         return f"it names commit {commit}, whose training code is {committed}, but it ran {record.training_code}"
     return None
+
+
+def metric_difference(here: dict, there: dict) -> str | None:
+    """The first metric two records of one run disagree on (``accuracy 0.5 here, 0.9 there``, then how many others
+    differ), or None when their metrics are the same (NaN equal to NaN)."""
+    keys = [key for key in sorted(set(here) | set(there)) if not _same(here.get(key), there.get(key))]
+    if not keys:
+        return None
+    key = keys[0]
+    first = f"{key} {_shown(here, key)} here, {_shown(there, key)} there"
+    return first + (f", and {len(keys) - 1} other metric(s)" if len(keys) > 1 else "")
+
+
+def _shown(metrics: dict, key: str) -> str:
+    return repr(metrics[key]) if key in metrics else "missing"
+
+
+def _same(a: object, b: object) -> bool:
+    return a == b or json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN reads as NaN, nested too
 
 
 def source_runs(source: Path) -> Path:
@@ -94,9 +119,9 @@ def merge_runs(source: str | Path, out: str | Path, specs: list[RunSpec]) -> Mer
         specs: The grid's plan.
 
     Returns:
-        The runs merged and, per run left out, why (not planned, not done there, done here already, or code that
-        is not the commit it names). A run folder of ``out`` that held no done run (failed, damaged, part-way) is
-        replaced.
+        The runs merged and, per run left out, why (not planned, not done there, done here already, with the same
+        or with different metrics, or code that is not the commit it names). A run folder of ``out`` that held no
+        done run (failed, damaged, part-way) is replaced.
 
     Raises:
         ValueError: ``source`` is not a folder (one line).
@@ -118,8 +143,16 @@ def merge_runs(source: str | Path, out: str | Path, specs: list[RunSpec]) -> Mer
                 f": {record.reason}" if record.reason else ""
             )
             continue
-        if read_record(runs_out, spec).status is Status.DONE:
-            summary.left_out[folder.name] = "already done here"
+        here = read_record(runs_out, spec)
+        if here.status is Status.DONE:
+            difference = metric_difference(here.metrics, record.metrics)
+            if difference is None:
+                summary.left_out[folder.name] = "already done here"
+            else:
+                summary.left_out[folder.name] = (
+                    f"already done here, with different results (kept this one's: {difference})"
+                )
+                summary.differing.append(folder.name)
             continue
         problem = declared_code_problem(record)
         if problem is not None:

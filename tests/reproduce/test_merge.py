@@ -38,12 +38,14 @@ def committed_fp(monkeypatch):
 
 
 def test_done_runs_of_the_plan_merge_and_the_rest_say_why(tmp_path, committed_fp):
-    specs = tiny_specs(5)
+    specs = tiny_specs(6)
     source, out = tmp_path / "back", tmp_path / "grid"
     _write(source / "runs", specs[0])  # merges
     _write(source / "runs", specs[1], status=Status.FAILED)  # failed there
     _write(source / "runs", specs[2])  # already done here, with another accuracy
     _write(out / "runs", specs[2], accuracy=0.5)
+    _write(source / "runs", specs[5])  # already done here, the same record
+    _write(out / "runs", specs[5])
     _write(source / "runs", specs[3])  # replaces a failed run here
     _write(out / "runs", specs[3], status=Status.FAILED)
     _write(source / "runs", specs[4], training="other")  # not the commit it names
@@ -51,7 +53,11 @@ def test_done_runs_of_the_plan_merge_and_the_rest_say_why(tmp_path, committed_fp
     summary = merge_runs(source, out, specs)
     assert sorted(summary.merged) == sorted([specs[0].run_id, specs[3].run_id])
     assert summary.left_out[specs[1].run_id] == "failed there: boom"
-    assert summary.left_out[specs[2].run_id] == "already done here"
+    assert summary.left_out[specs[2].run_id] == (
+        "already done here, with different results (kept this one's: accuracy 0.5 here, 0.9 there)"
+    )
+    assert summary.left_out[specs[5].run_id] == "already done here"  # an identical copy
+    assert summary.differing == [specs[2].run_id]
     assert "whose training code is fp, but it ran other" in summary.left_out[specs[4].run_id]
     assert summary.left_out["stray-run-0123456789"] == "not a run of this grid's plan"
     runs = out / "runs"
@@ -60,7 +66,20 @@ def test_done_runs_of_the_plan_merge_and_the_rest_say_why(tmp_path, committed_fp
     assert read_record(runs, specs[3]).status is Status.DONE
     assert read_record(runs, specs[4]).status is Status.MISSING
     assert not list(runs.glob(".*merging"))
-    assert summary.describe().splitlines()[0] == "merged 2 run(s); left out 4"
+    described = summary.describe().splitlines()
+    assert described[0] == "merged 2 run(s); left out 5, 1 of them done here with different results (this grid's kept)"
+    assert f"  {specs[2].run_id}: already done here, with different results (kept this one's: accuracy 0.5 here" in (
+        "\n".join(described)
+    )
+
+
+def test_copies_whose_metrics_agree_are_not_called_different_even_where_both_are_nan():
+    nan = float("nan")
+    assert merge.metric_difference({"accuracy": 0.9, "nll": nan}, {"nll": nan, "accuracy": 0.9}) is None
+    assert merge.metric_difference({"accuracy": 0.9, "ece": 0.1}, {"accuracy": 0.8, "ece": 0.2}) == (
+        "accuracy 0.9 here, 0.8 there, and 1 other metric(s)"
+    )
+    assert merge.metric_difference({"accuracy": 0.9}, {}) == "accuracy 0.9 here, missing there"
 
 
 def test_a_folder_of_run_folders_merges_as_a_grid_folder_does(tmp_path, committed_fp):
