@@ -99,11 +99,19 @@ def _check_state(out: Path, experiment: Experiment, profile_name: str | None) ->
     return profile, state
 
 
+PACKAGE_MAIN = Path(__file__).resolve().parents[1] / "__main__.py"
+"""``pyro_bnn/__main__.py``: ``sys.argv[0]`` under ``python -m pyro_bnn``."""
+
+
 def _this_command() -> str:
-    """This process's command line, as ``pyro-bnn ...`` when it is the CLI (``pyro-bnn`` or ``python -m
-    pyro_bnn.cli``)."""
-    if Path(sys.argv[0]).name in ("pyro-bnn", "cli.py"):
+    """This process's command line, as typed: ``pyro-bnn ...`` for the console script (or ``python -m
+    pyro_bnn.cli``), ``python -m pyro_bnn ...`` for the package (whose ``sys.argv[0]`` is the absolute path of its
+    ``__main__.py``), otherwise the interpreter's name and ``sys.argv``."""
+    script = Path(sys.argv[0])
+    if script.name in ("pyro-bnn", "cli.py"):
         return shlex.join(["pyro-bnn", *sys.argv[1:]])
+    if script.name == "__main__.py" and script.resolve() == PACKAGE_MAIN:
+        return shlex.join(["python", "-m", "pyro_bnn", *sys.argv[1:]])
     return shlex.join([Path(sys.executable).name, *sys.argv])
 
 

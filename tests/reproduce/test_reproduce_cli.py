@@ -186,3 +186,23 @@ def test_an_ensemble_is_refused_in_the_folder_of_a_grid_that_is_none(tmp_path):
     (tmp_path / "grid.json").write_text(json.dumps({"runs": [{"run_id": "a", "config": {"epochs": 1}}]}))
     with pytest.raises(ValueError, match=rf"^{tmp_path} holds a grid that is no ensemble \(grid.json\); pass another"):
         check_same_ensemble(tmp_path, specs)
+
+
+def test_the_recorded_command_is_the_one_typed(monkeypatch):
+    """``python -m pyro_bnn reproduce ...`` was recorded as ``python /abs/path/pyro_bnn/__main__.py reproduce ...``."""
+    import sys
+    from pathlib import Path
+
+    import pyro_bnn
+
+    package = Path(pyro_bnn.__file__).resolve().parent
+    args = ["reproduce", "leaky-calibration", "--out", "a folder"]
+    for argv0, expected in (
+        (str(package / "__main__.py"), "python -m pyro_bnn reproduce leaky-calibration --out 'a folder'"),
+        ("/venv/bin/pyro-bnn", "pyro-bnn reproduce leaky-calibration --out 'a folder'"),
+        (str(package / "cli.py"), "pyro-bnn reproduce leaky-calibration --out 'a folder'"),
+    ):
+        monkeypatch.setattr(sys, "argv", [argv0, *args])
+        assert request._this_command() == expected
+    monkeypatch.setattr(sys, "argv", ["/elsewhere/__main__.py", *args])  # another package's __main__.py
+    assert request._this_command().endswith(" /elsewhere/__main__.py reproduce leaky-calibration --out 'a folder'")
