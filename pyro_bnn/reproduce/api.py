@@ -23,6 +23,7 @@ from pyro_bnn.reproduce.request import (
     _read_state,
     _this_command,
     batch_runs_of,
+    canonical_data_dirs,
     get_experiment,
     plan,
 )
@@ -66,7 +67,8 @@ def reproduce(
         executor: ``local``, ``ray``, or an :class:`~pyro_bnn.reproduce.executors.Executor`.
         workers: Runs at once (local: a process pool when > 1; ray: tasks in flight).
         report_only: Rebuild the report from the run folders without running anything.
-        data_dirs: Data folder per data set name (``{"mnist": "path"}``), for sets not found in the usual places.
+        data_dirs: Data folder per data set name (``{"mnist": "path"}``; aliases such as ``fmnist`` name their set),
+            for sets not found in the usual places.
         device: Device of every run (default ``auto``: CUDA where available).
         gpus_per_run: Ray only: GPUs each run's task asks for (default 1 where this machine sees a GPU, else 0).
         retry_failed: Run failed runs again.
@@ -91,6 +93,7 @@ def reproduce(
         ImportError: ``executor="ray"`` without Ray installed (naming the extra).
         ConnectionError: ``executor="ray"`` and ``RAY_ADDRESS`` names a cluster that does not answer.
     """
+    data_dirs = canonical_data_dirs(data_dirs)
     experiment, chosen, state = _checked_request(
         name,
         profile,
@@ -183,6 +186,7 @@ def merge(
             is copied).
     """
     experiment = get_experiment(name)
+    data_dirs = canonical_data_dirs(data_dirs)
     source, out = Path(source), Path(out)
     if not source.is_dir():
         raise ValueError(f"--merge {source}: not a folder")
@@ -272,6 +276,7 @@ def rescore(
         ValueError: A bad name, profile or device, or an ``out`` that holds no grid of ``name`` (one line).
         FileNotFoundError: A data set the grid reads cannot be found.
     """
+    data_dirs = canonical_data_dirs(data_dirs)
     experiment, chosen, state = _checked_request(
         name, profile, None, out, "local", None, False, device, None, data_dirs, rescore=True
     )

@@ -123,7 +123,7 @@ def _check_rescore_alone(args: argparse.Namespace) -> None:
 def _cmd_rescore(args: argparse.Namespace) -> int:
     from pyro_bnn.reproduce.api import check_request, rescore
 
-    request = dict(profile=args.profile, out=args.out, data_dirs=dict(args.data_dir), device=args.device)
+    request = dict(profile=args.profile, out=args.out, data_dirs=args.data_dir, device=args.device)
     try:
         _check_rescore_alone(args)
         check_request(args.name, seeds=None, **request, rescore=True)
@@ -142,9 +142,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     try:
         if given:
             raise ValueError(f"--merge copies finished runs and trains nothing: leave out {given[0]}")
-        summary, report = merge(
-            args.name, args.merge, out=args.out, profile=args.profile, data_dirs=dict(args.data_dir)
-        )
+        summary, report = merge(args.name, args.merge, out=args.out, profile=args.profile, data_dirs=args.data_dir)
     except (ValueError, OSError) as err:
         raise UserError(str(err)) from err
     print(summary.describe())
@@ -190,7 +188,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             for flag, given in (("--retry-failed", args.retry_failed), ("--retrain-stale", args.retrain_stale)):
                 if given:
                     raise ValueError(f"--report-only runs nothing: leave out {flag}")
-        check_request(args.name, **request, data_dirs=dict(args.data_dir), retrain_stale=args.retrain_stale)
+        check_request(args.name, **request, data_dirs=args.data_dir, retrain_stale=args.retrain_stale)
     except (ValueError, ImportError, OSError) as err:
         raise UserError(str(err)) from err
     # Past the checks, a failing run is recorded in the report and the grid goes on; anything raised here is a bug
@@ -199,7 +197,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     report = reproduce(
         args.name,
         **request,
-        data_dirs=dict(args.data_dir),
+        data_dirs=args.data_dir,
         retry_failed=args.retry_failed,
         retrain_stale=args.retrain_stale,
         progress=not args.quiet,

@@ -11,17 +11,20 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.data import load_dataset
+from pyro_bnn.data import DatasetName, load_dataset
 from pyro_bnn.reproduce.code_state import check_committed_training_code
 from pyro_bnn.reproduce.executors import Executor, check_batch_runs, make_executor
 from pyro_bnn.reproduce.lock import check_grid_free
 from pyro_bnn.reproduce.papers import EXPERIMENTS
 from pyro_bnn.reproduce.planned import Experiment, Profile, RunSpec
 from pyro_bnn.runs.config import resolve_device
+from pyro_bnn.runs.evaluate import DataDirs
+from pyro_bnn.runs.evaluate import check_data_dirs as data_dir_entries
 from pyro_bnn.runs.run_folder import check_not_a_run, check_writable
 
 STATE = "reproduce.json"
@@ -149,6 +152,7 @@ def check_request(
     Unless ``report_only``, every data set of the grid is also found (and read) once here, so that a missing one
     is one error naming the places looked, not a failed record for every run that needs it.
     """
+    data_dirs = canonical_data_dirs(data_dirs)
     _checked_request(
         name,
         profile,
@@ -218,6 +222,29 @@ def grid_datasets(experiment: Experiment, profile: Profile) -> set[str]:
     for spec in experiment.plan(profile, 1, {}):
         datasets |= {spec.config.dataset, *(name for name, _ in spec.other_data)}
     return datasets
+
+
+def canonical_data_dirs(data_dirs: DataDirs | None) -> dict[str, str]:
+    """``--data-dir`` entries (a mapping, or the command line's ``(name, path)`` pairs) keyed by the data sets'
+    canonical names, as the grids' configs name them: ``fmnist=PATH`` is Fashion-MNIST's folder. Refuses, in one
+    line, a name that is no data set read from files, or one data set given two folders."""
+    if isinstance(data_dirs, (str, bytes, os.PathLike)):
+        data_dir_entries(data_dirs)  # refused: a mapping or pairs is expected
+    known, unknown = [], {}
+    for entry in data_dirs.items() if isinstance(data_dirs, Mapping) else data_dirs or ():
+        if isinstance(entry, (tuple, list)) and len(entry) == 2 and not _names_a_data_set(entry[0]):
+            unknown[str(entry[0])] = os.fspath(entry[1])  # check_data_dirs names the sets the grid reads instead
+        else:
+            known.append(entry)
+    return {**unknown, **{name: os.fspath(path) for name, path in data_dir_entries(known).items()}}
+
+
+def _names_a_data_set(name: object) -> bool:
+    try:
+        DatasetName(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_data_dirs(experiment: Experiment, profile: Profile, data_dirs: dict[str, str]) -> None:

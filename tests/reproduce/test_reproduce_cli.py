@@ -121,6 +121,30 @@ def test_a_rerun_without_seeds_keeps_the_grid_it_resumes(tmp_path, monkeypatch):
     assert planned[0] == planned[1] > 11
 
 
+def test_a_data_set_alias_names_its_folder_for_every_run(tmp_path, monkeypatch, capsys):
+    """``--data-dir fmnist=PATH`` was refused ("reads no data set 'fmnist'; it reads fashion-mnist, mnist"), the
+    alias train takes; it is Fashion-MNIST's folder now, for every run that reads it. One set given two folders is
+    refused in one line."""
+    planned = []
+
+    def fake_grid(specs, out, runner, **kwargs):
+        planned.extend(specs)
+        return []
+
+    monkeypatch.setattr(api, "run_grid", fake_grid)
+    monkeypatch.setattr(request, "check_data", lambda *args: None)
+    monkeypatch.setattr(api, "write_report", lambda out, **kwargs: out / "report.md")
+    args = ["reproduce", "leaky-calibration", "--seeds", "1", "--quiet", "--out", str(tmp_path / "grid")]
+    assert main([*args, "--data-dir", "fmnist=/data/fm", "--data-dir", "MNIST=/data/m"]) == 0
+    folders = {spec.config.dataset: spec.config.data_dir for spec in planned}
+    assert folders == {"fashion-mnist": "/data/fm", "mnist": "/data/m"}
+    assert main([*args, "--data-dir", "fmnist=/data/fm", "--data-dir", "fashion-mnist=/data/x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "fmnist=/data/fm and --data-dir fashion-mnist=/data/x both name fashion-mnist's folder; give it one"
+    )
+
+
 def test_missing_data_is_one_line_before_any_run(tmp_path, capsys, nothing_runs):
     # the tests' data sources are empty and offline: MNIST cannot be found anywhere
     assert main(["reproduce", "leaky-calibration", "--out", str(tmp_path / "o")]) == 2
