@@ -170,6 +170,10 @@ def test_train_options_come_from_the_catalogue(entry):
     assert action.default == getattr(RunConfig(), entry.field)
     assert action.help == entry.help(action.default)
     assert action.choices == (entry.family.names() if entry.choices else None)
+    if entry.choices:  # names ignore case on the command line too ("--kl-weighting Blundell" was refused)
+        for name in entry.family.names():
+            args = train.parse_args(["--out", "o", entry.flag, name.upper()])
+            assert getattr(args, entry.field) == name
 
 
 def test_every_spec_field_of_run_config_has_a_catalogue_entry():

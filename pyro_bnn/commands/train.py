@@ -26,7 +26,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         # Help text and choices come from the option's family (pyro_bnn.spec.catalogue), never written here.
         option = catalogue.option(flag)
         default = getattr(d, option.field)
-        add(flag, default=default, choices=option.family.names() if option.choices else None, help=option.help(default))
+        # A plain enum option's names ignore case, as every other option string's do (pyro-bnn list says so).
+        choices = option.family.names() if option.choices else None
+        add(flag, default=default, choices=choices, type=str.lower if choices else None, help=option.help(default))
 
     add_spec("--dataset")
     add_spec("--model")
