@@ -17,6 +17,33 @@ from pyro_bnn.models.shapes import check_input_shape
 from pyro_bnn.nn.modes import has_running_statistics, network_mode
 from pyro_bnn.priors.base import ParameterSite, Prior, join_name
 
+_RANDOM_MARK = "_pyro_bnn_random_parameters"
+"""Attribute a :class:`BNN` sets on every layer whose parameters it turned into buffers: the attribute names it turned.
+
+Nothing else tells such a stand-in buffer from a network's own non-persistent buffer, so a second BNN would find no
+parameter there and silently leave those weights deterministic. It is an attribute of the layer itself (not a
+registry of ids) so that it travels with the layer's copies (``copy.deepcopy``, ``torch.save``), which hold the same
+buffers; a copy that puts parameters back (:func:`pyro_bnn.laplace.map_network`) is not refused, since only names
+that are buffers still count."""
+
+
+def _converted_parameters(net: nn.Module) -> list[str]:
+    """Names of the tensors of ``net`` that a :class:`BNN` turned from parameters into buffers and that are buffers
+    still (empty for a network no BNN made Bayesian, or one whose prior selected nothing)."""
+    names = []
+    for layer_name, layer in net.named_modules():
+        buffers = dict(layer.named_buffers(recurse=False))
+        names += [join_name(layer_name, attr) for attr in getattr(layer, _RANDOM_MARK, ()) if attr in buffers]
+    return names
+
+
+def _forget_conversion(net: nn.Module) -> None:
+    """Removes every layer's ``_RANDOM_MARK`` from ``net`` (a copy whose stand-in buffers a new BNN is to take as
+    they are, e.g. an ensemble's template)."""
+    for layer in net.modules():
+        if _RANDOM_MARK in vars(layer):
+            delattr(layer, _RANDOM_MARK)
+
 
 def _apply_latent(latent: LocalLatent, value: torch.Tensor, module: nn.Module, args: tuple) -> tuple:
     """Forward pre-hook: replaces the target module's first input by ``latent.apply(input, value)``."""
@@ -42,6 +69,8 @@ class BNN(nn.Module):
 
     Args:
         net: Any network whose forward is a function of its parameters and input (no in-place parameter updates).
+            One BNN per network: a network (or a copy, or a part of it) whose parameters another BNN already turned
+            into buffers is refused; wrap ``copy.deepcopy(net)`` made before the first BNN.
         prior: Chooses the random parameters and their prior (e.g. ``NormalPrior(0, 1)``).
         likelihood: Owns the data site and plate (e.g. ``Categorical(dataset_size=60_000)``).
         local_latents: Per-example latent sites, sampled in this order.
@@ -60,17 +89,26 @@ class BNN(nn.Module):
             raise ValueError(f"prior must be a pyro_bnn.priors.Prior, got {type(prior).__name__}")
         if not isinstance(likelihood, Likelihood):
             raise ValueError(f"likelihood must be a pyro_bnn.likelihoods.Likelihood, got {type(likelihood).__name__}")
+        converted = _converted_parameters(net)
+        if converted:
+            raise ValueError(
+                f"net is already Bayesian in another BNN ({len(converted)} of its parameters, e.g. {converted[0]!r}, "
+                "are that BNN's buffers now, and this prior would find none of them): give each BNN its own copy, "
+                "made before the first wraps it: BNN(copy.deepcopy(net), prior, likelihood)"
+            )
         self.net = net
         self.prior = prior
         self.likelihood = likelihood
         self.sites: list[ParameterSite] = prior.parameter_sites(net)
         self._layers = list(dict.fromkeys(site.layer for site in self.sites))
+        # Checked before the network changes, so that a refused call leaves it as it was.
+        self.local_latents = nn.ModuleList(self._check_local_latents(local_latents))
         for site in self.sites:
             layer = net.get_submodule(site.layer)
             param = getattr(layer, site.attr)
             delattr(layer, site.attr)  # nn.Module's public route to drop a registered parameter
             layer.register_buffer(site.attr, param.detach().clone(), persistent=False)
-        self.local_latents = nn.ModuleList(self._check_local_latents(local_latents))
+            setattr(layer, _RANDOM_MARK, (*getattr(layer, _RANDOM_MARK, ()), site.attr))
 
     def _check_local_latents(self, latents: Sequence[LocalLatent]) -> list[LocalLatent]:
         latents = list(latents)

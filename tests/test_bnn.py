@@ -1,3 +1,5 @@
+import copy
+
 import pyro
 import pytest
 import torch
@@ -10,9 +12,11 @@ from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.guides import init_to_network
 from pyro_bnn.infer import Trainer
+from pyro_bnn.laplace import map_network
 from pyro_bnn.likelihoods import Categorical
+from pyro_bnn.local_latents import LocalLatent
 from pyro_bnn.models import build_model
-from pyro_bnn.priors import NormalPrior, weights_only
+from pyro_bnn.priors import LaplacePrior, NormalPrior, nothing, weights_only
 
 
 def _net():
@@ -86,6 +90,34 @@ def test_constructor_errors():
         BNN(_net(), object(), Categorical(10))
     with pytest.raises(ValueError, match="likelihood must be a pyro_bnn.likelihoods.Likelihood"):
         BNN(_net(), NormalPrior(), None)
+
+
+def test_a_network_another_bnn_made_bayesian_is_refused():
+    """The first BNN turns the parameters into buffers: a second one found none and was silently deterministic."""
+    net = _net()
+    early_copy = copy.deepcopy(net)
+    first = BNN(net, NormalPrior(), Categorical(10))
+    refused = (
+        r"^net is already Bayesian in another BNN \(4 of its parameters, e.g. '0.weight'.*BNN\(copy.deepcopy\(net\)"
+    )
+    with pytest.raises(ValueError, match=refused):
+        BNN(net, LaplacePrior(), Categorical(10))
+    with pytest.raises(ValueError, match="already Bayesian"):  # a copy made afterwards holds the same buffers
+        BNN(copy.deepcopy(net), LaplacePrior(), Categorical(10))
+    with pytest.raises(ValueError, match=r"already Bayesian in another BNN \(2 of its parameters, e.g. 'weight'"):
+        BNN(net[2], LaplacePrior(), Categorical(10))
+    assert BNN(early_copy, LaplacePrior(), Categorical(10)).site_names == first.site_names
+    # A copy with its parameters put back is a plain network again.
+    restored = map_network(first, first.initial_values())
+    assert BNN(restored, LaplacePrior(), Categorical(10)).site_names == first.site_names
+
+
+def test_a_network_whose_prior_selected_nothing_or_whose_bnn_was_refused_can_be_wrapped_again():
+    net = _net()
+    assert BNN(net, NormalPrior(select=nothing), Categorical(10)).site_names == []
+    with pytest.raises(ValueError, match="targets 'fc9', which is not a submodule"):
+        BNN(net, NormalPrior(select=weights_only), Categorical(10), [LocalLatent("z", "fc9", (4,))])
+    assert BNN(net, NormalPrior(), Categorical(10)).site_names == ["0.weight", "0.bias", "2.weight", "2.bias"]
 
 
 def test_moving_the_model_moves_the_prior():

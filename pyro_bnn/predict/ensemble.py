@@ -24,7 +24,7 @@ import torch
 from pyro.distributions import Distribution
 from torch import nn
 
-from pyro_bnn.bnn import BNN
+from pyro_bnn.bnn import BNN, _forget_conversion
 from pyro_bnn.checks import positive_int
 from pyro_bnn.predict.sources import ParameterSource, _check_values
 from pyro_bnn.priors.base import ParameterSite, Prior
@@ -108,6 +108,7 @@ class Ensemble(ParameterSource):
             and any(not torch.equal(values[name], states[0][1][name]) for _, values in states[1:])
         ]
         template = copy.deepcopy(nets[0])
+        _forget_conversion(template)  # its members' stand-in buffers are what the ensemble's sites replace
         with torch.no_grad():
             for name, value in states[0][1].items():
                 _tensor(template, name).copy_(value)  # the shared tensors hold member 0's (point) values
