@@ -115,6 +115,40 @@ def test_per_example_latent_trains_and_predicts_through_the_unchanged_trainer():
     assert not torch.equal(prediction.means[:, 0], prediction.means[:, 1])
 
 
+def test_a_test_batch_larger_than_the_training_set_predicts_as_training_sized_batches_do():
+    """predict's default batch (1000) refused any test set larger than the N=40 training rows: the guide's data
+    plate is the likelihood's training plate. Drawn N rows at a time, 100 rows in one batch give the very draws of
+    batches of 40, 40 and 20."""
+    bnn, _, _ = _toy()
+    guide = SharedNormalGuide(bnn)  # untrained: q(z_i) = N(1, softplus(-2)^2) for every row
+    x_test = torch.linspace(0.5, 2.0, 100).unsqueeze(-1)
+    predictions = []
+    for batch_size in (1000, 40):
+        pyro.set_rng_seed(0)
+        predictions.append(predict(bnn, guide, (x_test, 1.6 * x_test), num_samples=50, batch_size=batch_size))
+    whole, batched = predictions
+    assert whole.means.shape == (50, 100, 1)
+    torch.testing.assert_close(whole.means, batched.means, rtol=0, atol=0)
+    torch.testing.assert_close(whole.log_likelihood, batched.log_likelihood, rtol=0, atol=0)
+    z = (whole.means / x_test).flatten()  # the network is y = z x: each mean is one draw of q(z_i)
+    assert z.mean().item() == pytest.approx(1.0, abs=0.02)
+    assert z.std().item() == pytest.approx(F.softplus(torch.tensor(-2.0)).item(), rel=0.05)
+    assert not torch.equal(whole.means[:, :40], whole.means[:, 40:80])  # each block of 40 rows is drawn afresh
+
+
+def test_latents_of_weight_samples_come_from_their_prior_for_any_batch_size():
+    """A source of weight draws gives per-example latents from their prior; 100 rows above N=40 raised too."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 1, bias=False))
+    bnn = BNN(net, NormalPrior(), Gaussian(40, scale=NOISE), [InputScale("0", 1, PRIOR_SCALE)])
+    pyro.set_rng_seed(0)
+    prediction = predict(bnn, {"0.weight": torch.ones(100, 1, 1)}, torch.ones(100, 1))
+    assert prediction.means.shape == (100, 100, 1)
+    z = prediction.means.flatten()  # weight 1 and x = 1: each mean is one prior draw z ~ N(1, 0.5^2)
+    assert z.mean().item() == pytest.approx(1.0, abs=0.02)
+    assert z.std().item() == pytest.approx(PRIOR_SCALE, rel=0.03)
+
+
 def test_point_prediction_puts_the_latent_at_its_prior_mean():
     bnn, x, _ = _toy()
     prediction = predict(bnn, {}, x)

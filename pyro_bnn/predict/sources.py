@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import pyro
 import torch
 from pyro import poutine
 from torch import nn
@@ -28,7 +29,7 @@ from torch import nn
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.capabilities import DrawsPosterior, NormalMixturePosterior
 from pyro_bnn.guides.mixture import samples_for_components
-from pyro_bnn.sites import sample_plate
+from pyro_bnn.sites import DATA_DIM, sample_plate
 
 
 class ParameterSource:
@@ -76,13 +77,19 @@ class ParameterSource:
         None puts them at their point value."""
         if not bnn.local_latents:
             return None
+        # A plate of the batch's own size: a prediction scales nothing by N/B, and its batch may hold more rows
+        # than the training set (which the likelihood's training plate refuses).
+        plate = pyro.plate("data", x.shape[0], dim=DATA_DIM)
         with poutine.block(), poutine.trace() as tracer, sample_plate(num_samples):
-            bnn.sample_local_latents(x.shape[0], x.device)
+            bnn.sample_local_latents(x.shape[0], x.device, plate=plate)
         return {name: tracer.trace.nodes[name]["value"] for name in bnn.local_site_names}
 
 
 class GuideSource(ParameterSource):
     """Draws every latent site from a trained guide (global sites once per chunk, per-example sites per batch).
+
+    The guide runs on at most N rows at a time (N: the likelihood's ``dataset_size``), as many as its data plate
+    takes while training: a batch of more rows has its per-example sites drawn N rows at a time.
 
     Args:
         guide: The guide, called as ``guide(x)``. A guide with ``mc_dropout = True`` keeps dropout on.
@@ -120,7 +127,7 @@ class GuideSource(ParameterSource):
     def prepare(self, bnn: BNN, x: torch.Tensor) -> None:
         if getattr(self.guide, "prototype_trace", True) is None:  # an AutoGuide that has not run yet
             with poutine.block():
-                self.guide(x)
+                self.guide(_training_rows(bnn, x))
 
     def point(self, bnn: BNN, x: torch.Tensor) -> dict[str, torch.Tensor] | None:
         """The guide's posterior median of every weight site (``guide.median()``), None for a guide without one.
@@ -144,7 +151,7 @@ class GuideSource(ParameterSource):
         return {name: values[name] for name in bnn.site_names}
 
     def draw_globals(self, bnn: BNN, start: int, num_samples: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        values = self.draw_latents(num_samples, x, start=start)
+        values = self.draw_latents(num_samples, _training_rows(bnn, x), start=start)
         missing = [name for name in bnn.site_names if name not in values]
         if missing:
             raise ValueError(f"the guide does not sample the model's weight sites {missing[:5]}")
@@ -187,12 +194,26 @@ class GuideSource(ParameterSource):
     def draw_locals(self, bnn, globals_, num_samples, x):
         if not bnn.local_latents:
             return None
-        # The chunk's weights are held fixed across batches; only the per-example sites are drawn afresh.
-        nodes = self._trace(num_samples, x, condition=dict(globals_)).nodes
-        missing = [name for name in bnn.local_site_names if name not in nodes]
-        if missing:
-            raise ValueError(f"the guide does not sample the model's per-example latent sites {missing[:5]}")
-        return {name: nodes[name]["value"] for name in bnn.local_site_names}
+        # The chunk's weights are held fixed across batches; only the per-example sites are drawn afresh. A guide
+        # of them opens the likelihood's data plate (Likelihood.plate), which takes at most the N training rows, so
+        # a larger batch is drawn N rows at a time: the rows of a plate are independent given the weights, and the
+        # draws are those of the same rows predicted in batches of N.
+        size = bnn.likelihood.dataset_size
+        parts = []
+        for start in range(0, x.shape[0], size):
+            nodes = self._trace(num_samples, x[start : start + size], condition=dict(globals_)).nodes
+            missing = [name for name in bnn.local_site_names if name not in nodes]
+            if missing:
+                raise ValueError(f"the guide does not sample the model's per-example latent sites {missing[:5]}")
+            parts.append({name: nodes[name]["value"] for name in bnn.local_site_names})
+        if len(parts) == 1:
+            return parts[0]
+        return {  # joined at each value's row dimension, (S, B, *event) or (B, *event)
+            latent.name: torch.cat(
+                [part[latent.name] for part in parts], dim=parts[0][latent.name].dim() - len(latent.event_shape) - 1
+            )
+            for latent in bnn.local_latents
+        }
 
     def _trace(self, num_samples: int, x: torch.Tensor, condition: dict | None = None):
         guide = poutine.condition(self.guide, data=condition) if condition else self.guide
@@ -263,6 +284,12 @@ class PointEstimate(ParameterSource):
 
     def draw_locals(self, bnn, globals_, num_samples, x):
         return None
+
+
+def _training_rows(bnn: BNN, x: torch.Tensor) -> torch.Tensor:
+    """The first rows of ``x``, at most as many as the training set has: the most a guide that opens the
+    likelihood's data plate takes in one call (to run it for its global sites, whatever the batch)."""
+    return x[: bnn.likelihood.dataset_size]
 
 
 def _check_values(bnn: BNN, values: Mapping[str, torch.Tensor], leading: int, *, either: bool = False) -> None:
