@@ -5,6 +5,12 @@ A :class:`LocalLatent` is sampled by :class:`~pyro_bnn.BNN` inside the likelihoo
 temporary forward pre-hook. The base class knows nothing about what the latent means. Node noise
 (:mod:`pyro_bnn.node_noise`) is not built on it: its multiplicative noise on each layer's inputs is one global site per
 layer (a parameter of the network that its prior selects), shared by every example, not a per-example latent.
+
+A guide of per-example latents that trains on minibatches opens the model's data plate itself,
+``bnn.likelihood.plate(x.shape[0], x.device)``, and samples each latent there, shared by every row or amortised
+(computed from the row): the Trainer's batches carry no row indices, so a guide with parameters per training example
+(AutoNormal, AutoDelta, Bayes by Backprop) cannot tell which examples a batch holds and needs the whole training set in
+every batch (:class:`~pyro_bnn.guides.WholeDataPlates`; docs/guides.md, "Per-example latents").
 """
 
 from __future__ import annotations

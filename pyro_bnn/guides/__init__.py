@@ -1,6 +1,6 @@
 """Guides: variational families and point-estimate baselines, all Pyro AutoGuides built from the model."""
 
-from pyro_bnn.guides.autonormal import RelativeScaleNormal
+from pyro_bnn.guides.autonormal import RelativeScaleNormal, WholeDataPlates, whole_data_plates
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.capabilities import (
     BatchedLayout,
@@ -50,6 +50,8 @@ __all__ = [
     "GuideSpec",
     "LocInit",
     "RelativeScaleNormal",
+    "WholeDataPlates",
+    "whole_data_plates",
     "MCDropout",
     "PointEstimateGuide",
     "EqualMixtureNormal",

@@ -144,7 +144,8 @@ class FlatMeanField(NormalQuantiles, AutoGuide):
             if frames:
                 raise ValueError(
                     f"FlatMeanField covers global latent sites only, but {name!r} lies in plate(s) {frames} "
-                    "(a per-example latent); use the autonormal guide for this model"
+                    "(a per-example latent); guide it with a shared or amortised guide that opens the data plate "
+                    "itself (docs/guides.md), or with autonormal and the whole training set in every batch"
                 )
             with helpful_support_errors(site):
                 init_loc = biject_to(site["fn"].support).inv(site["value"].detach()).detach()

@@ -66,7 +66,8 @@ def latent_layout(prototype_trace) -> tuple[FlatSite, ...]:
         if frames:
             raise ValueError(
                 f"a joint guide over all weights covers global latent sites only, but {name!r} lies in plate(s) "
-                f"{frames} (a per-example latent); use the autonormal guide for this model"
+                f"{frames} (a per-example latent); guide it with a shared or amortised guide that opens the data "
+                "plate itself (docs/guides.md), or with autonormal and the whole training set in every batch"
             )
         with helpful_support_errors(site):
             shape = biject_to(site["fn"].support).inv(site["value"].detach()).shape

@@ -10,7 +10,7 @@ from pyro.infer.autoguide import AutoGuide, AutoNormal
 from pyro.infer.autoguide.initialization import init_to_median
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides.autonormal import RelativeScaleNormal
+from pyro_bnn.guides.autonormal import RelativeScaleNormal, whole_data_plates
 from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatMeanField
@@ -29,7 +29,9 @@ class GuideKind(str, Enum):
     AUTONORMAL = "autonormal"
     """Pyro's mean-field AutoNormal, initial scale INIT_SCALE or rel=C times each tensor's std. With ``rel=C`` the
     initial scale of each tensor is C times the std of its initial locations; the locations start where ``loc``
-    says (:class:`LocInit`)."""
+    says (:class:`LocInit`). Per-example latents get a q(z_i) per training example, which needs the whole training
+    set in every batch: a smaller batch is refused (:class:`~pyro_bnn.guides.WholeDataPlates`; so are ``bbb``'s,
+    ``map``'s and ``mle``'s)."""
     FLAT = "flat"
     """The same mean-field Normal as ``autonormal`` (same options, same starting values) stored as one flat
     location and one flat scale vector over all weights (:class:`~pyro_bnn.guides.FlatMeanField`): the guide of the
@@ -182,9 +184,19 @@ def _format_options(form: Form, options: Mapping[str, object]) -> str:
 
 
 # ----------------------------------------------------------------------------------------- built-in families
+def _plates(spec: GuideSpec, bnn: BNN):
+    """The model's data plate for a guide that gives every training example its own parameters, refusing
+    minibatches where the model has per-example latents (:class:`~pyro_bnn.guides.WholeDataPlates`); else None."""
+    return whole_data_plates(bnn, f"the {spec.name!r} guide")
+
+
+def _point(spec: GuideSpec, bnn: BNN) -> PointEstimateGuide:
+    return PointEstimateGuide(bnn, init_loc_fn=init_to_network(bnn), create_plates=_plates(spec, bnn))
+
+
 def _mc_dropout(spec: GuideSpec, bnn: BNN) -> MCDropout:
     check_dropout_probability(bnn.net, spec.dropout)
-    return MCDropout(bnn, init_loc_fn=init_to_network(bnn))
+    return MCDropout(bnn, init_loc_fn=init_to_network(bnn), create_plates=_plates(spec, bnn))
 
 
 def _mean_field_init(spec: GuideSpec, bnn: BNN):
@@ -193,9 +205,10 @@ def _mean_field_init(spec: GuideSpec, bnn: BNN):
 
 def _build_autonormal(spec: GuideSpec, bnn: BNN) -> AutoGuide:
     init = _mean_field_init(spec, bnn)
+    plates = _plates(spec, bnn)
     if spec.relative_scale is not None:
-        return RelativeScaleNormal(bnn, relative_scale=spec.relative_scale, init_loc_fn=init)
-    return AutoNormal(bnn, init_loc_fn=init, init_scale=spec.init_scale)
+        return RelativeScaleNormal(bnn, relative_scale=spec.relative_scale, init_loc_fn=init, create_plates=plates)
+    return AutoNormal(bnn, init_loc_fn=init, init_scale=spec.init_scale, create_plates=plates)
 
 
 def _build_flat(spec: GuideSpec, bnn: BNN) -> AutoGuide:
@@ -206,7 +219,9 @@ def _build_flat(spec: GuideSpec, bnn: BNN) -> AutoGuide:
 def _build_bbb(spec: GuideSpec, bnn: BNN) -> AutoGuide:
     # mu ~ U(-0.2, 0.2); init_to_network only supplies the prototype values (a flat prior cannot be sampled) and the
     # starting mu of constrained sites.
-    return BayesByBackprop(bnn, rho_init=spec.rho_init, init_loc_fn=init_to_network(bnn))
+    return BayesByBackprop(
+        bnn, rho_init=spec.rho_init, init_loc_fn=init_to_network(bnn), create_plates=_plates(spec, bnn)
+    )
 
 
 def _format_mean_field(spec: GuideSpec) -> str:
@@ -288,14 +303,14 @@ for _family in (
     ),
     GuideFamily(
         Form(GuideKind.MAP),
-        build=lambda spec, bnn: PointEstimateGuide(bnn, init_loc_fn=init_to_network(bnn)),
+        build=_point,
         parse=lambda parsed: GuideSpec(parsed.kind),
         format=lambda spec: spec.name,
         batched_layout=PointEstimateGuide.batched_layout,
     ),
     GuideFamily(
         Form(GuideKind.MLE),
-        build=lambda spec, bnn: PointEstimateGuide(bnn, init_loc_fn=init_to_network(bnn)),
+        build=_point,
         capabilities={Capability.DETERMINISTIC},
         parse=lambda parsed: GuideSpec(parsed.kind),
         format=lambda spec: spec.name,
