@@ -17,7 +17,9 @@ from pyro.infer.autoguide.utils import deep_setattr, helpful_support_errors
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import biject_to
 
+from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
+from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import NormalQuantiles
 
 
@@ -53,8 +55,9 @@ class BayesByBackprop(NormalQuantiles, AutoGuide):
         loc_init: Interval of the uniform initialisation of mu, or None to use ``init_loc_fn`` instead.
         rho_init: Interval of the uniform initialisation of rho.
         init_loc_fn: Values of the prototype trace Pyro runs to find the sites, which are the initial mu when
-            ``loc_init`` is None and for constrained sites (default: prior median; use
-            :class:`~pyro_bnn.guides.init_to_network` with a flat prior, which cannot be sampled).
+            ``loc_init`` is None and for constrained sites (a hierarchical scale). Default: the network's own initial
+            weights for a BNN (:class:`~pyro_bnn.guides.init_to_network`, other sites at the prior median), so a
+            flat prior, which cannot be sampled, works; the prior median for another model.
         create_plates: As in :class:`~pyro.infer.autoguide.AutoNormal`.
     """
 
@@ -69,11 +72,13 @@ class BayesByBackprop(NormalQuantiles, AutoGuide):
         *,
         loc_init: tuple[float, float] | None = (-0.2, 0.2),
         rho_init: tuple[float, float] = (-5.0, -4.0),
-        init_loc_fn: Callable = init_to_median,
+        init_loc_fn: Callable | None = None,
         create_plates: Callable | None = None,
     ) -> None:
         self._loc_init = None if loc_init is None else _check_interval("loc_init", loc_init)
         self._rho_init = _check_interval("rho_init", rho_init)
+        if init_loc_fn is None:  # the mu of real sites still come from U(loc_init); see the docstring
+            init_loc_fn = init_to_network(model) if isinstance(model, BNN) else init_to_median
         self.init_loc_fn = init_loc_fn
         super().__init__(InitMessenger(init_loc_fn)(model), create_plates=create_plates)
 

@@ -16,7 +16,7 @@ from pyro_bnn.guides import (
     posterior_loc_scale,
 )
 from pyro_bnn.likelihoods import Categorical
-from pyro_bnn.priors import HierarchicalPrior, NormalPrior, nothing
+from pyro_bnn.priors import FlatPrior, HierarchicalPrior, NormalPrior, nothing
 
 X, Y = torch.randn(8, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
 HIERARCHICAL_SITES = ["0.prior_scale", "0.weight", "0.bias", "2.prior_scale", "2.weight", "2.bias"]
@@ -38,6 +38,21 @@ def test_bbb_initialisation_follows_blundell():
     assert loc.min() >= -0.2 and loc.max() <= 0.2 and loc.std() > 0.1  # U(-0.2, 0.2): std 0.115
     assert rho.min() >= -5 and rho.max() <= -4
     assert torch.allclose(scale, torch.nn.functional.softplus(rho))
+
+
+def test_bbb_built_by_hand_takes_a_flat_prior_and_keeps_blundells_start():
+    """BayesByBackprop(bnn) ran its prototype at the prior median by default, and a flat prior cannot be sampled
+    (NotImplementedError: ImproperUniform does not support sampling); its default is now the network's weights,
+    which the uniform mu of the weights replace (loc_init=None keeps them)."""
+    bnn = _bnn(FlatPrior())
+    guide = BayesByBackprop(bnn)
+    guide(X, Y)
+    loc, _ = guide.loc_scale()["0.weight"]
+    assert loc.min() >= -0.2 and loc.max() <= 0.2 and loc.std().item() == pytest.approx(0.4 / 12**0.5, rel=0.05)
+    assert not torch.equal(loc, bnn.initial_values()["0.weight"])
+    at_network = BayesByBackprop(bnn, loc_init=None)
+    at_network(X, Y)
+    assert all(torch.equal(at_network.median()[name], value) for name, value in bnn.initial_values().items())
 
 
 def test_bbb_samples_weights_from_normal_sites():
