@@ -118,8 +118,9 @@ class IAFNormal(AutoContinuous):
         hidden: H, hidden units of each flow's MADE network (>= D); None for Pyro's ``3 D + 1``.
         init_loc_fn: Initial locations; default the network's initial weights
             (:class:`~pyro_bnn.guides.init_to_network`).
-        init_scale: Scale of the final affine at the start (> 0); the stable flows start close to a scaling by
-            ``sigmoid(2) = 0.88``, so the initial marginal standard deviations are about ``0.9 init_scale``.
+        init_scale: Scale of the final affine at the start (> 0); each stable flow starts close to a scaling by
+            ``sigmoid(2) = 0.88``, so the initial marginal standard deviations are about ``0.88^K init_scale``
+            (measured: 0.88, 0.77 and 0.68 times ``init_scale`` for K = 1, 2 (the default) and 3).
 
     Shapes:
         A draw of the flat latent is ``(*lead, D)``; :meth:`median`: ``{site: site_shape}``; :meth:`quantiles`:
