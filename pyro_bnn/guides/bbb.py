@@ -139,11 +139,6 @@ class BayesByBackprop(NormalQuantiles, AutoGuide):
                 result[name] = pyro.sample(name, dist.TransformedDistribution(q, transform))
         return result
 
-    def _set_up(self, *args, **kwargs) -> None:
-        # Like AutoDelta.median, a guide that has not run yet runs its prototype on the model arguments given.
-        if self.prototype_trace is None and (args or kwargs):
-            self._setup_prototype(*args, **kwargs)
-
     @torch.no_grad()
     def median(self, *args, **kwargs) -> dict[str, torch.Tensor]:
         """Each latent site's posterior median in the site's own (constrained) space: ``biject_to(support)(mu)``.

@@ -167,14 +167,6 @@ class FlatMeanField(NormalQuantiles, AutoGuide):
         self.loc = nn.Parameter(torch.cat(locs))
         self.log_scale = nn.Parameter(torch.cat(log_scales))
 
-    def _set_up(self, *args, **kwargs) -> None:
-        if self.prototype_trace is None:
-            if not (args or kwargs):
-                raise ValueError(
-                    f"{type(self).__name__} has no parameters yet: run it (or train) once before reading them"
-                )
-            self._setup_prototype(*args, **kwargs)
-
     # ------------------------------------------------------------------------------------------ flat access
     @property
     def num_latents(self) -> int:

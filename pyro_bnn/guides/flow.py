@@ -34,6 +34,7 @@ from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import split_sites
 from pyro_bnn.guides.init import init_to_network
+from pyro_bnn.guides.inspect import SetUpOnDemand
 from pyro_bnn.guides.multivariate import check_init_scale, default_init_loc_fn, latent_layout
 from pyro_bnn.guides.registry import GuideFamily
 from pyro_bnn.spec import Arg, Form, Integer, Positive
@@ -108,7 +109,7 @@ class ElementwiseAffine(TransformModule):
         return self.log_scale.sum().expand(x.shape[:-1])
 
 
-class IAFNormal(AutoContinuous):
+class IAFNormal(SetUpOnDemand, AutoContinuous):
     """Inverse autoregressive flows over all D latent scalars, ending in a per-scalar affine that starts at the
     network's weights (module docstring).
 
@@ -172,10 +173,7 @@ class IAFNormal(AutoContinuous):
         return self.transform
 
     def _draws(self, num_samples: int, args: tuple, kwargs: dict) -> torch.Tensor:
-        if self.prototype_trace is None:
-            if not (args or kwargs):
-                raise ValueError(f"{type(self).__name__} has no parameters yet: run it (or train) once first")
-            self._setup_prototype(*args, **kwargs)
+        self._set_up(*args, **kwargs)
         num_samples = positive_int(num_samples, "num_samples")
         # From a fixed seed: the same guide gives the same summaries (its median is the point network, which must
         # be one network), and the caller's random stream is left where it was.
@@ -218,7 +216,8 @@ class IAFNormal(AutoContinuous):
         Returns:
             ``{site name: median}`` with tensors of the site's shape.
         """
-        medians = split_sites(self.latent_sites, self._draws(num_samples, args, kwargs).median(0).values)
+        draws = self._draws(num_samples, args, kwargs)  # first: it sets the guide up (latent_sites) or refuses
+        medians = split_sites(self.latent_sites, draws.median(0).values)
         return {site.name: biject_to(site.support)(medians[site.name]) for site in self.latent_sites}
 
     @torch.no_grad()

@@ -93,10 +93,24 @@ def normal_quantiles(
     return biject_to(support)(torch.distributions.Normal(loc, scale).icdf(levels))
 
 
-class NormalQuantiles:
+class SetUpOnDemand:
+    """For an ``AutoGuide`` whose summaries (``median``, ``quantiles``) take the model's arguments: ``_set_up`` runs
+    the guide's prototype on them where it has not run yet, and without them refuses in one line (mixed in ahead of
+    the Pyro base)."""
+
+    def _set_up(self, *args, **kwargs) -> None:
+        if self.prototype_trace is None:
+            if not (args or kwargs):
+                raise ValueError(
+                    f"{type(self).__name__} has no parameters yet: run it (or train) once before reading them"
+                )
+            self._setup_prototype(*args, **kwargs)
+
+
+class NormalQuantiles(SetUpOnDemand):
     """Posterior quantiles of a mean-field Normal guide, from its ``loc_scale()``: mixed into
     :class:`~pyro_bnn.guides.FlatMeanField` and :class:`~pyro_bnn.guides.BayesByBackprop` ahead of their Pyro base
-    (the guide's ``_set_up(*args, **kwargs)`` runs it first where it has not run yet)."""
+    (``_set_up(*args, **kwargs)`` runs the guide first where it has not run yet)."""
 
     @torch.no_grad()
     def quantiles(self, quantiles: torch.Tensor | list[float], *args, **kwargs) -> dict[str, torch.Tensor]:

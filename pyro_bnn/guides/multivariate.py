@@ -28,6 +28,7 @@ from pyro_bnn.checks import positive_float, positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatSite, split_sites
 from pyro_bnn.guides.init import init_to_network
+from pyro_bnn.guides.inspect import SetUpOnDemand
 from pyro_bnn.guides.registry import GuideFamily
 from pyro_bnn.spec import Arg, Form, Integer, Positive
 
@@ -108,7 +109,7 @@ def default_init_loc_fn(model: Callable, init_loc_fn: Callable | None) -> Callab
     raise ValueError("init_loc_fn is required for a model that is not a pyro_bnn.BNN")
 
 
-class _Marginals:
+class _Marginals(SetUpOnDemand):
     """Per-site marginal locations and scales of a Normal over the flat latent vector (mixed into the guides
     below, ahead of the Pyro guide it reads ``get_posterior()`` from)."""
 
@@ -117,6 +118,18 @@ class _Marginals:
     def _setup_prototype(self, *args, **kwargs) -> None:
         super()._setup_prototype(*args, **kwargs)
         self.latent_sites = latent_layout(self.prototype_trace)
+
+    def median(self, *args, **kwargs) -> dict[str, torch.Tensor]:
+        """Pyro's posterior median of each latent site (its location pushed into the site's support); the model's
+        arguments are needed only when the guide has not run yet."""
+        self._set_up(*args, **kwargs)
+        return super().median(*args, **kwargs)
+
+    def quantiles(self, quantiles: torch.Tensor | list[float], *args, **kwargs) -> dict[str, torch.Tensor]:
+        """Pyro's marginal quantiles of each latent site, ``{site: (q, *site_shape)}``; the model's arguments are
+        needed only when the guide has not run yet."""
+        self._set_up(*args, **kwargs)
+        return super().quantiles(quantiles, *args, **kwargs)
 
     def loc_scale(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """Each latent site's marginal mean and standard deviation, in the site's unconstrained space.

@@ -8,7 +8,11 @@ from torch.distributions import biject_to
 from pyro_bnn import BNN
 from pyro_bnn.guides import (
     BayesByBackprop,
+    FlatMeanField,
+    FullCovarianceNormal,
     GuideKind,
+    IAFNormal,
+    LowRankNormal,
     MCDropout,
     PointEstimateGuide,
     init_to_network,
@@ -256,6 +260,32 @@ def test_bbb_median_and_quantiles_are_in_the_constrained_space():
         assert torch.allclose(quantiles[site][1], biject_to(support)(loc + scale), rtol=1e-4)
     assert torch.allclose(median["0.prior_scale"], loc_scale["0.prior_scale"][0].exp())
     assert median["0.weight"] is not loc_scale["0.weight"][0]  # a copy: editing it cannot touch the parameter
+
+
+_SUMMARIES = {
+    "median": lambda guide, *args: guide.median(*args),
+    "quantiles": lambda guide, *args: guide.quantiles([0.5], *args),
+    "loc_scale": lambda guide: guide.loc_scale(),
+}
+
+
+@pytest.mark.parametrize("summary", list(_SUMMARIES))
+@pytest.mark.parametrize("cls", [BayesByBackprop, FlatMeanField, LowRankNormal, FullCovarianceNormal, IAFNormal])
+def test_a_guide_that_has_not_run_says_so_in_one_line(cls, summary):
+    """BayesByBackprop.quantiles(), IAFNormal.median() and the multivariate guides' median() and quantiles() raised
+    AttributeErrors ('NoneType' object has no attribute 'nodes', no latent_sites, no scale)."""
+    torch.manual_seed(0)
+    bnn = BNN(nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 3)), NormalPrior(), Categorical(100))
+    guide = cls(bnn)
+    with pytest.raises(ValueError, match=rf"^{cls.__name__} has no parameters yet: run it \(or train\) once before"):
+        _SUMMARIES[summary](guide)
+    if summary == "loc_scale":
+        return
+    values = _SUMMARIES[summary](guide, X, Y)  # the model's arguments set the guide up
+    assert list(values) == bnn.site_names
+    if cls in (FlatMeanField, LowRankNormal, FullCovarianceNormal):  # a Normal centred at the network's weights
+        for name, start in bnn.initial_values().items():
+            torch.testing.assert_close(values[name].reshape(start.shape), start)
 
 
 def test_bbb_median_before_a_run_sets_the_guide_up_from_the_model_arguments():
