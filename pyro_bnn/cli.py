@@ -117,10 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pyro-bnn {args.command}: error: {verb.spell_flags(text)}", file=sys.stderr)
         return 2
     except NonFiniteLossError as err:
-        text = str(err)
-        if "--clip-norm" in verb.parser().format_usage():  # the advice's option, as this verb spells it
-            text = text.replace("(clip_norm)", "(--clip-norm)")
-        print(f"pyro-bnn {args.command}: training stopped: {text}", file=sys.stderr)
+        print(f"pyro-bnn {args.command}: training stopped: {err}", file=sys.stderr)
         return 1
     except (GridBusyError, ConnectionError, CheckpointMismatchError) as err:
         if isinstance(err, BrokenPipeError) and _stdout_closed():

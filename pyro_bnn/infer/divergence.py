@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import torch
 
-DIVERGENCE_ADVICE = "Try a lower learning rate, a smaller init scale or gradient clipping (clip_norm)."
+DIVERGENCE_ADVICE = (
+    "Try a lower learning rate, a smaller init scale or gradient clipping (clip_norm; --clip-norm on the command "
+    "line, in a run started again)."
+)
 """The last sentence of every divergence message. ``clip_norm`` is both the ``pyro.optim`` clip argument and the
-run option (``--clip-norm`` on the command line, which spells it so)."""
+run option; a resumed run keeps its settings, so clipping, like a lower learning rate, takes a run started again
+(``--overwrite``). The message is recorded as it is (``stopped.json``), so it names both spellings."""
 
 
 class NonFiniteLossError(RuntimeError):

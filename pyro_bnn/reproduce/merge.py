@@ -57,10 +57,19 @@ def declared_code_problem(record: RunRecord) -> str | None:
     return None
 
 
+CIRCUMSTANCES = frozenset({"device", "device_name", "train_time_s", "batched_runs"})
+"""Entries of a run's metrics that say where and how fast it ran, not what it scored: two copies of one run trained
+on two machines differ in them (as in any key ending in ``_seconds``), and are compared without them."""
+
+
+def _scored(key: str) -> bool:
+    return key not in CIRCUMSTANCES and not key.endswith("_seconds")
+
+
 def metric_difference(here: dict, there: dict) -> str | None:
     """The first metric two records of one run disagree on (``accuracy 0.5 here, 0.9 there``, then how many others
-    differ), or None when their metrics are the same (NaN equal to NaN)."""
-    keys = [key for key in sorted(set(here) | set(there)) if not _same(here.get(key), there.get(key))]
+    differ), or None when their metrics are the same (NaN equal to NaN), :data:`CIRCUMSTANCES` aside."""
+    keys = [key for key in sorted(set(here) | set(there)) if _scored(key) and not _same(here.get(key), there.get(key))]
     if not keys:
         return None
     key = keys[0]

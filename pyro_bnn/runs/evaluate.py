@@ -181,7 +181,7 @@ def check_data_dirs(data_dirs: DataDirs | None) -> dict[str, str | os.PathLike]:
                 "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
             )
         known = checked.get(dataset.value)
-        if known is not None and os.fspath(known) != os.fspath(path):
+        if known is not None and os.path.realpath(known) != os.path.realpath(path):  # one folder written two ways
             raise ValueError(
                 f"--data-dir {given[dataset.value]}={known} and --data-dir {name}={path} both name {dataset.value}'s "
                 "folder; give it one"

@@ -144,8 +144,8 @@ def listing(name: str | None = None) -> str:
     short description (its first sentence, cut at 90 characters) and the placeholders' meaning and defaults.
 
     Args:
-        name: One option (``guide``, ``--guide``, ``kl_anneal``): its block only, each form's usage on a line of
-            its own and its whole first paragraph below it, wrapped.
+        name: One option (``guide``, ``kl_anneal``, ``kl-anneal``; ``--guide`` from Python): its block only, each
+            form's usage on a line of its own and its whole first paragraph below it, wrapped.
 
     Raises:
         ValueError: ``name`` is no option of the listing (one line naming them).

@@ -80,6 +80,10 @@ def test_copies_whose_metrics_agree_are_not_called_different_even_where_both_are
         "accuracy 0.9 here, 0.8 there, and 1 other metric(s)"
     )
     assert merge.metric_difference({"accuracy": 0.9}, {}) == "accuracy 0.9 here, missing there"
+    # Where and how fast a copy ran is no difference in what it scored (every copy trained elsewhere differs there).
+    here = {"accuracy": 0.9, "train_time_s": 135.2, "device": "cuda", "device_name": "H200", "plateau_seconds": 3.0}
+    there = {"accuracy": 0.9, "train_time_s": 138.2, "device": "cpu", "batched_runs": 8, "plateau_seconds": 9.0}
+    assert merge.metric_difference(here, there) is None
 
 
 def test_a_folder_of_run_folders_merges_as_a_grid_folder_does(tmp_path, committed_fp):

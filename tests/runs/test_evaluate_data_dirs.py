@@ -130,6 +130,13 @@ def test_cli_refuses_two_spellings_of_one_data_set_in_one_line(moved_run, capsys
     )
 
 
+def test_one_folder_written_two_ways_is_one_folder(tmp_path):
+    folder = tmp_path / "fm"
+    folder.mkdir()
+    entries = [("fmnist", str(folder)), ("fashion-mnist", f"{folder}/"), ("FMNIST", str(tmp_path / "." / "fm"))]
+    assert check_data_dirs(entries) == {"fashion-mnist": str(folder)}
+
+
 def test_cli_refuses_one_spelling_given_twice_with_two_folders(moved_run, capsys, no_data):
     """The command line's pairs reach the check as given (a dict of them kept the last folder silently)."""
     run, moved, mnist = moved_run
