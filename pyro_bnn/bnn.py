@@ -27,13 +27,17 @@ buffers; a copy that puts parameters back (:func:`pyro_bnn.laplace.map_network`)
 that are buffers still count."""
 
 
-def _converted_parameters(net: nn.Module) -> list[str]:
-    """Names of the tensors of ``net`` that a :class:`BNN` turned from parameters into buffers and that are buffers
-    still (empty for a network no BNN made Bayesian, or one whose prior selected nothing)."""
+def _converted_parameters(net: nn.Module, prior: Prior) -> list[str]:
+    """Names of the tensors of ``net`` that a :class:`BNN` turned from parameters into buffers, that are buffers
+    still and that ``prior`` selects (empty for a network no BNN made Bayesian, one whose prior selected nothing, or
+    a prior that wants none of them: a deterministic copy, a new head on a wrapped body)."""
     names = []
     for layer_name, layer in net.named_modules():
         buffers = dict(layer.named_buffers(recurse=False))
-        names += [join_name(layer_name, attr) for attr in getattr(layer, _RANDOM_MARK, ()) if attr in buffers]
+        for attr in getattr(layer, _RANDOM_MARK, ()):
+            name = join_name(layer_name, attr)
+            if attr in buffers and prior.select(name, layer):
+                names.append(name)
     return names
 
 
@@ -89,12 +93,12 @@ class BNN(nn.Module):
             raise ValueError(f"prior must be a pyro_bnn.priors.Prior, got {type(prior).__name__}")
         if not isinstance(likelihood, Likelihood):
             raise ValueError(f"likelihood must be a pyro_bnn.likelihoods.Likelihood, got {type(likelihood).__name__}")
-        converted = _converted_parameters(net)
+        converted = _converted_parameters(net, prior)
         if converted:
             raise ValueError(
-                f"net is already Bayesian in another BNN ({len(converted)} of its parameters, e.g. {converted[0]!r}, "
-                "are that BNN's buffers now, and this prior would find none of them): give each BNN its own copy, "
-                "made before the first wraps it: BNN(copy.deepcopy(net), prior, likelihood)"
+                f"net is already Bayesian in another BNN ({len(converted)} of the parameters this prior selects, e.g. "
+                f"{converted[0]!r}, are that BNN's buffers now, and this prior would find none of them): give each "
+                "BNN its own copy, made before the first wraps it: BNN(copy.deepcopy(net), prior, likelihood)"
             )
         self.net = net
         self.prior = prior

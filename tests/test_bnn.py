@@ -98,18 +98,40 @@ def test_a_network_another_bnn_made_bayesian_is_refused():
     early_copy = copy.deepcopy(net)
     first = BNN(net, NormalPrior(), Categorical(10))
     refused = (
-        r"^net is already Bayesian in another BNN \(4 of its parameters, e.g. '0.weight'.*BNN\(copy.deepcopy\(net\)"
+        r"^net is already Bayesian in another BNN \(4 of the parameters this prior selects, e.g. '0.weight'.*"
+        r"BNN\(copy.deepcopy\(net\)"
     )
     with pytest.raises(ValueError, match=refused):
         BNN(net, LaplacePrior(), Categorical(10))
     with pytest.raises(ValueError, match="already Bayesian"):  # a copy made afterwards holds the same buffers
         BNN(copy.deepcopy(net), LaplacePrior(), Categorical(10))
-    with pytest.raises(ValueError, match=r"already Bayesian in another BNN \(2 of its parameters, e.g. 'weight'"):
+    with pytest.raises(ValueError, match=r"already Bayesian in another BNN \(2 of the parameters this prior selects"):
         BNN(net[2], LaplacePrior(), Categorical(10))
     assert BNN(early_copy, LaplacePrior(), Categorical(10)).site_names == first.site_names
     # A copy with its parameters put back is a plain network again.
     restored = map_network(first, first.initial_values())
     assert BNN(restored, LaplacePrior(), Categorical(10)).site_names == first.site_names
+
+
+def test_a_wrapped_network_takes_a_prior_that_selects_none_of_its_random_parameters():
+    """A deterministic copy, or a new head on a wrapped body, wants none of the first BNN's parameters: accepted (the
+    refusal took any wrapped network at first)."""
+    from pyro_bnn.priors import name_matches
+
+    first = BNN(_net(), NormalPrior(), Categorical(10))
+    assert BNN(copy.deepcopy(first.net), NormalPrior(select=nothing), Categorical(10)).site_names == []
+    headed = BNN(
+        nn.Sequential(copy.deepcopy(first.net), nn.Linear(3, 2)),
+        NormalPrior(select=name_matches("1.*")),
+        Categorical(10),
+    )
+    assert headed.site_names == ["1.weight", "1.bias"]
+    with pytest.raises(ValueError, match=r"\(2 of the parameters this prior selects, e.g. '0.2.weight'"):
+        BNN(
+            nn.Sequential(copy.deepcopy(first.net), nn.Linear(3, 2)),
+            NormalPrior(select=name_matches("0.2.*")),
+            Categorical(10),
+        )
 
 
 def test_a_network_whose_prior_selected_nothing_or_whose_bnn_was_refused_can_be_wrapped_again():

@@ -168,13 +168,31 @@ def test_guides_with_parameters_per_training_example_refuse_minibatches(spec):
     trainer = Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=runtime)
     refused = (
         rf"^the '{spec.split(':')[0]}' guide gives each of the N=40 training examples its own q\(z_i\) of the "
-        r"per-example latent 'z', but a batch of 20 rows .* \(batch size 40\), or use a shared or amortised guide"
+        r"per-example latent 'z', so it takes batches of the whole training set only.* \(it was called on 20 rows.*"
+        r"on all 40 training rows at once, or, to train on minibatches or predict new inputs, guide the latents with"
     )
     with pytest.raises(ValueError, match=refused):
         trainer.fit(BatchLoader(x, y, 20), epochs=1)
     bnn, x, y = _toy()
     guide = parse_guide(spec).build(bnn)
     Trainer(bnn, guide, optim=pyro.optim.Adam({"lr": 0.01}), runtime=runtime).fit(BatchLoader(x, y, 40), epochs=2)
+
+
+def test_a_map_warm_start_of_such_a_guide_refuses_minibatches_before_it_trains():
+    """loc=map trained a bare AutoDelta silently on minibatches first (the network's weights moved), and only the
+    guide it started refused them afterwards."""
+    bnn, x, y = _toy()
+    before = {name: value.clone() for name, value in bnn.initial_values().items()}
+    trainer = Trainer(
+        bnn,
+        parse_guide("autonormal:0.05,loc=map"),
+        optim=pyro.optim.Adam({"lr": 0.01}),
+        runtime=RuntimeOptions(seed=0, progress=False),
+    )
+    with pytest.raises(ValueError, match=r"^the MAP warm start gives each of the N=40 training examples"):
+        trainer.fit(BatchLoader(x, y, 20), epochs=1)
+    for name, value in bnn.initial_values().items():
+        assert torch.equal(value, before[name]), name
 
 
 def test_a_guide_with_whole_data_plates_gives_row_i_its_own_parameters():
@@ -186,7 +204,7 @@ def test_a_guide_with_whole_data_plates_gives_row_i_its_own_parameters():
         guide.locs.z.copy_(torch.arange(40.0).unsqueeze(-1))
     trace = poutine.trace(guide).get_trace(x, y)
     torch.testing.assert_close(trace.nodes["z"]["value"], torch.arange(40.0).unsqueeze(-1), atol=1e-4, rtol=0)
-    with pytest.raises(ValueError, match=r"^AutoNormal gives each of the N=40 training examples .* batch of 5 rows"):
+    with pytest.raises(ValueError, match=r"^AutoNormal gives each of the N=40 training examples .* called on 5 rows"):
         guide(x[:5], y[:5])
 
 

@@ -90,9 +90,10 @@ class WholeDataPlates:
         if rows < size and self.latents:
             raise ValueError(
                 f"{self.guide_name} gives each of the N={size} training examples its own q(z_i) of the per-example "
-                f"latent {self.latents[0]!r}, but a batch of {rows} rows does not say which examples it holds: train "
-                f"with the whole training set in every batch (batch size {size}), or use a shared or amortised guide "
-                "of the latents that opens the data plate itself (docs/guides.md)"
+                f"latent {self.latents[0]!r}, so it takes batches of the whole training set only, in that order (it "
+                f"was called on {rows} rows, which do not say which examples they are): train, validate and predict "
+                f"it on all {size} training rows at once, or, to train on minibatches or predict new inputs, guide the "
+                "latents with a shared or amortised guide that opens the data plate itself (docs/guides.md)"
             )
         return self.likelihood.plate(rows, x.device)
 

@@ -13,7 +13,7 @@ import torch
 from pyro.infer.autoguide import AutoDelta
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.guides import init_to_network
+from pyro_bnn.guides import init_to_network, whole_data_plates
 
 __all__ = ["map_warm_start"]
 
@@ -38,7 +38,13 @@ def map_warm_start(bnn: BNN, train_loader: Iterable, epochs: int, **trainer_kwar
 
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"a MAP warm start needs epochs >= 1, got {epochs!r}")
-    trainer = Trainer(bnn, lambda model: AutoDelta(model, init_loc_fn=init_to_network(model)), **trainer_kwargs)
+
+    def point(model):  # a model with per-example latents: the same refusal of minibatches as the guide it starts
+        return AutoDelta(
+            model, init_loc_fn=init_to_network(model), create_plates=whole_data_plates(model, "the MAP warm start")
+        )
+
+    trainer = Trainer(bnn, point, **trainer_kwargs)
     trainer.fit(train_loader, epochs)
     median = trainer.guide.median()
     values = {name: median[name].detach() for name in bnn.site_names}
