@@ -2,7 +2,24 @@
 
 import pytest
 
-from pyro_bnn.runs import runs
+from pyro_bnn.runs import RunConfig, runs
+
+
+@pytest.fixture(scope="session")
+def tiny_moons() -> RunConfig:
+    """A run of one epoch on moons with a 2-5-5-2 tanh network: seconds, no data files."""
+    return RunConfig(
+        dataset="moons",
+        model="tanh-small",
+        activation="tanh",
+        guide="autonormal:0.05",
+        epochs=1,
+        batch_size=64,
+        lr=0.02,
+        num_samples=4,
+        num_val_samples=2,
+        device="cpu",
+    )
 
 
 @pytest.fixture

@@ -5,20 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from pyro_bnn.runs import RunConfig, evaluate_run, train_run
-
-TINY = RunConfig(
-    dataset="moons",
-    model="tanh-small",
-    activation="tanh",
-    guide="autonormal:0.05",
-    epochs=1,
-    batch_size=64,
-    lr=0.02,
-    num_samples=4,
-    num_val_samples=2,
-    device="cpu",
-)
+from pyro_bnn.runs import evaluate_run, train_run
 
 SPELLINGS = [
     (["gaussian:0.5", " Gaussian:0.50", "GAUSSIAN:5e-1"], "gaussian:0.5"),
@@ -28,8 +15,8 @@ SPELLINGS = [
 
 
 @pytest.fixture
-def moons_run(tmp_path):
-    train_run(TINY, tmp_path / "run", progress=False)
+def moons_run(tmp_path, tiny_moons):
+    train_run(tiny_moons, tmp_path / "run", progress=False)
     return tmp_path / "run"
 
 
@@ -53,8 +40,8 @@ def test_every_spelling_writes_the_canonical_file_and_record(moons_run, spelling
     assert sorted(path.name for path in moons_run.glob("risk_coverage*")) == [f"risk_coverage{suffix}.png"]
 
 
-def test_none_is_no_corruption_for_a_regression_run_too(tmp_path):
-    cubic = replace(TINY, dataset="cubic", model="mlp:16", activation="relu", guide="autonormal:0.05")
+def test_none_is_no_corruption_for_a_regression_run_too(tmp_path, tiny_moons):
+    cubic = replace(tiny_moons, dataset="cubic", model="mlp:16", activation="relu", guide="autonormal:0.05")
     train_run(cubic, tmp_path / "cubic", progress=False)
     assert evaluate_run(tmp_path / "cubic", corruption=" none ")["corruption"] == "none"
     assert (tmp_path / "cubic" / "evaluation.json").is_file()

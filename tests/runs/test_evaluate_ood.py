@@ -14,23 +14,14 @@ from pyro_bnn.cli import main
 from pyro_bnn.data import DataContentWarning, load_dataset
 from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.evaluation import DETECTION_KEYS, OodScore
-from pyro_bnn.runs import RunConfig, train_run
+from pyro_bnn.runs import train_run
 from pyro_bnn.runs.ood_scoring import evaluate_ood, load_ood_evaluation, parse_ood
 
-TINY = RunConfig(
-    dataset="moons",
-    model="tanh-small",
-    activation="tanh",
-    guide="autonormal:0.05",
-    epochs=1,
-    batch_size=64,
-    lr=0.02,
-    num_samples=4,
-    num_val_samples=2,
-    device="cpu",
-)
 
-TINY_IMAGES = replace(TINY, model="mlp:16", activation="relu", val_size=8, batch_size=32)
+@pytest.fixture
+def tiny_images(tiny_moons):
+    return replace(tiny_moons, model="mlp:16", activation="relu", val_size=8, batch_size=32)
+
 
 pytestmark = pytest.mark.filterwarnings(f"ignore::{DataContentWarning.__module__}.{DataContentWarning.__name__}")
 
@@ -45,16 +36,16 @@ def image_sets(tmp_path, make_tiny):
 
 
 @pytest.fixture
-def moons_run(tmp_path):
-    train_run(TINY, tmp_path / "moons", progress=False)
+def moons_run(tmp_path, tiny_moons):
+    train_run(tiny_moons, tmp_path / "moons", progress=False)
     return tmp_path / "moons"
 
 
 @pytest.fixture(scope="module")
-def shared_moons_run(tmp_path_factory):
+def shared_moons_run(tmp_path_factory, tiny_moons):
     """One run for the tests that only read it (moons: no data files, no cache, so safe outside a test)."""
     out = tmp_path_factory.mktemp("shared") / "moons"
-    train_run(TINY, out, progress=False)
+    train_run(tiny_moons, out, progress=False)
     return out
 
 
@@ -112,8 +103,8 @@ def test_an_uncorrupted_ood_set_is_not_detected(moons_run):
     "normalization, mean_std",
     [("unit", None), ("bbb", None), ("standard", FASHION_MNIST_MEAN_STD)],
 )
-def test_the_ood_set_gets_the_runs_own_preprocessing(tmp_path, image_sets, normalization, mean_std):
-    config = replace(TINY_IMAGES, dataset="fashion-mnist", data_dir=image_sets["fashion-mnist"])
+def test_the_ood_set_gets_the_runs_own_preprocessing(tmp_path, image_sets, tiny_images, normalization, mean_std):
+    config = replace(tiny_images, dataset="fashion-mnist", data_dir=image_sets["fashion-mnist"])
     train_run(replace(config, normalization=normalization), tmp_path / "run", progress=False)
     loaded = load_ood_evaluation(tmp_path / "run", "mnist", data_dirs={"mnist": image_sets["mnist"]})
     unit = load_dataset("mnist", data_dir=image_sets["mnist"], val_size=0).test.x
@@ -130,8 +121,8 @@ def test_the_ood_set_gets_the_runs_own_preprocessing(tmp_path, image_sets, norma
         torch.testing.assert_close(loaded.in_x, in_unit)
 
 
-def test_a_test_subset_applies_to_the_ood_set_too(tmp_path, image_sets):
-    config = replace(TINY_IMAGES, dataset="mnist", data_dir=image_sets["mnist"], test_subset=12)
+def test_a_test_subset_applies_to_the_ood_set_too(tmp_path, image_sets, tiny_images):
+    config = replace(tiny_images, dataset="mnist", data_dir=image_sets["mnist"], test_subset=12)
     train_run(config, tmp_path / "run", progress=False)
     record = evaluate_ood(tmp_path / "run", "fmnist", data_dirs={"fashion-mnist": image_sets["fashion-mnist"]})
     assert (record["num_in"], record["num_out"], record["ood"]) == (12, 12, "fashion-mnist")
@@ -180,8 +171,8 @@ def test_the_ood_value_is_checked_before_the_run_folder(tmp_path, capsys):
     assert "--ood 'imagenet' is neither" in capsys.readouterr().err
 
 
-def test_a_regression_run_is_refused_in_one_line(tmp_path, capsys, no_data):
-    cubic = replace(TINY, dataset="cubic", model="mlp:8", batch_size=200, num_samples=2)
+def test_a_regression_run_is_refused_in_one_line(tmp_path, capsys, no_data, tiny_moons):
+    cubic = replace(tiny_moons, dataset="cubic", model="mlp:8", batch_size=200, num_samples=2)
     data = load_dataset("cubic", seed=cubic.seed)  # no_data refuses runs.load_data
     train_run(cubic, tmp_path / "cubic", progress=False, data=data)
     assert main(["evaluate", str(tmp_path / "cubic"), "--ood", "gaussian:0.5"]) == 2
@@ -189,8 +180,8 @@ def test_a_regression_run_is_refused_in_one_line(tmp_path, capsys, no_data):
     assert len(err.splitlines()) == 1 and "--ood does not apply to a regression run (dataset 'cubic')" in err
 
 
-def test_a_missing_ood_set_is_one_line(tmp_path, capsys, image_sets):
-    config = replace(TINY_IMAGES, dataset="fashion-mnist", data_dir=image_sets["fashion-mnist"])
+def test_a_missing_ood_set_is_one_line(tmp_path, capsys, image_sets, tiny_images):
+    config = replace(tiny_images, dataset="fashion-mnist", data_dir=image_sets["fashion-mnist"])
     train_run(config, tmp_path / "run", progress=False)
     assert main(["evaluate", str(tmp_path / "run"), "--ood", "mnist", "--data-dir", f"mnist={tmp_path}/none"]) == 2
     err = capsys.readouterr().err.strip()
