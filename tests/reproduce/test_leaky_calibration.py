@@ -174,6 +174,34 @@ def test_sweep_verdicts():
     assert _sweep_curve(pool_above)[0] is Verdict.DOES_NOT_HOLD
 
 
+FAR = (-1.0, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4, -0.3, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""The paper profile's slopes farther than NEAR_ZERO from 0 (its sweep: -1 to 1 in steps of 0.1)."""
+
+
+def test_a_sweep_whose_peak_is_next_to_slope_0_does_not_hold():
+    # The paper: "the highest ECE corresponds to the slope of 0". Slope 0 above every far slope but far below its
+    # neighbours is a peak beside ReLU, not at it; the rule once compared slope 0 with the far slopes only, and this
+    # curve read 'holds: slope 0 has the highest mean'.
+    curve = {0.0: [0.10, 0.11], -0.1: [0.30, 0.31], 0.1: [0.29, 0.30], -0.2: [0.05, 0.06], 0.2: [0.25, 0.26]}
+    curve |= {s: [0.010, 0.011] for s in FAR}
+    verdict, reason = _sweep_curve(curve)
+    assert verdict is Verdict.DOES_NOT_HOLD, reason
+    assert "highest elsewhere: 0.305 at -0.1" in reason and "separated above slope 0 at -0.1, 0.1, 0.2" in reason
+
+
+def test_a_near_slope_above_slope_0_by_a_gap_the_seeds_cannot_separate_leaves_the_sweep_inconclusive():
+    curve = {0.0: [0.10, 0.11], 0.1: [0.05, 0.20], -0.1: [0.09, 0.10]} | {s: [0.010, 0.011] for s in FAR}
+    verdict, reason = _sweep_curve(curve)
+    assert verdict is Verdict.INCONCLUSIVE and "slope 0 does not have the highest mean (slope 0.1 does)" in reason
+
+
+def test_a_spike_at_slope_0_holds_without_separating_it_from_its_neighbours():
+    # the paper's shape ("the maximum in ECE has a form of a spike"): near slopes a little lower, not separated
+    curve = {0.0: [0.10, 0.11], 0.1: [0.05, 0.10], -0.1: [0.09, 0.10]} | {s: [0.010, 0.011] for s in FAR}
+    verdict, reason = _sweep_curve(curve)
+    assert verdict is Verdict.HOLDS and "slope 0 has the highest mean" in reason, reason
+
+
 QUICKER = {"test_subset": 200, "num_samples": 10, "plateau_images": 100}
 """The end-to-end test's sizes where they differ from the quick profile's (1 000 test images, 50 posterior draws of
 the 3FC network on each, 300 plateau images): scoring those draws was most of its time. Ten draws still give the
