@@ -66,15 +66,25 @@ def test_the_paper_profile_adds_the_papers_cifar_networks_in_the_authors_setting
     cifar = [s for s in ImplicitBnn().plan(profile, 1, {"cifar10": "/c10"}) if s.tag("part") == "cifar"]
     assert {(s.config.dataset, s.config.model) for s in cifar} == set(CIFAR_CELLS)
     assert len(cifar) == 2 * len(CIFAR_CELLS)
+    # the paper's Table 2, one column per cell: lambda_0, lambda_1, sigma_0 (mu init), prior s, weight decay
+    table_2 = {
+        ("cifar10", "vgg16"): (0.05, 1.2, 0.75, 0.3, 5e-4),
+        ("cifar100", "vgg16"): (0.05, 1.6, 0.75, 0.3, 3e-4),
+        ("cifar10", "wrn28x10"): (0.1, 2.4, 0.5, 0.1, 5e-4),
+        ("cifar100", "wrn28x10"): (0.1, 4.8, 0.5, 0.1, 5e-4),
+    }
     for spec in cifar:
         c = spec.config
+        lr, lr_variational, loc_std, prior_scale, weight_decay = table_2[(c.dataset, c.model)]
         assert (c.epochs, c.batch_size, c.optimizer, c.lr, c.weight_decay, c.normalization) == (
-            300, 128, "sgd", 0.05, 5e-4, "standard"
+            300, 128, "sgd", lr, weight_decay, "standard"
         )  # fmt: skip
         assert c.data_dir == ("/c10" if c.dataset == "cifar10" else None)
         if spec.tag("method") == "node-noise":
-            assert (c.guide, c.bias_noise, c.lr_variational, c.kl_anneal) == ("mixture:4", True, 1.2, "linear:200")
-            assert c.prior == ("normal:1,0.3" if c.model == "vgg16" else "normal:1,0.1")
+            assert (c.guide, c.bias_noise, c.lr_variational, c.kl_anneal, c.samples_per_example) == (
+                f"mixture:4,loc_std={loc_std:g}", True, lr_variational, "linear:200", 2
+            )  # fmt: skip
+            assert c.prior == f"normal:1,{prior_scale:g}"
         else:
             assert c.guide == "mle" and not c.node_noise
     # the report's CIFAR table, from hand-made records

@@ -23,10 +23,12 @@ The method, at every profile (facts from the authors' code, ``shared/papers/REFE
 - **Corruptions and out-of-domain data**: Gaussian blend and salt-and-pepper at rising intensity, and MNIST digits
   as out-of-domain inputs (``shift:`` measurement, :mod:`pyro_bnn.reproduce.papers.implicit_bnn.measures`).
 
-- **CIFAR** (``paper`` profile only, :func:`cifar_specs`): VGG16 and WRN-28x10 on CIFAR-10 and CIFAR-100, node
-  noise against the deterministic network, 300 epochs. torchvision downloads CIFAR for a user who is online; this
-  project's machines are not, so ``tests/reproduce/test_implicit_bnn.py`` runs a node-noise VGG16 and WRN-28x10
-  step on random CIFAR-shaped tensors instead. The analysis is in :mod:`.analysis`.
+- **CIFAR** (``paper`` profile only, :func:`~.cifar.cifar_specs`): VGG16 and WRN-28x10 on CIFAR-10 and CIFAR-100,
+  node noise against the deterministic network, 300 epochs, each cell at its column of the paper's Table 2
+  (:data:`~.cifar.CIFAR_TABLE_2`: lambda_0, lambda_1, sigma_0, the prior's s and the weight decay). torchvision
+  downloads CIFAR for a user who is online; this project's machines are not, so
+  ``tests/reproduce/test_implicit_bnn.py`` runs a node-noise VGG16 and WRN-28x10 step on random CIFAR-shaped tensors
+  instead. The analysis is in :mod:`.analysis`.
 
 When a cell can be judged is declared here, beside the paper's numbers (:data:`PUBLISHED_TABLES_3_TO_5`):
 :data:`COMPARABLE` (LeNet), :data:`CIFAR_COMPARABLE` and :data:`CUBIC_COMPARABLE`
@@ -39,6 +41,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pyro_bnn.reproduce.comparability import ComparabilityRule
+from pyro_bnn.reproduce.papers.implicit_bnn.cifar import CIFAR_CELLS as CIFAR_CELLS
+from pyro_bnn.reproduce.papers.implicit_bnn.cifar import CIFAR_PRIOR_SCALE as CIFAR_PRIOR_SCALE
+from pyro_bnn.reproduce.papers.implicit_bnn.cifar import CIFAR_TABLE_2 as CIFAR_TABLE_2
+from pyro_bnn.reproduce.papers.implicit_bnn.cifar import cifar_specs as cifar_specs
 from pyro_bnn.reproduce.planned import PLANNED_VI_GUIDE, Profile, RunSpec, run_tags
 from pyro_bnn.runs.config import RunConfig
 
@@ -58,12 +64,6 @@ def lenet_methods(profile: Profile) -> tuple[str, ...]:
     """:data:`METHODS` that ``profile`` trains: all but the deep ensemble where it plans one member (``cpu-widths``)."""
     return tuple(m for m in METHODS if m != "ensemble" or profile["members"] > 1)
 
-
-CIFAR_CELLS = (("cifar10", "vgg16"), ("cifar100", "vgg16"), ("cifar10", "wrn28x10"), ("cifar100", "wrn28x10"))
-"""The paper's large-network cells (its Table 2), run at the ``paper`` profile only."""
-
-CIFAR_PRIOR_SCALE = {"vgg16": 0.3, "wrn28x10": 0.1}
-"""The authors' node-noise prior N(1, s^2) per network."""
 
 PUBLISHED_TABLES_3_TO_5 = {
     # (dataset, model): {method: (test error %, NLL, ECE with 15 bins)}, mean of 5 seeds; "deterministic" is the
@@ -326,54 +326,4 @@ def lenet_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[
                         tags=run_tags(**tags, method="node-noise", k=k),
                     )
                 )
-    return specs
-
-
-def cifar_specs(profile: Profile, seed: int, data_dirs: dict[str, str]) -> list[RunSpec]:
-    """The paper's CIFAR cells: node noise (the authors' setting) and the deterministic network, one seed.
-
-    Node noise: ``mixture:4`` with bias noise, prior N(1, s^2) (:data:`CIFAR_PRIOR_SCALE`), SGD Nesterov at 0.05
-    (weights, weight decay 5e-4, decayed to 1 % between 50 % and 90 % of training) and 1.2 (variational, the
-    authors' 0.3 K), the KL weight rising linearly over the first two thirds of the epochs. The deterministic network
-    is the same SGD on the weights alone. Standardised pixels, 5 000 validation images, batch 128, no augmentation
-    (the authors crop and flip; the library has no augmentation yet).
-    """
-    specs = []
-    for dataset, model in profile["cifar"]:
-        epochs = profile["cifar_epochs"]
-        base = RunConfig(
-            dataset=dataset,
-            model=model,
-            epochs=epochs,
-            batch_size=128,
-            optimizer="sgd",
-            lr=0.05,
-            weight_decay=5e-4,
-            lr_schedule="decay:0.01",
-            val_size=5_000,
-            normalization="standard",
-            data_dir=data_dirs.get(dataset),
-            seed=seed,
-        )
-        methods = {
-            "node-noise": replace(
-                base,
-                node_noise=True,
-                bias_noise=True,
-                guide="mixture:4",
-                prior=f"normal:1,{CIFAR_PRIOR_SCALE[model]}",
-                lr_variational=1.2,
-                kl_anneal=f"linear:{2 * epochs // 3}",
-                num_samples=4 * profile["samples_per_component"],
-            ),
-            "deterministic": replace(base, guide="mle", num_samples=1),
-        }
-        for method, config in methods.items():
-            specs.append(
-                RunSpec(
-                    config,
-                    label=f"{dataset}-{model}-{method}-s{seed}",
-                    tags=run_tags(part="cifar", dataset=dataset, model=model, method=method, seed=seed),
-                )
-            )
     return specs
