@@ -11,7 +11,10 @@ Groups of per-seed values are compared with :func:`~pyro_bnn.reproduce.report.co
   (:data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.PUBLISHED_ACCURACY`; a group without one is checked for
   convergence alone); otherwise it is *not comparable at this scale*, with the reason, never *does not hold*, and a
   headline counts the comparable cells only and says how many there were.
-- **Scale mixture against Gaussian** (uniform weighting, /126 inputs): *holds* when the ``pi = 0.5`` mixture's test
+- **Scale mixture against Gaussian** (uniform weighting, /126 inputs), comparable when both arms converged and each
+  arm's mean test error lies in :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.plan.PRIOR_ERROR_BAND` (the
+  span of Singh's two published errors ± 0.2 points, so that either ordering of the priors can be observed;
+  :func:`~.verdicts.prior_check`): *holds* when the ``pi = 0.5`` mixture's test
   error is separated below the Gaussian prior's, *does not hold* when it is separated above; otherwise *no effect
   within ±x* when the 95 % interval of the gap lies within
   :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.NO_EFFECT_WITHIN` of zero (x: its farther end), else
@@ -41,6 +44,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     BASE_WEIGHTING,
     COMPARABLE,
     NORMALIZATIONS,
+    PRIOR_ERROR_BAND,
     PRIOR_LABELS,
     PUBLISHED,
     PUBLISHED_ACCURACY,
@@ -54,6 +58,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import (
     _judged,
     _pct,
     _training_cells,
+    prior_check,
 )
 from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import cell_check as cell_check
 from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section
@@ -132,7 +137,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
     base_cell, gaussian_cell = (BASE_PRIOR, "uniform", BASE_NORMALIZATION), ("gaussian", "uniform", BASE_NORMALIZATION)
     base, gaussian = cells.get(base_cell, []), cells.get(gaussian_cell, [])
     arms = (("scale mixture (π = 0.5)", base_cell, base), ("Gaussian", gaussian_cell, gaussian))
-    verdict, numbers, within, comparable = _judged(arms, _errors(base), _errors(gaussian))
+    verdict, numbers, within, comparable = _judged(arms, _errors(base), _errors(gaussian), prior_check)
     other = cells.get(("mixture-0.25", "uniform", BASE_NORMALIZATION), [])
     if other:
         numbers += f"; the π = 0.25 mixture: {_pct(_errors(other))} %"
@@ -180,8 +185,11 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         + " *Training*: the runs' convergence (`converged k/n`), epochs and mean test accuracy against the published "
         "one where the papers give it; *comparable*: whether the cell may be judged, and why not. "
         + COMPARABLE.describe()
-        + " "
-        + CONFORMAL_NOTE
+        + f" The prior comparison (the π = 0.5 mixture against the Gaussian) checks each arm's convergence and that "
+        f"its test error lies within {100 * PRIOR_ERROR_BAND[0]:.2f}-{100 * PRIOR_ERROR_BAND[1]:.2f} %, the span of "
+        "both priors' published errors widened by the same 0.2 points, instead of each arm's own published error: "
+        "the mixture could otherwise beat the Gaussian only between 1.83 and 1.89 %, so that gate would have built "
+        "Singh's opposite finding in. " + CONFORMAL_NOTE
     )
     return Section("Test error by prior and KL weighting", text, [table], [], ["test-errors.csv"]), [
         prior_headline,

@@ -7,11 +7,18 @@ comparability check (:func:`cell_check`, :func:`_judged`). The rules in words ar
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyro_bnn.reproduce.comparability import CellCheck
-from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import COMPARABLE, NO_EFFECT_WITHIN, PUBLISHED_ACCURACY
+from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
+    COMPARABLE,
+    NO_EFFECT_WITHIN,
+    PRIOR_ERROR_BAND,
+    PUBLISHED,
+    PUBLISHED_ACCURACY,
+)
 from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
 from pyro_bnn.reproduce.report import compare, format_mean_sd
 
@@ -81,21 +88,44 @@ def cell_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellChe
     return COMPARABLE.check(runs, PUBLISHED_ACCURACY.get(cell))
 
 
+def prior_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellCheck:
+    """The comparability of one arm of the prior comparison: its runs converged (:data:`COMPARABLE`) and their mean
+    test error lies in :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.plan.PRIOR_ERROR_BAND`, the span of both
+    priors' published errors, so that neither paper's ordering of the priors is ruled out by the gate itself."""
+    check = COMPARABLE.check(runs, None)
+    accuracies = [r.metrics["accuracy"] for r in runs if r.metrics.get("accuracy") is not None]
+    if not accuracies:
+        return check
+    error, (low, high) = 1 - statistics.fmean(accuracies), PRIOR_ERROR_BAND
+    if low - 1e-12 <= error <= high + 1e-12:
+        return check
+    outside = (
+        f"test error {100 * error:.2f} % is outside {100 * low:.2f}-{100 * high:.2f} %, the published errors of both "
+        f"priors (Singh: Gaussian {100 * PUBLISHED['gaussian_error']:.2f} %, mixture "
+        f"{100 * PUBLISHED['pruning'][0.0][0]:.2f} %) ± {100 * COMPARABLE.accuracy_tolerance:g} points"
+    )
+    return CellCheck(False, "; ".join(r for r in (check.reason, outside) if r), check.summary)
+
+
 def _judged(
-    arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]], a: list[float], b: list[float]
+    arms: Sequence[tuple[str, tuple[str, str, str], list[RunRecord]]],
+    a: list[float],
+    b: list[float],
+    check_cell: Callable[[Sequence[RunRecord], tuple[str, str, str]], CellCheck] | None = None,
 ) -> tuple[Verdict, str, float | None, bool]:
     """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b`` (:func:`_verdict`), its
     words, its interval, and whether it counts as comparable with the paper's (both arms ran and pass
-    :func:`cell_check`).
+    ``check_cell``, by default :func:`cell_check`; the prior comparison passes :func:`prior_check`).
 
     An arm without a run done makes the verdict *inconclusive*, so an unfinished grid never reads *holds*; its words
     name that arm, the other's reason where it is not comparable, and the numbers of the arm that ran. Both arms ran
     but one is not comparable: *not comparable at this scale*, with the reasons and the numbers."""
+    check_cell = check_cell or cell_check
     reasons = []
     for name, cell, runs in arms:
         if not runs:
             reasons.append(f"{name}: no run done yet")
-        elif not (check := cell_check(runs, cell)).comparable:
+        elif not (check := check_cell(runs, cell)).comparable:
             reasons.append(f"{name}: {check.reason}")
     if not all(runs for _, _, runs in arms):
         ran = [f"{name} {_pct(errors)} %" for (name, _, runs), errors in zip(arms, (a, b), strict=True) if runs]
