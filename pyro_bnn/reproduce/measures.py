@@ -3,6 +3,11 @@
 
 - ``sampled_label_ece:BINS``: ECE and accuracy of the predictive whose class probabilities are the frequencies of
   labels sampled one per posterior draw (the One Simple Trick authors' predictive), with ``BINS`` equal-width bins.
+  The bins are the library's, closed on the right (:func:`pyro_bnn.evaluation.calibration.assign_bins`), not the
+  authors' estimator's: their ``ece.py`` bins ``int((conf.double() - eps) * BINS)`` of float32 frequencies, which puts
+  the float32 values of 0.1, 0.2, 0.3, 0.4, 0.6 and 0.8 (just above the exact edge) in the upper bin. The committed
+  grids were measured this way; the difference and its size are in
+  :mod:`pyro_bnn.reproduce.papers.leaky_calibration.departures`.
 - ``plateaus:PER_LAYER,IMAGES``: conditional likelihood slices of ``PER_LAYER`` sampled weights per weight tensor
   of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), the
   fraction of them with a flat plateau, per layer, and the fraction of input features that are 0 on every one of
@@ -32,6 +37,10 @@ from pyro_bnn.runs.runs import RunResult, load_data
 def _sampled_label_ece(
     result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], n_bins: str
 ) -> dict[str, Any]:
+    """``ece_sampled_BINS`` and ``accuracy_sampled`` of the label-frequency predictive (one label drawn per posterior
+    sample, seeded by the run's seed). Binned as :func:`pyro_bnn.evaluation.calibration` bins, right-closed, which
+    differs from the authors' ``ece.py`` at the float32 frequencies 0.1, 0.2, 0.3, 0.4, 0.6 and 0.8 (see the module
+    docstring)."""
     prediction = result.prediction
     if not prediction.is_classification:
         raise ValueError("sampled_label_ece needs a classification run")

@@ -376,3 +376,29 @@ def test_no_effect_within_x_never_rounds_x_below_the_interval_s_end():
     assert no_effect_text(0.016) == "no effect within ±0.016"
     assert bound_text(0.0100098) == "0.0101" and bound_text(0.00601) == "0.00601" and bound_text(0.006001) == "0.00601"
     assert bound_text(0.41649, decimals=2) == "0.42" and bound_text(0.28, decimals=2) == "0.28"
+
+
+def test_the_departure_in_ece_binning_is_the_one_the_reports_state():
+    """The sampled-label ECE bins (lower, upper]; the authors' ece.py takes int((conf.double() - eps) * 10) of the
+    float32 frequencies, which puts 40/50 (float32 0.800000012) in the upper bin: the reports' example, 0.270 here
+    against 0.470."""
+    import torch
+
+    from pyro_bnn.evaluation import calibration
+    from pyro_bnn.reproduce.papers.leaky_calibration.departures import ECE_BINNING
+
+    counts = torch.zeros(2, 10, dtype=torch.int64)
+    counts[0, 0], counts[0, 1] = 40, 10  # 40/50 on class 0, the label: correct
+    counts[1, 0], counts[1, 1] = 37, 13  # 37/50 on class 0, the label is 1: wrong
+    frequencies, labels = counts.float() / 50, torch.tensor([0, 1])
+    assert calibration(frequencies, labels, n_bins=10).ece == pytest.approx(0.270, abs=1e-6)
+    confidence, predicted = frequencies.max(1)
+    bins = ((confidence.double() - torch.finfo(torch.float64).eps) * 10).int().long()  # the authors' rule
+    correct = (predicted == labels).double()
+    gaps = torch.zeros(10, dtype=torch.float64).index_add_(0, bins, correct - confidence.double())
+    assert float(gaps.abs().sum() / 2) == pytest.approx(0.470, abs=1e-6)
+    assert "score 0.270 here and 0.470 by the authors' rule" in ECE_BINNING
+    # which float32 frequencies k/50 on a decile edge the two rules bin differently: 0.1, 0.2, 0.3, 0.4, 0.6, 0.8
+    edges = torch.arange(5, 51, 5).float() / 50
+    upper = ((edges.double() - torch.finfo(torch.float64).eps) * 10).int() == torch.arange(1, 11)
+    assert [round(float(e), 1) for e in edges[upper]] == [0.1, 0.2, 0.3, 0.4, 0.6, 0.8]

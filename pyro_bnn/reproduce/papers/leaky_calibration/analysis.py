@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from pyro_bnn.reproduce.papers.leaky_calibration.departures import departures
 from pyro_bnn.reproduce.papers.leaky_calibration.figures import _decalibration, _plateaus, _sweep
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import (
     ACTIVATIONS,
@@ -188,6 +189,7 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
         + COMPARABLE.describe()
         + " "
         + CONFORMAL_NOTE
+        + departures(table1)
     )
     return Section("Table 1: accuracy and ECE", text, tables, csv_files=["table1.csv"]), headlines
 
