@@ -28,8 +28,11 @@ from pyro_bnn.runs.ensemble import load_ensemble
 from pyro_bnn.runs.runs import RunResult, load_data, train_run
 
 SIZE_KEYS = {"epochs", "train_subset", "val_size", "test_subset", "num_samples", "seed", "data_seed", "data_dir",
-             "kl_anneal"}  # fmt: skip
-"""Config keys a profile may change. The cubic's KL ramp is one: half the steps, capped at the authors' 1 000."""
+             "kl_anneal", "batch_size", "bias_noise", "samples_per_example", "temperature"}  # fmt: skip
+"""Config keys a profile may change. The cubic's KL ramp is one: half the steps, capped at the authors' 1 000; the
+node-noise settings the ``gpu`` and ``paper`` profiles take from the authors and the committed grids' profiles do
+not (``AUTHORS_NODE_NOISE``: bias noise, LeNet's KL ramp, the cubic's 30 points in one full batch, its KL and
+copies) are the others."""
 
 
 def _method(spec: RunSpec) -> tuple:
@@ -59,6 +62,49 @@ def test_profiles_change_sizes_only_and_the_cpu_grid_has_every_method():
         assert spec.config.batch_size == 400 and spec.config.kl_anneal == "linear:1000"  # full batch, 1/1000 a step
     for spec in lenet:  # every method of a seed sees the same examples
         assert spec.config.data_seed == int(spec.tag("seed")) and spec.config.train_subset == 20_000
+
+
+def test_the_never_run_profiles_train_node_noise_as_the_authors_and_the_committed_ones_as_their_grids():
+    """``gpu`` and ``paper`` (no grid yet): bias noise everywhere, LeNet's KL weight rising from 0 to 1 over the
+    first two thirds of the epochs, the cubic on the paper's 30 points with the notebook's KL (not divided by N:
+    temperature N) and 8 copies a point. ``cpu`` and ``cpu-widths`` (committed grids) keep the settings of their run
+    ids: no bias noise, a constant KL weight, the 400-point cubic under the ELBO with S = 2."""
+    for name, ramp in (("gpu", "linear:13"), ("paper", "linear:66")):
+        specs = ImplicitBnn().plan(PROFILES[name], 1, {})
+        noisy = [s for s in specs if s.config.node_noise]
+        assert noisy and all(s.config.bias_noise for s in noisy)
+        lenet = [s.config for s in noisy if s.tag("part") == "lenet"]
+        assert {c.kl_anneal for c in lenet} == {ramp} and {c.samples_per_example for c in lenet} == {2}
+        for spec in (s for s in specs if s.tag("part") == "cubic"):
+            c = spec.config
+            assert (c.train_subset, c.batch_size, c.kl_anneal) == (30, 30, "linear:1000")
+            if spec.tag("method") == "node-noise":
+                assert (c.temperature, c.samples_per_example) == (30.0, 8)
+            else:  # weight-space VI keeps the ELBO
+                assert (c.temperature, c.node_noise) == (1.0, False)
+    for name in ("cpu", "cpu-widths"):
+        noisy = [s.config for s in ImplicitBnn().plan(PROFILES[name], 1, {}) if s.config.node_noise]
+        assert noisy and not any(c.bias_noise for c in noisy)
+        assert {c.kl_anneal for c in noisy if c.dataset != "cubic"} == {"constant"}
+        cubic = [c for c in noisy if c.dataset == "cubic"]
+        assert all((c.train_subset, c.batch_size, c.temperature, c.samples_per_example) == (None, 400, 1.0, 2)
+                   for c in cubic)  # fmt: skip
+
+
+def test_the_reports_of_the_committed_profiles_name_their_departures_and_the_authors_profiles_none():
+    from pyro_bnn.reproduce.papers.implicit_bnn.departures import cubic_departures, lenet_departures
+
+    def records(profile):
+        return [RunRecord(s, Status.DONE, {}) for s in ImplicitBnn().plan(PROFILES[profile], 1, {})]
+
+    cpu = records("cpu")
+    assert "no bias noise" in lenet_departures(cpu) and "KL weight 1 from the first step" in lenet_departures(cpu)
+    words = cubic_departures(cpu)
+    for part in ("no bias noise", "the ELBO", "S = 2 copies", "the notebook's 400 points (the paper's text: 30)"):
+        assert part in words, part
+    assert lenet_departures(records("cpu-widths")) and not cubic_departures(records("cpu-widths"))
+    for profile in ("gpu", "paper"):
+        assert lenet_departures(records(profile)) == cubic_departures(records(profile)) == ""
 
 
 def test_the_paper_profile_adds_the_papers_cifar_networks_in_the_authors_setting(tmp_path):

@@ -199,6 +199,12 @@ def test_cubic_runs_converge_on_a_flat_training_loss_or_the_papers_steps():
     assert fits[0] == pytest.approx(fits[1])
     check = cubic_check([_cubic_run(FALLING_LOSS, seed=s) for s in range(2)])
     assert check.summary == "converged 0/2, steps 2000" and check.reason == "2 of 2 runs at the cap, still improving"
+    # the notebook's KL (temperature N = 30): the KL weight ends the warm-up at 30, not 1, and the ramp is still left
+    # out (it reaches 1 after 1/30 of it)
+    tempered = _cubic_run([1000.0 + i for i in range(1000)] + [2000.0] * 1000, anneal=1000)
+    tempered.spec = dataclasses.replace(tempered.spec, config=dataclasses.replace(tempered.config, temperature=30.0))
+    tempered.history = [{**row, "kl_weight": 30.0 * row["kl_weight"]} for row in tempered.history]
+    assert loss_blocks(tempered).history == loss_blocks(ramp).history and cubic_check([tempered]).comparable
 
 
 def test_the_depth_verdict_is_not_comparable_while_its_runs_still_improve(tmp_path):

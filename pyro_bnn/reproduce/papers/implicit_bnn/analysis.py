@@ -57,6 +57,7 @@ from pathlib import Path
 
 from pyro_bnn.reproduce.papers.implicit_bnn.claims import RIVAL_NAMES as RIVAL_NAMES
 from pyro_bnn.reproduce.papers.implicit_bnn.cubic import cubic_section
+from pyro_bnn.reproduce.papers.implicit_bnn.departures import lenet_departures
 from pyro_bnn.reproduce.papers.implicit_bnn.figures import _components, _ood
 from pyro_bnn.reproduce.papers.implicit_bnn.figures import _corruptions as _corruptions
 from pyro_bnn.reproduce.papers.implicit_bnn.plan import (
@@ -160,6 +161,7 @@ def _widths(records: list[RunRecord], profile: Profile, out: Path) -> Section:
             else ""
         )
         + f"The tempered predictive has no conformal sets (—). {CONFORMAL_NOTE}"
+        + lenet_departures(records)
     )
     section = Section("LeNet width: node noise against weight-space VI and the baselines (Fig. 4)", text, [table])
     section.csv_files.append("lenet.csv")

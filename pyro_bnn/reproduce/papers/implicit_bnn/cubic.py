@@ -31,9 +31,12 @@ from matplotlib.figure import Figure
 from pyro_bnn.data.synthetic import cubic_regression
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import FLAT, WINDOW, CellCheck
+from pyro_bnn.reproduce.papers.implicit_bnn.departures import cubic_departures
 from pyro_bnn.reproduce.papers.implicit_bnn.plan import CUBIC_BLOCK, CUBIC_COMPARABLE, CUBIC_FIT
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, mean_sd, select, write_csv
+from pyro_bnn.runs.config import RunConfig
+from pyro_bnn.runs.runs import load_data
 
 CUBIC_METHODS = {"vi": "weight-space VI", "node-noise": "node noise (K = 8)"}
 
@@ -44,8 +47,9 @@ def loss_blocks(record: RunRecord) -> RunRecord:
     that :data:`CUBIC_COMPARABLE` judges its flatness. A record's history may be binned (each row the mean of
     ``epochs`` steps, ``epoch`` the last of them); a block's mean weighs its rows by the steps they hold."""
     sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    full = record.config.temperature  # the KL weight at the end of the warm-up (times N for the notebook's KL)
     for row in record.history:
-        if "loss" not in row or row.get("kl_weight", 1.0) < 1.0 - 1e-9:
+        if "loss" not in row or row.get("kl_weight", full) < full * (1.0 - 1e-9):
             continue
         steps = float(row.get("epochs", 1))
         block = sums[(int(row["epoch"]) - 1) // CUBIC_BLOCK]
@@ -171,6 +175,7 @@ def cubic_section(records: list[RunRecord], profile: Profile, out: Path) -> tupl
         "[-1, 1) and both ends out to ±4. Mean ± sd over seeds; per-seed values in `cubic.csv`. *Training*: how "
         "the cell's runs ended (converged or still improving at their last step, and how many steps they ran). "
         + describe_cubic_rule()
+        + cubic_departures(records)
     )
     section = Section("Cubic: depth against underfitting (Fig. 1)", text, [table], [figure], ["cubic.csv"])
     return section, Headline(
@@ -190,8 +195,8 @@ def _cubic_figure(records: list[RunRecord], depths: tuple[int, ...]) -> Figure:
                 ax.set_title(f"{name}, {depth} layers: no run")
                 continue
             curve = runs[0].metrics["cubic"]
-            if data is None or data.seed != runs[0].config.seed:
-                data = _CubicData(runs[0].config.seed)
+            if data is None or data.config != runs[0].config:
+                data = _CubicData(runs[0].config)
             x, mean, sd = (np.asarray(curve[key]) for key in ("x", "mean", "sd"))
             ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.25, lw=0)
             ax.plot(x, mean, color="tab:blue", lw=1.2, label="predictive mean ± 2 sd")
@@ -206,11 +211,16 @@ def _cubic_figure(records: list[RunRecord], depths: tuple[int, ...]) -> Figure:
 
 
 class _CubicData:
-    """The training points of the cubic for one seed (regenerated: the data set is a deterministic function of
-    the seed)."""
+    """The training points of one cubic run (regenerated: the data set is a deterministic function of the seed; a
+    run on a subset, the paper's 30 points, shows that subset)."""
 
-    def __init__(self, seed: int) -> None:
-        data = cubic_regression(seed=seed)
-        self.seed = seed
-        self.x = data.x_train.reshape(-1).numpy()
-        self.y = data.y_train.reshape(-1).numpy()
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        if config.train_subset is None:
+            data = cubic_regression(seed=config.seed)
+            x, y = data.x_train, data.y_train
+        else:
+            train = load_data(config).train
+            x, y = train.x, train.y
+        self.x = x.reshape(-1).numpy()
+        self.y = y.reshape(-1).numpy()
