@@ -47,7 +47,9 @@ def _reliability(probs: torch.Tensor, targets: torch.Tensor, n_bins: int) -> dic
 def accuracies(result: RunResult, config: RunConfig) -> dict[str, Any]:
     """Test accuracy of each of the S posterior samples alone, of the posterior-mean network and of the S-sample
     ensemble (the mean of the samples' probabilities; :meth:`~pyro_bnn.predict.Prediction.accuracies`), and their
-    reliability bins (the first sample stands for the single samples).
+    reliability bins (the first sample stands for the single samples). The Bayes-by-Backprop tutorial's ensemble
+    (paper 004) averages log-softmax over the samples and the mean network instead; the difference and its measured
+    size: :data:`pyro_bnn.reproduce.papers.bbb_fashion.plan.ENSEMBLE_DEFINITION`.
 
     Returns:
         ``sample_accuracies`` (S floats), ``ensemble_accuracy``, ``mean_network_accuracy`` and ``reliability``

@@ -30,7 +30,7 @@ from pyro_bnn.evaluation.ood import DETECTION_KEYS, OodScore
 from pyro_bnn.plots import save_figure
 from pyro_bnn.reproduce.comparability import CellCheck, training_state
 from pyro_bnn.reproduce.figures import reliability_figure
-from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, PAPER_EPOCHS, PUBLISHED
+from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, ENSEMBLE_DEFINITION, PAPER_EPOCHS, PUBLISHED
 from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
 from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, CONFORMAL_NOTE, format_mean_sd, markdown_table, write_csv
 
@@ -156,7 +156,7 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         "tutorial. Coverage and set size are of the "
         f"10-sample ensemble's sets. *Training*: how each run's training ended. The runs together: {check.summary}"
         + ("" if check.comparable else f"; not comparable at this scale ({check.reason})")
-        + f". {COMPARABLE.describe()} {CONFORMAL_NOTE}"
+        + f". {COMPARABLE.describe()} {CONFORMAL_NOTE} {ENSEMBLE_DEFINITION}"
     )
     section = Section("Single samples, posterior mean and ensemble", text, [table], figures, ["accuracies.csv"])
     return section, headline
