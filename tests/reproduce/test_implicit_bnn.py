@@ -394,7 +394,7 @@ def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_
     assert "Runs: 11 done" in text and "0 failed, 0 missing" in text
     verdicts = [line for line in text.splitlines() if line.startswith("- **")]
     # one epoch (one step of 30 for the cubic) tells nothing of convergence, and x2 is not run: nothing is judged
-    assert len(verdicts) == 15 and all(f"*{Verdict.NOT_COMPARABLE.value}*" in line for line in verdicts)
+    assert len(verdicts) == 16 and all(f"*{Verdict.NOT_COMPARABLE.value}*" in line for line in verdicts)
     for name in ("cubic.png", "corruptions-x1.png"):
         assert (out / name).stat().st_size > 1_000 and f"]({name})" in text
     rows = [line for line in text.splitlines() if line.startswith("| x1 | ")]
