@@ -1,0 +1,60 @@
+"""``leaky-calibration`` (paper 000): the slope-sweep rule against the paper's words (the highest ECE of the curve at
+slope 0, near slopes included) and the departure from the authors' ECE binning that the reports state."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pyro_bnn.evaluation import calibration
+from pyro_bnn.reproduce import Verdict
+from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve
+from pyro_bnn.reproduce.papers.leaky_calibration.departures import ECE_BINNING
+
+FAR = (-1.0, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4, -0.3, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""The paper profile's slopes farther than NEAR_ZERO from 0 (its sweep: -1 to 1 in steps of 0.1)."""
+
+
+def test_a_sweep_whose_peak_is_next_to_slope_0_does_not_hold():
+    # The paper: "the highest ECE corresponds to the slope of 0". Slope 0 above every far slope but far below its
+    # neighbours is a peak beside ReLU, not at it; the rule once compared slope 0 with the far slopes only, and this
+    # curve read 'holds: slope 0 has the highest mean'.
+    curve = {0.0: [0.10, 0.11], -0.1: [0.30, 0.31], 0.1: [0.29, 0.30], -0.2: [0.05, 0.06], 0.2: [0.25, 0.26]}
+    curve |= {s: [0.010, 0.011] for s in FAR}
+    verdict, reason = _sweep_curve(curve)
+    assert verdict is Verdict.DOES_NOT_HOLD, reason
+    assert "highest elsewhere: 0.305 at -0.1" in reason and "separated above slope 0 at -0.1, 0.1, 0.2" in reason
+
+
+def test_a_near_slope_above_slope_0_by_a_gap_the_seeds_cannot_separate_leaves_the_sweep_inconclusive():
+    curve = {0.0: [0.10, 0.11], 0.1: [0.05, 0.20], -0.1: [0.09, 0.10]} | {s: [0.010, 0.011] for s in FAR}
+    verdict, reason = _sweep_curve(curve)
+    assert verdict is Verdict.INCONCLUSIVE and "slope 0 does not have the highest mean (slope 0.1 does)" in reason
+
+
+def test_a_spike_at_slope_0_holds_without_separating_it_from_its_neighbours():
+    # the paper's shape ("the maximum in ECE has a form of a spike"): near slopes a little lower, not separated
+    curve = {0.0: [0.10, 0.11], 0.1: [0.05, 0.10], -0.1: [0.09, 0.10]} | {s: [0.010, 0.011] for s in FAR}
+    verdict, reason = _sweep_curve(curve)
+    assert verdict is Verdict.HOLDS and "slope 0 has the highest mean" in reason, reason
+
+
+def test_the_departure_in_ece_binning_is_the_one_the_reports_state():
+    """The sampled-label ECE bins (lower, upper]; the authors' ece.py takes int((conf.double() - eps) * 10) of the
+    float32 frequencies, which puts 40/50 (float32 0.800000012) in the upper bin: the reports' example, 0.270 here
+    against 0.470."""
+    counts = torch.zeros(2, 10, dtype=torch.int64)
+    counts[0, 0], counts[0, 1] = 40, 10  # 40/50 on class 0, the label: correct
+    counts[1, 0], counts[1, 1] = 37, 13  # 37/50 on class 0, the label is 1: wrong
+    frequencies, labels = counts.float() / 50, torch.tensor([0, 1])
+    assert calibration(frequencies, labels, n_bins=10).ece == pytest.approx(0.270, abs=1e-6)
+    confidence, predicted = frequencies.max(1)
+    bins = ((confidence.double() - torch.finfo(torch.float64).eps) * 10).int().long()  # the authors' rule
+    correct = (predicted == labels).double()
+    gaps = torch.zeros(10, dtype=torch.float64).index_add_(0, bins, correct - confidence.double())
+    assert float(gaps.abs().sum() / 2) == pytest.approx(0.470, abs=1e-6)
+    assert "score 0.270 here and 0.470 by the authors' rule" in ECE_BINNING
+    # which float32 frequencies k/50 on a decile edge the two rules bin differently: 0.1, 0.2, 0.3, 0.4, 0.6, 0.8
+    edges = torch.arange(5, 51, 5).float() / 50
+    upper = ((edges.double() - torch.finfo(torch.float64).eps) * 10).int() == torch.arange(1, 11)
+    assert [round(float(e), 1) for e in edges[upper]] == [0.1, 0.2, 0.3, 0.4, 0.6, 0.8]
