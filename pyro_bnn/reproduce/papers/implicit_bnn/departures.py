@@ -92,14 +92,7 @@ def cubic_departures(records: Sequence[RunRecord]) -> str:
         found.append(f"S = {', '.join(map(str, copies))} copies of each point per step (the notebook: 8 samples)")
     if any(c.train_subset is None for c in configs):
         found.append(f"the notebook's {CUBIC_POINTS} points (the paper's text: 30)")
-    if not found:
-        return ""
-    return (
-        " **Departures from the authors** (the node-noise runs; settings of this grid's run ids, kept for it): "
-        + "; ".join(found)
-        + ". "
-        + CUBIC_EFFECT
-    )
+    return _departures_text("the node-noise runs", found, CUBIC_EFFECT)
 
 
 def lenet_departures(records: Sequence[RunRecord]) -> str:
@@ -116,9 +109,17 @@ def lenet_departures(records: Sequence[RunRecord]) -> str:
             "the KL weight 1 from the first step (the paper and its code: beta rising linearly from 0 to 1 over the "
             "first two thirds of training, 200 of 300 epochs)"
         )
+    return _departures_text("node noise here and in the K sweep", found, LENET_EFFECT)
+
+
+def _departures_text(runs: str, found: Sequence[str], effect: str) -> str:
+    """The report's sentence listing the departures ``found`` of ``runs`` and their measured ``effect`` ("" for
+    none)."""
     if not found:
         return ""
     return (
-        " **Departures from the authors** (node noise here and in the K sweep; settings of this grid's run ids, kept "
-        "for it): " + "; ".join(found) + ". " + LENET_EFFECT
+        f" **Departures from the authors** ({runs}; settings of this grid's run ids, kept for it): "
+        + "; ".join(found)
+        + ". "
+        + effect
     )
