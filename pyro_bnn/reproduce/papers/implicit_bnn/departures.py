@@ -76,9 +76,7 @@ def _node_noise_runs(records: Sequence[RunRecord], part: str) -> list[RunRecord]
 def cubic_departures(records: Sequence[RunRecord]) -> str:
     """What the report says of how the grid's node-noise cubic runs depart from the paper and the authors'
     notebook (nothing where they do not, or there are none)."""
-    configs = [r.config for r in _node_noise_runs(records, "cubic")]
-    if not configs:
-        return ""
+    configs = [r.config for r in _node_noise_runs(records, "cubic")]  # none: nothing found, no text
     found = []
     if not all(c.bias_noise for c in configs):
         found.append("no bias noise (the authors' layers also multiply every bias by a noise scalar)")
@@ -98,9 +96,7 @@ def cubic_departures(records: Sequence[RunRecord]) -> str:
 def lenet_departures(records: Sequence[RunRecord]) -> str:
     """What the report says of how the grid's node-noise LeNet runs (the width and K sweeps) depart from the paper
     and the authors' code (nothing where they do not, or there are none)."""
-    configs = [r.config for r in _node_noise_runs(records, "lenet")]
-    if not configs:
-        return ""
+    configs = [r.config for r in _node_noise_runs(records, "lenet")]  # none: nothing found, no text
     found = []
     if not all(c.bias_noise for c in configs):
         found.append("no bias noise (the authors' layers always multiply the bias by one noise scalar per layer)")
