@@ -204,7 +204,8 @@ def load_dataset(
             ``"heteroscedastic"``; case is ignored.
         data_dir: MNIST / Fashion-MNIST: a folder of IDX files or a torchvision root; CIFAR: a torchvision root.
             When given, it is the only place looked.
-        normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``).
+        normalization: Image scaling (``Normalization`` or its value: ``"unit"``, ``"standard"``, ``"bbb"``,
+            ``"mnist-standard"``).
             Validated for every data set but ignored by moons, circles, cubic and heteroscedastic, which are not
             images.
         val_size: Validation part held out from the training data: an ``int`` count, a ``float`` fraction in

@@ -6,6 +6,8 @@ from enum import Enum
 
 import torch
 
+from pyro_bnn.data.images import MNIST_MEAN_STD
+
 BBB_DIVISOR = 126.0
 """Blundell et al. (2015, Bayes by Backprop) divide MNIST's 0..255 pixels by 126: inputs in [0, ~2.02]."""
 
@@ -29,6 +31,11 @@ class Normalization(str, Enum):
     BBB = "bbb"
     """``x / 126`` on the 0..255 scale, the Bayes-by-Backprop paper's choice. Data sets on another scale are
     mapped onto 0..255 first, i.e. ``x / (max_value * 126 / 255)``."""
+
+    MNIST_STANDARD = "mnist-standard"
+    """``(x / max_value - 0.1307) / 0.3081`` on every data set (every channel): MNIST's mean and sd, which some
+    papers' code applies to Fashion-MNIST too (the One Simple Trick authors' ``Normalize([0.1307], [0.3081])``).
+    On MNIST it equals ``STANDARD``."""
 
     @classmethod
     def _missing_(cls, value: object) -> Normalization:
@@ -54,9 +61,9 @@ def normalize_pixels(
         normalization: The scaling (a ``Normalization`` or its string value).
         max_value: The brightest possible pixel value (255 or 16).
         mean: Mean pixel on the [0, 1] scale, one number or one per channel (C of them); required for
-            ``STANDARD``.
+            ``STANDARD``, ignored by the others (``MNIST_STANDARD`` uses MNIST's 0.1307).
         std: Pixel standard deviation on the [0, 1] scale, one number or one per channel; required (and positive)
-            for ``STANDARD``.
+            for ``STANDARD``, ignored by the others (``MNIST_STANDARD`` uses MNIST's 0.3081).
 
     Returns:
         ``(N, C, H, W)`` float32 inputs.
@@ -73,6 +80,9 @@ def normalize_pixels(
         return pixels / max_value
     if normalization is Normalization.BBB:
         return pixels / (max_value * BBB_DIVISOR / _EIGHT_BIT_MAX)
+    if normalization is Normalization.MNIST_STANDARD:
+        mnist_mean, mnist_std = MNIST_MEAN_STD
+        return (pixels / max_value - mnist_mean) / mnist_std
     if mean is None or std is None or not all(v > 0 for v in (std if isinstance(std, tuple) else (std,))):
         raise ValueError(f"standard normalization needs a mean and a positive std, got mean={mean!r}, std={std!r}")
     if isinstance(mean, tuple) or isinstance(std, tuple):

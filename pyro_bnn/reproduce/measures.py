@@ -7,7 +7,8 @@
   authors' estimator's: their ``ece.py`` bins ``int((conf.double() - eps) * BINS)`` of float32 frequencies, which puts
   the float32 values of 0.1, 0.2, 0.3, 0.4, 0.6 and 0.8 (just above the exact edge) in the upper bin. The committed
   grids were measured this way; the difference and its size are in
-  :mod:`pyro_bnn.reproduce.papers.leaky_calibration.departures`.
+  :mod:`pyro_bnn.reproduce.papers.leaky_calibration.departures`. ``sampled_label_ece:BINS,authors`` also records
+  ``ece_sampled_BINS_authors``, binned by the authors' rule (:func:`authors_ece`).
 - ``plateaus:PER_LAYER,IMAGES``: conditional likelihood slices of ``PER_LAYER`` sampled weights per weight tensor
   of the trained point network over its first ``IMAGES`` training images (``pyro-bnn diagnose --slices``), the
   fraction of them with a flat plateau, per layer, and the fraction of input features that are 0 on every one of
@@ -33,14 +34,52 @@ from pyro_bnn.evaluation.label_frequencies import label_frequencies
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.runs import RunResult, load_data
 
+AUTHORS_BINNING = "authors"
+"""The argument of ``sampled_label_ece:BINS,authors``: record the ECE binned by the authors' rule as well."""
+
+
+def authors_ece(probs: torch.Tensor, targets: torch.Tensor, n_bins: int) -> float:
+    """ECE binned as the One Simple Trick authors' ``src/metrics/classification/ece.py`` bins it.
+
+    A confidence ``c`` (the largest of a row of float32 ``probs``) goes to bin ``int((c.double() - eps) * n_bins)``,
+    ``eps`` the float64 machine epsilon: the float32 values of 0.1, 0.2, 0.3, 0.4, 0.6 and 0.8, a hair above the
+    exact edge, land in the upper bin, where :func:`pyro_bnn.evaluation.calibration`'s right-closed bins put the
+    exact edges in the lower one. The ECE is then the usual ``sum_b |accuracy_b - confidence_b| * n_b / N``.
+
+    Args:
+        probs: ``(N, C)`` class probabilities (here, label frequencies), float32 as the authors' are.
+        targets: ``(N,)`` int64 labels.
+        n_bins: Number of equal-width bins.
+
+    Returns:
+        The ECE, a float in [0, 1].
+    """
+    confidence, prediction = probs.max(-1)
+    confidence = confidence.double()
+    eps = torch.finfo(torch.float64).eps
+    bins = ((confidence - eps) * n_bins).floor().long().clamp_(0, n_bins - 1)
+    correct = (prediction == targets).double()
+    counts = torch.bincount(bins, minlength=n_bins).double()
+    gaps = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, bins, correct - confidence)
+    # sum over bins of |sum_i (correct_i - conf_i)| / N = sum_b |accuracy_b - confidence_b| * n_b / N
+    return float(gaps.abs().sum() / counts.sum())
+
 
 def _sampled_label_ece(
-    result: RunResult, folder: Path, config: RunConfig, data_dirs: Mapping[str, str | None], n_bins: str
+    result: RunResult,
+    folder: Path,
+    config: RunConfig,
+    data_dirs: Mapping[str, str | None],
+    n_bins: str,
+    binning: str | None = None,
 ) -> dict[str, Any]:
     """``ece_sampled_BINS`` and ``accuracy_sampled`` of the label-frequency predictive (one label drawn per posterior
     sample, seeded by the run's seed). Binned as :func:`pyro_bnn.evaluation.calibration` bins, right-closed, which
     differs from the authors' ``ece.py`` at the float32 frequencies 0.1, 0.2, 0.3, 0.4, 0.6 and 0.8 (see the module
-    docstring)."""
+    docstring); with ``binning="authors"`` also ``ece_sampled_BINS_authors``, binned by their rule
+    (:func:`authors_ece`), from the same sampled labels."""
+    if binning not in (None, AUTHORS_BINNING):
+        raise ValueError(f"sampled_label_ece's second argument is {AUTHORS_BINNING!r} or nothing, got {binning!r}")
     prediction = result.prediction
     if not prediction.is_classification:
         raise ValueError("sampled_label_ece needs a classification run")
@@ -49,7 +88,10 @@ def _sampled_label_ece(
     bins = int(n_bins)
     scored = calibration(frequencies, prediction.targets, n_bins=bins)
     accuracy = float((frequencies.argmax(-1) == prediction.targets).float().mean())
-    return {f"ece_sampled_{bins}": scored.ece, "accuracy_sampled": accuracy}
+    values = {f"ece_sampled_{bins}": scored.ece, "accuracy_sampled": accuracy}
+    if binning == AUTHORS_BINNING:
+        values[f"ece_sampled_{bins}_authors"] = authors_ece(frequencies.float().cpu(), prediction.targets.cpu(), bins)
+    return values
 
 
 def _plateaus(

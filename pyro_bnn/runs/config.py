@@ -125,7 +125,8 @@ class RunConfig(Settings):
         train_subset: Train on this many examples (None: all).
         test_subset: Score on this many test examples (None: all): a fixed uniform subset, the same for every seed.
         val_size: Validation examples held out of the training set (None: the data set's default).
-        normalization: ``unit`` (/255), ``standard`` (mean/std) or ``bbb`` (/126).
+        normalization: ``unit`` (/255), ``standard`` (the data set's mean/std), ``bbb`` (/126) or
+            ``mnist-standard`` (MNIST's mean/std on any data set).
         data_dir: Where MNIST / Fashion-MNIST IDX files are (None: the usual places).
         num_samples: Posterior samples for the test metrics. None: 100, rounded up to a multiple of the guide's
             components K (``mixture:3``: 102), so that each component gives the same number; a number given must be

@@ -90,6 +90,7 @@ def test_bad_seed(seed):
         ("unit", lambda p: p / 255.0),
         ("bbb", lambda p: p / 126.0),
         ("standard", lambda p: (p / 255.0 - 0.1307) / 0.3081),
+        ("mnist-standard", lambda p: (p / 255.0 - 0.1307) / 0.3081),
     ],
 )
 def test_mnist_normalizations(mnist_dir, normalization, transform):
@@ -106,6 +107,18 @@ def test_fashion_mnist_standard_constants(mnist_dir):
     splits = load_dataset("fashion-mnist", data_dir=folder, download=False, normalization="standard", val_size=0)
     pixels = torch.from_numpy(fake.test_images).double().unsqueeze(1)
     torch.testing.assert_close(splits.test.x.double(), (pixels / 255 - 0.2860) / 0.3530, rtol=0, atol=1e-6)
+
+
+def test_mnist_standard_applies_mnists_constants_to_every_data_set(mnist_dir):
+    # The One Simple Trick authors' Normalize([0.1307], [0.3081]) on Fashion-MNIST; digits' 0..16 pixels likewise.
+    folder, fake = mnist_dir
+    splits = load_dataset("fashion-mnist", data_dir=folder, download=False, normalization="mnist-standard", val_size=0)
+    pixels = torch.from_numpy(fake.test_images).double().unsqueeze(1)
+    torch.testing.assert_close(splits.test.x.double(), (pixels / 255 - 0.1307) / 0.3081, rtol=0, atol=1e-6)
+    unit = load_dataset("digits", seed=2, normalization="unit")
+    digits = load_dataset("digits", seed=2, normalization="MNIST-Standard")
+    torch.testing.assert_close(digits.train.x, (unit.train.x - 0.1307) / 0.3081, rtol=0, atol=1e-6)
+    assert digits.normalization is Normalization.MNIST_STANDARD
 
 
 def test_bbb_maximum_is_255_over_126(mnist_dir):

@@ -272,7 +272,7 @@ def test_the_method_uses_the_authors_estimator_and_the_fused_objective_is_a_labe
         assert bnn and {s.config.elbo for s in bnn} == {"trace"}, name
         assert {s.tag("estimator") for s in bnn} == {"trace"}
         assert {(s.config.elbo, s.tag("estimator"), s.tag("objective"), s.config.model) for s in ablation} == (
-            set() if name == "gpu" else {("auto", "fused", "paper", "3fc")}
+            set() if name in ("gpu", "full-3fc-authors") else {("auto", "fused", "paper", "3fc")}
         ), name
         assert all(s.label.endswith(f"-paper-fused-s{s.config.seed}") for s in ablation)
 
@@ -285,6 +285,19 @@ def test_the_full_data_3fc_profile_is_table_1_s_3fc_cells_at_the_paper_s_scale()
         assert (config.model, config.train_subset, config.val_size, config.test_subset) == ("3fc", None, 0.3, None)
         assert (config.epochs, config.patience, config.batch_size, config.kl_scale) == (50, 3, 512, "paper")
         assert config.num_samples == 50 and spec.tag("objective") == "paper"
+
+
+def test_the_authors_profile_is_full_3fc_s_method_runs_with_the_authors_scaling_and_binning():
+    full = [s for s in LeakyCalibration().plan(PROFILES["full-3fc"], 3, {}) if s.tag("part") == "bnn"]
+    specs = LeakyCalibration().plan(PROFILES["full-3fc-authors"], 3, {})
+    assert len({s.run_id for s in specs}) == 12 and not {s.run_id for s in specs} & {s.run_id for s in full}
+    assert {s.config.normalization for s in specs} == {"mnist-standard"}
+    assert {s.measures for s in specs} == {("sampled_label_ece:10,authors",)}
+    # everything else is full-3fc's: the same configs once the scaling is put back
+    assert {dataclasses.replace(s.config, normalization="unit") for s in specs} == {s.config for s in full}
+    assert {s.config.normalization for s in full} == {"unit"} and {s.measures for s in full} == {
+        ("sampled_label_ece:10",)
+    }
 
 
 def test_the_gpu_profile_is_table_1_at_the_paper_s_data_scale_with_the_3fc_runs_of_full_3fc():

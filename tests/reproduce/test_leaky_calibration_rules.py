@@ -8,6 +8,7 @@ import torch
 
 from pyro_bnn.evaluation import calibration
 from pyro_bnn.reproduce import Verdict
+from pyro_bnn.reproduce.measures import _sampled_label_ece, authors_ece
 from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve
 from pyro_bnn.reproduce.papers.leaky_calibration.departures import ECE_BINNING
 
@@ -48,13 +49,48 @@ def test_the_departure_in_ece_binning_is_the_one_the_reports_state():
     counts[1, 0], counts[1, 1] = 37, 13  # 37/50 on class 0, the label is 1: wrong
     frequencies, labels = counts.float() / 50, torch.tensor([0, 1])
     assert calibration(frequencies, labels, n_bins=10).ece == pytest.approx(0.270, abs=1e-6)
-    confidence, predicted = frequencies.max(1)
-    bins = ((confidence.double() - torch.finfo(torch.float64).eps) * 10).int().long()  # the authors' rule
-    correct = (predicted == labels).double()
-    gaps = torch.zeros(10, dtype=torch.float64).index_add_(0, bins, correct - confidence.double())
-    assert float(gaps.abs().sum() / 2) == pytest.approx(0.470, abs=1e-6)
+    assert authors_ece(frequencies, labels, 10) == pytest.approx(0.470, abs=1e-6)  # the authors' rule
     assert "score 0.270 here and 0.470 by the authors' rule" in ECE_BINNING
     # which float32 frequencies k/50 on a decile edge the two rules bin differently: 0.1, 0.2, 0.3, 0.4, 0.6, 0.8
     edges = torch.arange(5, 51, 5).float() / 50
     upper = ((edges.double() - torch.finfo(torch.float64).eps) * 10).int() == torch.arange(1, 11)
     assert [round(float(e), 1) for e in edges[upper]] == [0.1, 0.2, 0.3, 0.4, 0.6, 0.8]
+
+
+def test_the_authors_binning_agrees_with_ours_off_the_edges_and_by_hand_on_them():
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.randint(0, 50, (400, 10), generator=generator)
+    counts[:, 0] += 1  # no row of zeros
+    frequencies = counts.float() / counts.sum(1, keepdim=True).float()
+    labels = torch.randint(0, 10, (400,), generator=generator)
+    confidence = frequencies.max(1).values
+    off_edges = ((confidence * 10 - (confidence * 10).round()).abs() > 1e-4) & (confidence > 0)
+    ours = calibration(frequencies[off_edges], labels[off_edges], n_bins=10).ece
+    assert authors_ece(frequencies[off_edges], labels[off_edges], 10) == pytest.approx(ours, abs=1e-12)
+    # by hand, 3 bins: 0.5 (bin 1 by both rules: (1/3, 2/3]), 0.9 and 1.0 (bin 2), labels right, wrong, right
+    hand = torch.tensor([[0.5, 0.5, 0.0], [0.9, 0.1, 0.0], [0.0, 0.0, 1.0]])
+    expected = (abs(1 - 0.5) * 1 + abs(0.5 - 0.95) * 2) / 3
+    assert authors_ece(hand, torch.tensor([0, 1, 2]), 3) == pytest.approx(expected, abs=1e-7)
+
+
+class _Prediction:
+    is_classification = True
+
+    def __init__(self, probs, targets):
+        self.probs, self.targets = probs, targets
+
+
+def test_the_sampled_label_measure_records_the_authors_binning_only_when_asked():
+    probs = torch.softmax(torch.randn(50, 30, 4, generator=torch.Generator().manual_seed(1)), -1)
+    result = type("Result", (), {"prediction": _Prediction(probs, torch.arange(30) % 4)})()
+
+    class Config:
+        seed = 3
+
+    plain = _sampled_label_ece(result, None, Config, {}, "10")
+    both = _sampled_label_ece(result, None, Config, {}, "10", "authors")
+    assert set(plain) == {"ece_sampled_10", "accuracy_sampled"}
+    assert {k: both[k] for k in plain} == plain  # the same sampled labels, seeded by the run's seed
+    assert 0 <= both["ece_sampled_10_authors"] <= 1
+    with pytest.raises(ValueError, match="second argument is 'authors' or nothing, got 'theirs'"):
+        _sampled_label_ece(result, None, Config, {}, "10", "theirs")
