@@ -46,10 +46,9 @@ INPUT_SCALING = (
     "effect as large as the paper's gaps (-0.012 on MNIST 3FC) and the verdicts' margins. It also bears on the "
     "plateaus: the 15.7 % of input pixels that are 0 on every slice image, whose first-layer weights have exactly "
     "flat likelihoods here, are the constant -0.424 under the authors' scaling, and those weights are no longer flat."
-    " A faithful rerun is a new grid (the normalisation is part of the run ids): on MNIST the library's "
-    '`normalization="standard"` is exactly the authors\' ((x / 255 - 0.1307) / 0.3081); on Fashion-MNIST `standard` '
-    "uses Fashion-MNIST's own 0.2860 / 0.3530, so it needs a normalisation with MNIST's constants on Fashion-MNIST, "
-    "which the library does not offer yet (`pyro_bnn/data/normalization.py`)."
+    " A faithful rerun is a new grid (the normalisation is part of the run ids): `full-3fc-authors` trains Table "
+    "1's 3FC cells at `full-3fc`'s settings with `normalization=\"mnist-standard\"` (MNIST's constants on both data "
+    "sets, as the authors do); its report is `results/leaky-calibration-full-3fc-authors`."
 )
 """The committed grids scale inputs /255 where the authors standardise them with MNIST's mean and sd."""
 
