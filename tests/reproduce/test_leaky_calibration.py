@@ -272,7 +272,7 @@ def test_the_method_uses_the_authors_estimator_and_the_fused_objective_is_a_labe
         assert bnn and {s.config.elbo for s in bnn} == {"trace"}, name
         assert {s.tag("estimator") for s in bnn} == {"trace"}
         assert {(s.config.elbo, s.tag("estimator"), s.tag("objective"), s.config.model) for s in ablation} == (
-            set() if name in ("gpu", "full-3fc-authors") else {("auto", "fused", "paper", "3fc")}
+            set() if name in ("gpu", "full-3fc-authors", "gpu-authors") else {("auto", "fused", "paper", "3fc")}
         ), name
         assert all(s.label.endswith(f"-paper-fused-s{s.config.seed}") for s in ablation)
 

@@ -7,6 +7,7 @@ import csv
 import dataclasses
 
 from pyro_bnn.reproduce import Status, Verdict
+from pyro_bnn.reproduce.papers.leaky_calibration import LeakyCalibration
 from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _table_1
 from pyro_bnn.reproduce.papers.leaky_calibration.departures import INPUT_SCALING, departures
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES
@@ -64,3 +65,13 @@ def test_the_authors_grid_states_its_accuracy_gate_from_its_own_records():
             for r in runs if r.config.activation == LEAKY]  # fmt: skip
     assert "would change sides of the 0.02 tolerance: mnist 3fc leaky:-0.5" in departures(edge)
     assert departures([dataclasses.replace(r, metrics={}) for r in runs]) == ""
+
+
+def test_the_gpu_authors_profile_is_the_gpu_grid_as_the_authors_ran_it_with_full_3fc_authors_3fc_runs():
+    gpu = LeakyCalibration().plan(PROFILES["gpu"], 3, {})
+    specs = LeakyCalibration().plan(PROFILES["gpu-authors"], 3, {})
+    assert len({s.run_id for s in specs}) == 24 and {s.config.normalization for s in specs} == {"mnist-standard"}
+    assert {dataclasses.replace(s.config, normalization="unit") for s in specs} == {s.config for s in gpu}
+    assert {s.measures for s in specs} == {("sampled_label_ece:10,authors",)}
+    full = {s.run_id for s in LeakyCalibration().plan(PROFILE, 3, {})}
+    assert {s.run_id for s in specs if s.config.model == "3fc"} == full

@@ -173,6 +173,21 @@ PROFILES = {
             "ablation_models": [],
         },
     ),
+    "gpu-authors": Profile(
+        "gpu-authors",
+        'the gpu profile as the authors ran it: their input scaling (`normalization="mnist-standard"`) and their '
+        "sampled-label ECE binning and accuracy. Its 3FC runs are full-3fc-authors' own (a device changes no run id), "
+        "so a GPU slot has the 12 CONV runs left once those are merged in. Run it with bench/device_grid.sh",
+        seeds=3,
+        settings={
+            **_TABLE_1_AT_FULL_DATA,
+            "models": ["3fc", "conv"],
+            "train_pool": {"3fc": None, "conv": None},
+            "max_epochs": {"3fc": 50, "conv": 50},
+            "ablation_models": [],
+            **AUTHORS_PREPROCESSING,
+        },
+    ),
     "paper": Profile(
         "paper",
         "the published scale, for a GPU",
