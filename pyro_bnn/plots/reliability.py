@@ -17,6 +17,7 @@ from mpl_toolkits.axes_grid1 import make_axes_locatable
 
 from pyro_bnn.checks import int_below
 from pyro_bnn.evaluation.calibration import DEFAULT_NUM_BINS, CalibrationResult, calibration
+from pyro_bnn.plots._inputs import mapping
 
 if TYPE_CHECKING:  # the plots take a Prediction without importing the prediction machinery (pyro, the model)
     from pyro_bnn.predict import Prediction
@@ -27,11 +28,25 @@ PANEL_SIZE = (4.5, 5.0)
 _HISTOGRAM_HEIGHT = "28%"
 """Height of the confidence histogram below a diagram, relative to the diagram's axes."""
 
+LEGEND_HEADROOM = 0.25
+"""The diagram's y axis runs to ``1 + LEGEND_HEADROOM``: the legend sits in that strip above accuracy 1, where no
+bar reaches (accuracy and confidence are at most 1), so it hides none (in the upper left it hid a
+low-confidence bin's bar at accuracy 1)."""
+
 
 def _root_figure(ax: Axes) -> Figure:
     """The top-level figure of ``ax``, also when ``ax`` lives in a ``SubFigure``."""
     # ax.figure is the SubFigure for axes inside one; a SubFigure's .figure is its root, a Figure's itself.
     return ax.figure.figure
+
+
+def _check_result(result: object, name: str, hint: str = "") -> CalibrationResult:
+    """``result`` if it is a :class:`CalibrationResult`; else a one-line ``ValueError`` naming ``name``."""
+    if not isinstance(result, CalibrationResult):
+        raise ValueError(
+            f"{name} must be a CalibrationResult (pyro_bnn.evaluation.calibration), got {type(result).__name__}{hint}"
+        )
+    return result
 
 
 def _draw_reliability(ax: Axes, result: CalibrationResult, *, title: str | None, label: str | None) -> Axes:
@@ -41,7 +56,8 @@ def _draw_reliability(ax: Axes, result: CalibrationResult, *, title: str | None,
         ax: axes for the diagram; it gives up the bottom part of its area to the histogram.
         result: the binned statistics to draw.
         title: axes title, or ``None`` for none.
-        label: legend label of the accuracy bars (``"accuracy"`` when ``None``); the ECE is appended.
+        label: legend label of the accuracy bars (``"accuracy"`` when ``None``); the ECE and its bin count are
+            appended, e.g. ``"accuracy, ECE (10 bins) 0.026"``.
 
     Returns:
         The histogram's axes.
@@ -63,7 +79,7 @@ def _draw_reliability(ax: Axes, result: CalibrationResult, *, title: str | None,
         color="C0",
         edgecolor="white",
         linewidth=0.5,
-        label=f"{label or 'accuracy'} (ECE = {result.ece:.3f})",
+        label=f"{label or 'accuracy'}, ECE ({result.n_bins} bins) {result.ece:.3f}",
     )
     # The gap bar spans accuracy to confidence: above the accuracy bar where the model is overconfident, into
     # it where it is underconfident.
@@ -80,9 +96,10 @@ def _draw_reliability(ax: Axes, result: CalibrationResult, *, title: str | None,
         label="gap to confidence",
     )
     ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0 + LEGEND_HEADROOM)
+    ax.set_yticks(np.linspace(0.0, 1.0, 6))
     ax.set_ylabel("accuracy")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", fontsize="x-small", ncols=2, borderaxespad=0.3, handlelength=1.5, columnspacing=1.0)
     if title is not None:
         ax.set_title(title)
 
@@ -105,7 +122,9 @@ def plot_reliability(
 
     Bars show the accuracy of each non-empty confidence bin against the diagonal of perfect calibration,
     shaded bars the gap from accuracy to the bin's mean confidence, and a lower panel the number of data
-    points per bin. The ECE is part of the accuracy bars' legend entry.
+    points per bin. The ECE, with its number of bins, is part of the accuracy bars' legend entry (``"accuracy, ECE
+    (10 bins) 0.026"``), so a diagram's ECE is not mistaken for one binned otherwise. The legend sits above
+    accuracy 1 (the y axis runs to ``1 + LEGEND_HEADROOM``), where it covers no bar.
 
     Args:
         result: binned statistics from ``pyro_bnn.evaluation.calibration``; its tensors may be on any device.
@@ -121,11 +140,7 @@ def plot_reliability(
         ValueError: ``result`` is no :class:`~pyro_bnn.evaluation.CalibrationResult` (several go to
             :func:`plot_reliability_grid`).
     """
-    if not isinstance(result, CalibrationResult):
-        hint = "; for several, use plot_reliability_grid" if isinstance(result, Mapping) else ""
-        raise ValueError(
-            f"result must be a CalibrationResult (pyro_bnn.evaluation.calibration), got {type(result).__name__}{hint}"
-        )
+    _check_result(result, "result", "; for several, use plot_reliability_grid" if isinstance(result, Mapping) else "")
     if ax is None:
         figure = Figure(figsize=PANEL_SIZE)
         ax = figure.add_subplot()
@@ -148,8 +163,13 @@ def plot_reliability_grid(results: Mapping[str, CalibrationResult], *, title: st
         A new figure with one diagram (and its histogram) per entry.
 
     Raises:
-        ValueError: ``results`` is empty.
+        ValueError: ``results`` is no mapping, is empty, or holds a value that is no
+            :class:`~pyro_bnn.evaluation.CalibrationResult` (e.g. a probability tensor: bin it with
+            :func:`~pyro_bnn.evaluation.calibration` first).
     """
+    mapping(results, "results", "a mapping {panel title: CalibrationResult}")
+    for name, result in results.items():
+        _check_result(result, f"results[{name!r}]", "; bin probabilities with calibration(probs, labels) first")
     if len(results) == 0:
         raise ValueError("results must hold at least one CalibrationResult to plot; got an empty mapping")
     num_panels = len(results)

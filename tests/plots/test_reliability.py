@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pyro_bnn.evaluation import calibration
@@ -61,8 +62,8 @@ def test_plot_reliability_draws_accuracy_gap_and_histogram(result):
     _check_diagram(ax, histogram_ax, result)
     assert ax.get_title() == "ReLU"
     legend_texts = [text.get_text() for text in ax.get_legend().get_texts()]
-    # ECE = 0.425 / 3 = 0.1417
-    assert f"ReLU (ECE = {0.425 / 3:.3f})" in legend_texts
+    # ECE = 0.425 / 3 = 0.1417, over 10 bins
+    assert f"ReLU, ECE (10 bins) {0.425 / 3:.3f}" in legend_texts
     # The diagonal of perfect calibration.
     (diagonal,) = ax.get_lines()
     np.testing.assert_array_equal(diagonal.get_xydata(), [[0, 0], [1, 1]])
@@ -74,7 +75,7 @@ def test_plot_reliability_into_given_axes_returns_its_figure(result):
     assert plot_reliability(result, ax=ax) is figure
     assert figure.axes[0] is ax and len(figure.axes) == 2
     accuracy_bars, _ = _bar_containers(ax)
-    assert accuracy_bars.get_label().startswith("accuracy (ECE = ")
+    assert accuracy_bars.get_label().startswith("accuracy, ECE (10 bins) ")
 
 
 def test_plot_reliability_into_a_subfigure_returns_the_root_figure(result):
@@ -101,11 +102,42 @@ def test_plot_reliability_grid_has_one_titled_panel_per_result(result):
     assert figure.get_suptitle() == "Fashion-MNIST"
     _check_diagram(relu_ax, relu_histogram, result)
     _check_diagram(leaky_ax, leaky_histogram, other)
-    # ECE of the 15-bin result is 0.325.
-    assert any("ECE = 0.325" in c.get_label() for c in leaky_ax.containers)
+    # ECE of the 15-bin result is 0.325; each panel's legend names its own bin count, so two ECEs of one model
+    # binned differently (a 15-bin table next to a 10-bin figure) read as what they are.
+    assert any(c.get_label() == "accuracy, ECE (15 bins) 0.325" for c in leaky_ax.containers)
+    assert any(c.get_label() == f"accuracy, ECE (10 bins) {0.425 / 3:.3f}" for c in relu_ax.containers)
     assert not math.isnan(other.ece)
 
 
 def test_plot_reliability_grid_rejects_an_empty_mapping():
     with pytest.raises(ValueError, match="got an empty mapping"):
         plot_reliability_grid({})
+
+
+def test_plot_reliability_grid_refuses_what_is_not_binned_in_one_line():
+    with pytest.raises(ValueError, match=r"results\['m'\] must be a CalibrationResult .* got Tensor") as error:
+        plot_reliability_grid({"m": PROBS})
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=r"results must be a mapping \{panel title: CalibrationResult\}, got list"):
+        plot_reliability_grid([calibration(PROBS, LABELS, n_bins=10)])
+
+
+def test_the_legend_covers_no_bar():
+    """A low-confidence bin at accuracy 1 (bin 0.3-0.4: two points of confidence 0.35, both right) had its bar under
+    the legend in the upper left; the legend now sits above accuracy 1, where no bar reaches."""
+    probs = torch.tensor([[0.35, 0.33, 0.32], [0.35, 0.33, 0.32], [0.9, 0.05, 0.05], [0.9, 0.05, 0.05]])
+    labels = torch.tensor([0, 0, 0, 1])
+    result = calibration(probs, labels, n_bins=10)
+    assert result.bin_accuracy[3] == 1.0 and result.bin_counts[3] == 2
+    for figure in (
+        plot_reliability(result, label="a long model name"),
+        plot_reliability_grid({"a": result, "b": result}),
+    ):
+        renderer = FigureCanvasAgg(figure).get_renderer()
+        figure.draw(renderer)
+        for ax in figure.axes[: len(figure.axes) // 2]:  # the diagrams; the histograms come after
+            legend = ax.get_legend().get_window_extent(renderer)
+            bars = [bar.get_window_extent(renderer) for container in ax.containers for bar in container]
+            assert bars and not any(legend.overlaps(bar) for bar in bars)
+            # Every tick label is an accuracy in [0, 1]; the strip above holds only the legend.
+            assert list(ax.get_yticks()) == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
