@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from matplotlib.figure import Figure
 
@@ -17,7 +18,7 @@ from pyro_bnn.evaluation.galleries import GalleryEntry
 
 
 def plot_gallery(
-    images: torch.Tensor,
+    images: torch.Tensor | np.ndarray,
     entries: Sequence[GalleryEntry],
     *,
     class_names: Sequence[str] | None = None,
@@ -27,8 +28,8 @@ def plot_gallery(
     """One panel per entry: ``images[entry.index]`` with "true / predicted" and "p = probability ± spread".
 
     Args:
-        images: ``(N, C, H, W)`` the scored inputs (one channel shown grey, three as colour; each image is scaled
-            to its own range, so normalised inputs show as they were).
+        images: ``(N, C, H, W)`` the scored inputs, a tensor or an array (one channel shown grey, three as
+            colour; each image is scaled to its own range, so normalised inputs show as they were).
         entries: What to show, in order.
         class_names: A name per class (default: the class numbers).
         columns: Panels per row (>= 1).
@@ -41,6 +42,7 @@ def plot_gallery(
     if not entries:
         raise ValueError("a gallery needs at least one entry, got none")
     columns = positive_int(columns, "columns")
+    images = torch.as_tensor(images)
     if images.dim() != 4 or images.shape[1] not in (1, 3):
         raise ValueError(f"images must be (N, C, H, W) with C = 1 or 3, got shape {tuple(images.shape)}")
     bad = [e.index for e in entries if not 0 <= e.index < images.shape[0]]

@@ -6,9 +6,13 @@ Built with the object API (``matplotlib.figure.Figure``), never through ``pyplot
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from pyro_bnn.plots._inputs import panel_names
 from pyro_bnn.predict.maps import PredictiveMap
 
 QUANTITIES = {
@@ -21,27 +25,30 @@ QUANTITIES = {
 
 def plot_predictive_map(
     pmap: PredictiveMap,
-    points: torch.Tensor | None = None,
-    labels: torch.Tensor | None = None,
+    points: torch.Tensor | np.ndarray | None = None,
+    labels: torch.Tensor | np.ndarray | None = None,
     *,
-    quantities: tuple[str, ...] = ("probability", "sd"),
+    quantities: str | Sequence[str] = ("probability", "sd"),
     title: str | None = None,
 ) -> Figure:
     """One panel per quantity of ``pmap``, with the 0.5 contour of the probability and the points on top.
 
     Args:
         pmap: The map.
-        points: ``(N, 2)`` inputs to draw (the training data), or None.
-        labels: ``(N,)`` their classes (colours), or None.
-        quantities: Names in :data:`QUANTITIES`, one panel each.
+        points: ``(N, 2)`` inputs to draw (the training data), a tensor or an array, or None.
+        labels: ``(N,)`` their classes (colours), a tensor or an array, or None.
+        quantities: Names in :data:`QUANTITIES`, one panel each; one str is one name.
         title: The figure's title.
 
     Raises:
-        ValueError: an unknown quantity, or points that are not ``(N, 2)`` with one label each.
+        ValueError: no quantity or an unknown one, or points that are not ``(N, 2)`` with one label each.
     """
+    quantities = panel_names(quantities, "quantities")
     unknown = [q for q in quantities if q not in QUANTITIES]
-    if unknown or not quantities:
-        raise ValueError(f"unknown map quantity {unknown or quantities!r}; expected some of {', '.join(QUANTITIES)}")
+    if unknown:
+        raise ValueError(f"unknown map quantity {unknown[0]!r}; expected some of {', '.join(QUANTITIES)}")
+    points = None if points is None else torch.as_tensor(points)
+    labels = None if labels is None else torch.as_tensor(labels)
     if points is not None and (points.dim() != 2 or points.shape[1] != 2):
         raise ValueError(f"points must be (N, 2), got shape {tuple(points.shape)}")
     if points is not None and labels is not None and labels.shape != points.shape[:1]:

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from pyro_bnn.plots._inputs import panel_names
+
 NUM_BINS = 40
 """Histogram bins per panel, shared by both sides so that their bars line up."""
 
@@ -34,7 +36,7 @@ def plot_ood_histograms(
     in_scores: Mapping[str, torch.Tensor],
     out_scores: Mapping[str, torch.Tensor],
     *,
-    names: Sequence[str] = ("entropy", "mutual_information"),
+    names: str | Sequence[str] = ("entropy", "mutual_information"),
     in_label: str = "in-distribution",
     out_label: str = "out-of-distribution",
     metrics: Mapping[str, Mapping[str, float]] | None = None,
@@ -46,7 +48,7 @@ def plot_ood_histograms(
         in_scores: ``{score name: (N_in,) tensor}``, e.g. :func:`pyro_bnn.evaluation.ood_scores` of the
             in-distribution predictive; tensors may be on any device.
         out_scores: ``{score name: (N_out,) tensor}`` of the OOD inputs.
-        names: The scores to draw, left to right.
+        names: The scores to draw, left to right; one str is one score.
         in_label: Legend label of the in-distribution histogram.
         out_label: Legend label of the OOD histogram, e.g. the OOD set's name.
         metrics: :func:`pyro_bnn.evaluation.ood_metrics`' result, or None; where given, each panel's title
@@ -60,8 +62,7 @@ def plot_ood_histograms(
     Raises:
         ValueError: ``names`` is empty, names a score one side lacks, or a side's score is empty or not finite.
     """
-    if len(names) == 0:
-        raise ValueError("names must list at least one score to plot; got none")
+    names = panel_names(names, "names")
     figure = Figure(figsize=(4.4 * len(names), 3.4), layout="constrained")
     axes = figure.subplots(1, len(names), squeeze=False)[0]
     for ax, name in zip(axes, names, strict=True):

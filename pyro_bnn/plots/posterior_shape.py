@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from pyro_bnn.plots._inputs import mapping, panel_names
+
 PANEL_SIZE = (2.8, 2.2)
 """Width and height in inches of one marginal panel."""
 
@@ -30,7 +32,7 @@ def _numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
 
 def _scalars(
     samples: Mapping[str, torch.Tensor],
-    sites: Sequence[str] | None,
+    sites: str | Sequence[str] | None,
     indices: Sequence[tuple[str, tuple[int, ...]]] | None,
     max_panels: int,
 ) -> list[tuple[str, tuple[int, ...]]]:
@@ -39,7 +41,7 @@ def _scalars(
         chosen = [(site, tuple(int(i) for i in index)) for site, index in indices]
     else:
         chosen = []
-        for site in sites if sites is not None else list(samples):
+        for site in panel_names(sites, "sites") if sites is not None else list(samples):
             if site not in samples:
                 raise ValueError(f"samples hold no site {site!r}; they hold {sorted(samples)[:8]}")
             shape = tuple(samples[site].shape[2:])
@@ -57,7 +59,7 @@ def _scalars(
 
 def plot_marginals(
     samples: Mapping[str, torch.Tensor],
-    sites: Sequence[str] | None = None,
+    sites: str | Sequence[str] | None = None,
     *,
     indices: Sequence[tuple[str, tuple[int, ...]]] | None = None,
     comparison: Mapping[str, torch.Tensor] | None = None,
@@ -74,7 +76,8 @@ def plot_marginals(
 
     Args:
         samples: ``{site: (chain, draw, *site_shape)}``, e.g. NUTS draws (aligned across chains, ideally).
-        sites: Sites whose first scalars fill the panels (default all, in order) when ``indices`` is None.
+        sites: Sites whose first scalars fill the panels (default all, in order) when ``indices`` is None; one str
+            is one site.
         indices: Exactly which scalars: ``[(site, index tuple), ...]``.
         comparison: Draws of the same sites from another posterior, ``{site: (chain, draw, *site_shape)}``
             (e.g. VI, aligned to ``samples``), drawn pooled as a grey histogram.
@@ -88,9 +91,19 @@ def plot_marginals(
         The figure.
 
     Raises:
-        ValueError: a site or index that is not in ``samples``, or nothing to plot.
+        ValueError: a site or index that is not in ``samples``, a ``comparison`` site whose shape differs from
+            the same site's in ``samples``, or nothing to plot.
     """
+    mapping(samples, "samples", "a mapping {site: (chain, draw, *site_shape) draws}")
     chosen = _scalars(samples, sites, indices, max_panels)
+    if comparison is not None:
+        mapping(comparison, "comparison", "a mapping {site: (chain, draw, *site_shape) draws}")
+        for site in dict.fromkeys(site for site, _ in chosen):
+            if site in comparison and tuple(comparison[site].shape[2:]) != tuple(samples[site].shape[2:]):
+                raise ValueError(
+                    f"comparison[{site!r}] has site shape {tuple(comparison[site].shape[2:])}, samples[{site!r}] "
+                    f"{tuple(samples[site].shape[2:])}; the same site must have the same shape in both"
+                )
     columns = max(1, min(columns, len(chosen)))
     rows = math.ceil(len(chosen) / columns)
     figure = Figure(figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows + 0.4), layout="constrained")

@@ -20,8 +20,9 @@ GAP_FACTOR = 10.0
 a region without training data."""
 
 
-def _column(values: ArrayLike, name: str, length: int | None = None) -> np.ndarray:
-    """``values`` of shape ``(M,)`` or ``(M, 1)`` as a float64 vector; checks the length when given."""
+def _column(values: ArrayLike, name: str, length: int | None = None, *, finite: bool = True) -> np.ndarray:
+    """``values`` of shape ``(M,)`` or ``(M, 1)`` as a float64 vector; checks the length when given, and with
+    ``finite`` that every value is finite (matplotlib fails on a NaN axis limit, far from its cause)."""
     if isinstance(values, torch.Tensor):
         values = values.detach().cpu().double().numpy()
     array = np.asarray(values, dtype=np.float64)
@@ -31,6 +32,9 @@ def _column(values: ArrayLike, name: str, length: int | None = None) -> np.ndarr
         raise ValueError(f"{name} must have shape (M,) or (M, 1) (one input and one output); got {array.shape}")
     if length is not None and len(array) != length:
         raise ValueError(f"{name} must hold {length} values, one per point of its x; got {len(array)}")
+    if finite and not np.isfinite(array).all():
+        index = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise ValueError(f"{name} must be finite numbers; found {array[index]:.6g} at index {index}")
     return array
 
 
@@ -85,15 +89,18 @@ def plot_regression(
 
     Raises:
         ValueError: A shape does not fit (more than one input or output dimension, lengths that differ), only
-            one of ``x_train`` / ``y_train`` is given, ``x_test`` is empty, or ``std`` has a negative or NaN entry.
+            one of ``x_train`` / ``y_train`` is given, ``x_test`` is empty, a value is not finite (NaN or
+            infinite), or ``std`` has a negative entry.
     """
     x = _column(x_test, "x_test")
     if len(x) == 0:
         raise ValueError("x_test holds no point; plot_regression needs at least one")
     mean_ = _column(mean, "mean", len(x))
-    std_ = _column(std, "std", len(x))
-    if not (std_ >= 0).all():  # NaN fails too
-        raise ValueError(f"std must be non-negative numbers; found {std_[~(std_ >= 0)][0]:.6g}")
+    std_ = _column(std, "std", len(x), finite=False)
+    if not ((std_ >= 0) & np.isfinite(std_)).all():  # NaN fails too
+        raise ValueError(
+            f"std must be non-negative finite numbers; found {std_[~((std_ >= 0) & np.isfinite(std_))][0]:.6g}"
+        )
     if (x_train is None) != (y_train is None):
         raise ValueError("x_train and y_train go together: pass both or neither")
     order = np.argsort(x, kind="stable")

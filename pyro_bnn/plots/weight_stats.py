@@ -99,17 +99,24 @@ def plot_pruning(rows: Sequence[Mapping[str, Any]], *, title: str | None = None)
     """Test error (%) against the proportion of weights removed (%), one line per ranking.
 
     Args:
-        rows: :func:`~pyro_bnn.diagnostics.pruning.pruning_table` output.
+        rows: :func:`~pyro_bnn.diagnostics.pruning.pruning_table` output: one ``{"fraction": share of weights
+            removed, "error_<ranking>": test error, ...}`` per pruning level, shares and errors in ``[0, 1]``.
         title: Axes title.
 
     Raises:
-        ValueError: no rows, or rows without ``error_*`` columns.
+        ValueError: no rows, rows without ``error_*`` columns, or a row without ``"fraction"`` or one of the first
+            row's ``error_*`` columns.
     """
     if not rows:
         raise ValueError("plot_pruning needs at least one row")
     rankings = [key[len("error_") :] for key in rows[0] if key.startswith("error_")]
     if not rankings:
         raise ValueError("plot_pruning needs rows with error_<ranking> columns (pruning_table's output)")
+    needed = ["fraction", *(f"error_{ranking}" for ranking in rankings)]
+    for index, row in enumerate(rows):
+        missing = [key for key in needed if key not in row]
+        if missing:
+            raise ValueError(f"row {index} has no {missing[0]!r}; pruning_table's rows have {needed}")
     ordered = sorted(rows, key=lambda row: row["fraction"])
     fractions = [100 * row["fraction"] for row in ordered]
     figure = Figure(figsize=(5.0, 3.6), layout="constrained")
