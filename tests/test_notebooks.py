@@ -8,6 +8,7 @@ on the variables it defines, so a notebook that runs but computes nothing useful
 
 import json
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -164,3 +165,37 @@ def test_notebook_runs(path, notebook_process):
     if path.stem != "quickstart":
         assert namespace["SMOKE"] is True
     CHECKS[path.stem](namespace)
+
+
+def _markdown(name: str) -> str:
+    cells = json.loads((NOTEBOOK_DIR / f"{name}.ipynb").read_text())["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+
+
+def _full_run_value(name: str, parameter: str) -> int:
+    """A parameter's full-run value from the first code cell's ``NAME = smoke if SMOKE else full`` line."""
+    match = re.search(rf"^{parameter} = \S+ if SMOKE else (\d+)", _code_cells(NOTEBOOK_DIR / f"{name}.ipynb")[0], re.M)
+    assert match, f"{name}: no full-run value of {parameter}"
+    return int(match.group(1))
+
+
+def test_the_pareto_k_threshold_is_arviz_s_for_the_full_run():
+    """ArviZ calls a Pareto k bad above min(1 - 1/log10(S), 0.7) for S draws, not above 0.7: notebook 03 says
+    which threshold its full run's draws get (0.64 for 4 chains of 150)."""
+    az = pytest.importorskip("arviz")
+    chains, draws = (
+        _full_run_value("03_posterior_shape", "NUTS_CHAINS"),
+        _full_run_value("03_posterior_shape", "NUTS_SAMPLES"),
+    )
+    generator = torch.Generator().manual_seed(0)
+    idata = az.from_dict(
+        posterior={"w": torch.randn(chains, draws, generator=generator).numpy()},
+        log_likelihood={"y": (torch.randn(chains, draws, 20, generator=generator) - 1).numpy()},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        threshold = az.loo(idata, pointwise=True).good_k
+    assert (chains, draws, round(threshold, 2)) == (4, 150, 0.64)
+    prose = _markdown("03_posterior_shape")
+    assert f"{threshold:.2f} for the full run's {chains * draws} draws" in prose
+    assert "(k > 0.7)" not in prose
