@@ -8,7 +8,7 @@ the ratio is batched over separate throughput at the same R. Workloads:
 
 - ``moons``: the 2-5-5-2 tanh net on 700 two-moons points, full batch, 300 steps (the ``priors`` grid's runs);
 - ``3fc``: the 3FC (784-1200-1200-10, ReLU) on Fashion-MNIST, batch 128, 20 steps;
-- ``lenet``: LeNet-5 on Fashion-MNIST, batch 128, 20 steps.
+- ``lenet``: LeNet (42 k weights) on Fashion-MNIST, batch 128, 20 steps.
 
 Each R is timed in 3 rounds after a warm-up round; a round trains 2 runs alone, then R runs as one batch, so that a
 drift of the machine's speed hits both; the medians are kept. Writes ``bench/BATCHED.md`` and
@@ -89,7 +89,7 @@ def _workloads(device: torch.device, long_steps: int = 0) -> dict[str, dict]:
             "batch": 128,
             "epochs": 1,
             "lr": 1e-3,
-            "what": f"LeNet-5 on {source}, batch 128, 20 steps",
+            "what": f"LeNet (42 k weights) on {source}, batch 128, 20 steps",
         },
     }
     for name in ("3fc", "lenet") if long_steps else ():

@@ -12,6 +12,19 @@ from torch import nn
 from pyro_bnn.checks import positive_int, positive_ints  # noqa: F401 - also importable from here, as before
 from pyro_bnn.nn import ActivationLike, make_activation
 
+MAX_WIDTH = 2**31 - 1
+"""The largest number a model string takes (a hidden width, a width multiplier, a WRN depth or widen factor):
+2**31 - 1, the largest int32. A larger one made torch's layer constructors fail with a C++ stack trace."""
+
+
+def bounded_width(arg: str, name: str) -> int:
+    """The decimal string ``arg`` (checked to be one by the caller) as an int, if at most :data:`MAX_WIDTH`;
+    ``"{name} must be at most 2147483647 (2**31 - 1), got '99999999999'"`` otherwise (no huge int is made)."""
+    digits = arg.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_WIDTH)) or int(digits) > MAX_WIDTH:
+        raise ValueError(f"{name} must be at most {MAX_WIDTH} (2**31 - 1), got {arg!r}")
+    return int(digits)
+
 
 def dropout_probability(dropout: float) -> float:
     """Returns ``dropout`` as a float if it lies in ``[0, 1)``, else raises ``ValueError``.

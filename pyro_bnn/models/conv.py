@@ -36,6 +36,9 @@ class ConvNet(SequentialNet):
         ValueError: If ``input_shape`` is not 3-D, or another argument is invalid.
     """
 
+    default_activation = "relu"
+    """What ``activation=None`` builds (:func:`~pyro_bnn.models.default_activation`)."""
+
     def __init__(
         self,
         input_shape: Sequence[int],
@@ -48,11 +51,11 @@ class ConvNet(SequentialNet):
         shape = as_image_shape(input_shape, "conv")
         num_classes = positive_int(num_classes, "num_classes")
         dropout = dropout_probability(dropout)
-        if len(channels) != 2:
-            raise ValueError(f"channels must be two positive ints, got {channels!r}")
+        if isinstance(channels, (str, bytes)) or not isinstance(channels, Sequence) or len(channels) != 2:
+            raise ValueError(f"channels must be a sequence of two positive ints, got {channels!r}")
         first, second = (positive_int(c, "every entry of channels") for c in channels)
         if activation is None:
-            activation = "relu"
+            activation = self.default_activation
         height, width = final_spatial_size(shape, [_STRIDED_CONV] * 2, "conv")
 
         kernel, stride, padding = _STRIDED_CONV

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation
+from pyro_bnn.models.base import SequentialNet, bounded_width, dropout_probability, hidden_activation
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import SpatialStage, as_image_shape, final_spatial_size
 from pyro_bnn.nn import ActivationLike
@@ -22,7 +22,7 @@ def _parse_width(args: list[str]) -> dict[str, object]:
     """``["2"]`` -> ``{"width": 2}``, the argument of ``lenet:M``."""
     if len(args) != 1 or not re.fullmatch(r"[1-9][0-9]*", args[0]):
         raise ValueError(f"lenet takes one width multiplier, a positive int (lenet:2), got {','.join(args)!r}")
-    return {"width": int(args[0])}
+    return {"width": bounded_width(args[0], "lenet's width multiplier")}
 
 
 @register_model("lenet", arguments=ModelArguments("M", _parse_width))
@@ -52,6 +52,9 @@ class LeNet(SequentialNet):
             invalid.
     """
 
+    default_activation = "relu"
+    """What ``activation=None`` builds (:func:`~pyro_bnn.models.default_activation`)."""
+
     def __init__(
         self,
         input_shape: Sequence[int],
@@ -66,7 +69,7 @@ class LeNet(SequentialNet):
         num_classes = positive_int(num_classes, "num_classes")
         dropout = dropout_probability(dropout)
         if activation is None:
-            activation = "relu"
+            activation = self.default_activation
         side_h, side_w = final_spatial_size(shape, [_CONV5, _POOL2, _CONV5, _POOL2, _CONV4], "lenet")
 
         layers: list[tuple[str, nn.Module]] = [

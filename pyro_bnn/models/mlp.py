@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from pyro_bnn.checks import positive_int, positive_ints
-from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation
+from pyro_bnn.models.base import SequentialNet, bounded_width, dropout_probability, hidden_activation
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_input_shape
 from pyro_bnn.nn import ActivationLike
@@ -23,10 +23,13 @@ DEFAULT_MLP_WIDTHS = (256, 256)
 
 def _parse_hidden_widths(args: list[str]) -> dict[str, object]:
     """``["256", "256"]`` -> ``{"hidden_widths": (256, 256)}``, the arguments of ``mlp:W1,W2,...``."""
+    widths = []
     for arg in args:
-        if not arg.isdecimal() or int(arg) < 1:
+        width = bounded_width(arg, "hidden widths") if arg.isdecimal() else 0
+        if width < 1:
             raise ValueError(f"hidden widths must be positive ints, got {arg!r}")
-    return {"hidden_widths": tuple(int(arg) for arg in args)}
+        widths.append(width)
+    return {"hidden_widths": tuple(widths)}
 
 
 @register_model("mlp", arguments=ModelArguments("W1,W2,...", _parse_hidden_widths))
@@ -158,4 +161,5 @@ class TanhSmallMLP(MLP):
         dropout: float = 0.0,
         widths: Sequence[int] = (5, 5),
     ) -> None:
+        widths = positive_ints(widths, "widths")  # named as the caller named it, not as MLP's hidden_widths
         super().__init__(input_shape, num_classes, widths, activation=activation, dropout=dropout)

@@ -5,7 +5,9 @@ A factory is a class or function called as::
 
     factory(input_shape=..., num_classes=..., activation=..., dropout=..., **options) -> nn.Module
 
-where ``activation=None`` means the model's own default. Names are case-insensitive (``"3FC"`` is ``"3fc"``).
+where ``activation=None`` means the model's own default, which the factory declares in a ``default_activation``
+attribute (a class attribute, or one set on the function) when it is not ReLU (:func:`default_activation`; ``tanh``
+for ``tanh-small`` and ``tanh-cnn``). Names are case-insensitive (``"3FC"`` is ``"3fc"``).
 
 A model string (the CLI's ``--model``, ``RunConfig.model``) is ``name`` or ``name:arg1,arg2,...``. Only models
 registered with :class:`ModelArguments` take arguments after the colon; they say how the arguments become
@@ -29,6 +31,10 @@ ModelFactory = Callable[..., nn.Module]
 """Builds a net from ``input_shape``, ``num_classes``, ``activation``, ``dropout`` and model options."""
 
 FactoryT = TypeVar("FactoryT", bound=ModelFactory)
+
+DEFAULT_ACTIVATION = "relu"
+"""The activation a factory builds with ``activation=None`` unless it declares another in its
+``default_activation`` attribute."""
 
 _COMMON_ARGUMENTS_ORDER = ("input_shape", "num_classes", "activation", "dropout")
 _COMMON_ARGUMENTS = frozenset(_COMMON_ARGUMENTS_ORDER)
@@ -80,6 +86,12 @@ def register_model(
         @register_model("my-mlp")
         def my_mlp(*, input_shape, num_classes, activation=None, dropout=0.0, width=64):
             return MLP(input_shape, num_classes, [width], activation=activation or "tanh", dropout=dropout)
+
+        my_mlp.default_activation = "tanh"  # what activation=None builds (RunConfig fills it in)
+
+    A factory whose ``activation=None`` builds anything but ReLU says which in a ``default_activation``
+    attribute, an activation string (:func:`default_activation`): a run's resolved config and ``config.json`` name
+    it, so they say which activation ran.
 
     Args:
         name: Registry name (case-insensitive, without ``:``).
@@ -207,6 +219,24 @@ def parse_model_spec(spec: str) -> ModelSpec:
     """
     parsed = MODEL_FAMILY.parse(spec)
     return ModelSpec(parsed.name, dict(parsed.values))
+
+
+def default_activation(model: str) -> str:
+    """The activation ``model`` builds when given ``activation=None``: its factory's ``default_activation``
+    attribute, else :data:`DEFAULT_ACTIVATION` (``relu``); ``tanh`` for ``tanh-small`` and ``tanh-cnn``.
+
+    Args:
+        model: A model string, as for :func:`parse_model_spec` (``"mlp:256,256"``).
+
+    Raises:
+        ValueError: ``model`` does not parse (:func:`parse_model_spec`'s message), or its factory's
+            ``default_activation`` is not a string (one line naming both).
+    """
+    key = parse_model_spec(model).name
+    declared = getattr(_REGISTRY[key], "default_activation", DEFAULT_ACTIVATION)
+    if not isinstance(declared, str):
+        raise ValueError(f"model {key!r}: its default_activation must be an activation string, got {declared!r}")
+    return declared
 
 
 def _model_options(factory: ModelFactory) -> list[str] | None:

@@ -36,6 +36,9 @@ class TanhCNN(SequentialNet):
             invalid.
     """
 
+    default_activation = "tanh"
+    """What ``activation=None`` builds (:func:`~pyro_bnn.models.default_activation`)."""
+
     def __init__(
         self,
         input_shape: Sequence[int],
@@ -48,7 +51,7 @@ class TanhCNN(SequentialNet):
         num_classes = positive_int(num_classes, "num_classes")
         dropout = dropout_probability(dropout)
         if activation is None:
-            activation = "tanh"
+            activation = self.default_activation
         height, width = final_spatial_size(shape, [_CONV5, _POOL2, _CONV5, _POOL2], "tanh-cnn")
 
         layers: list[tuple[str, nn.Module]] = [

@@ -171,13 +171,15 @@ def torchvision_resnet(
     """
     from torchvision import models
 
+    builders = {18: models.resnet18, 50: models.resnet50}
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth not in builders:
+        raise ValueError(f"resnet depth must be 18 or 50, got {depth!r}")
     model = f"resnet{depth}"
     shape = as_image_shape(input_shape, model)
     num_classes = positive_int(num_classes, "num_classes")
     if dropout_probability(dropout) > 0:
         raise ValueError(f"{model} has no dropout layers; dropout must be 0, got {dropout!r}")
     _check_relu(activation, model)
-    builders = {18: models.resnet18, 50: models.resnet50}
     net = builders[depth](weights=None, num_classes=num_classes)
     channels, height, width = shape
     if max(height, width) <= SMALL_IMAGE_SIDE:

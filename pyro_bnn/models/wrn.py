@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.models.base import SequentialNet, dropout_probability
+from pyro_bnn.models.base import SequentialNet, bounded_width, dropout_probability
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_image_shape
 from pyro_bnn.nn import ActivationLike, make_activation
@@ -33,10 +33,13 @@ def _parse_depth_and_widen(args: list[str]) -> dict[str, object]:
     """``["16", "4"]`` -> ``{"depth": 16, "widen_factor": 4}``, the arguments of ``wrn:DEPTH,WIDEN``."""
     if len(args) != 2:
         raise ValueError(f"wrn takes two arguments, DEPTH and WIDEN, got {len(args)}")
+    values = []
     for label, arg in zip(("DEPTH", "WIDEN"), args, strict=True):
-        if not arg.isdecimal() or int(arg) < 1:
+        value = bounded_width(arg, label) if arg.isdecimal() else 0
+        if value < 1:
             raise ValueError(f"{label} must be a positive int, got {arg!r}")
-    depth, widen = int(args[0]), int(args[1])
+        values.append(value)
+    depth, widen = values
     wrn_blocks_per_group(depth)
     return {"depth": depth, "widen_factor": widen}
 
@@ -108,6 +111,9 @@ class WideResNet(SequentialNet):
             argument is invalid.
     """
 
+    default_activation = "relu"
+    """What ``activation=None`` builds (:func:`~pyro_bnn.models.default_activation`)."""
+
     def __init__(
         self,
         input_shape: Sequence[int],
@@ -124,7 +130,7 @@ class WideResNet(SequentialNet):
         blocks = wrn_blocks_per_group(depth)
         widen_factor = positive_int(widen_factor, "widen_factor")
         if activation is None:
-            activation = "relu"
+            activation = self.default_activation
 
         stem_width = 16
         layers: list[tuple[str, nn.Module]] = [

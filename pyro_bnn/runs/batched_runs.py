@@ -178,15 +178,17 @@ AUTO_MEMORY_SHARE = 0.25
 CPU_MAX_WEIGHTS = 1 << 15
 """``auto`` batches runs on a CPU only below this many weights per run. Above it a step is bound by passes over the
 weights (memory bandwidth), which batching does not reduce; it only saves per-step overhead, and on a 2-core CPU four
-batched 3FC runs (2.8 M weights) took 1.4x as long as four separate ones, LeNet-5 (62 k) about as long, while 32
-moons nets (57 weights) trained 7x faster (``bench/BATCHED.md``)."""
+batched 3FC runs (2.8 M weights) took 1.4x as long as four separate ones, four of the zoo's ``lenet`` (the
+implicit-BNN paper's LeNet, 41,806 weights) about as long, while 32 moons nets (57 weights) trained 7x faster
+(``bench/BATCHED.md``)."""
 
 
 @functools.cache
-def _net_size(dataset: str, model: str) -> tuple[int, int]:
-    """``(weights, activations per example)`` of ``model`` built for ``dataset`` (built once per pair)."""
+def _net_size(dataset: str, model: str, activation: str | None) -> tuple[int, int]:
+    """``(weights, activations per example)`` of ``model`` built for ``dataset`` with ``activation`` (built once
+    per triple)."""
     shape = dataset_shape(dataset)
-    net = build_model(model, input_shape=shape.input_shape, num_classes=shape.num_classes or 1)
+    net = build_model(model, input_shape=shape.input_shape, num_classes=shape.num_classes or 1, activation=activation)
     weights = sum(p.numel() for p in net.parameters())
     activations = 0
 
@@ -212,7 +214,8 @@ def run_memory_bytes(config: RunConfig) -> int:
     and the pre-activations) and its input (the particles' copies of the batch); a point estimate draws no weights,
     and with dropout 2 numbers per activation (the masks and their draws); node noise draws no weights and counts
     its S copies of every example as particles."""
-    weights, activations = _net_size(config.dataset, config.model)
+    config = config.resolved()
+    weights, activations = _net_size(config.dataset, config.model, config.activation)
     inputs = math.prod(dataset_shape(config.dataset).input_shape)
     guide = parse_guide(config.guide)
     particles = config.num_particles if guide.random_weights else 1
@@ -236,7 +239,9 @@ def auto_batch_runs(config: RunConfig) -> int:
     """How many runs like ``config`` ``--batch-runs auto`` puts in one batch: as many as fit in
     :data:`AUTO_MEMORY_SHARE` of the free memory by :func:`run_memory_bytes`, at most :data:`AUTO_MAX_RUNS`, at
     least 1; on a CPU, 1 for networks of :data:`CPU_MAX_WEIGHTS` weights or more (batching does not pay there)."""
-    if resolve_device(config.device).type == "cpu" and _net_size(config.dataset, config.model)[0] >= CPU_MAX_WEIGHTS:
+    config = config.resolved()
+    weights = _net_size(config.dataset, config.model, config.activation)[0]
+    if resolve_device(config.device).type == "cpu" and weights >= CPU_MAX_WEIGHTS:
         return 1
     budget = AUTO_MEMORY_SHARE * free_memory_bytes(config.device)
     return max(1, min(AUTO_MAX_RUNS, int(budget // max(1, run_memory_bytes(config)))))

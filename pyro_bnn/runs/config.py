@@ -32,7 +32,7 @@ from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
 from pyro_bnn.infer.objective_registry import check_objective, make_objective
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
-from pyro_bnn.models import parse_model_spec
+from pyro_bnn.models import default_activation, parse_model_spec
 from pyro_bnn.nn import parse_activation
 from pyro_bnn.priors import parse_prior
 from pyro_bnn.runs.config_checks import (
@@ -64,8 +64,8 @@ class RunConfig(Settings):
     :meth:`from_dict`, :meth:`~pyro_bnn.checks.Settings.from_args`; :meth:`check` says how): a bad option raises a
     one-line ``ValueError`` naming it, its value and what is expected.
     It is frozen: vary one with ``dataclasses.replace(config, seed=1)``. Options left None whose default depends
-    on the mode (``prior``, ``guide``, ``optimizer``, ``lr``, ``lr_variational``, ``weight_decay``, ``num_samples``,
-    ``num_val_samples``) stay None;
+    on the mode or the model (``activation``, ``prior``, ``guide``, ``optimizer``, ``lr``, ``lr_variational``,
+    ``weight_decay``, ``num_samples``, ``num_val_samples``) stay None;
     :meth:`resolved` returns the config with them filled, which is what a run trains with and writes. Whether the
     ``device`` exists is checked where a run starts (:func:`resolve_device`), so that a run trained on a GPU can be
     read on a machine without one.
@@ -78,7 +78,9 @@ class RunConfig(Settings):
         dataset: ``mnist``, ``fashion-mnist``, ``digits``, ``moons``, ``circles`` or ``cubic`` (regression).
         model: A registered model name, or a model string with arguments such as ``mlp:256,256``
             (``pyro_bnn.models.parse_model_spec``; ``pyro-bnn list`` shows the forms).
-        activation: ``relu``, ``leaky:-0.5``, ``tanh``, ... (``pyro_bnn.nn.parse_activation``).
+        activation: ``relu``, ``leaky:-0.5``, ``tanh``, ... (``pyro_bnn.nn.parse_activation``). None: the model's
+            own (:func:`~pyro_bnn.models.default_activation`: ``tanh`` for ``tanh-small`` and ``tanh-cnn``,
+            ``relu`` for the other zoo models).
         prior: ``normal:0,1``, ``mixture``, ``hierarchical:normal,halfcauchy,1``, ... (``parse_prior``). None: the
             mode's default, ``normal:0,1`` on the weights, ``normal:1,0.1`` on node noise.
         noise_scale: Regression only: the fixed standard deviation of the Gaussian likelihood (1.0 as in the
@@ -143,7 +145,7 @@ class RunConfig(Settings):
 
     dataset: str = "fashion-mnist"
     model: str = "3fc"
-    activation: str = "relu"
+    activation: str | None = None
     prior: str | None = None
     noise_scale: float = 1.0
     guide: str | None = None
@@ -190,6 +192,11 @@ class RunConfig(Settings):
         :meth:`_check_resolved` checks); self where none is missing."""
         node_noise = self.node_noise is True
         filled: dict[str, Any] = {}
+        if self.activation is None:
+            try:
+                filled["activation"] = default_activation(self.model)
+            except (TypeError, ValueError):  # a bad model: left None, for _check_resolved to name the model
+                pass
         if self.prior is None:
             filled["prior"] = "normal:1,0.1" if node_noise else "normal:0,1"
         if self.guide is None:
@@ -218,8 +225,9 @@ class RunConfig(Settings):
         return copy
 
     def resolved(self) -> RunConfig:
-        """The config with the options whose default depends on the mode (weight space or node noise) filled in: a
-        new frozen config (self where none is missing), what a run trains with and writes to ``config.json``."""
+        """The config with the options whose default depends on the mode (weight space or node noise) or the model
+        (the activation) filled in: a new frozen config (self where none is missing), what a run trains with and
+        writes to ``config.json``."""
         return self._filled()
 
     def resolve_defaults(self) -> RunConfig:

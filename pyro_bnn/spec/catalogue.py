@@ -89,7 +89,12 @@ OPTIONS: tuple[Option, ...] = (
         build=DatasetName,
     ),
     Option("--model", MODEL_FAMILY, "network", build=parse_model_spec),
-    Option("--activation", ACTIVATION_FAMILY, "hidden activation", build=parse_activation),
+    Option(
+        "--activation",
+        ACTIVATION_FAMILY,
+        "hidden activation (default: the model's own, tanh for tanh-small and tanh-cnn, relu for the others)",
+        build=parse_activation,
+    ),
     Option(
         "--prior",
         PRIOR_FAMILY,

@@ -90,6 +90,19 @@ def test_batch_keys_group_what_may_share_a_batch():
         assert batch_key(dataclasses.replace(BASE, **alone)) is None, alone
 
 
+def test_a_batch_of_runs_naming_no_activation_trains_the_models_own(tmp_path):
+    """tanh-small left to its default batches with runs naming tanh and trains tanh (it resolved to ReLU)."""
+    own = dataclasses.replace(BASE, activation=None, epochs=1)
+    assert batch_key(own) == batch_key(dataclasses.replace(own, activation="tanh"))
+    assert batch_key(own) != batch_key(dataclasses.replace(own, activation="relu"))
+    results = train_runs_batched(
+        [own, dataclasses.replace(own, seed=1)], [tmp_path / "a", tmp_path / "b"], progress=False
+    )
+    assert all(not isinstance(r, BaseException) for r in results), results
+    for folder in ("a", "b"):
+        assert json.loads((tmp_path / folder / "config.json").read_text())["activation"] == "tanh"
+
+
 def test_specs_are_grouped_in_chunks_of_compatible_runs():
     specs = [_spec(seed=s) for s in range(5)] + [_spec(prior="hierarchical:normal,halfcauchy,1", elbo="trace")]
     specs.insert(2, _spec(seed=9, batch_size=32))

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from pyro_bnn.models import available_models, build_model, parse_model_spec
+from pyro_bnn.models import available_models, build_model, parse_model_spec, torchvision_resnet
 from pyro_bnn.spec.catalogue import listing
 
 CIFAR = (3, 32, 32)
@@ -204,6 +204,14 @@ def test_torchvision_models_take_relu_only(name):
     assert "ReLU" in one_line_error(info)
     with pytest.raises(ValueError, match="swish"):
         build_model(name, input_shape=CIFAR, num_classes=10, activation="swish")
+
+
+@pytest.mark.parametrize("depth", [34, True, 18.0, "18", [18]])
+def test_torchvision_resnet_refuses_another_depth_in_one_line(depth):
+    """It raised a bare KeyError 34 (TypeError for a list)."""
+    with pytest.raises(ValueError) as info:
+        torchvision_resnet(depth, (3, 32, 32), 10)
+    assert str(info.value) == f"resnet depth must be 18 or 50, got {depth!r}"
 
 
 @pytest.mark.parametrize("name", ["resnet18", "resnet50"])

@@ -12,6 +12,7 @@ from pyro_bnn.models import (
     ThreeFC,
     available_models,
     build_model,
+    default_activation,
     model_usage,
     parse_model_spec,
     register_model,
@@ -59,6 +60,33 @@ def test_activation_none_means_the_model_default():
     assert isinstance(tanh_net.act1, nn.Tanh)
     relu_net = build_model("tanh-small", input_shape=(2,), num_classes=2, activation="relu")
     assert isinstance(relu_net.act1, nn.ReLU)
+
+
+@pytest.mark.parametrize("name", available_models())
+def test_default_activation_names_what_activation_none_builds(name):
+    """RunConfig fills in default_activation(model): it must be the activation the model builds when given None."""
+    shape = (2,) if name in ("3fc", "bbb-mlp", "mlp", "tanh-small") else (3, 32, 32)
+    with torch.device("meta"):
+        own = build_model(name, input_shape=shape, num_classes=2, activation=None)
+        named = build_model(name, input_shape=shape, num_classes=2, activation=default_activation(name))
+    kinds = lambda net: [type(m).__name__ for m in net.modules()]  # noqa: E731
+    assert kinds(own) == kinds(named)
+    assert default_activation(name) == ("tanh" if name in ("tanh-small", "tanh-cnn") else "relu")
+
+
+def test_default_activation_reads_a_factorys_attribute_and_else_is_relu(registry):
+    @register_model("toy-tanh")
+    def toy(*, input_shape, num_classes, activation=None, dropout=0.0):
+        return MLP(input_shape, num_classes, (3,), activation=activation or "tanh")
+
+    assert default_activation("toy-tanh") == "relu"  # undeclared: ReLU, what a run trained before
+    toy.default_activation = "tanh"
+    assert default_activation("TOY-tanh") == "tanh" and default_activation("mlp:4,4") == "relu"
+    toy.default_activation = 3
+    with pytest.raises(ValueError, match=r"^model 'toy-tanh': its default_activation must be an activation string"):
+        default_activation("toy-tanh")
+    with pytest.raises(ValueError, match="unknown model"):
+        default_activation("nope")
 
 
 def test_register_a_user_factory(registry):
@@ -134,6 +162,11 @@ def test_a_bare_mlp_has_two_hidden_layers_of_256():
     assert _widths(net) == [256, 256] and net(torch.zeros(3, 1)).shape == (3, 1)
 
 
+def test_the_widest_model_string_parses():
+    assert parse_model_spec("mlp:2147483647,007") == ModelSpec("mlp", {"hidden_widths": (2**31 - 1, 7)})
+    assert parse_model_spec("lenet:2147483647") == ModelSpec("lenet", {"width": 2**31 - 1})
+
+
 @pytest.mark.parametrize(("spec", "widths"), [("mlp:16,8", [16, 8]), (" MLP: 16 , 8 ", [16, 8]), ("mlp:5", [5])])
 def test_mlp_strings_give_the_hidden_widths(spec, widths):
     assert parse_model_spec(spec) == ModelSpec("mlp", {"hidden_widths": tuple(widths)})
@@ -155,6 +188,12 @@ def test_names_without_arguments_parse_to_no_options():
         ("3fc:500", "model '3fc' takes no arguments after ':', got '3fc:500'"),
         ("resnet:18", "unknown model 'resnet' (in 'resnet:18'); expected one of 3fc, bbb-mlp, conv, lenet[:M]"),
         ("", "a model must be a non-empty string"),
+        # widths past 2**31 - 1 crashed in torch's layer constructors with a C++ stack trace
+        ("mlp:4," + "9" * 20, "hidden widths must be at most 2147483647 (2**31 - 1), got '" + "9" * 20 + "'"),
+        ("mlp:2147483648", "hidden widths must be at most 2147483647 (2**31 - 1), got '2147483648'"),
+        ("mlp:" + "9" * 5000, "hidden widths must be at most 2147483647"),
+        ("lenet:" + "9" * 20, "lenet's width multiplier must be at most 2147483647 (2**31 - 1), got '9999"),
+        ("wrn:28," + "9" * 20, "WIDEN must be at most 2147483647 (2**31 - 1), got '9999"),
     ],
 )
 def test_bad_model_strings_fail_in_one_line(spec, message):

@@ -421,6 +421,23 @@ def test_invalid_widths_raise(name, overrides):
         build(name, **overrides)
 
 
+@pytest.mark.parametrize(
+    ("name", "overrides", "message"),
+    [
+        # conv: TypeError "object of type 'int' has no len()"
+        ("conv", {"channels": 5}, "channels must be a sequence of two positive ints, got 5"),
+        ("conv", {"channels": "ab"}, "channels must be a sequence of two positive ints, got 'ab'"),
+        # tanh-small: named hidden_widths, the MLP's option, not the widths the caller passed
+        ("tanh-small", {"widths": 5}, "widths must be a sequence of ints >= 1, got 5"),
+        ("tanh-small", {"widths": (5, 0)}, "every entry of widths must be an int >= 1, got 0"),
+    ],
+)
+def test_invalid_widths_are_named_as_given_in_one_line(name, overrides, message):
+    with pytest.raises(ValueError) as info:
+        build(name, **overrides)
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_slices_are_plain_sequentials(name):
     net = build(name, slim=True)

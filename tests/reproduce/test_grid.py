@@ -188,10 +188,13 @@ def test_run_ids_are_pinned():
     assert spec.run_id == "moons-s0-edcb2e3081"
     current = {k: v for k, v in json.loads(RunConfig().to_json()).items() if k not in ("device", "data_dir")}
     # The sample counts default to None, which a run resolves (and its id hashes) as 100 and 16 for every guide
-    # that took those before (a mixture of K is rounded up to a multiple of K; 100 and 16 were refused for it).
+    # that took those before (a mixture of K is rounded up to a multiple of K; 100 and 16 were refused for it); the
+    # activation to None, the model's own, which is relu for every model but tanh-small and tanh-cnn.
     resolved = RunConfig().resolved()
-    assert (current["num_samples"], current["num_val_samples"]) == (None, None)
-    current.update(num_samples=resolved.num_samples, num_val_samples=resolved.num_val_samples)
+    assert (current["num_samples"], current["num_val_samples"], current["activation"]) == (None, None, None)
+    current.update(
+        num_samples=resolved.num_samples, num_val_samples=resolved.num_val_samples, activation=resolved.activation
+    )
     assert {k: current[k] for k in RUN_ID_BASE} == RUN_ID_BASE, "a RunConfig default changed: ids change too"
     # fields added since leave the ids of runs at their defaults as they were
     assert {k: v for k, v in current.items() if k not in RUN_ID_BASE} == {

@@ -42,6 +42,19 @@ def test_resolved_fills_the_modes_defaults_in_a_new_config():
     assert config.guide is None
 
 
+def test_resolved_fills_the_models_own_activation():
+    """activation None is the model's default: tanh for tanh-small and tanh-cnn (it was "relu" for every model, so
+    both trained ReLU from the CLI and RunConfig), relu for the rest (so no run id changes); a named one stays."""
+    assert RunConfig(dataset="moons", model="tanh-small").resolved().activation == "tanh"
+    assert RunConfig(dataset="mnist", model="tanh-cnn").resolved().activation == "tanh"
+    assert RunConfig().resolved().activation == "relu"
+    assert RunConfig(dataset="moons", model="mlp:8").resolved().activation == "relu"
+    assert RunConfig(dataset="moons", model="tanh-small", activation="relu").resolved().activation == "relu"
+    assert RunConfig(dataset="moons", model="tanh-small").activation is None  # unresolved: left to the model
+    with pytest.raises(ValueError, match="unknown model 'nope'"):  # a bad model is named, not its activation
+        RunConfig(dataset="moons", model="nope")
+
+
 def test_a_config_on_a_missing_gpu_can_still_be_read():
     """Whether the device exists is checked where a run starts, so a GPU run's config loads on a CPU machine."""
     config = RunConfig(dataset="moons", model="mlp:8", device="cuda:7")

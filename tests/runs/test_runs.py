@@ -226,6 +226,39 @@ def test_cli_train_evaluate_and_list(tmp_path, capsys):
     assert "3fc" in capsys.readouterr().out
 
 
+def test_cli_train_without_activation_trains_and_records_the_models_own(tmp_path, monkeypatch):
+    """tanh-small is a tanh network: a run that names no activation trains tanh and its config.json says so (it
+    trained ReLU and wrote "relu": the CLI's default overrode the model's); a ReLU model records "relu"."""
+    from pyro_bnn.runs import run_model
+
+    built = []
+
+    def spy(*args, **kwargs):
+        net = build_model(*args, **kwargs)
+        built.append({type(m).__name__ for m in net.modules()})
+        return net
+
+    build_model = run_model.build_model
+    monkeypatch.setattr(run_model, "build_model", spy)
+    common = ["--epochs", "1", "--train-subset", "50", "--test-subset", "50", "--num-samples", "2"]
+    common += ["--num-val-samples", "2", "--device", "cpu", "--quiet"]
+    for model, activation, module, other in (("tanh-small", "tanh", "Tanh", "ReLU"), ("mlp:4", "relu", "ReLU", "Tanh")):
+        out = tmp_path / model.replace(":", "")
+        built.clear()
+        assert main(["train", "--dataset", "moons", "--model", model, *common, "--out", str(out)]) == 0
+        assert json.loads((out / "config.json").read_text())["activation"] == activation
+        assert built and all(module in kinds and other not in kinds for kinds in built), built
+
+
+def test_resume_of_a_run_whose_config_names_relu_goes_on_with_no_activation_given(tmp_path):
+    """A folder written when the default was an explicit "relu" resumes under a config that leaves it to the model."""
+    relu = replace(TINY, model="mlp:4", epochs=1, activation="relu")
+    train_run(relu, tmp_path / "run", progress=False)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["activation"] == "relu"
+    resumed = train_run(replace(relu, epochs=2, activation=None), tmp_path / "run", resume=True, progress=False)
+    assert len(resumed.metrics["history"]) == 2
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -340,6 +373,7 @@ def test_cli_regression_train_and_evaluate(tmp_path, capsys):
         (["--model", "mlp:0"], "model 'mlp:0': hidden widths must be positive ints, got '0'; expected mlp:W1,W2"),
         (["--model", "mlp:a"], "model 'mlp:a': hidden widths must be positive ints, got 'a'"),
         (["--model", "3fc:10"], "model '3fc' takes no arguments after ':', got '3fc:10'"),
+        (["--model", "mlp:" + "9" * 20], "hidden widths must be at most 2147483647 (2**31 - 1), got '99999"),
     ],
 )
 def test_cli_bad_regression_options_fail_before_data_loads(tmp_path, capsys, no_data_loading, args, message):
