@@ -61,6 +61,12 @@ class Link(str, Enum):
     """Monte Carlo: logit draws from the Gaussian, each through the softmax; one set of probabilities per draw."""
 
 
+MARGLIK_WINDOW = 100
+"""The Adam steps over which the log prior precision must move less than ``marglik_tol`` all told for the tuning to
+stop (:class:`LaplaceOptions`): a change over many steps, since Adam nears the optimum from a far start in ever
+smaller steps, each of which would pass for settled."""
+
+
 @dataclass(frozen=True)
 class LaplaceOptions(Settings):
     """How :func:`~pyro_bnn.laplace.fit_laplace` builds the approximation. Strings are turned into the enums.
@@ -74,8 +80,11 @@ class LaplaceOptions(Settings):
         tune_prior: Tune the prior precision by maximising laplace-torch's Laplace estimate of the log marginal
             likelihood (Adam on the log precision).
         prior_structure: ``"scalar"`` or ``"layerwise"`` (:class:`PriorStructure`): what the tuning may vary.
-        marglik_steps: Adam steps of the tuning.
+        marglik_steps: The most Adam steps of the tuning. It stops earlier, once the log precision has settled:
+            moved less than ``marglik_tol`` over the last :data:`MARGLIK_WINDOW` steps; a tuning that has not
+            settled by then warns.
         marglik_lr: Adam's learning rate on the log precision.
+        marglik_tol: The change of the log precision over :data:`MARGLIK_WINDOW` steps below which it has settled.
 
     Raises:
         ValueError: an unknown choice, or a number out of range (one line each).
@@ -86,8 +95,9 @@ class LaplaceOptions(Settings):
     prior_precision: float | None = None
     tune_prior: bool = True
     prior_structure: PriorStructure | str = PriorStructure.SCALAR
-    marglik_steps: int = 100
+    marglik_steps: int = 2000
     marglik_lr: float = 0.1
+    marglik_tol: float = 1e-4
 
     def check(self) -> None:
         self._set("subset", enum_member(Subset, self.subset, "Laplace subset"))
@@ -102,6 +112,7 @@ class LaplaceOptions(Settings):
             raise ValueError(f"tune_prior must be True or False, got {self.tune_prior!r}")
         positive_int(self.marglik_steps, "marglik_steps")
         positive_float(self.marglik_lr, "marglik_lr")
+        positive_float(self.marglik_tol, "marglik_tol")
 
 
 __all__ = ["LaplaceOptions", "Link", "Predictive", "PriorStructure", "Structure", "Subset"]

@@ -126,7 +126,7 @@ def test_last_layer_glm_equals_the_weight_space_predictive(last_layer_kfac, trai
 )
 def test_every_subset_and_structure_predicts(trained, subset, structure):
     bnn, guide, loader = trained
-    posterior = fit_laplace(bnn, guide, loader, subset=subset, structure=structure, marglik_steps=20)
+    posterior = fit_laplace(bnn, guide, loader, subset=subset, structure=structure)
     assert isinstance(posterior.source(), LaplaceSource)
     expected = ["out.weight", "out.bias"] if subset == "last_layer" else bnn.site_names
     assert posterior.sampled_sites == expected
