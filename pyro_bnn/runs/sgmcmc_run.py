@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyro
+import pyro.distributions as dist
 import torch
 
 from pyro_bnn._io import write_json_atomically
@@ -122,7 +123,8 @@ def sample_config(config: RunConfig, options: SamplerOptions) -> tuple[RunConfig
 
     Raises:
         ValueError: a bad option of the config, or a model SG-MCMC cannot sample (node noise, a hyperprior, a prior
-            not on all reals, the ``paper`` KL scale), found without data.
+            not on all reals, the ``paper`` KL scale) or start from (an improper prior with ``init="prior"``),
+            found without data.
     """
     defaults = RunConfig()
     warnings = [
@@ -136,7 +138,15 @@ def sample_config(config: RunConfig, options: SamplerOptions) -> tuple[RunConfig
     reset["num_samples"] = options.num_chains * options.num_draws
     config = dataclasses.replace(config, **reset).resolved()
     resolve_device(config.device)
-    check_supported(runs.meta_bnn(config))
+    bnn = runs.meta_bnn(config)
+    check_supported(bnn)
+    if options.init == "prior":
+        improper = [s.name for s in bnn.sites if isinstance(bnn.prior.distribution(s, {}), dist.ImproperUniform)]
+        if improper:
+            raise ValueError(
+                f"--prior {config.prior} is improper and cannot be sampled, but the chains start from prior draws "
+                f"(--init prior, the default; site {improper[0]!r}): pass --init network"
+            )
     return config, warnings
 
 

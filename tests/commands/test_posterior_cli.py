@@ -122,3 +122,15 @@ def test_a_step_size_that_blows_up_the_chains_is_one_line_not_a_traceback(tmp_pa
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1
     assert "diverged at step" in err and "smaller step_size" in err
+
+
+def test_an_improper_prior_with_prior_starts_is_refused_before_data_loads(tmp_path, capsys, no_data):
+    # The flat prior cannot be drawn from: the chains' default starts (--init prior) raised a traceback ending in
+    # "the prior cannot be sampled (an improper prior?): pass init='network'" after the data was loaded.
+    out = tmp_path / "flat"
+    args = ["sample", *MODEL, "--prior", "flat", "--step-size", "1e-3", "--draws", "2", "--chains", "1"]
+    assert main([*args, "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "--prior flat is improper" in err and err.endswith("pass --init network"), err
+    assert not out.exists()
