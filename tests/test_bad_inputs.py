@@ -428,6 +428,22 @@ def test_a_run_and_a_grid_of_runs_do_not_share_a_folder(tmp_path, capsys, no_dat
     ]
 
 
+@pytest.mark.parametrize("run_file", ["config.json", "checkpoint.pt"])
+def test_demo_refuses_a_run_folder_for_its_own(tmp_path, capsys, no_data, run_file):
+    """demo accepted a train run's folder as --out, then wrote its reliability.png over the run's and its runs into
+    it; ensemble refused the same folder."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / run_file).write_text("{}")
+    err = _one_line_error(capsys, ["demo", "--quiet", "--device", "cpu", "--out", run])
+    assert err == f"pyro-bnn demo: error: {run} holds a run ({run_file}); give the demo a folder of its own"
+    assert [p.name for p in run.iterdir()] == [run_file]
+    from pyro_bnn.commands.demo import run_demo
+
+    with pytest.raises(FileExistsError, match="holds a run"):
+        run_demo(run, progress=False)
+
+
 def test_an_existing_run_in_samples_out_names_only_the_flag_sample_has(trained_run, capsys, no_data):
     err = _one_line_error(capsys, [*SAMPLE, "--step-size", "1e-3", "--out", trained_run])
     assert err == (

@@ -29,7 +29,7 @@ from pyro_bnn.guides import DEFAULT_GUIDE
 from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure
 from pyro_bnn.predict import predict
 from pyro_bnn.runs.config import RunConfig
-from pyro_bnn.runs.run_folder import check_writable
+from pyro_bnn.runs.run_folder import check_not_a_run, check_writable
 from pyro_bnn.runs.runs import RunResult, load_data, train_run
 
 ACTIVATIONS = {"ReLU": "relu", "Leaky ReLU (-0.5)": "leaky:-0.5"}
@@ -157,8 +157,11 @@ def run_demo(
     Raises:
         ValueError: ``out_dir`` cannot be a run folder (:func:`~pyro_bnn.runs.run_folder.check_writable`),
             before any data is loaded.
+        FileExistsError: ``out_dir`` holds a run (``train``'s, ``sample``'s), whose figures the demo's would
+            replace (:func:`~pyro_bnn.runs.run_folder.check_not_a_run`).
     """
     check_writable(out_dir)  # before the first seed's data is loaded
+    check_not_a_run(Path(out_dir), what="the demo")  # its figures and runs beside a run's files would spoil both
     out = Path(out_dir)
     results: dict[str, list[RunResult]] = {label: [] for label in ACTIVATIONS}
     for seed in seeds:
@@ -222,6 +225,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"--seeds must be an int >= 1, got {args.seeds}")
         config = options_from_args(DEMO_CONFIG, args, seed=lambda _: seeds[0]).validate()
         check_writable(args.out)
+        check_not_a_run(Path(args.out), what="the demo")
         data = load_data(config)
     results = run_demo(args.out, config=config, seeds=seeds, data=data, progress=not args.quiet)
     print()

@@ -47,11 +47,12 @@ def check_not_a_grid(out: Path) -> None:
             raise FileExistsError(f"{out} holds a grid of runs ({name}); give this run a folder of its own")
 
 
-def check_not_a_run(out: Path) -> None:
-    """Refuses, in one line, a folder that holds a single run: a grid's files beside it would be read as neither."""
+def check_not_a_run(out: Path, *, what: str = "the grid") -> None:
+    """Refuses, in one line, a folder that holds a single run: a grid's files beside it would be read as neither
+    (``what``: the message's name for what would be written there, ``"the grid"``, ``"the demo"``)."""
     for name in RUN_FILES:
         if (Path(out) / name).exists():
-            raise FileExistsError(f"{out} holds a run ({name}); give the grid a folder of its own")
+            raise FileExistsError(f"{out} holds a run ({name}); give {what} a folder of its own")
 
 
 class RunFolderBusyError(FileExistsError):
