@@ -19,7 +19,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", action="store_true", help="ArviZ export, normality scores, PSIS-LOO")
     parser.add_argument("--nuts", action="store_true", help="NUTS reference (small networks only)")
     parser.add_argument(
-        "--num-samples", type=int, default=None, help="posterior samples (default 100, a multiple of a mixture's K)"
+        "--num-samples",
+        type=int,
+        default=None,
+        help="posterior samples (default 100, a multiple of a mixture's K; a sampled run's: all its draws)",
     )
     parser.add_argument("--nuts-chains", type=int, default=4, help="NUTS chains (default %(default)s)")
     parser.add_argument("--nuts-samples", type=int, default=300, help="NUTS draws per chain (default %(default)s)")

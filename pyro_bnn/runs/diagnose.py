@@ -54,7 +54,8 @@ class DiagnoseOptions(Settings):
         shape: Export to ArviZ and score the marginals' shape.
         nuts: Run the NUTS reference.
         num_samples: Posterior samples for pruning, shape and the NUTS comparison; None (the default): 100, rounded
-            up to a multiple of a mixture guide's K (102 for ``mixture:3``).
+            up to a multiple of a mixture guide's K (102 for ``mixture:3``), or every draw of a sampled run
+            (``pyro-bnn sample``: chains x draws).
         nuts_chains: NUTS chains.
         nuts_samples: NUTS draws per chain after warm-up.
         nuts_warmup: NUTS warm-up iterations per chain.
@@ -128,10 +129,14 @@ def diagnose_run(
     """
     options.check()
     _, config, state = read_run(run_dir, num_samples=options.num_samples, device=device)
-    if options.num_samples is None:  # what a prediction of the run's guide takes by default
+    sampled = runs.DRAWS in state
+    if options.num_samples is None and sampled:  # every draw the chains kept (chains x draws)
+        draws = next(iter(state[runs.DRAWS].values()))
+        options = dataclasses.replace(options, num_samples=int(draws.shape[0] * draws.shape[1]))
+    elif options.num_samples is None:  # what a prediction of the run's guide takes by default
         multiple = parse_guide(config.guide).samples_multiple
         options = dataclasses.replace(options, num_samples=samples_for_components(DEFAULT_NUM_SAMPLES, multiple))
-    _check_guide(config, options, sampled=runs.DRAWS in state)
+    _check_guide(config, options, sampled=sampled)
     del state
     evaluation = load_evaluation(run_dir, num_samples=options.num_samples, device=device)
     _check_size(evaluation, options)

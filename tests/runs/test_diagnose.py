@@ -156,6 +156,22 @@ def test_diagnose_takes_its_default_sample_count_for_a_mixture_of_three(tmp_path
     assert json.loads((tmp_path / "run" / "diagnostics.json").read_text())["shape"]["num_samples"] == 102
 
 
+def test_diagnose_shape_of_a_sampled_run_takes_all_its_draws_by_default(tmp_path, capsys):
+    # --num-samples defaulted to 100, which a run of 2 chains x 10 draws refused ("--num-samples=100 but ... holds
+    # 20 posterior draws") though none was given; an explicit count above the draws is still refused
+    out = tmp_path / "sampled"
+    model = ["--dataset", "moons", "--model", "tanh-small", "--activation", "tanh", "--device", "cpu"]
+    sampler = ["--step-size", "1e-3", "--draws", "10", "--chains", "2", "--burn-in", "20", "--quiet"]
+    assert main(["sample", *model, *sampler, "--out", str(out)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["diagnose", str(out), "--shape", "--quiet"]) == 0, capsys.readouterr().err
+    assert json.loads((out / "diagnostics.json").read_text())["shape"]["num_samples"] == 20
+    capsys.readouterr()
+    assert main(["diagnose", str(out), "--shape", "--num-samples", "21"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--num-samples=21 but" in err and "holds 20 posterior draws; ask for at most 20" in err, err
+
+
 def test_the_nuts_report_counts_the_r_hats_arviz_could_not_tell():
     from pyro_bnn.reproduce.studies.nuts_reference.report import _scalars
 
