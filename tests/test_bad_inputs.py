@@ -156,7 +156,7 @@ SAMPLE_CASES = [
     (["--step-size", "1e-3", "--draws", "0"], "--draws must be an int >= 1, got 0"),
     (["--step-size", "1e-3", "--burn-in", "-1"], "--burn-in must be an int >= 0, got -1"),
     (["--step-size", "1e-3", "--chains", "0"], "--chains must be an int >= 1, got 0"),
-    (["--step-size", "1e-3", "--method", "csgld", "--draws", "5", "--cycles", "2"], "a multiple of num_cycles=2"),
+    (["--step-size", "1e-3", "--method", "csgld", "--draws", "5", "--cycles", "2"], "--cycles=2 must divide the 5"),
     (["--step-size", "1e-3", "--method", "sghmc", "--friction", "0"], "friction must be a number in (0, 1]"),
     (["--step-size", "1e-3", "--init", "zeros"], "unknown init 'zeros'"),
     (["--step-size", "1e-3", "--node-noise"], "SG-MCMC samples weight-space models only"),

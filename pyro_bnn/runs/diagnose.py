@@ -80,7 +80,7 @@ class DiagnoseOptions(Settings):
             value = getattr(self, name)
             if value is None and name in ("slices", "num_samples"):
                 continue
-            positive_int(value, name.replace("_", "-"))
+            positive_int(value, name)  # the field's name, which the CLI spells as its flag (Verb.spell_flags)
         if not (self.slices or self.pruning or self.shape or self.nuts):
             raise ValueError("nothing to diagnose: pass --slices N, --pruning, --shape and/or --nuts")
         return self

@@ -123,9 +123,10 @@ class StepPlan(Settings):
         if self.num_cycles is not None:
             positive_int(self.num_cycles, "num_cycles")
             if self.num_draws % self.num_cycles:
+                # led by num_cycles, which the CLI spells as its flag (--cycles; Verb.spell_flags)
                 raise ValueError(
-                    f"num_draws={self.num_draws} must be a multiple of num_cycles={self.num_cycles} (the same number "
-                    "of draws from every cycle)"
+                    f"num_cycles={self.num_cycles} must divide the {self.num_draws} draws kept per chain (the same "
+                    "number of draws from every cycle)"
                 )
             if not (0.0 <= self.exploration < 1.0):
                 raise ValueError(f"exploration must be a share of the cycle in [0, 1), got {self.exploration!r}")

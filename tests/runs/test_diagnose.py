@@ -111,10 +111,11 @@ def _no_data(monkeypatch):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--slices", "0"], "slices must be an int >= 1"),
         ([], "nothing to diagnose"),
-        (["--pruning", "--num-samples", "0"], "num-samples must be an int >= 1"),
-        (["--nuts", "--nuts-chains", "0"], "nuts-chains must be an int >= 1"),
+        (["--slices", "0"], "error: --slices must be an int >= 1, got 0"),
+        (["--pruning", "--num-samples", "0"], "error: --num-samples must be an int >= 1, got 0"),
+        (["--nuts", "--nuts-chains", "0"], "error: --nuts-chains must be an int >= 1, got 0"),
+        (["--shape", "--slice-images", "0"], "error: --slice-images must be an int >= 1, got 0"),
     ],
 )
 def test_diagnose_bad_options_fail_in_one_line_before_data(tiny_run, capsys, monkeypatch, extra, message):

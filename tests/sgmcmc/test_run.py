@@ -176,7 +176,7 @@ def test_the_progress_bar_can_be_shown(run, capsys):
             {"method": "csgld", "num_cycles": 2, "exploration": 1.0},
             r"exploration must be a share of the cycle in \[0, 1\)",
         ),
-        ({"method": "csgld", "num_draws": 5, "num_cycles": 2}, "num_draws=5 must be a multiple of num_cycles=2"),
+        ({"method": "csgld", "num_draws": 5, "num_cycles": 2}, "num_cycles=2 must divide the 5 draws kept per chain"),
         ({"method": "csgld", "num_cycles": 0}, "num_cycles must be an int >= 1"),
         ({"method": "langevin"}, "unknown SG-MCMC method 'langevin'"),
         ({"init": "zeros"}, "unknown init 'zeros'"),
