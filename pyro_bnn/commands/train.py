@@ -7,7 +7,9 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pyro_bnn.commands.verb import Verb, options_from_args, print_metrics, user_errors, warn
 from pyro_bnn.runs.config import RunConfig
@@ -17,10 +19,19 @@ from pyro_bnn.spec import catalogue
 _DEFAULTS = RunConfig()
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """``train``'s model, data and training options, their defaults those of :class:`RunConfig`."""
+def add_train_arguments(parser: argparse.ArgumentParser, *, helps: Mapping[str, str] | None = None) -> None:
+    """``train``'s model, data and training options, their defaults those of :class:`RunConfig`; ``helps``
+    replaces the help text of the flags it names, for a verb that reads them otherwise (``ensemble``'s
+    ``--guide``)."""
     d = _DEFAULTS
-    add = parser.add_argument
+    helps = dict(helps or {})
+    added: list[str] = []
+
+    def add(flag: str, **kwargs: Any) -> None:
+        if flag in helps:
+            kwargs["help"] = helps[flag]
+        parser.add_argument(flag, **kwargs)
+        added.append(flag)
 
     def add_spec(flag: str) -> None:
         # Help text and choices come from the option's family (pyro_bnn.spec.catalogue), never written here.
@@ -117,6 +128,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="clip the gradient of all trained parameters to this norm before each step (default: no clipping)",
     )
+    if unknown := sorted(set(helps) - set(added)):
+        raise ValueError(f"helps names flags that add_train_arguments does not add: {unknown}")
 
 
 def _count_or_fraction(args: argparse.Namespace) -> int | float | None:

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from pyro_bnn.commands.train import add_train_arguments, config_from
-from pyro_bnn.commands.verb import Verb, dataset_dir
+from pyro_bnn.commands.verb import Verb, dataset_dir, warn
 from pyro_bnn.errors import UserError
 
 _GRID_RESUMES = "finished runs are kept; running the same command again resumes the grid"
@@ -206,10 +206,18 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+ENSEMBLE_HELPS = {
+    "--guide": "the members' point network: map or mle (default map)",
+    "--num-samples": "unused: the ensemble's test metrics take each member's network once",
+}
+"""``train``'s flags that ``ensemble`` reads otherwise: the members are point networks (``train``'s default guide,
+``flat:0.01``, is refused), and the mixture's test metrics have one sample per member."""
+
+
 def _add_ensemble_arguments(parser: argparse.ArgumentParser) -> None:
     """``train``'s options (read back by :func:`~pyro_bnn.commands.train.config_from`) plus the member count and the
-    executor."""
-    add_train_arguments(parser)
+    executor; ``--guide`` and ``--num-samples`` with help of their own (:data:`ENSEMBLE_HELPS`)."""
+    add_train_arguments(parser, helps=ENSEMBLE_HELPS)
     parser.add_argument("--members", type=int, default=5, help="networks in the ensemble (default %(default)s)")
     parser.add_argument("--out", required=True, help="the ensemble's folder")
     parser.add_argument("--executor", default="local", help="local (default) or ray (pip install 'pyro-bnn[ray]')")
@@ -235,6 +243,9 @@ def _cmd_ensemble(args: argparse.Namespace) -> int:
         check_not_a_run(Path(args.out))
         check_same_ensemble(args.out, specs)
         executor = make_executor(args.executor, args.workers, threads=args.threads)
+        if args.num_samples is not None:
+            unused = f"--num-samples {args.num_samples} is unused: the ensemble's test metrics take each member once"
+            warn("ensemble", [unused])
         load_data(specs[0].config)  # the data, found once here rather than failing every member
 
     except (ValueError, ImportError, OSError) as err:

@@ -199,6 +199,44 @@ def test_an_ensemble_trains_its_members_and_prints_the_mixtures_metrics(tmp_path
     )
 
 
+def test_ensemble_help_gives_its_own_guide_and_warns_that_num_samples_is_unused(tmp_path, capsys, monkeypatch):
+    # ensemble --help gave train's --guide help ("default flat:0.01"), a guide it refuses, and --num-samples 7 was
+    # dropped without a word (the mixture's metrics take each member once; the run ids leave it out)
+    from dataclasses import replace
+
+    from pyro_bnn.cli import VERBS
+    from pyro_bnn.reproduce.ensembles import ensemble_specs
+    from pyro_bnn.runs import RunConfig, runs
+
+    help_text = " ".join(VERBS["ensemble"].parser().format_help().split())
+    assert "--guide GUIDE the members' point network: map or mle (default map)" in help_text
+    assert "flat:0.01" not in help_text
+    assert "--num-samples NUM_SAMPLES unused" in help_text
+    import argparse
+
+    from pyro_bnn.commands.train import add_train_arguments
+
+    with pytest.raises(ValueError, match=r"helps names flags that add_train_arguments does not add: \['--guid'\]"):
+        add_train_arguments(argparse.ArgumentParser(), helps={"--guid": "a typo"})
+
+    def stop(*args, **kwargs):
+        raise ValueError("stopped before the data")
+
+    monkeypatch.setattr(runs, "load_data", stop)
+    argv = ["ensemble", "--dataset", "moons", "--members", "2", "--out", str(tmp_path / "ens"), "--quiet"]
+    assert main([*argv, "--num-samples", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "pyro-bnn ensemble: warning: --num-samples 7 is unused: the ensemble's test metrics take each member once",
+        "pyro-bnn ensemble: error: stopped before the data",
+    ]
+    assert main(argv) == 2
+    assert "warning" not in capsys.readouterr().err
+    config = RunConfig(dataset="moons", model="mlp:8", epochs=1)
+    ids = [spec.run_id for spec in ensemble_specs(config, 2)]
+    assert [spec.run_id for spec in ensemble_specs(replace(config, num_samples=7), 2)] == ids
+
+
 def test_an_ensemble_is_refused_in_the_folder_of_a_grid_that_is_none(tmp_path):
     import json
 
