@@ -179,3 +179,19 @@ def test_the_nuts_report_counts_the_r_hats_arviz_could_not_tell():
     assert _scalars({"num_scalars": 12, "num_rhat_nan": 3}) == "12 (3 undefined)"
     assert _scalars({"num_scalars": 12, "num_rhat_nan": 0}) == 12
     assert _scalars({"num_scalars": 12}) == 12  # written before they were counted
+
+
+def test_diagnose_help_describes_the_verb_and_every_argument():
+    # diagnose --help had no description, and run_dir, --seed, --device and --quiet no help text
+    import argparse
+
+    from pyro_bnn.cli import VERBS
+
+    verb = VERBS["diagnose"]
+    assert verb.description and "RUN_DIR/diagnostics.json" in verb.description
+    parser = verb.parser()
+    bare = [a.dest for a in parser._actions if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert bare == []
+    text = " ".join(parser.format_help().split())
+    assert "run_dir a folder written by 'pyro-bnn train' or 'pyro-bnn sample'" in text
+    assert "--seed SEED seeds the sliced weights and the posterior draws (default 0)" in text
