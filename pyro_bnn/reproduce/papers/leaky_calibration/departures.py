@@ -48,7 +48,9 @@ INPUT_SCALING = (
     "flat likelihoods here, are the constant -0.424 under the authors' scaling, and those weights are no longer flat."
     " A faithful rerun is a new grid (the normalisation is part of the run ids): `full-3fc-authors` trains Table "
     "1's 3FC cells at `full-3fc`'s settings with `normalization=\"mnist-standard\"` (MNIST's constants on both data "
-    "sets, as the authors do); its report is `results/leaky-calibration-full-3fc-authors`."
+    "sets, as the authors do); its report is `results/leaky-calibration-full-3fc-authors`. There, over 3 seeds "
+    "at full data, the authors' scaling made every arm more accurate and lowered every arm's ECE (by 0.008-0.024), and"
+    " the MNIST 3FC gap moved from -0.002 (`full-3fc`) to +0.000: the seed-0 doubling above did not recur."
 )
 """The committed grids scale inputs /255 where the authors standardise them with MNIST's mean and sd."""
 
