@@ -80,9 +80,12 @@ class LaplaceOptions(Settings):
         tune_prior: Tune the prior precision by maximising laplace-torch's Laplace estimate of the log marginal
             likelihood (Adam on the log precision).
         prior_structure: ``"scalar"`` or ``"layerwise"`` (:class:`PriorStructure`): what the tuning may vary.
-        marglik_steps: The most Adam steps of the tuning. It stops earlier, once the log precision has settled:
-            moved less than ``marglik_tol`` over the last :data:`MARGLIK_WINDOW` steps; a tuning that has not
-            settled by then warns.
+        marglik_steps: The most Adam steps of the tuning, at least :data:`MARGLIK_WINDOW`. It stops earlier, once
+            the log precision has settled: moved less than ``marglik_tol`` over the last :data:`MARGLIK_WINDOW`
+            steps; a tuning that has not settled by then warns. Each step evaluates the marginal likelihood once,
+            which for ``structure="full"`` is a log-determinant of the P x P posterior precision: measured on 1 218
+            weights, 207 steps (15 s) from the default start, 1 213 (88 s) from 1 000 times the optimum, where a
+            fixed 100 steps took 7 s and stopped 5 to 86 times above the optimum.
         marglik_lr: Adam's learning rate on the log precision.
         marglik_tol: The change of the log precision over :data:`MARGLIK_WINDOW` steps below which it has settled.
 
@@ -111,6 +114,11 @@ class LaplaceOptions(Settings):
         if not isinstance(self.tune_prior, bool):
             raise ValueError(f"tune_prior must be True or False, got {self.tune_prior!r}")
         positive_int(self.marglik_steps, "marglik_steps")
+        if self.tune_prior and self.marglik_steps < MARGLIK_WINDOW:
+            raise ValueError(
+                f"marglik_steps must be at least {MARGLIK_WINDOW} (the window over which the tuning judges whether "
+                f"the prior precision has settled), got {self.marglik_steps}"
+            )
         positive_float(self.marglik_lr, "marglik_lr")
         positive_float(self.marglik_tol, "marglik_tol")
 

@@ -53,7 +53,11 @@ def authors_ece(probs: torch.Tensor, targets: torch.Tensor, n_bins: int) -> floa
 
     Returns:
         The ECE, a float in [0, 1].
+
+    Raises:
+        ValueError: the inputs or ``n_bins`` fail :func:`pyro_bnn.evaluation.calibration`'s checks (one line).
     """
+    calibration(probs, targets, n_bins=n_bins)  # its checks: a non-empty (N, C) predictive, N labels, n_bins >= 1
     confidence, prediction = probs.max(-1)
     confidence = confidence.double()
     eps = torch.finfo(torch.float64).eps

@@ -194,9 +194,11 @@ class RunConfig(Settings):
         filled: dict[str, Any] = {}
         if self.activation is None:
             try:
-                filled["activation"] = default_activation(self.model)
+                parse_model_spec(self.model)
             except (TypeError, ValueError):  # a bad model: left None, for _check_resolved to name the model
                 pass
+            else:  # a good model whose factory declares a bad default_activation says so itself
+                filled["activation"] = default_activation(self.model)
         if self.prior is None:
             filled["prior"] = "normal:1,0.1" if node_noise else "normal:0,1"
         if self.guide is None:

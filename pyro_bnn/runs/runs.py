@@ -154,7 +154,19 @@ def prepare_run_dir(
         saved = normalized_config(json.loads(state["config"]), checkpoint)
         differing = config_differences(saved, json.loads(config.to_json()), ignore=RESUME_MAY_CHANGE)
         if differing:
-            raise ValueError(f"cannot resume {checkpoint}: it was written by a different config ({differing})")
+            current = json.loads(config.to_json())
+            keys = sorted((set(saved) | set(current)) - set(RESUME_MAY_CHANGE))
+            key = next(k for k in keys if saved.get(k, "<missing>") != current.get(k, "<missing>"))
+            value = saved.get(key)
+            hint = (
+                f"--{key.replace('_', '-')} {value}"
+                if isinstance(value, str | int | float) and not isinstance(value, bool)
+                else "its settings"
+            )
+            raise ValueError(
+                f"cannot resume {checkpoint}: it was written by a different config ({differing}); resume it with "
+                f"{hint}, or pass --overwrite to start again"
+            )
         done = int(state.get("epoch", 0))
         if config.epochs < done:  # its config would claim fewer epochs than its weights have had
             raise ValueError(

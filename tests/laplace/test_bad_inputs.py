@@ -35,6 +35,7 @@ def _one_line(excinfo) -> str:
         ({"prior_precision": 0.0}, r"prior_precision must be a finite number > 0 or None, got 0.0"),
         ({"prior_precision": float("inf")}, r"prior_precision must be a finite number > 0"),
         ({"marglik_steps": 0}, r"marglik_steps must be an int >= 1, got 0"),
+        ({"marglik_steps": 99}, r"marglik_steps must be at least 100 \(the window .*\), got 99"),
         ({"marglik_lr": -1.0}, r"marglik_lr must be a finite number > 0, got -1.0"),
         ({"marglik_tol": 0.0}, r"marglik_tol must be a finite number > 0, got 0.0"),
         ({"tune_prior": "yes"}, r"tune_prior must be True or False"),

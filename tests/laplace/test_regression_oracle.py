@@ -181,10 +181,10 @@ def test_a_tuning_cut_short_by_marglik_steps_warns_with_the_last_change_and_the_
             subset="all",
             structure="full",
             prior_precision=1e3,
-            marglik_steps=30,
+            marglik_steps=120,
         )
     (message,) = [str(w.message) for w in caught]
-    assert "marglik_steps=30 Adam steps" in message and "over the last 30 steps" in message, message
+    assert "marglik_steps=120 Adam steps" in message and "over the last 100 steps" in message, message
     assert "\n" not in message
 
 

@@ -18,6 +18,7 @@ from pyro_bnn.models import (
     register_model,
 )
 from pyro_bnn.models import registry as registry_module
+from pyro_bnn.runs.config import RunConfig
 
 ZOO = ["3fc", "bbb-mlp", "conv", "lenet", "mlp", "tanh-cnn", "tanh-small"]
 
@@ -85,6 +86,8 @@ def test_default_activation_reads_a_factorys_attribute_and_else_is_relu(registry
     toy.default_activation = 3
     with pytest.raises(ValueError, match=r"^model 'toy-tanh': its default_activation must be an activation string"):
         default_activation("toy-tanh")
+    with pytest.raises(ValueError, match=r"^model 'toy-tanh': its default_activation must be an activation string"):
+        RunConfig(dataset="moons", model="toy-tanh")  # the config says so too, not a TypeError about None
     with pytest.raises(ValueError, match="unknown model"):
         default_activation("nope")
 

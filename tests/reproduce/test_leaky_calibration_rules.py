@@ -73,6 +73,20 @@ def test_the_authors_binning_agrees_with_ours_off_the_edges_and_by_hand_on_them(
     assert authors_ece(hand, torch.tensor([0, 1, 2]), 3) == pytest.approx(expected, abs=1e-7)
 
 
+@pytest.mark.parametrize(
+    ("probs", "targets", "n_bins", "match"),
+    [
+        (torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), 10, "."),
+        (torch.full((2, 2), 0.5), torch.tensor([0, 1]), 0, "n_bins must be an int >= 1, got 0"),
+        (torch.full((2, 2), 0.5), torch.tensor([0, 1]), 2.5, "n_bins must be an int >= 1, got 2.5"),
+    ],
+)
+def test_the_authors_binning_refuses_what_calibration_refuses(probs, targets, n_bins, match):
+    with pytest.raises(ValueError, match=match) as caught:
+        authors_ece(probs, targets, n_bins)
+    assert "\n" not in str(caught.value)
+
+
 class _Prediction:
     is_classification = True
 

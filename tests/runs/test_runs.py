@@ -78,7 +78,11 @@ def test_resume_refuses_a_checkpoint_from_another_config(tmp_path):
     train_run(replace(TINY, epochs=1), tmp_path / "b", progress=False)
     checkpoint = load_checkpoint(tmp_path / "b" / "checkpoint.pt")
     assert checkpoint["epoch"] == 1
-    with pytest.raises(ValueError, match=r"different config \(activation: 'tanh' in the checkpoint, 'relu' now\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"different config \(activation: 'tanh' in the checkpoint, 'relu' now\); resume it with --activation "
+        r"tanh, or pass --overwrite to start again$",
+    ):
         train_run(replace(TINY, epochs=1, activation="relu"), tmp_path / "b", resume=True, progress=False)
 
 
