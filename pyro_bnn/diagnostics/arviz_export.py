@@ -244,6 +244,13 @@ def _check_site_shapes(bnn: BNN, samples: Mapping[str, torch.Tensor], names: Seq
             )
 
 
+def _float64_numpy(value: torch.Tensor) -> np.ndarray:
+    """``value`` as a NumPy array, in float64 when it is floating point: ArviZ's PSIS exponentiates log-weights down
+    to float64's ~-708, where float32 underflows to 0 below ~-103 and the Pareto fit of a wide posterior gave NaN."""
+    value = value.detach().cpu()
+    return (value.to(torch.float64) if value.is_floating_point() else value).numpy()
+
+
 def _thinned_indices(numel: int, keep: int) -> torch.Tensor:
     """``keep`` flat indices spread evenly over ``0 .. numel - 1`` (first and last included)."""
     return torch.linspace(0, numel - 1, keep).round().long().unique()
@@ -279,6 +286,8 @@ def to_inference_data(
         :func:`~pyro_bnn.diagnostics.arviz_compat.backend` names; ``PYRO_BNN_ARVIZ`` forces one). Groups
         ``posterior`` (one variable per site, dims ``(chain, draw, <site>_dim_0, ...)``) and, with data,
         ``log_likelihood`` (variable ``"obs"``, dims ``(chain, draw, obs_id)``: ``log p(y_n | draw)``, unscaled).
+        Floating-point values are exported as float64 whatever the network's dtype, so PSIS-LOO's importance weights
+        do not underflow.
 
     Raises:
         ValueError: samples not in the ``(chain, draw, ...)`` layout (or with no draw), a site missing from them, or
@@ -303,7 +312,7 @@ def to_inference_data(
             coords[f"{name}_flat"] = index.numpy()
         else:
             dims[name] = site_dims(name, len(shape))
-        posterior[name] = value.cpu().numpy()
+        posterior[name] = _float64_numpy(value)
     log_likelihood = None
     if data is not None:
         missing = [name for name in bnn.site_names if name not in samples]
@@ -315,7 +324,7 @@ def to_inference_data(
         if prediction.log_likelihood is None:
             raise ValueError("the data have no targets, so there is no log-likelihood to export")
         pointwise = prediction.log_likelihood.reshape(num_chains, num_draws, -1)
-        log_likelihood = {LOG_LIKELIHOOD_VAR: pointwise.cpu().numpy()}
+        log_likelihood = {LOG_LIKELIHOOD_VAR: _float64_numpy(pointwise)}
         dims[LOG_LIKELIHOOD_VAR] = [OBS_DIM]
     return arviz_compat.from_dicts(posterior, log_likelihood=log_likelihood, dims=dims, coords=coords)
 
@@ -335,7 +344,7 @@ def draws_to_inference_data(
 
     Returns:
         As :func:`to_inference_data`: groups ``posterior`` (one variable per site, dims ``(chain, draw,
-        <site>_dim_0, ...)``) and, when given, ``observed_data``.
+        <site>_dim_0, ...)``, floating-point draws in float64) and, when given, ``observed_data``.
 
     Raises:
         ValueError: no site, a value that is neither a tensor nor an array, samples not in the
@@ -346,7 +355,7 @@ def draws_to_inference_data(
     if not names:
         raise ValueError("there is nothing to export: samples hold no site")
     _chain_draw(samples, names)
-    posterior = {name: samples[name].detach().cpu().numpy() for name in names}
+    posterior = {name: _float64_numpy(samples[name].detach()) for name in names}
     dims = {name: site_dims(name, samples[name].dim() - 2) for name in names}
     observed_data = None
     if observed is not None:

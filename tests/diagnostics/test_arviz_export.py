@@ -190,7 +190,37 @@ def test_summary_and_loo_run_on_the_export(arviz_backend):
     log_lik = arviz_compat.group(data, "log_likelihood")[LOG_LIKELIHOOD_VAR].values
     lppd = float(np.sum(np.log(np.mean(np.exp(log_lik.reshape(200, N)), axis=0))))
     assert loo.elpd <= lppd + 1e-6  # leaving a point out can only cost predictive density here
-    assert loo.p == pytest.approx(lppd - loo.elpd, rel=1e-5)  # p_loo = lppd - elpd_loo (float32 log-likelihoods)
+    assert loo.p == pytest.approx(lppd - loo.elpd, rel=1e-9)  # p_loo = lppd - elpd_loo (float64 log-likelihoods)
+
+
+def test_loo_of_a_wide_posterior_is_finite_and_equals_the_float64_computation(arviz_backend):
+    # Per-example log-likelihoods spanning ~370 nats: PSIS exponentiates log-weights down to float64's ~-708, and a
+    # float32 export underflowed below ~-103, so the Pareto fit gave elpd = NaN (float64: -2925.94).
+    from pyro_bnn.likelihoods import Gaussian
+
+    torch.manual_seed(0)
+    n = 20
+    x = torch.randn(n, 1)
+    y = 2 * x + 0.1 * torch.randn(n, 1)
+    bnn = BNN(nn.Linear(1, 1), NormalPrior(0.0, 1.0), Gaussian(n, scale=0.1))
+    samples = {"weight": 2 + 0.4 * torch.randn(1, 400, 1, 1), "bias": 0.4 * torch.randn(1, 400, 1)}
+    data = to_inference_data(bnn, samples, (x, y))
+    log_lik = arviz_compat.group(data, "log_likelihood")[LOG_LIKELIHOOD_VAR].values
+    # The oracle: log N(y | w x + b, 0.1) computed in float64 from the draws, exported by hand.
+    w, b = samples["weight"].double().reshape(400, 1, 1), samples["bias"].double().reshape(400, 1)
+    mean = (x.double() @ w.transpose(-1, -2)).squeeze(-1) + b  # (400, n)
+    exact = torch.distributions.Normal(mean, 0.1).log_prob(y.double().reshape(1, n)).reshape(1, 400, n)
+    np.testing.assert_allclose(log_lik, exact.numpy(), rtol=1e-5, atol=1e-4)  # the network runs in float32
+    by_hand = arviz_compat.from_dicts(
+        {k: v.double().numpy() for k, v in samples.items()},
+        log_likelihood={LOG_LIKELIHOOD_VAR: exact.numpy()},
+        dims={LOG_LIKELIHOOD_VAR: [OBS_DIM]},
+    )
+    loo, oracle = arviz_compat.loo(data), arviz_compat.loo(by_hand)
+    assert math.isfinite(loo.elpd) and math.isfinite(oracle.elpd)
+    assert loo.elpd == pytest.approx(oracle.elpd, rel=1e-5)
+    assert loo.elpd == pytest.approx(-2925.94, abs=0.01)
+    assert log_lik.dtype == np.float64 and posterior_dataset(data)["weight"].values.dtype == np.float64
 
 
 def test_thinned_sites_and_site_selection(arviz_backend):
