@@ -111,6 +111,9 @@ class LikelihoodSlice:
         capped: ``(lower, upper)``: True where that side stopped at ``max_half_width`` or ``max_steps`` with the
             likelihood still above ``threshold`` times its value at ``w0`` (a plateau that never falls, the ReLU
             case, ends here).
+        nonfinite: ``(lower, upper)``: True where that side stopped at an edge whose log-likelihood was NaN or
+            ``+inf`` (logits overflowing, a likelihood undefined there); the window then ends at that side's last
+            finite edge (at ``w0``, half-width 0, when its first edge was already non-finite).
         gaussian_mean, gaussian_sd: The Gaussian fitted to the normalised slice (:func:`fit_gaussian`).
         tv_distance: Total-variation distance between the normalised slice and that Gaussian on the grid
             (:func:`gaussian_tv_distance`): 0 for a Gaussian slice, 1 for disjoint ones.
@@ -131,6 +134,7 @@ class LikelihoodSlice:
     gaussian_sd: float
     tv_distance: float
     evaluations: int
+    nonfinite: tuple[bool, bool] = (False, False)
 
     @property
     def normalised(self) -> torch.Tensor:
@@ -172,8 +176,10 @@ def likelihood_slice(
     is multiplied by ``growth`` after every evaluation of its edge ``w0 -+ half_width`` for which
     ``exp(ll(edge) - ll(w0)) >= threshold``; the side stops at the first edge below the threshold, or, capped, once
     its half-width has reached ``max_half_width`` (the last step is shortened to land on it) or it has made
-    ``max_steps`` evaluations with the likelihood still above the threshold. Both pending edges of a step are
-    evaluated in one call. Then ``num_points`` evenly spaced values over ``[w0 - lower, w0 + upper]`` are evaluated.
+    ``max_steps`` evaluations with the likelihood still above the threshold. A side whose edge gives a NaN or
+    ``+inf`` log-likelihood stops there and its window ends at its last finite edge (``w0`` if there is none;
+    :attr:`LikelihoodSlice.nonfinite`). Both pending edges of a step are evaluated in one call. Then
+    ``num_points`` evenly spaced values over ``[w0 - lower, w0 + upper]`` are evaluated.
     With a ``prior`` every ``ll`` here, the window search included, is the log-likelihood plus the scalar's log
     prior density.
 
@@ -223,7 +229,9 @@ def likelihood_slice(
 
     Raises:
         ValueError: one line naming the bad value: an unknown tensor name, an index out of range, an option out of
-            range, data whose row counts differ, or a log-likelihood at ``w0`` that is not finite.
+            range, data whose row counts differ, a log-likelihood at ``w0`` that is not finite, non-finite at the
+            first edge on both sides (no window is left), or NaN or ``+inf`` at a grid value inside the window (the
+            entry and that value named).
     """
     options = slice_options(options, deprecated_options, "likelihood_slice")
     return likelihood_slices(net, likelihood, x, y, values, name, [index], options=options)[0]
@@ -291,24 +299,47 @@ def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: Sear
         raise ValueError(f"the log-likelihood at {evaluator.name}{list(index)} = {w0!r} is {ll0!r}, not finite")
     log_threshold = math.log(options.threshold)
     half = [options.start, options.start]
+    finite_half = [0.0, 0.0]  # each side's last edge with a finite (or -inf) log-likelihood
     steps = [0, 0]
     done = [False, False]
     capped = [False, False]
+    nonfinite = [False, False]
+    first_bad: list[tuple[float, float] | None] = [None, None]
     while not all(done):
         sides = [side for side in (0, 1) if not done[side]]
         edges = [w0 - half[0] if side == 0 else w0 + half[1] for side in sides]
-        for side, ll in zip(sides, evaluate(edges).tolist(), strict=True):
+        for side, edge, ll in zip(sides, edges, evaluate(edges).tolist(), strict=True):
             steps[side] += 1
-            if not ll - ll0 >= log_threshold:  # NaN stops the side too
+            if math.isnan(ll) or ll == math.inf:
+                done[side] = nonfinite[side] = True
+                half[side] = finite_half[side]
+                first_bad[side] = (edge, ll)
+                continue
+            finite_half[side] = half[side]
+            if not ll - ll0 >= log_threshold:
                 done[side] = True
             elif half[side] >= options.max_half_width or steps[side] >= options.max_steps:
                 done[side] = capped[side] = True
             else:
                 half[side] = min(half[side] * options.growth, options.max_half_width)
 
+    where = f"{evaluator.name}{list(index)}"
+    if half[0] == 0 and half[1] == 0:
+        (low, low_ll), (high, high_ll) = first_bad  # type: ignore[misc]
+        raise ValueError(
+            f"the log-likelihood of {where} is {low_ll!r} at {low!r} and {high_ll!r} at {high!r}, the first edges "
+            f"on both sides of w0 = {w0!r}, so no window is left; expected finite values (or -inf)"
+        )
     grid = torch.linspace(w0 - half[0], w0 + half[1], options.num_points, dtype=torch.float64)
     grid = grid.to(evaluator.tensor.dtype).to(torch.float64)  # the values the network actually ran with
     ll = evaluate(grid.tolist()).cpu()
+    bad = torch.isnan(ll) | (ll == math.inf)
+    if bool(bad.any()):
+        k = int(bad.nonzero()[0])
+        raise ValueError(
+            f"the log-likelihood of {where} is {float(ll[k])!r} at {float(grid[k])!r}, inside the window "
+            f"[{float(grid[0])!r}, {float(grid[-1])!r}]; expected finite values (or -inf)"
+        )
     prior_part = None
     if log_prior is not None:
         on_device = grid.to(dtype=evaluator.tensor.dtype, device=evaluator.tensor.device)
@@ -325,6 +356,7 @@ def _one_slice(evaluator: SliceEvaluator, index: Index, log_prior, options: Sear
         half_widths=(half[0], half[1]),
         steps=(steps[0], steps[1]),
         capped=(capped[0], capped[1]),
+        nonfinite=(nonfinite[0], nonfinite[1]),
         gaussian_mean=mean,
         gaussian_sd=sd,
         tv_distance=gaussian_tv_distance(grid, ll, mean, sd),

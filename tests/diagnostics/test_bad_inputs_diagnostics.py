@@ -237,6 +237,86 @@ def test_a_logit_overflowing_to_minus_inf_is_scored_as_the_likelihood_scores_it(
     assert slice_.log_likelihood[0].item() == 0.0
 
 
+def _nan_above(limit, below=-math.inf):
+    """``-(out - y)^2`` per row, NaN where the output is above ``limit`` or below ``below``."""
+
+    def log_likelihood(output, y):
+        out = output[:, 0]
+        return torch.where((out > limit) | (out < below), torch.full_like(out, math.nan), -((out - y) ** 2))
+
+    return log_likelihood
+
+
+def _unit_net():
+    net = nn.Sequential(nn.Linear(1, 1))
+    with torch.no_grad():
+        net[0].weight.fill_(1.0)
+        net[0].bias.zero_()
+    return net, {k: v.detach().clone() for k, v in net.named_parameters()}
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_side_that_meets_a_nan_ends_at_its_last_finite_edge(incremental):
+    # ll(w) = -3 (w - 1)^2, NaN above w = 1.5: the upper edges 1 + 0.1 * 1.1^k reach NaN at k = 17 (1.505), so the
+    # side ends at k = 16 (1.4595); the NaN edge was put in the grid and fit_gaussian failed naming no weight
+    net, values = _unit_net()
+    options = SliceOptions(incremental=incremental)
+    x, y = torch.ones(3, 1), torch.ones(3)
+    slice_ = likelihood_slice(net, _nan_above(1.5), x, y, values, "0.weight", (0, 0), options=options)
+    assert slice_.nonfinite == (False, True) and slice_.capped == (False, False)
+    assert slice_.steps[1] == 18 and slice_.half_widths[1] == pytest.approx(0.1 * 1.1**16, rel=1e-12)
+    assert slice_.grid[-1].item() == pytest.approx(1 + 0.1 * 1.1**16, rel=1e-6)
+    assert torch.isfinite(slice_.log_likelihood).all()
+    oracle = -3 * (slice_.grid - 1) ** 2
+    torch.testing.assert_close(slice_.log_likelihood, oracle, rtol=1e-5, atol=1e-5)
+    assert slice_.gaussian_mean == pytest.approx(1.0, abs=1e-4)
+    assert slice_.gaussian_sd == pytest.approx(1 / math.sqrt(6), rel=1e-3)  # exp(-3 (w - 1)^2)
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_logit_overflowing_to_plus_inf_ends_the_side_at_its_last_finite_edge(incremental):
+    # class 0's logit w * 1e38 overflows float32 (3.4e38) above w = 3.4: Categorical scores those rows NaN
+    net = nn.Sequential(nn.Linear(1, 2))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[1.0], [0.0]]))
+        net[0].bias.zero_()
+    x, y = torch.full((2, 1), 1e38), torch.zeros(2, dtype=torch.long)
+    values = {k: v.detach().clone() for k, v in net.named_parameters()}
+    options = SliceOptions(incremental=incremental)
+    slice_ = likelihood_slice(net, Categorical(2), x, y, values, "0.weight", (0, 0), options=options)
+    assert slice_.nonfinite == (False, True) and torch.isfinite(slice_.log_likelihood).all()
+    assert slice_.grid[-1].item() * 1e38 < torch.finfo(torch.float32).max
+    assert slice_.grid[-1].item() * 1.1 * 1e38 > torch.finfo(torch.float32).max  # the next edge overflowed
+
+
+def test_nan_at_the_first_edge_of_both_sides_is_one_line():
+    net, values = _unit_net()
+    x, y = torch.ones(3, 1), torch.ones(3)
+    pattern = r"0.weight\[0, 0\] is nan at 0.9\d* and nan at 1.1\d*, the first edges on both sides of w0 = 1.0"
+    with pytest.raises(ValueError, match=pattern) as err:
+        likelihood_slice(net, _nan_above(1.05, below=0.95), x, y, values, "0.weight", (0, 0))
+    _one_line(err)
+
+
+def test_nan_inside_the_window_is_one_line_naming_the_entry_and_value():
+    # NaN in a band the window's edges step over (1.3138, then 1.3452) but a grid value (1.3277) lands in
+    net, values = _unit_net()
+    x, y = torch.ones(3, 1), torch.ones(3)
+    clean = likelihood_slice(net, _nan_above(math.inf), x, y, values, "0.weight", (0, 0))
+    inside = clean.grid[(clean.grid > 1.32) & (clean.grid < 1.335)]
+    assert len(inside) == 1
+    g = inside.item()
+
+    def band(output, y):
+        out = output[:, 0]
+        nan = (out > g - 1e-4) & (out < g + 1e-4)
+        return torch.where(nan, torch.full_like(out, math.nan), -((out - y) ** 2))
+
+    with pytest.raises(ValueError, match=rf"0.weight\[0, 0\] is nan at {g!r}, inside the window") as err:
+        likelihood_slice(net, band, x, y, values, "0.weight", (0, 0))
+    _one_line(err)
+
+
 def test_likelihood_slice_refuses_unknown_values_as_point_values_does():
     net, values = _net_values()
     x, y = _data()
