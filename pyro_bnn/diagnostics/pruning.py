@@ -176,8 +176,8 @@ def prune(guide, bnn: BNN, fraction: float, *, by: str | Ranking = "snr") -> Pru
         A :class:`PrunedSource`.
 
     Raises:
-        ValueError: ``fraction`` outside [0, 1], an unknown ``by``, a guide of another kind (or not yet run), or
-            ``by="snr"`` with some sigma = 0.
+        ValueError: ``fraction`` outside [0, 1], an unknown ``by``, a guide of another kind (or not yet run), a
+            site with a NaN or infinite mu or sigma, or ``by="snr"`` with some sigma = 0.
     """
     fraction = _check_fraction(fraction)
     ranking = _PooledRanking(guide, bnn, by)

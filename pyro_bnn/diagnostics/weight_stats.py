@@ -149,7 +149,8 @@ def weight_posteriors(
         ``[(site, loc, scale)]`` with ``loc`` and ``scale`` of ``site.shape``, detached copies.
 
     Raises:
-        ValueError: The guide is of another kind, has not run, or lacks one of the model's weight sites.
+        ValueError: The guide is of another kind, has not run, or lacks one of the model's weight sites, or a
+            site's mu or sigma has a NaN or infinite entry (one line: the site and how many entries).
     """
     try:
         pairs = posterior_loc_scale(guide)
@@ -160,6 +161,14 @@ def weight_posteriors(
     missing = [site.name for site in bnn.sites if site.name not in pairs]
     if missing:
         raise ValueError(f"{caller}: the guide has no posterior for the model's weight sites {missing[:5]}")
+    for site in bnn.sites:
+        for what, value in zip(("mu", "sigma"), pairs[site.name], strict=True):
+            bad = int((~torch.isfinite(value)).sum())
+            if bad:
+                raise ValueError(
+                    f"{caller}: site {site.name!r} has non-finite {what} ({bad} of {value.numel()} entries); "
+                    "expected finite values"
+                )
     return [(site, *pairs[site.name]) for site in bnn.sites]
 
 
@@ -203,8 +212,8 @@ def weight_statistics(guide, bnn: BNN, *, bins: int = DEFAULT_BINS) -> dict[str,
         ``{layer name: LayerStats}`` in network order; ``{}`` for a model without random parameters.
 
     Raises:
-        ValueError: ``bins`` is not a positive int; the guide is of another kind; some sigma is 0 (a point
-            estimate has no signal-to-noise ratio).
+        ValueError: ``bins`` is not a positive int; the guide is of another kind; some mu or sigma is NaN or
+            infinite; some sigma is 0 (a point estimate has no signal-to-noise ratio).
     """
     bins = positive_int(bins, "bins")
     groups: dict[str, dict[str, list[tuple[torch.Tensor, torch.Tensor]]]] = {}

@@ -340,6 +340,31 @@ def test_a_guide_of_another_kind_is_a_value_error(guide):
         weight_statistics(guide, bnn)
 
 
+@pytest.mark.parametrize("what", ["mu", "sigma"])
+def test_a_non_finite_mu_or_sigma_is_one_line_naming_the_site(what):
+    # (scale > 0).all() called a NaN sigma "sigma = 0 (a point-estimate guide?)"; a NaN mu passed: its SNR was NaN,
+    # sorted last so never pruned, and weight_statistics reported median_snr = nan
+    bnn = _bnn()
+    guide = FlatMeanField(bnn, init_loc_fn=init_to_network(bnn), init_scale=0.1)
+    guide(*_data())
+    assert bnn.site_names[0] == "0.weight"  # entries 0..5 of the flat vectors
+    with torch.no_grad():
+        if what == "mu":
+            guide.loc[1] = math.nan
+        else:
+            guide.log_scale[2:4] = torch.tensor([math.nan, math.inf])
+    count = "1 of 6" if what == "mu" else "2 of 6"
+    for call, caller in [
+        (lambda: prune(guide, bnn, 0.5), "prune"),
+        (lambda: prune(guide, bnn, 0.5, by="magnitude"), "prune"),
+        (lambda: weight_statistics(guide, bnn), "weight_statistics"),
+    ]:
+        pattern = rf"^{caller}: site '0.weight' has non-finite {what} \({count} entries\); expected finite values$"
+        with pytest.raises(ValueError, match=pattern) as err:
+            call()
+        _one_line(err)
+
+
 def test_pruning_table_names_a_bad_seed():
     bnn = _bnn()
     guide = FlatMeanField(bnn, init_loc_fn=init_to_network(bnn), init_scale=0.1)
