@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.checks import Settings, positive_int
+from pyro_bnn.checks import Settings, non_negative_int, positive_int
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.plots import save_figure
@@ -45,7 +45,7 @@ networks (tanh-small on moons has 57), not something that mixes on millions of w
 
 @dataclass(frozen=True)
 class DiagnoseOptions(Settings):
-    """What to compute (checked when made: at least one part, counts >= 1).
+    """What to compute (checked when made: at least one part, counts >= 1, a seed >= 0).
 
     Attributes:
         slices: Weights sampled per weight tensor for the likelihood slices (None: no slices).
@@ -81,6 +81,7 @@ class DiagnoseOptions(Settings):
             if value is None and name in ("slices", "num_samples"):
                 continue
             positive_int(value, name)  # the field's name, which the CLI spells as its flag (Verb.spell_flags)
+        non_negative_int(self.seed, "seed")
         if not (self.slices or self.pruning or self.shape or self.nuts):
             raise ValueError("nothing to diagnose: pass --slices N, --pruning, --shape and/or --nuts")
         return self

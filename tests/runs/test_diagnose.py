@@ -116,6 +116,8 @@ def _no_data(monkeypatch):
         (["--pruning", "--num-samples", "0"], "error: --num-samples must be an int >= 1, got 0"),
         (["--nuts", "--nuts-chains", "0"], "error: --nuts-chains must be an int >= 1, got 0"),
         (["--shape", "--slice-images", "0"], "error: --slice-images must be an int >= 1, got 0"),
+        # the seed was checked by the pruning part, after the slices had run and been written to diagnostics.json
+        (["--slices", "2", "--shape", "--pruning", "--seed", "-1"], "error: --seed must be an int >= 0, got -1"),
     ],
 )
 def test_diagnose_bad_options_fail_in_one_line_before_data(tiny_run, capsys, monkeypatch, extra, message):
