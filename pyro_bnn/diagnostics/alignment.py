@@ -11,6 +11,7 @@ Samples use the layout of :mod:`pyro_bnn.diagnostics.arviz_export`: ``{site: (ch
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -313,11 +314,15 @@ def predictive_distance(
             Bayesian model averages; probabilities clamped at ``eps``); ``"w1"``: Wasserstein-1 between the
             per-point distributions of the samples' ``p(class = class_index)`` (:func:`wasserstein_1d`), which also
             sees a difference in the spread of the predictive, not only in its mean.
-        class_index: The class whose probability W1 compares.
+        class_index: The class whose probability W1 compares, ``0 <= class_index < C``.
         eps: Floor of the probabilities in the KL.
 
     Returns:
         ``(N,)`` distances (nats for KL, probability units for W1).
+
+    Raises:
+        ValueError: probs not ``(S, N, C)`` with the same N and C, no sample, an unknown ``kind``, or with
+            ``kind="w1"`` a ``class_index`` that is not an int in ``[0, C - 1]``.
     """
     if probs_a.dim() != 3 or probs_b.dim() != 3 or probs_a.shape[1:] != probs_b.shape[1:]:
         raise ValueError(
@@ -330,6 +335,13 @@ def predictive_distance(
         mean_b = probs_b.mean(0).clamp_min(eps)
         return (mean_a * (mean_a.log() - mean_b.log())).sum(-1)
     if kind == "w1":
+        num_classes = probs_a.shape[2]
+        is_int = isinstance(class_index, numbers.Integral) and not isinstance(class_index, bool)
+        if not (is_int and 0 <= class_index < num_classes):
+            raise ValueError(
+                f"class_index must be an int in [0, {num_classes - 1}] (the probs have {num_classes} classes), "
+                f"got {class_index!r}"
+            )
         return wasserstein_1d(probs_a[..., class_index], probs_b[..., class_index])
     raise ValueError(f"kind must be 'kl' or 'w1', got {kind!r}")
 

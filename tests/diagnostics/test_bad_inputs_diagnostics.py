@@ -117,6 +117,17 @@ def test_no_draw_is_refused():
         predictive_distance(torch.rand(3, 4, 2), torch.rand(0, 4, 2))
 
 
+@pytest.mark.parametrize("class_index", [2, -1, 1.0, True])
+def test_an_out_of_range_class_index_of_w1_is_one_line(class_index):
+    # 2 raised a raw IndexError; -1 silently compared the last class
+    probs = torch.rand(3, 4, 2)
+    pattern = rf"^class_index must be an int in \[0, 1\] \(the probs have 2 classes\), got {class_index!r}$"
+    with pytest.raises(ValueError, match=pattern) as err:
+        predictive_distance(probs, probs, kind="w1", class_index=class_index)
+    _one_line(err)
+    assert predictive_distance(probs, probs, kind="w1", class_index=np.int64(0)).abs().max() == 0
+
+
 def test_draws_to_inference_data_takes_numpy_arrays_and_refuses_other_values():
     values = np.arange(10.0).reshape(1, 5, 2)
     data = draws_to_inference_data({"a": values})
