@@ -88,6 +88,15 @@ _TABLE_1_AT_FULL_DATA = {
 }
 """full-3fc's settings: Table 1's 3FC cells at full data with the fused ablation; the gpu profile adds the CONV."""
 
+_GPU_TABLE_1 = {
+    **_TABLE_1_AT_FULL_DATA,
+    "models": ["3fc", "conv"],
+    "train_pool": {"3fc": None, "conv": None},
+    "max_epochs": {"3fc": 50, "conv": 50},
+    "ablation_models": [],
+}
+"""The gpu profile's settings: Table 1 at full data, both nets, no ablation."""
+
 AUTHORS_PREPROCESSING = {"normalization": "mnist-standard", "ece_binning": "authors"}
 """The settings of a profile that scales inputs and bins the sampled-label ECE as the authors' code does; a profile
 without them keeps the library's (``unit`` inputs, right-closed bins), as every grid committed before them did."""
@@ -166,13 +175,7 @@ PROFILES = {
         "posterior samples, the authors' objective and estimator; early stopping reads 8 samples on validation, as "
         "full-3fc does. No ablation, slope sweep or plateaus. Run it with bench/device_grid.sh",
         seeds=3,
-        settings={
-            **_TABLE_1_AT_FULL_DATA,
-            "models": ["3fc", "conv"],
-            "train_pool": {"3fc": None, "conv": None},
-            "max_epochs": {"3fc": 50, "conv": 50},
-            "ablation_models": [],
-        },
+        settings=_GPU_TABLE_1,
     ),
     "gpu-authors": Profile(
         "gpu-authors",
@@ -180,14 +183,7 @@ PROFILES = {
         "sampled-label ECE binning. Its 3FC runs are full-3fc-authors' own (a device changes no run id), "
         "so a GPU slot has the 12 CONV runs left once those are merged in. Run it with bench/device_grid.sh",
         seeds=3,
-        settings={
-            **_TABLE_1_AT_FULL_DATA,
-            "models": ["3fc", "conv"],
-            "train_pool": {"3fc": None, "conv": None},
-            "max_epochs": {"3fc": 50, "conv": 50},
-            "ablation_models": [],
-            **AUTHORS_PREPROCESSING,
-        },
+        settings={**_GPU_TABLE_1, **AUTHORS_PREPROCESSING},
     ),
     "paper": Profile(
         "paper",
