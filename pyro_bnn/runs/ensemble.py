@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.data import DatasetName
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.predict.ensemble import Ensemble
 from pyro_bnn.runs import runs
@@ -80,8 +81,11 @@ def load_ensemble(
 
 
 def _config_dict(config) -> dict:
-    """A run config as plain JSON values, ``{key: value}``."""
-    return json.loads(config.to_json())
+    """A run config as plain JSON values, ``{key: value}``, its data set named canonically (``fmnist`` and
+    ``fashion-mnist`` are one data set)."""
+    values = json.loads(config.to_json())
+    values["dataset"] = DatasetName(values["dataset"]).value
+    return values
 
 
 __all__ = ["ENSEMBLE_MAY_DIFFER", "load_ensemble"]

@@ -63,6 +63,15 @@ def test_an_alias_run_reads_the_data_dir_given_under_any_spelling(moved_run, spe
     assert ensemble.num_members == 1 and bnn is ensemble.bnn
 
 
+def test_an_ensemble_takes_members_trained_under_either_spelling_of_the_data_set(moved_run, tmp_path):
+    # the members differed "in dataset: 'fashion-mnist' vs 'fmnist'", one data set written two ways
+    run, moved, _ = moved_run
+    canonical = tmp_path / "canonical"
+    train_run(replace(TINY_FMNIST, dataset="fashion-mnist", seed=1, data_dir=moved), canonical, progress=False)
+    _, ensemble = load_ensemble([run, canonical], data_dirs={"fashion-mnist": moved})
+    assert ensemble.num_members == 2
+
+
 def test_cli_evaluates_an_alias_run_with_the_canonical_data_dir(moved_run, capsys):
     run, moved, _ = moved_run
     assert main(["evaluate", str(run), "--data-dir", f"fashion-mnist={moved}", "--num-samples", "2"]) == 0
