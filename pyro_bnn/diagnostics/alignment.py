@@ -11,7 +11,7 @@ Samples use the layout of :mod:`pyro_bnn.diagnostics.arviz_export`: ``{site: (ch
 from __future__ import annotations
 
 import math
-import numbers
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -336,13 +336,16 @@ def predictive_distance(
         return (mean_a * (mean_a.log() - mean_b.log())).sum(-1)
     if kind == "w1":
         num_classes = probs_a.shape[2]
-        is_int = isinstance(class_index, numbers.Integral) and not isinstance(class_index, bool)
-        if not (is_int and 0 <= class_index < num_classes):
+        try:  # any integer, NumPy's and 0-d torch ones included, but not a bool
+            index = None if isinstance(class_index, bool) else operator.index(class_index)
+        except TypeError:
+            index = None
+        if index is None or not 0 <= index < num_classes:
             raise ValueError(
                 f"class_index must be an int in [0, {num_classes - 1}] (the probs have {num_classes} classes), "
                 f"got {class_index!r}"
             )
-        return wasserstein_1d(probs_a[..., class_index], probs_b[..., class_index])
+        return wasserstein_1d(probs_a[..., index], probs_b[..., index])
     raise ValueError(f"kind must be 'kl' or 'w1', got {kind!r}")
 
 

@@ -214,16 +214,18 @@ def _chain_draw(samples: Mapping[str, torch.Tensor], sites: Sequence[str]) -> tu
     return chains, draws
 
 
-def _as_tensors(samples: Any, caller: str) -> dict[str, torch.Tensor]:
+def _as_tensors(samples: Any, caller: str, *, network_dtype: bool = True) -> dict[str, torch.Tensor]:
     """``samples`` as a dict of tensors (NumPy arrays converted, floating ones to torch's default dtype, which the
-    network runs in); one line for anything else."""
+    network runs in, unless ``network_dtype`` is False: draws no network reads keep their own); one line for
+    anything else."""
     if not isinstance(samples, Mapping):
         raise ValueError(f"{caller} takes a dict {{site: tensor}}, got {type(samples).__name__}")
     tensors = {}
     for name, value in samples.items():
         if isinstance(value, np.ndarray):
-            floating = np.issubdtype(value.dtype, np.floating)
-            value = torch.as_tensor(np.ascontiguousarray(value), dtype=torch.get_default_dtype() if floating else None)
+            to_network = network_dtype and np.issubdtype(value.dtype, np.floating)
+            dtype = torch.get_default_dtype() if to_network else None
+            value = torch.as_tensor(np.ascontiguousarray(value), dtype=dtype)
         elif not isinstance(value, torch.Tensor):
             raise ValueError(
                 f"{caller}: samples[{name!r}] must be a torch.Tensor or a NumPy array, got {type(value).__name__}"
@@ -350,7 +352,7 @@ def draws_to_inference_data(
         ValueError: no site, a value that is neither a tensor nor an array, samples not in the
             ``(chain, draw, ...)`` layout, or no draw.
     """
-    samples = _as_tensors(samples, "draws_to_inference_data")
+    samples = _as_tensors(samples, "draws_to_inference_data", network_dtype=False)
     names = list(samples)
     if not names:
         raise ValueError("there is nothing to export: samples hold no site")

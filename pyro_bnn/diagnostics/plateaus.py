@@ -39,7 +39,9 @@ class Plateau:
         level: The normalised likelihood ``exp(ll - max ll)`` on the run (its largest value there).
         open_lower, open_upper: The run reaches that edge of the window and the window search was capped on that
             side, i.e. the likelihood never fell there: the plateau most likely continues beyond the window (the
-            unbounded ReLU plateau), and ``start`` / ``end`` only bound it.
+            unbounded ReLU plateau), and ``start`` / ``end`` only bound it. A side the search ended at a NaN or
+            +inf log-likelihood (``LikelihoodSlice.nonfinite``) counts as open too: the likelihood was not seen to
+            fall there either.
     """
 
     start_index: int
@@ -142,8 +144,8 @@ def find_plateau(
         end=float(grid[b]),
         fraction=float((grid[b] - grid[a]) / window),
         level=float(p[a : b + 1].max()),
-        open_lower=a == 0 and slice_.capped[0],
-        open_upper=b == last and slice_.capped[1],
+        open_lower=a == 0 and (slice_.capped[0] or slice_.nonfinite[0]),
+        open_upper=b == last and (slice_.capped[1] or slice_.nonfinite[1]),
     )
 
 

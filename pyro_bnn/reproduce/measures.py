@@ -57,7 +57,9 @@ def authors_ece(probs: torch.Tensor, targets: torch.Tensor, n_bins: int) -> floa
     Raises:
         ValueError: the inputs or ``n_bins`` fail :func:`pyro_bnn.evaluation.calibration`'s checks (one line).
     """
-    calibration(probs, targets, n_bins=n_bins)  # its checks: a non-empty (N, C) predictive, N labels, n_bins >= 1
+    if not isinstance(probs, torch.Tensor) or probs.dim() != 2:
+        raise ValueError(f"authors_ece takes (N, C) probabilities, got {getattr(probs, 'shape', type(probs))}")
+    calibration(probs, targets, n_bins=n_bins)  # its checks: a non-empty predictive, N labels, n_bins >= 1
     confidence, prediction = probs.max(-1)
     confidence = confidence.double()
     eps = torch.finfo(torch.float64).eps

@@ -156,12 +156,13 @@ def prepare_run_dir(
         if differing:
             current = json.loads(config.to_json())
             keys = sorted((set(saved) | set(current)) - set(RESUME_MAY_CHANGE))
-            key = next(k for k in keys if saved.get(k, "<missing>") != current.get(k, "<missing>"))
-            value = saved.get(key)
+            changed = [k for k in keys if saved.get(k, "<missing>") != current.get(k, "<missing>")]
+            value = saved.get(changed[0])
+            # a flag to name only where one setting differs and a flag with a value sets it back
             hint = (
-                f"--{key.replace('_', '-')} {value}"
-                if isinstance(value, str | int | float) and not isinstance(value, bool)
-                else "its settings"
+                f"--{changed[0].replace('_', '-')} {value}"
+                if len(changed) == 1 and isinstance(value, str | int | float) and not isinstance(value, bool)
+                else "the settings in its config.json"
             )
             raise ValueError(
                 f"cannot resume {checkpoint}: it was written by a different config ({differing}); resume it with "

@@ -79,6 +79,7 @@ def test_the_authors_binning_agrees_with_ours_off_the_edges_and_by_hand_on_them(
         (torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), 10, "."),
         (torch.full((2, 2), 0.5), torch.tensor([0, 1]), 0, "n_bins must be an int >= 1, got 0"),
         (torch.full((2, 2), 0.5), torch.tensor([0, 1]), 2.5, "n_bins must be an int >= 1, got 2.5"),
+        (torch.full((2, 4, 2), 0.5), torch.tensor([0, 1, 0, 1]), 10, r"takes \(N, C\) probabilities"),
     ],
 )
 def test_the_authors_binning_refuses_what_calibration_refuses(probs, targets, n_bins, match):

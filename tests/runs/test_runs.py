@@ -84,6 +84,9 @@ def test_resume_refuses_a_checkpoint_from_another_config(tmp_path):
         r"tanh, or pass --overwrite to start again$",
     ):
         train_run(replace(TINY, epochs=1, activation="relu"), tmp_path / "b", resume=True, progress=False)
+    # two settings changed: one flag would not do, so none is named
+    with pytest.raises(ValueError, match=r"resume it with the settings in its config.json, or pass --overwrite"):
+        train_run(replace(TINY, epochs=1, activation="relu", lr=0.5), tmp_path / "b", resume=True, progress=False)
 
 
 def test_resume_with_more_epochs_extends_a_finished_run(tmp_path):
