@@ -12,14 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyro_bnn.checks import (
-    Settings,
-    enum_member,
-    non_negative_int,
-    optional_positive_int,
-    positive_float,
-    positive_int,
-)
+from pyro_bnn.checks import Settings, enum_member, non_negative_int, optional_positive_int, positive_float, positive_int
 from pyro_bnn.data import DatasetName, Normalization, Task
 from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
