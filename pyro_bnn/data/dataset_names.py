@@ -5,6 +5,7 @@ without loading anything. ``pyro_bnn.data.datasets`` loads them (``load_dataset`
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -173,7 +174,8 @@ def synthetic_split_sizes(
         test = round(SYNTHETIC_TEST_FRACTION * n)
         rest = n - test
         size = DEFAULT_VAL_FRACTION if val_size is None else val_size
-        asked = int(size) if isinstance(size, int) else round(float(size) * rest)
+        # numbers.Integral as in holdout_count, so a NumPy integer is a count too (bool was refused above)
+        asked = int(size) if isinstance(size, numbers.Integral) else round(float(size) * rest)
         val = min(asked, rest)
         return rest - val, val, test, asked
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -258,6 +259,20 @@ def test_two_d_sets_ignore_normalization_and_honour_the_seed(name):
 def test_n_samples_and_subset_for_two_d_sets():
     splits = load_dataset("moons", n_samples=500, val_size=0.5, train_subset=50)
     assert (len(splits.train), len(splits.val), len(splits.test)) == (50, 200, 100)
+
+
+@pytest.mark.parametrize("name", ["moons", "circles"])
+@pytest.mark.parametrize("count", [np.int64(5), np.int32(5), np.uint8(5)])
+def test_a_numpy_integer_val_size_is_a_count_for_two_d_sets(name, count):
+    """A NumPy integer was read as a fraction (5 -> 400 of the 80 left after the test part): 100 points are
+    20 test, then val_size 5 of the 80 left, as for the Python int 5."""
+    splits = load_dataset(name, n_samples=100, val_size=count)
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (75, 5, 20)
+    assert torch.equal(splits.val.x, load_dataset(name, n_samples=100, val_size=5).val.x)
+    with pytest.raises(ValueError, match=r"sizes 0 / 80 \(of 81 asked for\) / 20"):
+        load_dataset(name, n_samples=100, val_size=np.int64(81))
+    with pytest.raises(ValueError, match="val_size must be an int .* got np.True_ of type bool"):
+        load_dataset(name, n_samples=100, val_size=np.bool_(True))
 
 
 @pytest.mark.parametrize(
