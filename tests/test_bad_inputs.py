@@ -135,6 +135,10 @@ TRAIN_CASES = [
         "data_samples=2 splits into train / validation / test sizes 2 / 0 / 0",
     ),
     (["--dataset", "circles", "--data-samples", "3"], "sizes 2 / 0 / 1, leaving the validation part empty"),
+    # a negative whole number is a count, refused as the API refuses one (it read "as a fraction ..., got -1.0")
+    (["--val-size=-1"], "pyro-bnn train: error: --val-size must be a count >= 0 or a fraction in [0, 1), got -1"),
+    (["--val-size=-0.5"], "pyro-bnn train: error: val_size as a fraction must lie in [0, 1), got -0.5"),
+    (["--val-size", "1.5"], "pyro-bnn train: error: val_size as a fraction must lie in [0, 1), got 1.5"),
 ]
 
 
@@ -159,6 +163,10 @@ SAMPLE_CASES = [
     (["--step-size", "1e-3", "--method", "csgld", "--draws", "5", "--cycles", "2"], "--cycles=2 must divide the 5"),
     (["--step-size", "1e-3", "--method", "sghmc", "--friction", "0"], "friction must be a number in (0, 1]"),
     (["--step-size", "1e-3", "--init", "zeros"], "unknown init 'zeros'"),
+    (
+        ["--step-size", "1e-3", "--val-size=-2"],
+        "pyro-bnn sample: error: --val-size must be a count >= 0 or a fraction in [0, 1), got -2",
+    ),
     (["--step-size", "1e-3", "--node-noise"], "SG-MCMC samples weight-space models only"),
     (["--step-size", "1e-3", "--prior", "hierarchical:normal,halfcauchy,1"], "hyperparameter sites"),
     (["--step-size", "1e-3", "--kl-scale", "paper"], "kl_scale='dataset'"),

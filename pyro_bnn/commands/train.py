@@ -133,9 +133,12 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, helps: Mapping[str, 
 
 
 def _count_or_fraction(args: argparse.Namespace) -> int | float | None:
-    """``--val-size``: a whole number >= 1 is a count of examples, anything else a fraction."""
+    """``--val-size``: a whole number >= 1 is a count of examples, anything else a fraction. A negative whole
+    number is passed on as an int too, so that the refusal is the API's for a count ("must be a count >= 0 or a
+    fraction in [0, 1), got -1"), not a fraction's of ``-1.0``; 0 stays the float ``argparse`` gave, as it always
+    has (a run's config, and so its id, keeps ``0.0``)."""
     value = args.val_size
-    if value is not None and float(value).is_integer() and value >= 1:
+    if value is not None and float(value).is_integer() and (value >= 1 or value < 0):
         return int(value)
     return value
 
