@@ -24,9 +24,9 @@ class Normalization(str, Enum):
     """``x / max_value``: inputs in [0, 1] (the default); ``x / 255`` for MNIST, ``x / 16`` for digits."""
 
     STANDARD = "standard"
-    """``(x / max_value - mean) / std`` with one scalar mean and std per data set on the [0, 1] scale: the
-    usual MNIST 0.1307 / 0.3081 and Fashion-MNIST 0.2860 / 0.3530; for digits, computed from its training
-    split."""
+    """``(x / max_value - mean) / std`` with each data set's own mean and std per channel on the [0, 1] scale:
+    the usual MNIST 0.1307 / 0.3081 and Fashion-MNIST 0.2860 / 0.3530 (one grey channel), CIFAR's published
+    (R, G, B) constants (``pyro_bnn.data.cifar.CIFAR_MEAN_STD``); for digits, computed from its training split."""
 
     BBB = "bbb"
     """``x / 126`` on the 0..255 scale, the Bayes-by-Backprop paper's choice. Data sets on another scale are

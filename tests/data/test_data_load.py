@@ -69,6 +69,25 @@ def test_unknown_normalization_lists_the_members():
     assert Normalization("BBB") is Normalization.BBB
 
 
+def test_list_normalization_says_standard_is_per_channel(capsys):
+    """``pyro-bnn list normalization`` said "one scalar mean and std per data set", but CIFAR's are per channel."""
+    from pyro_bnn.cli import main
+    from pyro_bnn.data.cifar import CIFAR_MEAN_STD
+    from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
+
+    assert main(["list", "normalization"]) == 0
+    listing = " ".join(capsys.readouterr().out.split())
+    assert (
+        "standard (x / max_value - mean) / std with each data set's own mean and std per channel on the [0, 1] "
+        "scale: the usual MNIST 0.1307 / 0.3081 and Fashion-MNIST 0.2860 / 0.3530 (one grey channel), CIFAR's "
+        "published (R, G, B) constants (pyro_bnn.data.cifar.CIFAR_MEAN_STD); for digits, computed from its training "
+        "split." in listing
+    )
+    assert "scalar" not in listing
+    assert (MNIST_MEAN_STD, FASHION_MNIST_MEAN_STD) == ((0.1307, 0.3081), (0.2860, 0.3530))  # the numbers it names
+    assert all(len(mean) == len(std) == 3 for mean, std in CIFAR_MEAN_STD.values())  # one per R, G, B channel
+
+
 def test_generator_kwargs_are_checked():
     with pytest.raises(TypeError, match="factor"):
         load_dataset("moons", factor=0.3)
