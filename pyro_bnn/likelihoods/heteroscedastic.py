@@ -62,8 +62,11 @@ def split_mean_scale(
         ``(means, scales)``, each ``(..., B, D)``; every scale is ``>= min_scale``.
 
     Raises:
-        ValueError: when the last dimension is odd (or 0).
+        ValueError: when the last dimension is odd (or 0), or ``min_scale`` is not a finite number > 0 (a negative
+            or NaN floor gave negative or NaN scales).
     """
+    # checked here too, not only by the likelihoods' constructors: a direct call is public API
+    min_scale = positive_float(min_scale, "split_mean_scale min_scale")
     width = output.shape[-1]
     if width == 0 or width % 2:
         raise ValueError(

@@ -56,6 +56,17 @@ def test_exp_link_is_a_log_scale_head():
     assert got == pytest.approx(_normal_log_pdf(1.0, 0.3, 0.501), rel=1e-5)
 
 
+@pytest.mark.parametrize("min_scale", [-1.0, 0.0, float("nan"), float("inf"), True])
+def test_split_mean_scale_refuses_a_floor_that_is_not_positive(min_scale):
+    """A floor of -1 gave the scale -1 + softplus(-50) = -1 (and NaN one NaN); the constructors already refused."""
+    output = torch.tensor([[0.0, -50.0]])
+    with pytest.raises(ValueError) as info:
+        split_mean_scale(output, min_scale=min_scale)
+    assert str(info.value) == f"split_mean_scale min_scale must be a finite number > 0, got {min_scale!r}"
+    _, scales = split_mean_scale(output, link="exp", min_scale=0.25)  # 0.25 + exp(-50)
+    assert scales.item() == 0.25
+
+
 def test_two_outputs_per_target_and_the_floor():
     output = torch.randn(7, 5, 6)  # (S, B, 2 D) with D = 3
     output[..., 3:] = -1e4  # a scale the network drives to 0 stays at the floor
