@@ -7,7 +7,7 @@ import math
 import torch
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.evaluation._validation import check_predictive
+from pyro_bnn.evaluation._validation import _check_class_range, _check_integer_tensor, check_predictive
 from pyro_bnn.evaluation.calibration import DEFAULT_NUM_BINS, _calibration_of, assign_bins
 from pyro_bnn.evaluation.classification import _accuracy_of, _brier_score_of, _nll_of
 
@@ -51,11 +51,14 @@ def summarize_runs(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = DEFA
 
     Args:
         probs: ``(R, S, N, C)`` posterior samples of class probabilities.
-        labels: ``(R, N)`` integer labels.
+        labels: ``(R, N)`` integer labels, any integer dtype (read as int64, as ``summarize`` reads them).
         n_bins: Equal-width calibration bins.
 
     Returns:
         One dict per run with the keys :data:`SUMMARY_KEYS`.
+
+    Raises:
+        ValueError: the shapes do not match, or ``labels`` is not an integer tensor with values in ``[0, C)``.
     """
     n_bins = positive_int(n_bins, "n_bins")
     if probs.dim() != 4 or labels.shape != probs.shape[:1] + probs.shape[2:3]:
@@ -63,7 +66,11 @@ def summarize_runs(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = DEFA
             f"summarize_runs takes probs (R, S, N, C) and labels (R, N), got {tuple(probs.shape)} and "
             f"{tuple(labels.shape)}"
         )
-    runs, num_samples, num_points, _ = probs.shape
+    runs, num_samples, num_points, num_classes = probs.shape
+    # one_hot and gather take int64 indices only: int32 labels crashed in one_hot, where summarize casts them
+    labels = _check_integer_tensor(labels, name="labels", rank=2, layout="(R, N)")
+    labels = labels.to(device=probs.device, dtype=torch.int64)
+    _check_class_range(labels, name="labels", num_classes=num_classes)
     mean = probs.mean(dim=1)
     confidence, prediction = mean.max(dim=-1)
     correct = (prediction == labels).double()
@@ -71,7 +78,7 @@ def summarize_runs(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = DEFA
     label_probs = probs.gather(dim=-1, index=index).squeeze(-1)
     log_label_probs = label_probs.clamp_min(torch.finfo(probs.dtype).tiny).log().double()
     nll = -(torch.logsumexp(log_label_probs, dim=1) - math.log(num_samples)).mean(dim=1)
-    one_hot = torch.nn.functional.one_hot(labels, num_classes=mean.shape[-1]).double()
+    one_hot = torch.nn.functional.one_hot(labels, num_classes=num_classes).double()
     brier = (mean.double() - one_hot).square().sum(dim=-1).mean(dim=1)
     bins = assign_bins(confidence, n_bins)
     zeros = torch.zeros(runs, n_bins, dtype=torch.float64, device=probs.device)
