@@ -3,8 +3,8 @@
 The trajectory follows the per-example negative log joint of :class:`~pyro_bnn.sgmcmc.LogJoint` (the MAP objective
 ``-(log p(w) + (N / B) sum_b log p(y_b | x_b, w)) / N``), so the prior acts as weight decay exactly as the model
 states it. A run is ``pretrain_epochs`` of SGD at ``pretrain_lr`` (to reach the basin; skip it by starting from a
-MAP network), then ``epochs`` at the constant ``lr`` with one iterate collected every ``collect_every`` steps (once
-an epoch by default, as in the paper).
+MAP network), then ``epochs`` at the constant ``lr`` with one iterate collected every ``collect_every`` steps of that
+phase (once an epoch by default, as in the paper).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class SwagOptions(Settings):
         pretrain_epochs: Epochs of SGD before collecting (0: start collecting at once, e.g. from a MAP network).
         pretrain_lr: The learning rate of those epochs (None: ``lr``).
         momentum: SGD momentum (the paper's 0.9).
-        collect_every: Steps between collected iterates (None: one at the end of each epoch).
+        collect_every: Steps of the collection phase between collected iterates, counted from its first step
+            (pre-training steps do not count; None: one at the end of each epoch).
     """
 
     lr: float
@@ -121,7 +122,8 @@ def fit_swag(
     bnn.eval()
     total = options.pretrain_epochs + options.epochs
     size = bnn.likelihood.dataset_size
-    step = 0
+    step = 0  # every SGD step, for the divergence message
+    collection_step = 0  # steps of the collection phase only: collect_every counts these, whatever pretrain_epochs
     try:
         for epoch in tqdm(range(total), desc="SWAG", disable=not progress, leave=False, dynamic_ncols=True):
             collecting = epoch >= options.pretrain_epochs
@@ -138,8 +140,10 @@ def fit_swag(
                 loss.backward()
                 optimiser.step()
                 step += 1
-                if collecting and options.collect_every and step % options.collect_every == 0:
-                    _collect(moments, theta, step, epoch, optimiser)
+                if collecting:
+                    collection_step += 1
+                    if options.collect_every and collection_step % options.collect_every == 0:
+                        _collect(moments, theta, step, epoch, optimiser)
             if collecting and not options.collect_every:
                 _collect(moments, theta, step, epoch, optimiser)
     finally:

@@ -208,3 +208,36 @@ def test_a_start_of_the_wrong_shape_is_named_without_chains(conjugate):
     start = {"weight": torch.zeros(3, 2), "bias": torch.zeros(1)}
     with pytest.raises(ValueError, match=r"^init\['weight'\] has shape \(3, 2\); expected \(1, 2\)$"):
         fit_swag(conjugate.bnn, loader, SwagOptions(lr=0.01, epochs=1, pretrain_epochs=0), init=start, progress=False)
+
+
+@pytest.mark.parametrize("pretrain_epochs", [0, 1, 2, 3])
+def test_collect_every_counts_only_the_steps_of_the_collection_phase(conjugate, pretrain_epochs):
+    loader = BatchLoader(conjugate.x, conjugate.y, batch_size=10)  # 4 steps an epoch
+    options = SwagOptions(lr=0.01, epochs=2, pretrain_epochs=pretrain_epochs, collect_every=3, rank=0)
+    # 8 collection steps, one iterate after steps 3 and 6 of them: 2 whatever came before (the pre-training
+    # steps were counted too, giving 3 iterates after 1 or 3 pre-training epochs)
+    assert fit_swag(conjugate.bnn, loader, options, progress=False).count == 2
+
+
+def test_the_iterate_is_collected_after_collect_every_steps_at_the_swag_rate(conjugate):
+    loader = BatchLoader(conjugate.x, conjugate.y, batch_size=10)  # 4 steps an epoch
+    # The same SGD steps at one rate, split as 4 pre-training + 4 collecting or as 8 collecting: both collect the
+    # weights after SGD step 7 alone (3 steps into the split's collection; counting the pre-training steps too
+    # collected step 6's)
+    split = SwagOptions(lr=0.01, epochs=1, pretrain_epochs=1, collect_every=3, rank=0)
+    whole = SwagOptions(lr=0.01, epochs=2, collect_every=7, rank=0)
+    with pytest.warns(UserWarning, match="one iterate"):
+        first = fit_swag(conjugate.bnn, loader, split, progress=False)
+    with pytest.warns(UserWarning, match="one iterate"):
+        second = fit_swag(conjugate.bnn, loader, whole, progress=False)
+    assert first.count == second.count == 1
+    torch.testing.assert_close(first.mean, second.mean, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("pretrain_epochs", [0, 1])
+def test_collect_every_beyond_the_collection_phase_collects_nothing_after_pre_training(conjugate, pretrain_epochs):
+    loader = BatchLoader(conjugate.x, conjugate.y, batch_size=10)  # 4 steps an epoch
+    options = SwagOptions(lr=0.01, epochs=1, pretrain_epochs=pretrain_epochs, collect_every=5, rank=0)
+    message = r"^no iterate was collected: collect_every=5 is more than the steps of the collection phase \(1 epoch"
+    with pytest.raises(ValueError, match=message):
+        fit_swag(conjugate.bnn, loader, options, progress=False)
