@@ -18,6 +18,7 @@ import torch
 
 from pyro_bnn.evaluation._validation import check_labels, check_probs
 from pyro_bnn.evaluation.ood import ood_scores
+from pyro_bnn.evaluation.uncertainty import entropy_decomposition
 
 DEFAULT_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
 """Referred fractions of a curve unless told otherwise."""
@@ -60,6 +61,29 @@ class ReferralCurve:
         }
 
 
+def ranking_uncertainty(samples: torch.Tensor, score: ReferralScore) -> torch.Tensor:
+    """The uncertainty that orders the inputs of a referral or risk-coverage curve, larger for a more uncertain one.
+
+    The :func:`~pyro_bnn.evaluation.ood_scores` of ``samples``, with each entropy summed over the row's
+    probabilities sorted: inputs whose probabilities are a permutation of one another then tie exactly, where a
+    float32 sum in class order differs by an ulp between them and would order them by rounding.
+
+    Args:
+        samples: ``(S, N, C)`` validated class probabilities (``check_probs``).
+        score: What to compute.
+
+    Returns:
+        ``(N,)`` scores, in the dtype :func:`~pyro_bnn.evaluation.ood_scores` gives.
+    """
+    if score is ReferralScore.MAX_PROBABILITY:
+        return ood_scores(samples)[score.value]  # a max and one subtraction: already the same for any class order
+    total = entropy_decomposition(samples.mean(dim=0).sort(dim=-1).values).total  # the mean as ood_scores takes it
+    if score is ReferralScore.ENTROPY:
+        return total
+    aleatoric = entropy_decomposition(samples.sort(dim=-1).values).aleatoric  # entropy ignores each row's order
+    return (total - aleatoric).clamp_min(0.0)  # as entropy_decomposition clamps the round-off below 0
+
+
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
     values = tuple(fractions)
     if not values:
@@ -79,7 +103,8 @@ def referral_curve(
 ) -> ReferralCurve:
     """Accuracy on the inputs kept after referring the most uncertain fraction of them.
 
-    The inputs are ordered by ``score``, most uncertain first (ties keep their input order, a stable sort); at
+    The inputs are ordered by ``score``, most uncertain first (ties keep their input order, a stable sort; inputs
+    whose probabilities are permutations of one another tie exactly, see :func:`ranking_uncertainty`); at
     fraction ``f`` the first ``floor(f N)`` are referred and the posterior-mean prediction ``argmax mean_s p_s`` is
     scored on the rest.
 
@@ -106,7 +131,7 @@ def referral_curve(
         known = ", ".join(repr(s.value) for s in ReferralScore)
         raise ValueError(f"unknown referral score {score!r}; expected one of {known}") from None
     values = _check_fractions(fractions)
-    uncertainty = ood_scores(samples)[score.value]  # the same three scores, larger for a more uncertain input
+    uncertainty = ranking_uncertainty(samples, score)  # larger for a more uncertain input
     order = torch.sort(uncertainty, descending=True, stable=True).indices  # most uncertain first
     correct = (samples.mean(0).argmax(-1) == labels)[order].double()
     n = correct.numel()

@@ -7,7 +7,9 @@ coverage ``k / N`` and risk the error rate of the posterior-mean prediction on t
 nothing gives about the overall error rate, a perfect one ``(1/N) sum_k max(0, k - N_right) / k``.
 
 Inputs with the same score have no order among them: the curve is its expectation over a uniformly random order
-within each tie, so it never depends on the order the inputs came in. Accuracy at a fixed share of inputs referred
+within each tie, so it never depends on the order the inputs came in. Entropies are summed over each row's
+probabilities sorted (:func:`~pyro_bnn.evaluation.referral.ranking_uncertainty`), so inputs whose probabilities
+are a permutation of one another tie exactly rather than by float rounding. Accuracy at a fixed share of inputs referred
 is :func:`~pyro_bnn.evaluation.referral_curve`.
 """
 
@@ -18,8 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from pyro_bnn.evaluation._validation import check_labels, check_probs
-from pyro_bnn.evaluation.ood import ood_scores
-from pyro_bnn.evaluation.referral import ReferralScore
+from pyro_bnn.evaluation.referral import ReferralScore, ranking_uncertainty
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def risk_coverage_curve(
     probs = check_probs(probs)
     samples = probs if probs.dim() == 3 else probs.unsqueeze(0)
     labels = check_labels(labels, num_points=samples.shape[1], num_classes=samples.shape[2], device=samples.device)
-    uncertainty = ood_scores(samples)[score.value].double()
+    uncertainty = ranking_uncertainty(samples, score).double()
     wrong = (samples.mean(0).argmax(-1) != labels).double()
     ordered, order = torch.sort(uncertainty, stable=True)
     wrong = wrong[order]

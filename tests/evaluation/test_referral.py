@@ -45,6 +45,13 @@ def test_mutual_information_orders_by_disagreement_not_by_entropy():
     assert by_mi.accuracy == pytest.approx((2 / 3, 1.0))  # refers the disputed input, which was wrong
 
 
+def test_inputs_whose_probabilities_are_permutations_tie_and_keep_their_input_order():
+    # the same entropy, but 1.2798541784 and 1.2798542976 in float32 summed in class order, which referred the
+    # second input (wrong) first; tied, the stable sort refers the first (right) and keeps the wrong one
+    probs = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]])
+    assert referral_curve(probs, torch.tensor([0, 0]), [0.5]).accuracy == (0.0,)
+
+
 @pytest.mark.parametrize(
     ("fractions", "score", "message"),
     [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -58,6 +60,23 @@ def test_the_curve_agrees_with_the_referral_curve_at_its_fractions():
         for kept, accuracy in zip(referral.retained, referral.accuracy, strict=True):
             assert 1 - curve.risk[kept - 1] == pytest.approx(accuracy)
     assert set(aurc_by_score(probs, labels)) == {s.value for s in ReferralScore}
+
+
+def test_inputs_whose_probabilities_are_permutations_tie_exactly():
+    # H[0.1, 0.2, 0.3, 0.4] summed in class order is 1.2798542976 in float32, and 1.2798541784 reversed: that
+    # ulp ordered the right input (label 3) first, risk (0, 0.5) after it had been (1, 0.5) the other way round
+    probs = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
+    curve = risk_coverage_curve(probs, torch.tensor([3, 3]), score="entropy")
+    assert curve.risk == (0.5, 0.5) and curve.aurc == 0.5
+    # every order of the four classes, label 0: right only where 0.4 comes first, 6 of 24, so every place carries
+    # an error rate of 0.75 (was AURC 0.6654); mutual information of two samples permuted alike likewise (0.7946)
+    orders = torch.tensor(list(itertools.permutations(range(4))))
+    rows = torch.tensor([0.1, 0.2, 0.3, 0.4])[orders]  # (24, 4)
+    labels = torch.zeros(24, dtype=torch.long)
+    assert risk_coverage_curve(rows, labels, score="entropy").aurc == 0.75
+    second = torch.tensor([0.05, 0.15, 0.3, 0.5])[orders]
+    for score in ReferralScore:
+        assert risk_coverage_curve(torch.stack([rows, second]), labels, score=score).aurc == 0.75
 
 
 def test_an_unknown_score_is_one_line():
