@@ -13,6 +13,7 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 
 import torch
 
@@ -84,6 +85,19 @@ def ranking_uncertainty(samples: torch.Tensor, score: ReferralScore) -> torch.Te
     return (total - aleatoric).clamp_min(0.0)  # as entropy_decomposition clamps the round-off below 0
 
 
+def referred_count(fraction: float, num_inputs: int) -> int:
+    """``floor(f N)``, the inputs referred at fraction ``f`` of ``N``, without binary rounding's off-by-one.
+
+    In floats ``0.29 * 100`` is ``28.999999999999996``, whose floor refers 28 where ``f N`` is 29. So when ``f``
+    is the float nearest to ``k / N`` for an integer ``k`` (0.29 is 29 / 100's, 1 / 3 is 1 / 3's) the count is
+    ``k``; any other ``f`` lies strictly between two such points and gets the floor of its exact value times ``N``.
+    """
+    nearest = round(fraction * num_inputs)
+    if num_inputs and nearest / num_inputs == fraction:  # int / int is the correctly rounded quotient
+        return nearest
+    return math.floor(Fraction(fraction) * num_inputs)  # Fraction(float) is the float's exact binary value
+
+
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
     values = tuple(fractions)
     if not values:
@@ -137,7 +151,7 @@ def referral_curve(
     n = correct.numel()
     retained, accuracy = [], []
     for fraction in values:
-        referred = math.floor(fraction * n)
+        referred = referred_count(fraction, n)
         kept = correct[referred:]
         retained.append(int(kept.numel()))
         accuracy.append(float(kept.mean()))

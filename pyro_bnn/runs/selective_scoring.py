@@ -4,11 +4,11 @@ its accuracy at fixed shares of referred inputs, as a record in ``evaluation.jso
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from pyro_bnn.evaluation import ReferralScore, risk_coverage_curve
+from pyro_bnn.evaluation.referral import referred_count
 from pyro_bnn.plots import plot_risk_coverage
 from pyro_bnn.predict import Prediction
 
@@ -38,7 +38,7 @@ def selective_record(prediction: Prediction, figure: Path | None = None, title: 
     count = len(labels)
     record: dict[str, Any] = {"aurc": {c.score.value: c.aurc for c in curves}, "accuracy_at_referral": {}}
     for curve in curves:
-        kept = {rate: count - math.floor(rate * count) for rate in REFERRAL_RATES}  # as referral_curve keeps them
+        kept = {rate: count - referred_count(rate, count) for rate in REFERRAL_RATES}  # as referral_curve keeps them
         record["accuracy_at_referral"][curve.score.value] = {
             f"{rate:g}": 1.0 - curve.risk[k - 1] for rate, k in kept.items() if k > 0
         }

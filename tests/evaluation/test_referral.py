@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pyro_bnn.evaluation import ReferralScore, referral_curve
+from pyro_bnn.evaluation.referral import referred_count
 
 
 def _confident(label: int, p: float, classes: int = 3) -> torch.Tensor:
@@ -50,6 +51,18 @@ def test_inputs_whose_probabilities_are_permutations_tie_and_keep_their_input_or
     # second input (wrong) first; tied, the stable sort refers the first (right) and keeps the wrong one
     probs = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.1, 0.2, 0.3, 0.4]])
     assert referral_curve(probs, torch.tensor([0, 0]), [0.5]).accuracy == (0.0,)
+
+
+def test_a_fraction_refers_floor_f_n_inputs_without_binary_rounding():
+    # 0.29 * 100 is 28.999999999999996 in floats and 0.57 * 100 56.99999999999999: their floors kept 72 and 44
+    curve = referral_curve(torch.full((100, 2), 0.5), torch.zeros(100, dtype=torch.long), [0.29, 0.57, 0.58])
+    assert curve.retained == (71, 43, 42)
+    # every k / N of N up to 120 refers k (a plain floor gets 231 of these 7260 one short), and the float half
+    # way to the next refers k too
+    for n in range(1, 121):
+        for k in range(n):
+            assert referred_count(k / n, n) == k, (k, n)
+            assert referred_count((k + 0.5) / n, n) == k, (k, n)
 
 
 @pytest.mark.parametrize(
