@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -99,6 +99,9 @@ def referred_count(fraction: float, num_inputs: int) -> int:
 
 
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
+    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Iterable):
+        # one fraction alone (0.1) is an easy slip; tuple() would raise a bare "'float' object is not iterable"
+        raise ValueError(f"fractions must be a sequence of numbers in [0, 1), e.g. [0.1], got {fractions!r}")
     values = tuple(fractions)
     if not values:
         raise ValueError("fractions must hold at least one value in [0, 1), got none")
@@ -134,7 +137,8 @@ def referral_curve(
 
     Raises:
         ValueError: invalid ``probs`` or ``labels`` (see :mod:`pyro_bnn.evaluation`), a fraction outside
-            ``[0, 1)``, or an unknown score; one line naming the value.
+            ``[0, 1)`` or fractions that are not a sequence (one number alone), or an unknown score; one line naming
+            the value.
     """
     checked = check_probs(probs)
     samples = checked if checked.dim() == 3 else checked.unsqueeze(0)

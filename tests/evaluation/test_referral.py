@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -78,3 +80,12 @@ def test_bad_arguments_fail_in_one_line(fractions, score, message):
     probs = torch.full((4, 2), 0.5)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         referral_curve(probs, torch.zeros(4, dtype=torch.long), fractions, score=score)
+
+
+@pytest.mark.parametrize("fractions", [0.1, "0.1", None])
+def test_one_fraction_not_in_a_sequence_is_a_one_line_error(fractions):
+    # a bare 0.1 was "TypeError: 'float' object is not iterable"; "0.1" was read as the fractions "0", ".", "1"
+    probs = torch.full((4, 2), 0.5)
+    message = f"fractions must be a sequence of numbers in [0, 1), e.g. [0.1], got {fractions!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        referral_curve(probs, torch.zeros(4, dtype=torch.long), fractions)
