@@ -28,7 +28,7 @@ from typing import Protocol
 
 import torch
 
-from pyro_bnn.checks import non_negative_float, non_negative_int, open_unit
+from pyro_bnn.checks import non_negative_float, non_negative_int, open_unit, positive_int
 from pyro_bnn.evaluation._validation import check_labels, check_probs
 
 
@@ -201,6 +201,8 @@ class ConformalClassifier:
         lam: RAPS' penalty per rank beyond ``k_reg``.
         k_reg: RAPS' ranks without penalty.
         source: Whether scores come from the posterior-mean probabilities or from each sample.
+        num_classes: ``C``, the classes of the calibration probabilities; test probabilities must have as many
+            (None, as in a classifier made by hand, checks nothing).
     """
 
     method: ConformalMethod
@@ -211,10 +213,13 @@ class ConformalClassifier:
     lam: float = 0.0
     k_reg: int = 0
     source: ScoreSource = ScoreSource.MEAN
+    num_classes: int | None = None
 
     def __post_init__(self) -> None:
         # the enums' string values are accepted too ("aps", "mean"), as everywhere else
         method, source = _check_options(self.method, self.lam, self.k_reg, self.source)
+        if self.num_classes is not None:
+            positive_int(self.num_classes, "num_classes")
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "source", source)
 
@@ -245,9 +250,16 @@ class ConformalClassifier:
             ``(N, C)`` bool mask, True where the class is in the input's set, on the probabilities' device.
 
         Raises:
-            ValueError: the probabilities fail validation (see :mod:`pyro_bnn.evaluation`).
+            ValueError: the probabilities fail validation (see :mod:`pyro_bnn.evaluation`), or have another number
+                of classes than the calibration's.
         """
         samples, _ = _probs_and_labels(prediction, None, need_labels=False)
+        if self.num_classes is not None and samples.shape[-1] != self.num_classes:
+            # the threshold means nothing for another label space; broadcasting would return sets of its width
+            raise ValueError(
+                f"the probabilities have {samples.shape[-1]} classes; "
+                f"this classifier was calibrated on {self.num_classes}"
+            )
         u = self._draws(samples.shape[1], generator)
         return self._scores(samples, u) <= self.quantile
 
@@ -301,7 +313,7 @@ def calibrate_classifier(
     if method is not ConformalMethod.RAPS:
         lam, k_reg = 0.0, 0
     draft = ConformalClassifier(
-        method, alpha, math.nan, samples.shape[1], bool(randomized), float(lam), int(k_reg), source
+        method, alpha, math.nan, samples.shape[1], bool(randomized), float(lam), int(k_reg), source, samples.shape[2]
     )
     scores = draft._scores(samples, draft._draws(samples.shape[1], generator))
     label_scores = scores.gather(-1, labels.unsqueeze(-1)).squeeze(-1)

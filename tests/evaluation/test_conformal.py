@@ -165,6 +165,24 @@ def test_calibration_picks_the_hand_computed_rank():
     ordered = sorted([0.75, 0.5, 0.875, 1.0] * 2 + [0.5])
     assert classifier.quantile == ordered[7] == 1.0
     assert classifier.num_calibration == 9
+    assert classifier.num_classes == 4
+
+
+@pytest.mark.parametrize("source", ["mean", "samples"])
+def test_test_probabilities_of_another_class_count_are_refused(source):
+    # calibrated on 4 classes: (5, 7) probabilities gave (5, 7) sets, and (2, 5, 3) ones (2, 5, 3)-scored sets
+    probs = torch.softmax(torch.randn(2, 20, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    classifier = calibrate_classifier(probs, 0.1, labels=torch.arange(20) % 4, source=source)
+    assert classifier.prediction_sets(probs[:, :5]).shape == (5, 4)
+    for other in (torch.full((5, 7), 1 / 7), torch.full((2, 5, 3), 1 / 3)):
+        classes = other.shape[-1]
+        message = f"^the probabilities have {classes} classes; this classifier was calibrated on 4$"
+        with pytest.raises(ValueError, match=message):
+            classifier.prediction_sets(other)
+    # one made by hand records no class count and takes any (its threshold is the caller's to mean)
+    assert ConformalClassifier("thr", 0.1, 0.5, 100).prediction_sets(torch.full((5, 7), 1 / 7)).shape == (5, 7)
+    with pytest.raises(ValueError, match="^num_classes must be an int >= 1, got 0$"):
+        ConformalClassifier("thr", 0.1, 0.5, 100, num_classes=0)
 
 
 # --------------------------------------------------------------------------- randomised APS against enumeration
