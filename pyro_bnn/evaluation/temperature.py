@@ -57,9 +57,17 @@ def _check_mode(mode: TemperatureMode | str) -> TemperatureMode:
         raise ValueError(f"mode must be one of {names}; got {mode!r}") from None
 
 
-def _check_temperature(temperature: float) -> float:
+def _check_temperature(temperature: float | torch.Tensor) -> float:
+    if (
+        isinstance(temperature, torch.Tensor)
+        and temperature.dim() == 0
+        and not (temperature.dtype == torch.bool or temperature.dtype.is_complex)
+    ):
+        temperature = temperature.item()  # a 0-d real tensor (e.g. a fitted log T, exponentiated) is its number
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
-        raise ValueError(f"temperature must be a positive finite number; got {temperature!r}")
+        raise ValueError(
+            f"temperature must be a positive finite number (a Python number or a 0-d real tensor); got {temperature!r}"
+        )
     if not (math.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a positive finite number; got {temperature}")
     return float(temperature)
@@ -89,7 +97,7 @@ def _tempered_nll(logits: torch.Tensor, labels: torch.Tensor, temperature: torch
 
 
 def apply_temperature(
-    probs: torch.Tensor, temperature: float, *, mode: TemperatureMode | str = TemperatureMode.MEAN
+    probs: torch.Tensor, temperature: float | torch.Tensor, *, mode: TemperatureMode | str = TemperatureMode.MEAN
 ) -> torch.Tensor:
     """The tempered predictive, shaped so that every metric and :class:`~pyro_bnn.predict.Prediction` take it as
     they take ``probs``.
@@ -101,7 +109,8 @@ def apply_temperature(
 
     Args:
         probs: ``(S, N, C)`` posterior samples of class probabilities, or ``(N, C)``.
-        temperature: ``T > 0``; ``T > 1`` flattens the predictive, ``T < 1`` sharpens it.
+        temperature: ``T > 0``, a Python number (as :func:`fit_temperature` returns) or a 0-d real tensor;
+            ``T > 1`` flattens the predictive, ``T < 1`` sharpens it.
         mode: ``"mean"`` or ``"samples"`` (:class:`TemperatureMode`).
 
     Returns:

@@ -173,7 +173,7 @@ class Prediction:
         point = None if self.point is None else accuracy(self.point.probs, self.targets)
         return AccuracyBreakdown(per_sample=per_sample, ensemble=ensemble, posterior_mean=point)
 
-    def tempered(self, temperature: float, *, mode: TemperatureMode | str = "mean") -> Prediction:
+    def tempered(self, temperature: float | torch.Tensor, *, mode: TemperatureMode | str = "mean") -> Prediction:
         """This prediction with its class probabilities tempered by ``temperature`` (post-hoc temperature scaling).
 
         The probabilities are :func:`pyro_bnn.evaluation.apply_temperature` of :attr:`probs`: mode ``"mean"`` tempers
@@ -185,7 +185,7 @@ class Prediction:
         :func:`pyro_bnn.evaluation.fit_temperature` on a validation prediction.
 
         Args:
-            temperature: ``T > 0``.
+            temperature: ``T > 0``, a Python number or a 0-d real tensor.
             mode: ``"mean"`` or ``"samples"`` (:class:`pyro_bnn.evaluation.TemperatureMode`).
 
         Returns:

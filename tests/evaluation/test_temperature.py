@@ -267,6 +267,21 @@ def test_bad_fit_inputs_are_refused_in_one_line(probs, labels, options, message)
     assert message in _one_line(raised)
 
 
+NOT_A_NUMBER = "temperature must be a positive finite number (a Python number or a 0-d real tensor)"
+
+
+def test_a_zero_dimensional_tensor_is_taken_as_its_number():
+    # softmax(log p / 2) is sqrt(p) normalised: [0.1, 0.2, 0.3, 0.4] -> sqrt(p) / 1.94362 (was refused: "temperature
+    # must be a positive finite number; got tensor(2.)")
+    probs = torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
+    expected = probs.sqrt() / probs.sqrt().sum()
+    torch.testing.assert_close(apply_temperature(probs, torch.tensor(2.0)), expected, rtol=1e-12, atol=0)
+    assert torch.equal(apply_temperature(probs, torch.tensor(2, dtype=torch.int64)), apply_temperature(probs, 2.0))
+    assert apply_temperature(probs, torch.tensor(1.0)) is probs  # T = 1 leaves the probabilities as they are
+    tempered = Prediction(probs=probs.unsqueeze(0), targets=torch.tensor([3])).tempered(torch.tensor(2.0))
+    torch.testing.assert_close(tempered.probs[0], expected, rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize(
     ("temperature", "message"),
     [
@@ -274,8 +289,12 @@ def test_bad_fit_inputs_are_refused_in_one_line(probs, labels, options, message)
         (-2, "temperature must be a positive finite number; got -2"),
         (math.inf, "temperature must be a positive finite number; got inf"),
         (math.nan, "temperature must be a positive finite number; got nan"),
-        ("2", "temperature must be a positive finite number; got '2'"),
-        (True, "temperature must be a positive finite number; got True"),
+        ("2", f"{NOT_A_NUMBER}; got '2'"),
+        (True, f"{NOT_A_NUMBER}; got True"),
+        (torch.tensor([2.0]), f"{NOT_A_NUMBER}; got tensor([2.])"),
+        (torch.tensor(True), f"{NOT_A_NUMBER}; got tensor(True)"),
+        (torch.tensor(0.0), "temperature must be a positive finite number; got 0.0"),
+        (torch.tensor(math.nan, dtype=torch.float64), "temperature must be a positive finite number; got nan"),
     ],
 )
 def test_bad_temperatures_are_refused_in_one_line(temperature, message):
