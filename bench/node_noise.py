@@ -1,7 +1,8 @@
 """Node-noise LeNet step against the deterministic LeNet step, in one process: ``python bench/node_noise.py``.
 
-Rows (each one pass of ``Trainer.fit`` or a plain torch loop over the same Fashion-MNIST batches, ratios to the
-deterministic step in the same round, median over rounds):
+Rows (each one pass of ``Trainer.fit``, timed by its epoch's ``time_s`` without the fit's once-per-fit checks, or
+a plain torch loop over the same Fashion-MNIST batches; ratios to the deterministic step in the same round, median
+over rounds):
 
 - ``deterministic LeNet``: plain torch, cross-entropy, SGD (Nesterov 0.9);
 - ``node noise, mixture:4``: what ``pyro-bnn train --model lenet --node-noise`` runs: every conv/linear input noisy,
@@ -59,11 +60,7 @@ def deterministic(x, y, num_data):
 
 def _trainer_run(trainer, x, y, num_data):
     trainer.setup(x, y)
-
-    def run(batches):
-        trainer.fit(steps._Loader(batches, num_data), trainer.epoch + 1)
-
-    return run
+    return steps.fit_run(trainer, num_data)  # the epoch's steps, not the fit's once-per-fit checks
 
 
 def node_noise(x, y, num_data):

@@ -74,11 +74,7 @@ def _builders(model: str) -> dict:
             runtime=RuntimeOptions(seed=0, progress=False),
         )
         trainer.setup(x, y)
-
-        def run(batches):
-            trainer.fit(steps._Loader(batches, num_data), trainer.epoch + 1)
-
-        return run
+        return steps.fit_run(trainer, num_data)  # the epoch's steps, not the fit's once-per-fit checks
 
     return {steps.DETERMINISTIC: deterministic, "node noise, mixture:4 (S = 2)": node_noise}
 

@@ -1,0 +1,44 @@
+"""bench/run.py: the training-step table's timing and report text."""
+
+import json
+
+import run as bench_run
+import steps as bench_steps
+import torch
+
+CPU = torch.device("cpu")
+
+
+def _fixed(seconds_per_step: float):
+    """A builder whose ``run(batches)`` reports ``seconds_per_step`` per batch (and takes no time)."""
+    return lambda x, y, num_data: lambda batches: seconds_per_step * len(batches)
+
+
+def test_a_rows_time_per_step_is_what_its_run_reports_over_the_batches():
+    batches = [(torch.zeros(2, 1), torch.zeros(2))] * 4
+    builders = {bench_steps.DETERMINISTIC: _fixed(0.020), "other": _fixed(0.050)}
+    rows = bench_run.time_variants(builders, batches, 3, CPU)
+    # 0.050 s per step over 0.020 s per step, in every round.
+    assert rows["other"]["ms_per_step"] == 50.0 and rows[bench_steps.DETERMINISTIC]["ms_per_step"] == 20.0
+    assert rows["other"]["ratio"] == 2.5 and rows["other"]["ratio_range"] == [2.5, 2.5]
+
+
+def test_the_report_says_what_the_pyro_bnn_rows_time(tmp_path):
+    committed = json.loads((bench_run.HERE / "results-cpu.json").read_text())
+    old = "\n".join(bench_run.render_device(committed))
+    # Measured at a63097a by timing the whole fit() call: ~30-40 ms of per-fit checks in every 10-step round.
+    assert (
+        "pyro_bnn's rows of this run were timed around a whole `Trainer.fit` call per round, so they include the "
+        "checks that fit makes once (the parameters' finiteness after the epoch, its set-up checks) spread over the "
+        "round's 10 steps." in old
+    )
+    assert "pyro_bnn's default BNN (`Trainer.fit`) **19.05 s**; the deterministic network 8.67 s" in old
+    new = dict(committed, pyro_bnn_step_time=bench_run.STEP_TIMING)
+    new["epoch"] = dict(committed["epoch"], bnn_s=19.25, bnn_steps_s=19.05)
+    text = "\n".join(bench_run.render_device(new))
+    assert "timed around a whole" not in text
+    assert "pyro_bnn's rows: the `time_s` of the `Trainer.fit` epoch that takes a round's steps" in text
+    assert (
+        "pyro_bnn's default BNN: the wall time of the `Trainer.fit` call that trains the second epoch, its "
+        "once-per-fit checks included, **19.25 s** (its loop of steps, the epoch's `time_s`: 19.05 s)" in text
+    )
