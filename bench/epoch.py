@@ -1,13 +1,14 @@
 """Training seconds of one full Fashion-MNIST epoch of the 3FC network: pyro_bnn's default BNN and the deterministic
 network, in one process.
 
-Both read the 60 000 training images (pixels standardised, as ``pyro-bnn train`` does) through the loaders
-``pyro-bnn train`` builds (``DatasetSplits.loaders``: batches of 128, shuffled, moved to the device), the last batch
-of 96 included. pyro_bnn's figure is the wall time of a ``Trainer.fit`` call that trains the second epoch (the first
-includes the set-up and, on CUDA, the graph capture), so it counts what a fit does once besides its steps (its
-set-up checks; after the epoch, the finiteness check of the parameters and the unmoved-posterior check), which the
-per-step rows of ``bench/run.py`` leave out; the epoch's ``time_s`` (its loop of steps alone) is reported too. The
-deterministic figure is the wall time of its second pass of plain steps (mean cross-entropy, fused Adam).
+Both read the 60 000 training images (pixels / 255, as ``pyro-bnn train`` does by default: ``--normalization
+unit``; the scaling does not change a step's time) through the loaders ``pyro-bnn train`` builds
+(``DatasetSplits.loaders``: batches of 128, shuffled, moved to the device), the last batch of 96 included.
+pyro_bnn's figure is the wall time of a ``Trainer.fit`` call that trains the second epoch (the first includes the
+set-up and, on CUDA, the graph capture), so it counts what a fit does once besides its steps (its set-up checks;
+after the epoch, the finiteness check of the parameters and the unmoved-posterior check), which the per-step rows
+of ``bench/run.py`` leave out; the epoch's ``time_s`` (its loop of steps alone) is reported too. The deterministic
+figure is the wall time of its second pass of plain steps (mean cross-entropy, fused Adam).
 
 Run alone: ``python bench/epoch.py --device cuda``.
 """
@@ -30,6 +31,8 @@ from pyro_bnn.models import build_model
 from pyro_bnn.priors import NormalPrior
 
 BATCH = 128
+NORMALIZATION = "unit"
+"""The pixels' scaling: ``pyro-bnn train``'s default (/ 255)."""
 
 
 def _sync(device: torch.device) -> None:
@@ -38,13 +41,14 @@ def _sync(device: torch.device) -> None:
 
 
 def epoch_times(device: torch.device) -> dict:
-    """``{"num_train", "bnn_s", "bnn_steps_s", "deterministic_s", "ratio", "cuda_graph"}`` for one epoch (the second)
-    of each; ``bnn_steps_s``: the epoch's ``time_s`` (its loop of steps, without the fit's once-per-fit checks).
+    """``{"num_train", "normalization", "bnn_s", "bnn_steps_s", "deterministic_s", "ratio", "cuda_graph"}`` for one
+    epoch (the second) of each; ``bnn_steps_s``: the epoch's ``time_s`` (its loop of steps, without the fit's
+    once-per-fit checks).
 
     Raises:
         FileNotFoundError: Fashion-MNIST is not installed (the benchmark then leaves this part out).
     """
-    data = load_dataset("fashion-mnist", normalization="standard", val_size=0, seed=0)
+    data = load_dataset("fashion-mnist", normalization=NORMALIZATION, val_size=0, seed=0)
     train, _, _ = data.loaders(BATCH, seed=0, device=device)
     num_train = len(data.train)
 
@@ -74,6 +78,7 @@ def epoch_times(device: torch.device) -> dict:
     bnn_s = time.perf_counter() - start
     return {
         "num_train": num_train,
+        "normalization": NORMALIZATION,
         "bnn_s": bnn_s,
         "bnn_steps_s": history[-1]["time_s"],
         "deterministic_s": seconds[-1],

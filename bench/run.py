@@ -232,6 +232,8 @@ def render_device(result: dict) -> list[str]:
     if result.get("epoch"):
         e = result["epoch"]
         graph = " (steps replayed from a CUDA graph)" if e["cuda_graph"] else ""
+        # Results before the scaling was recorded used standardised pixels (the time of a step is the same).
+        scaling = " (pixels / 255, as `pyro-bnn train` does)" if e.get("normalization") == "unit" else ""
         if "bnn_steps_s" in e:
             bnn = (
                 f"pyro_bnn's default BNN{graph}: the wall time of the `Trainer.fit` call that trains the second "
@@ -244,7 +246,7 @@ def render_device(result: dict) -> list[str]:
             "",
             f"### One Fashion-MNIST epoch ({title})",
             "",
-            f"Training seconds of the second epoch over all {e['num_train']} training images, batches of "
+            f"Training seconds of the second epoch over all {e['num_train']} training images{scaling}, batches of "
             f"{epoch.BATCH} (`bench/epoch.py`): {bnn}; the deterministic network {e['deterministic_s']:.2f} s; "
             f"ratio **{e['ratio']:.2f}**.",
         ]

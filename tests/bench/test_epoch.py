@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import pyro_bnn.infer.trainer as trainer_module
+from pyro_bnn.cli import build_parser
 from pyro_bnn.data import load_dataset
 from pyro_bnn.data.sources import DataContentWarning
 from pyro_bnn.guides.movement import UnmovedPosteriorWarning
@@ -46,3 +47,12 @@ def test_the_bnns_epoch_counts_the_checks_a_fit_makes_once(two_batches, monkeypa
     assert times["num_train"] == 256 and times["cuda_graph"] is False
     assert times["bnn_s"] >= times["bnn_steps_s"] + SLOW_CHECK_S
     assert times["ratio"] == times["bnn_s"] / times["deterministic_s"]
+
+
+def test_the_epoch_scales_the_pixels_as_pyro_bnn_train_does(two_batches, tmp_path):
+    train_default = build_parser().parse_args(["train", "--out", str(tmp_path)]).normalization
+    with pytest.warns(UnmovedPosteriorWarning):
+        times = bench_epoch.epoch_times(torch.device("cpu"))
+    assert train_default == "unit"  # pixels / 255 (it said "standardised" and asked for "standard")
+    assert two_batches["name"] == "fashion-mnist" and two_batches["normalization"] == train_default
+    assert times["normalization"] == train_default
