@@ -106,10 +106,13 @@ def main() -> None:
         "machine": bench_run.machine(),
         "training": {},
     }
+    try:  # every batch size's batches before any timing: --steps beyond the data is refused at once
+        loaded = {b: bench_run.load_batches(b, args.steps, device) for b in args.batch_sizes}
+    except ValueError as err:
+        parser.error(str(err))
     steps_deterministic, steps.DETERMINISTIC = steps.DETERMINISTIC, DETERMINISTIC  # the ratios' base row
     try:
-        for batch_size in args.batch_sizes:
-            batches, result["data"] = bench_run.load_batches(batch_size, args.steps, device)
+        for batch_size, (batches, result["data"]) in loaded.items():
             torch.manual_seed(0)
             result["training"][batch_size] = bench_run.time_variants(BUILDERS, batches, args.rounds, device)
     finally:

@@ -43,15 +43,31 @@ HERE = Path(__file__).resolve().parent
 
 
 def load_batches(batch_size: int, count: int, device: torch.device) -> tuple[list, str]:
-    """``count`` training batches of Fashion-MNIST (pixels / 255), or of random images when it is not installed."""
+    """``count`` training batches of Fashion-MNIST (pixels / 255), or of random images when it is not installed:
+    ``(x, y)`` pairs of ``(batch_size, 1, 28, 28)`` and ``(batch_size,)``, and where they come from.
+
+    Raises:
+        ValueError: Fashion-MNIST holds fewer than ``batch_size * count`` training images (the report would say
+            ``count`` steps of ``batch_size`` where fewer, and a smaller last one, were timed).
+    """
     from pyro_bnn.data import load_dataset
 
     try:
         data = load_dataset("fashion-mnist", val_size=0, seed=0)
+    except (FileNotFoundError, OSError, ValueError) as err:
+        data = None
+        reason = str(err).splitlines()[0]
+    if data is not None:
+        available = len(data.train)
+        if batch_size * count > available:
+            raise ValueError(
+                f"--steps {count} at batch size {batch_size} needs {batch_size * count} training images but "
+                f"Fashion-MNIST has {available}; expected --steps <= {available // batch_size} at that batch size"
+            )
         x, y = data.train.x[: batch_size * count], data.train.y[: batch_size * count]
         source = "Fashion-MNIST training images"
-    except (FileNotFoundError, OSError, ValueError) as err:
-        print(f"Fashion-MNIST not found ({str(err).splitlines()[0]}); timing on random images", flush=True)
+    else:
+        print(f"Fashion-MNIST not found ({reason}); timing on random images", flush=True)
         generator = torch.Generator().manual_seed(0)
         x = torch.rand(batch_size * count, 1, 28, 28, generator=generator)
         y = torch.randint(0, 10, (batch_size * count,), generator=generator)
@@ -286,8 +302,11 @@ def main() -> None:
         "missing": missing,
         "training": {},
     }
-    for batch_size in args.batch_sizes:
-        batches, result["data"] = load_batches(batch_size, args.steps, device)
+    try:  # every batch size's batches before any timing: --steps beyond the data is refused at once
+        loaded = {batch_size: load_batches(batch_size, args.steps, device) for batch_size in args.batch_sizes}
+    except ValueError as err:
+        parser.error(str(err))
+    for batch_size, (batches, result["data"]) in loaded.items():
         print(f"batch {batch_size}:", flush=True)
         torch.manual_seed(0)
         result["training"][batch_size] = time_variants(builders, batches, args.rounds, device)

@@ -1,10 +1,18 @@
 """bench/run.py: the training-step table's timing and report text."""
 
 import json
+import re
+import sys
+import warnings
 
+import pytest
 import run as bench_run
 import steps as bench_steps
 import torch
+
+import pyro_bnn.data
+from pyro_bnn.data import load_dataset
+from pyro_bnn.data.sources import DataContentWarning
 
 CPU = torch.device("cpu")
 
@@ -41,4 +49,48 @@ def test_the_report_says_what_the_pyro_bnn_rows_time(tmp_path):
     assert (
         "pyro_bnn's default BNN: the wall time of the `Trainer.fit` call that trains the second epoch, its "
         "once-per-fit checks included, **19.25 s** (its loop of steps, the epoch's `time_s`: 19.05 s)" in text
+    )
+
+
+@pytest.fixture
+def ten_images(make_tiny, tmp_path, monkeypatch):
+    """Fashion-MNIST replaced by 10 training images; returns their pixels / 255, ``(10, 1, 28, 28)``."""
+    folder = make_tiny(n_train=10, n_test=3).write(tmp_path / "fashion-mnist")
+
+    def tiny_dataset(name, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataContentWarning)  # the stand-in is not the published data, knowingly
+            return load_dataset(name, data_dir=folder, **kwargs)
+
+    monkeypatch.setattr(pyro_bnn.data, "load_dataset", tiny_dataset)
+    return tiny_dataset("fashion-mnist", val_size=0).train.x
+
+
+def test_load_batches_gives_full_batches_of_the_data(ten_images):
+    batches, source = bench_run.load_batches(4, 2, CPU)
+    assert source == "Fashion-MNIST training images"
+    assert [tuple(x.shape) for x, _ in batches] == [(4, 1, 28, 28), (4, 1, 28, 28)]
+    assert torch.equal(torch.cat([x for x, _ in batches]), ten_images[:8])
+
+
+def test_load_batches_refuses_more_steps_than_the_data_holds(ten_images):
+    # It returned 3 batches, the last of 2 images, where the report said 3 steps of 4.
+    message = (
+        "--steps 3 at batch size 4 needs 12 training images but Fashion-MNIST has 10; expected --steps <= 2 at that "
+        "batch size"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        bench_run.load_batches(4, 3, CPU)
+
+
+def test_run_refuses_more_steps_than_the_data_holds_before_timing_anything(ten_images, monkeypatch, capsys):
+    monkeypatch.setattr(bench_run, "time_variants", lambda *args: pytest.fail("timed before refusing"))
+    argv = ["bench/run.py", "--skip-competitors", "--batch-sizes", "2", "4", "--steps", "3", "--out", "unused"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        bench_run.main()
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "run.py: error: --steps 3 at batch size 4 needs 12 training images but Fashion-MNIST has 10; expected "
+        "--steps <= 2 at that batch size"
     )
