@@ -31,6 +31,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import flags  # noqa: E402
 import run as bench_run  # noqa: E402  (bench/run.py: machine, commit)
 
 from pyro_bnn import BNN  # noqa: E402
@@ -239,22 +240,25 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--workloads", default="moons,3fc,lenet,3fc-long,lenet-long")
     parser.add_argument(
-        "--long-steps", type=int, default=0, help="also time 3FC and LeNet runs of this many steps (0: none)"
+        "--long-steps",
+        type=flags.non_negative_int,
+        default=0,
+        help="also time 3FC and LeNet runs of this many steps (0: none)",
     )
-    parser.add_argument("--runs", default=",".join(map(str, RUN_COUNTS)))
+    parser.add_argument("--runs", type=flags.positive_ints, default=",".join(map(str, RUN_COUNTS)))
     parser.add_argument(
         "--adam",
         choices=("auto", "stacked", "rows"),
         default="auto",
         help="force the batched Adam update (default: by the stack's size); with another than auto, print only",
     )
-    for option, kind in (("guide", str), ("prior", str), ("particles", int)):
+    for option, kind in (("guide", str), ("prior", str), ("particles", flags.positive_int)):
         default = RUN_SETTINGS[option]
         help_text = f"every run's {option} (default %(default)s); with another, print only"
         parser.add_argument(f"--{option}", type=kind, default=default, help=help_text)
     args = parser.parse_args()
     device = torch.device(args.device)
-    counts = tuple(int(r) for r in args.runs.split(","))
+    counts = args.runs
     if args.adam != "auto":
         batched_adam.STACKED_MAX_ELEMENTS = 1 << 62 if args.adam == "stacked" else 0
     settings = {option: getattr(args, option) for option in RUN_SETTINGS}

@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
+import flags  # bench/flags.py: this script's folder is on sys.path
 import pyro
 import torch
 
@@ -65,7 +66,7 @@ def run(guide: str, elbo: str, optim, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=flags.non_negative_int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", default=str(HERE))
     args = parser.parse_args()
     results = {}

@@ -23,6 +23,7 @@ import platform
 import time
 from pathlib import Path
 
+import flags  # bench/flags.py: this script's folder is on sys.path
 import torch
 
 from pyro_bnn import BNN
@@ -37,8 +38,12 @@ from pyro_bnn.priors import NormalPrior
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inputs", type=int, default=2000, help="test inputs scored by the rank-one route")
-    parser.add_argument("--reference-inputs", type=int, default=56, help="of them, scored by laplace-torch's too")
+    parser.add_argument(
+        "--inputs", type=flags.positive_int, default=2000, help="test inputs scored by the rank-one route"
+    )
+    parser.add_argument(
+        "--reference-inputs", type=flags.positive_int, default=56, help="of them, scored by laplace-torch's too"
+    )
     parser.add_argument("--out", default="bench/laplace_glm.json")
     args = parser.parse_args()
     torch.manual_seed(0)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import flags  # noqa: E402
 import run as bench_run  # noqa: E402  (bench/run.py: batches, timing, machine)
 import steps  # noqa: E402
 
@@ -94,9 +95,9 @@ BUILDERS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128, 512])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch-sizes", type=flags.positive_int, nargs="+", default=[128, 512])
+    parser.add_argument("--steps", type=flags.positive_int, default=20)
+    parser.add_argument("--rounds", type=flags.positive_int, default=5)
     args = parser.parse_args()
     device = torch.device("cpu")
     result = {

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import flags  # noqa: E402
 import run as bench_run  # noqa: E402  (bench/run.py: timing, machine)
 import steps  # noqa: E402
 
@@ -83,9 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", nargs="+", default=["resnet18", "vgg16"])
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-size", type=flags.positive_int, default=128)
+    parser.add_argument("--steps", type=flags.positive_int, default=10)
+    parser.add_argument("--rounds", type=flags.positive_int, default=3)
     args = parser.parse_args()
     device = torch.device(args.device)
     generator = torch.Generator().manual_seed(0)

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import flags  # bench/flags.py: this script's folder is on sys.path
 import torch
 
 from pyro_bnn import BNN
@@ -148,8 +149,8 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="print the peak-memory figure as JSON")
     parser.add_argument("--timings", action="store_true", help="print the timings as JSON")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--samples", type=int, default=50)
-    parser.add_argument("--inputs", type=int, default=2000)
+    parser.add_argument("--samples", type=flags.positive_int, default=50)
+    parser.add_argument("--inputs", type=flags.positive_int, default=2000)
     args = parser.parse_args()
     device = torch.device(args.device)
     if args.memory:

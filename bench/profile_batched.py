@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import batched as bench_batched  # noqa: E402  (bench/batched.py: the workloads)
+import flags  # noqa: E402
 
 from pyro_bnn.batched import fit_batched  # noqa: E402
 
@@ -24,8 +25,8 @@ from pyro_bnn.batched import fit_batched  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--runs", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--runs", type=flags.positive_int, default=8)
+    parser.add_argument("--steps", type=flags.positive_int, default=60)
     args = parser.parse_args()
     device = torch.device(args.device)
     work = bench_batched._workloads(device, args.steps)["3fc-long"]

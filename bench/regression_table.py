@@ -24,6 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
+import flags  # bench/flags.py: this script's folder is on sys.path
 import pyro
 import torch
 from torch import nn
@@ -150,10 +151,10 @@ def table(results: dict, seeds: list[int]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--hidden", type=int, default=10)
-    parser.add_argument("--num-samples", type=int, default=200)
+    parser.add_argument("--seeds", type=flags.non_negative_int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=flags.positive_int, default=3000)
+    parser.add_argument("--hidden", type=flags.positive_int, default=10)
+    parser.add_argument("--num-samples", type=flags.positive_int, default=200)
     parser.add_argument("--out", type=Path, default=Path("results/regression"))
     args = parser.parse_args()
     torch.set_num_threads(1)

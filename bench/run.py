@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import competitors  # noqa: E402
 import epoch  # noqa: E402
+import flags  # noqa: E402
 import predictive  # noqa: E402
 import profile_step  # noqa: E402
 import steps  # noqa: E402
@@ -272,9 +273,9 @@ def render_device(result: dict) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128, 512])
-    parser.add_argument("--steps", type=int, default=10, help="batches (steps) per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch-sizes", type=flags.positive_int, nargs="+", default=[128, 512])
+    parser.add_argument("--steps", type=flags.positive_int, default=10, help="batches (steps) per round")
+    parser.add_argument("--rounds", type=flags.positive_int, default=5)
     parser.add_argument("--skip-competitors", action="store_true")
     parser.add_argument("--out", default=str(HERE))
     args = parser.parse_args()

@@ -24,16 +24,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import flags  # noqa: E402  (bench/flags.py: this script's folder is on sys.path)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("experiment")
     parser.add_argument("profile")
     parser.add_argument("label", help="the run's label (e.g. 3fc-mnist-relu-paper-s0)")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=flags.positive_int, default=2)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--data", default=".devdata", help="folder of data-set folders (default %(default)s)")
-    parser.add_argument("--top", type=int, default=30, help="functions shown (default %(default)s)")
+    parser.add_argument("--top", type=flags.positive_int, default=30, help="functions shown (default %(default)s)")
     args = parser.parse_args(argv)
 
     import torch

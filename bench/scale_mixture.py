@@ -20,6 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
+import flags  # bench/flags.py: this script's folder is on sys.path
 import torch
 
 HERE = Path(__file__).resolve().parent
@@ -40,8 +41,8 @@ def _median_ms(times: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--threads", type=flags.positive_int, default=1)
+    parser.add_argument("--repeats", type=flags.positive_int, default=15)
     parser.add_argument("--out", default=str(HERE / "SCALE_MIXTURE.md"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -20,6 +20,7 @@ import datetime
 import time
 from pathlib import Path
 
+import flags  # bench/flags.py: this script's folder is on sys.path
 import torch
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", nargs="?", default="results/diagnostics/3fc-relu-mle")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=flags.positive_int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(HERE / "SLICES.md"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

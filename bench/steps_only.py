@@ -8,6 +8,7 @@ writes OUT.json; each row's ratio is its step time over the deterministic step's
 rounds). bench/ARCH_V4.md holds the before/after table of issue 42 made with it.
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -16,12 +17,16 @@ import torch
 
 sys.path.insert(0, "bench")
 import competitors  # noqa: E402
+import flags
 import run
 import steps
 
-out = Path(sys.argv[1])
-rounds = int(sys.argv[2])
-sizes = [int(s) for s in sys.argv[3:]]
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("out", type=Path)
+parser.add_argument("rounds", type=flags.positive_int)
+parser.add_argument("sizes", type=flags.positive_int, nargs="+", metavar="BATCH_SIZE")
+args = parser.parse_args()
+out, rounds, sizes = args.out, args.rounds, args.sizes
 torch.set_num_threads(2)
 builders = dict(steps.OURS)
 for name, build_step in competitors.AVAILABLE.items():
