@@ -16,6 +16,8 @@ the trainer optimises. At their initial value 1 the network computes exactly wha
 The hooks that apply the noise read the layer's current ``input_noise``/``bias_noise`` attribute, which is what
 ``torch.func.functional_call`` replaces, so the noise can be a global value ``(C,)``, one value per sample inside a
 ``vmap``, or one value per row of the batch ``(R, C)`` (how the mixture objective gives every row its own draw).
+A convolution also takes one unbatched example ``(C, *spatial)``, as torch's do (global noise only: per-row noise
+needs rows).
 
 A pretrained network: load its state dict *before* converting (the converted network's state dict has the noise
 parameters too, until a :class:`~pyro_bnn.BNN` turns them into non-persistent buffers; after that the network's
@@ -54,26 +56,51 @@ def is_node_noise(name: str, module: nn.Module) -> bool:
     return name.rsplit(".", 1)[-1] in (INPUT_NOISE, BIAS_NOISE) and isinstance(module, NOISY_TYPES)
 
 
-def _broadcastable(value: torch.Tensor, module: nn.Module, ndim: int) -> torch.Tensor:
-    """A noise value ``(C,)`` (global) or ``(R, C)`` (one per row) shaped to multiply a layer input of ``ndim``
-    dimensions: ``(R, ..., C)`` for a Linear, ``(R, C, *spatial)`` for a convolution."""
-    ones = [1] * (ndim - 2)
+def _unbatched(module: nn.Module, ndim: int) -> bool:
+    """Whether a layer input of ``ndim`` dimensions holds one example without a batch dimension: ``(C, *spatial)``
+    for a ConvNd (``ndim == N + 1``, which torch's convolutions accept), ``(C,)`` for a Linear."""
+    return ndim == (1 if isinstance(module, nn.Linear) else len(module.kernel_size) + 1)
+
+
+def _refuse_rows_unbatched(module: nn.Module, value: torch.Tensor, shape: torch.Size) -> None:
+    """Per-row noise gives each row of a batch its own draw; an input of one example has no rows to give them to."""
+    if _unbatched(module, len(shape)):
+        raise ValueError(
+            f"per-row node noise {tuple(value.shape)} (one draw per row) needs a batched input, got an unbatched "
+            f"input of shape {tuple(shape)} for {type(module).__name__}; add the batch dimension (x[None])"
+        )
+
+
+def _broadcastable(value: torch.Tensor, module: nn.Module, shape: torch.Size) -> torch.Tensor:
+    """A noise value ``(C,)`` (global) or ``(R, C)`` (one per row) shaped to multiply a layer input of ``shape``:
+    ``(R, ..., C)`` for a Linear; ``(R, C, *spatial)`` for a convolution, or ``(C, *spatial)`` for its unbatched
+    input (one example), which takes global noise only (:func:`_refuse_rows_unbatched`)."""
+    ndim = len(shape)
+    if value.dim() == 2:
+        _refuse_rows_unbatched(module, value, shape)
     if isinstance(module, nn.Linear):
-        return value.reshape(value.shape[0], *ones, value.shape[1]) if value.dim() == 2 else value
-    return value.reshape(*value.shape, *ones)
+        return value.reshape(value.shape[0], *[1] * (ndim - 2), value.shape[1]) if value.dim() == 2 else value
+    # The channel dimension is the first of an unbatched input, the second of a batched one.
+    spatial = ndim - 1 if _unbatched(module, ndim) else ndim - 2
+    return value.reshape(*value.shape, *[1] * spatial)
 
 
 def _multiply_input(module: nn.Module, args: tuple) -> tuple:
     """Forward pre-hook: ``x -> x * z`` with z the layer's current ``input_noise``."""
     x = args[0]
-    return (x * _broadcastable(getattr(module, INPUT_NOISE), module, x.dim()), *args[1:])
+    return (x * _broadcastable(getattr(module, INPUT_NOISE), module, x.shape), *args[1:])
 
 
 def _scale_bias(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
     """Forward hook: adds ``(b - 1) * bias`` so that the bias enters as ``b * bias``."""
     b = getattr(module, BIAS_NOISE)
-    bias = module.bias if isinstance(module, nn.Linear) else module.bias.reshape([-1] + [1] * (output.dim() - 2))
+    if isinstance(module, nn.Linear):
+        bias = module.bias
+    else:  # the output channels are the first dimension of an unbatched output (C_out, *spatial)
+        spatial = output.dim() - 1 if _unbatched(module, output.dim()) else output.dim() - 2
+        bias = module.bias.reshape([-1] + [1] * spatial)
     if b.dim() == 1:  # one scalar per row
+        _refuse_rows_unbatched(module, b, output.shape)
         b = b.reshape([-1] + [1] * (output.dim() - 1))
     return output + (b - 1) * bias
 

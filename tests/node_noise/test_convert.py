@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torchvision
@@ -157,3 +159,34 @@ def test_node_noise_prior_refuses_layer_scales_of_layers_without_noise():
     net = add_node_noise(_mixed_net())
     with pytest.raises(ValueError, match=r"layer_scales names \['conv_1'\], which have no node noise"):
         BNN(net, NodeNoisePrior(0.1, layer_scales={"conv_1": 0.3}), Categorical(10))
+
+
+@pytest.mark.parametrize("conv, spatial", [(nn.Conv1d, (3,)), (nn.Conv2d, (3, 3)), (nn.Conv3d, (3, 2, 3))])
+def test_unbatched_convolution_input_takes_the_noise_on_its_channels(conv, spatial):
+    # An unbatched (C, *spatial) input has its channels first: the noise z (C,) must scale x[c], and the bias noise
+    # the output channels' biases, exactly as for the same input with a batch dimension of one. (The spatial size 3
+    # equals C, so noise put on the wrong axis would broadcast silently.)
+    torch.manual_seed(7)
+    layer = add_node_noise(conv(3, 2, 1), bias_noise=True)
+    z, b = torch.tensor([0.0, 1.0, 2.0]), torch.tensor(0.25)
+    with torch.no_grad():
+        layer.input_noise.copy_(z), layer.bias_noise.copy_(b)
+    x = torch.randn(3, *spatial)
+    ones = (1,) * len(spatial)
+    weight = layer.weight.reshape(2, 3)
+    expected = torch.einsum("oc,c...->o...", weight, x * z.reshape(3, *ones)) + b * layer.bias.reshape(2, *ones)
+    torch.testing.assert_close(layer(x), expected)
+    torch.testing.assert_close(layer(x), layer(x[None])[0])
+
+
+@pytest.mark.parametrize("layer, x", [(nn.Conv2d(3, 2, 1), torch.ones(3, 4, 4)), (nn.Linear(3, 2), torch.ones(3))])
+def test_per_row_noise_refuses_an_unbatched_input(layer, x):
+    add_node_noise(layer)
+    rows = {"input_noise": torch.ones(2, 3)}
+    message = (
+        f"per-row node noise (2, 3) (one draw per row) needs a batched input, got an unbatched input of shape "
+        f"{tuple(x.shape)} for {type(layer).__name__}; add the batch dimension (x[None])"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        torch.func.functional_call(layer, rows, (x,))
+    torch.func.functional_call(layer, rows, (torch.stack([x, x]),))  # the batched twin runs
