@@ -96,7 +96,7 @@ class NodeNoiseMixture(AutoGuide):
     Args:
         model: The Pyro model, a :class:`~pyro_bnn.BNN` whose random sites are node noise.
         num_components: K.
-        init_loc_std: sigma0: component means start at ``N(1, sigma0^2)``.
+        init_loc_std: sigma0 >= 0: component means start at ``N(1, sigma0^2)`` (0: all at 1).
         init_scale: ``(mean, std)`` of the Normal the initial standard deviations are drawn from.
 
     Shapes:
@@ -117,7 +117,10 @@ class NodeNoiseMixture(AutoGuide):
         init_scale: tuple[float, float] = (0.05, 0.02),
     ) -> None:
         num_components = positive_int(num_components, "num_components")
-        if not (isinstance(init_loc_std, (int, float)) and 0 <= init_loc_std < math.inf):
+        # 0 is meaningful: every component starts at the means 1 (the deterministic network), and the components
+        # still part through their own initial scales, rows and draws. A bool is no standard deviation.
+        number = isinstance(init_loc_std, (int, float)) and not isinstance(init_loc_std, bool)
+        if not (number and 0 <= init_loc_std < math.inf):
             raise ValueError(f"init_loc_std must be a finite number >= 0, got {init_loc_std!r}")
         pair = init_scale.tolist() if hasattr(init_scale, "tolist") else init_scale  # a tensor or array of two
         numbers = isinstance(pair, (tuple, list)) and len(pair) == 2

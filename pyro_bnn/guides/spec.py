@@ -46,7 +46,7 @@ class GuideKind(str, Enum):
     """MAP with dropout probability P kept on at prediction time."""
     MIXTURE = "mixture"
     """Node-noise BNNs only (``--node-noise``): the implicit-BNN "variational ensemble", a mixture of K diagonal
-    Normals over all noise scalars, means from N(1, S0^2) (:class:`~pyro_bnn.guides.NodeNoiseMixture`)."""
+    Normals over all noise scalars, means from N(1, S0^2), S0 >= 0 (:class:`~pyro_bnn.guides.NodeNoiseMixture`)."""
 
 
 class LocInit(str, Enum):
@@ -90,7 +90,7 @@ class GuideSpec:
         rho_init: Bayes by Backprop's rho initialisation interval.
         dropout: Dropout probability the network must be built with (MC dropout only, else 0).
         num_components: K of the mixture guide.
-        init_loc_std: The mixture guide's sigma0 (component means start at N(1, sigma0^2)).
+        init_loc_std: The mixture guide's sigma0 >= 0 (component means start at N(1, sigma0^2); 0: all at 1).
         options: A registered family's own parsed options, by argument name.
     """
 
@@ -331,13 +331,15 @@ for _family in (
         Form(
             GuideKind.MIXTURE,
             (Arg("components", Integer(minimum=1), 4, metavar="K"),),
-            (Arg("loc_std", _SCALE, 0.5, metavar="S0"),),
+            (Arg("loc_std", Real(minimum=0.0), 0.5, metavar="S0"),),  # as NodeNoiseMixture: 0 starts all at 1
             example="mixture:4,loc_std=0.75",
         ),
         build=lambda spec, bnn: NodeNoiseMixture(bnn, spec.num_components, init_loc_std=spec.init_loc_std),
         capabilities={Capability.RANDOM, Capability.DRAWS, Capability.NORMAL_MIXTURE, Capability.NODE_NOISE_ONLY},
         parse=lambda parsed: GuideSpec(
-            parsed.kind, num_components=parsed["components"], init_loc_std=parsed["loc_std"]
+            parsed.kind,
+            num_components=parsed["components"],
+            init_loc_std=abs(parsed["loc_std"]),  # -0: 0
         ),
         format=lambda spec: f"mixture:{spec.num_components},loc_std={spec.init_loc_std:g}",
         samples_multiple=lambda spec: spec.num_components,

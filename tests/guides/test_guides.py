@@ -177,6 +177,11 @@ def test_mle_needs_a_deterministic_network():
         ("autonormal:loc=map,map_epochs=1.5", "map_epochs must be an int >= 1, got '1.5'"),
         ("autonormal:loc=median,loc=map", "option 'loc' given twice"),
         ("bbb:-inf,-4", "rho low must be finite, got '-inf'"),
+        (
+            "mixture:2,loc_std=-0.1",
+            r"^guide 'mixture:2,loc_std=-0.1': loc_std must be a finite number >= 0, got '-0.1'",
+        ),
+        ("mixture:2,loc_std=nan", "loc_std must be finite, got 'nan'"),
     ],
 )
 def test_bad_guide_specs(spec, message):
@@ -359,3 +364,10 @@ def test_flat_guide_strings_build_the_flat_guide_with_autonormals_start():
     ours, theirs = posterior_loc_scale(guide), posterior_loc_scale(reference)
     for name in theirs:
         assert torch.allclose(ours[name][0], theirs[name][0]) and torch.allclose(ours[name][1], theirs[name][1])
+
+
+@pytest.mark.parametrize("text, loc_std, written", [("0", 0.0, "0"), ("-0", 0.0, "0"), ("0.75", 0.75, "0.75")])
+def test_mixture_loc_std_takes_what_the_guide_takes_zero_included(text, loc_std, written):
+    # NodeNoiseMixture(init_loc_std=0) starts every component at the means 1; the spec accepts it too.
+    spec = parse_guide(f"mixture:2,loc_std={text}")
+    assert spec.init_loc_std == loc_std and str(spec) == f"mixture:2,loc_std={written}"

@@ -41,6 +41,8 @@ def test_initialisation_follows_the_authors():
     assert scales.min().item() >= 1e-3 * (1 - 1e-6)
     vgg_like = _ready(_bnn(), 2, init_loc_std=0.75)
     assert vgg_like.locs.std().item() == pytest.approx(0.75, rel=0.15)
+    same_start = _ready(_bnn(), 3, init_loc_std=0)  # every component at the means 1, their scales still drawn
+    assert bool((same_start.locs == 1).all()) and same_start.scale_raw.std().item() > 0
 
 
 def test_bad_arguments():
@@ -48,6 +50,9 @@ def test_bad_arguments():
         NodeNoiseMixture(_bnn(), 0)
     with pytest.raises(ValueError, match="init_loc_std"):
         NodeNoiseMixture(_bnn(), 2, init_loc_std=-1.0)
+    for bad in (True, False, float("nan"), "0.5"):
+        with pytest.raises(ValueError, match=f"^init_loc_std must be a finite number >= 0, got {bad!r}$"):
+            NodeNoiseMixture(_bnn(), 2, init_loc_std=bad)
     with pytest.raises(ValueError, match="has no parameters yet"):
         NodeNoiseMixture(_bnn(), 2).component_loc_scale()
 
