@@ -14,6 +14,7 @@ depend on the parameters, so the path gradient is unbiased) and hands each model
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import TorchDistribution, constraints
 from pyro.infer.autoguide import AutoGuide
+from pyro.infer.autoguide.initialization import InitMessenger
 from torch import nn
 
 from pyro_bnn.checks import positive_int
@@ -135,8 +137,33 @@ class NodeNoiseMixture(AutoGuide):
         self.sites: tuple[FlatSite, ...] = ()
         super().__init__(model)
 
+    @staticmethod
+    def _prototype_value(model: Callable, site: dict) -> torch.Tensor:
+        """The value the prototype trace records at ``site`` of ``model``; the guide reads only its shape, dtype and
+        device.
+
+        The prior's draw, taken as Pyro's tracing takes it (so a seeded run draws the same numbers as before); a prior
+        that cannot be sampled (the improper flat prior) gives the model's initial value instead (a BNN's own
+        tensor, 1 for node noise, on its device), or zeros of the site's shape for another model.
+        """
+        try:
+            return site["fn"](*site["args"], **site["kwargs"])
+        except NotImplementedError:
+            initial = getattr(model, "initial_values", None)
+            values = initial() if callable(initial) else {}
+            if site["name"] in values:
+                return values[site["name"]].detach().clone()
+            return torch.zeros(site["fn"].batch_shape + site["fn"].event_shape)
+
     def _setup_prototype(self, *args, **kwargs) -> None:
-        super()._setup_prototype(*args, **kwargs)
+        # AutoGuide traces self.model; for that one trace it runs under an InitMessenger, so that a prior that
+        # cannot be sampled (flat) is not drawn from (the Pyro guides' init_loc_fn does the same for theirs).
+        model = self.model
+        self._model = (InitMessenger(functools.partial(self._prototype_value, model))(model),)
+        try:
+            super()._setup_prototype(*args, **kwargs)
+        finally:
+            self._model = (model,)
         sites, start = [], 0
         for name, site in self.prototype_trace.iter_stochastic_nodes():
             frames = [frame.name for frame in site["cond_indep_stack"]]

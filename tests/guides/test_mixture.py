@@ -11,9 +11,11 @@ from torch import nn
 
 from pyro_bnn import BNN
 from pyro_bnn.guides import EqualMixtureNormal, NodeNoiseMixture
+from pyro_bnn.infer import TraceELBO
 from pyro_bnn.likelihoods import Categorical
-from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
+from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise, is_node_noise
 from pyro_bnn.predict import predict
+from pyro_bnn.priors import FlatPrior
 
 
 def _bnn(width: int = 200) -> BNN:
@@ -114,3 +116,39 @@ def test_as_a_pyro_guide_its_log_density_is_the_mixtures():
     others = [trace.nodes[site.name]["log_prob_sum"] for site in guide.sites]
     assert all(float(v) == 0.0 for v in others)
     assert math.isfinite(float(expected.detach()))
+
+
+def test_a_flat_prior_on_node_noise_sets_up_and_trains_under_trace_elbo():
+    # The guide needs the sites' shapes only, so an improper flat prior (which cannot be sampled) starts from the
+    # network's own noise values, 1; Trace_ELBO's log p is then 0 and its loss is E_q[log q - log p(y | z)].
+    torch.manual_seed(0)
+    net = add_node_noise(nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)), bias_noise=True)
+    bnn = BNN(net, FlatPrior(select=is_node_noise), Categorical(50))
+    x, y = torch.randn(6, 5), torch.zeros(6, dtype=torch.long)
+    guide = NodeNoiseMixture(bnn, 2)
+    guide(x, y)
+    assert [(s.name, tuple(s.shape)) for s in guide.sites] == [
+        ("0.input_noise", (5,)),
+        ("0.bias_noise", ()),
+        ("2.input_noise", (4,)),
+        ("2.bias_noise", ()),
+    ]
+    assert all(bool((guide.prototype_trace.nodes[s.name]["value"] == 1).all()) for s in guide.sites)
+    assert guide.locs.shape == (2, 11)
+    terms = TraceELBO()(bnn, guide, x, y)
+    terms.loss.backward()
+    assert math.isfinite(terms.loss.item()) and guide.locs.grad.abs().sum() > 0
+
+
+def test_setting_up_draws_from_a_samplable_prior_as_the_plain_trace_did():
+    # Seeded runs keep their numbers: the prototype trace takes the prior's draws (one per site, in order) before
+    # the component means 1 + 0.5 eps and the scales are drawn.
+    bnn = _bnn(width=5)
+    x, y = torch.randn(2, 5), torch.zeros(2, dtype=torch.long)
+    pyro.set_rng_seed(3)
+    pyro.poutine.trace(bnn).get_trace(x, y)
+    expected = 1.0 + 0.5 * torch.randn(2, 5 + 1 + 8 + 1)
+    pyro.set_rng_seed(3)
+    guide = NodeNoiseMixture(bnn, 2)
+    guide(x, y)
+    torch.testing.assert_close(guide.locs.detach(), expected, rtol=0, atol=0)
