@@ -119,6 +119,32 @@ TRAIN_CASES = [
     (["--node-noise", "--elbo", "fast"], "elbo 'fast' needs the flat guide"),
     (["--elbo", "mixture"], "elbo 'mixture' needs the mixture guide"),
     (["--node-noise", "--samples-per-example", "0"], "--samples-per-example"),
+    (
+        ["--node-noise", "--prior", "cauchy:1,0.1"],
+        "elbo 'auto' trains guide 'mixture:4,loc_std=0.5' with the mixture-mean KL, which has no closed form against "
+        "prior 'cauchy:1,0.1' (CauchyPrior); use a Normal prior such as 'normal:1,0.1', or --elbo trace",
+    ),
+    (["--node-noise", "--prior", "mixture"], "no closed form against prior 'mixture' (ScaleMixturePrior)"),
+    (["--node-noise", "--prior", "flat"], "no closed form against prior 'flat' (FlatPrior)"),
+    (
+        ["--node-noise", "--elbo", "mixture", "--prior", "flat"],
+        "elbo 'mixture' (the mixture-mean KL) has no closed form against prior 'flat' (FlatPrior)",
+    ),
+    (
+        ["--node-noise", "--prior", "hierarchical:normal,halfcauchy,1"],
+        "guide 'mixture:4' covers real-valued node-noise sites only, but prior 'hierarchical:normal,halfcauchy,1' "
+        "adds a positive scale site per layer; use a Normal prior such as 'normal:1,0.1'",
+    ),
+    (
+        ["--node-noise", "--elbo", "trace", "--prior", "hierarchical:normal,halfcauchy,1"],
+        "guide 'mixture:4' covers real-valued node-noise sites only",
+    ),
+    (
+        ["--elbo", "fast", "--prior", "hierarchical:normal,halfcauchy,1"],
+        "elbo 'fast' cannot train a hierarchical prior ('hierarchical:normal,halfcauchy,1' adds a scale site per "
+        "layer); use --elbo trace, or auto, which takes trace for it",
+    ),
+    (["--elbo", "fast-single", "--prior", "hierarchical:laplace,inversegamma,1,1"], "cannot train a hierarchical"),
     (["--node-noise", "--guide", "mixture:3", "--num-samples", "10"], "--num-samples=10 is not a multiple of 3"),
     (["--lr-variational", "-1"], "--lr-variational"),
     (["--weight-decay", "nan"], "--weight-decay"),

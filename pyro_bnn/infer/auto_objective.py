@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
-from pyro_bnn.guides.capabilities import FlatNormalPosterior, NormalMixturePosterior
+from pyro_bnn.guides.capabilities import Capability, FlatNormalPosterior, NormalMixturePosterior
 from pyro_bnn.infer.fast import FastMeanFieldELBO
-from pyro_bnn.infer.mixture_kl import MixtureMeanKL
+from pyro_bnn.infer.mixture_kl import MixtureMeanKL, prior_refusal
 from pyro_bnn.infer.objective_registry import BatchedForm, batched_form, register_objective
 from pyro_bnn.infer.objectives import ElboKind, Objective, ObjectiveTerms, TraceELBO
 from pyro_bnn.spec.docs import member_doc
+
+if TYPE_CHECKING:
+    from pyro_bnn.guides.spec import GuideSpec
+
+
+class UnusedOptionWarning(UserWarning):
+    """An objective option that cannot act on the objective chosen (the CLI shows it as one warning line)."""
 
 
 class AutoELBO:
@@ -82,10 +91,29 @@ class AutoELBO:
         """
         return batched_form(self.chosen)
 
+    def choice_refusal(self, guide: GuideSpec, prior: str) -> str | None:
+        """Why the objective this would choose for the ``--guide`` ``guide`` cannot train under the ``--prior``
+        ``prior`` (a clause after ``"elbo 'auto' "``), or None: what run validation asks before any data is loaded.
+        A mixture guide gets the mixture-mean KL; a flat Normal guide the fused path only where it applies, else
+        ``TraceELBO``, so nothing else is refused."""
+        reason = prior_refusal(prior) if guide.offers(Capability.NORMAL_MIXTURE) else None
+        return None if reason is None else f"trains guide {str(guide)!r} with the mixture-mean KL, which {reason}"
+
     def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Chooses the objective for this model and guide (and validates the pair for it)."""
+        """Chooses the objective for this model and guide (and validates the pair for it). With a mixture guide,
+        ``num_particles`` other than 1 is an :class:`UnusedOptionWarning`: the mixture-mean KL does not take it. (A
+        warning, not a refusal: the committed posterior-families grid planned its moons node-noise runs with 8, and
+        their configs must still load and train.)"""
         if isinstance(guide, NormalMixturePosterior):
             self.chosen, self.reason = self.mixture, "a mixture-of-Normals guide"
+            if self.num_particles != 1:
+                warnings.warn(
+                    f"num_particles={self.num_particles} is unused: elbo 'auto' trains a mixture-of-Normals guide "
+                    "with the mixture-mean KL, which draws its own samples (one per row of samples_per_example "
+                    "copies); pass num_particles=1",
+                    UnusedOptionWarning,
+                    stacklevel=2,
+                )
         elif not isinstance(guide, FlatNormalPosterior):
             self.chosen, self.reason = self.trace, f"the guide is a {type(guide).__name__}, not a flat Normal guide"
         else:

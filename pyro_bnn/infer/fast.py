@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 from pyro import poutine
@@ -37,7 +38,7 @@ from pyro_bnn.bnn import BNN
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability, FlatNormalPosterior
 from pyro_bnn.infer.annealing import check_kl_weight
-from pyro_bnn.infer.fast_checks import check_pair, check_traced_sites
+from pyro_bnn.infer.fast_checks import check_pair, check_traced_sites, prior_refusal
 from pyro_bnn.infer.fast_plan import ScoringPlan, build_plan, prior_key
 from pyro_bnn.infer.fused_draw import (
     draw_antithetic_with_normal_kl,
@@ -53,6 +54,9 @@ from pyro_bnn.infer.objective_registry import BatchedForm, register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.rng import standard_normal
 from pyro_bnn.spec.docs import member_doc
+
+if TYPE_CHECKING:
+    from pyro_bnn.guides.spec import GuideSpec
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -193,6 +197,11 @@ class FastMeanFieldELBO:
                 self(model, guide, x, y)
 
     _check_pair = staticmethod(check_pair)
+
+    def choice_refusal(self, guide: GuideSpec, prior: str) -> str | None:
+        """Why this objective cannot train under the ``--prior`` ``prior`` (a clause), or None: what run validation
+        asks before any data is loaded (the guide's capabilities are the registry's check)."""
+        return prior_refusal(prior)
 
     # -------------------------------------------------------------------------------------------------- plan
     def _plan_for(self, model: BNN, guide: FlatNormalPosterior) -> ScoringPlan:

@@ -13,6 +13,7 @@ from pyro.poutine.util import site_is_subsample
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides.capabilities import FlatNormalPosterior
 from pyro_bnn.likelihoods.base import Likelihood
+from pyro_bnn.priors import parse_prior
 from pyro_bnn.sites import is_likelihood_site
 
 
@@ -41,6 +42,17 @@ def check_pair(model: Callable, guide: Callable) -> None:
             f"{name} needs a flat Normal guide such as FlatMeanField (the FlatNormalPosterior protocol: "
             f"flat_parameters, split, sites, draw), got {type(guide).__name__}"
         )
+
+
+def prior_refusal(prior: str) -> str | None:
+    """Why the fused objectives cannot train under the ``--prior`` string ``prior`` (a clause), or None: from the
+    prior alone, what :func:`check_pair` refuses in a built model (a hierarchical prior's per-layer scale sites)."""
+    if parse_prior(prior).layer_hyperpriors(""):
+        return (
+            f"cannot train a hierarchical prior ({prior!r} adds a scale site per layer); use --elbo trace, or auto, "
+            "which takes trace for it"
+        )
+    return None
 
 
 def check_traced_sites(objective: str, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:

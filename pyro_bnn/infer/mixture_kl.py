@@ -28,6 +28,8 @@ components lie (the paper's point: components spread over a wide mode freely). F
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyro.distributions as dist
 import torch
 from torch.distributions import kl_divergence
@@ -40,7 +42,11 @@ from pyro_bnn.infer.objective_registry import BatchedForm, register_objective
 from pyro_bnn.infer.objectives import ElboKind, ObjectiveTerms
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
+from pyro_bnn.priors import ParameterSite, parse_prior
 from pyro_bnn.spec.docs import member_doc
+
+if TYPE_CHECKING:
+    from pyro_bnn.guides.spec import GuideSpec
 
 
 def component_of_rows(num_rows: int, num_components: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -66,6 +72,31 @@ def mixture_mean_kl(model: BNN, guide: NormalMixturePosterior) -> torch.Tensor:
     return total
 
 
+def prior_refusal(prior: str) -> str | None:
+    """Why the mixture-mean KL cannot be taken against the ``--prior`` string ``prior``, from the prior alone (a
+    clause such as ``"has no closed form against prior 'cauchy:1,0.1' (CauchyPrior); ..."``), or None if it can.
+
+    A hierarchical prior adds a scale site per layer, which is no node noise; otherwise the KL of a Normal against
+    the prior's law of one scalar is tried, as :func:`mixture_mean_kl` takes it (Cauchy, flat and the scale mixture
+    have no closed form).
+    """
+    parsed = parse_prior(prior)
+    if parsed.layer_hyperpriors(""):
+        return (
+            f"takes no hierarchical prior ({prior!r} adds a scale site per layer, which is no node noise); use a "
+            "Normal prior such as 'normal:1,0.1'"
+        )
+    probe = ParameterSite("probe", "", INPUT_NOISE, torch.Size([1]))
+    try:
+        kl_divergence(dist.Normal(torch.ones(1), torch.ones(1)).to_event(1), parsed.distribution(probe, {}))
+    except NotImplementedError:
+        return (
+            f"has no closed form against prior {prior!r} ({type(parsed).__name__}); use a Normal prior such as "
+            "'normal:1,0.1', or --elbo trace (Trace_ELBO estimates the mixture's KL by sampling)"
+        )
+    return None
+
+
 class MixtureMeanKL:
     """The implicit-BNN objective for a node-noise BNN and its :class:`~pyro_bnn.guides.NodeNoiseMixture` guide (see
     the module docstring for the steps and how it relates to ``Trace_ELBO``).
@@ -87,6 +118,12 @@ class MixtureMeanKL:
         """What batched runs compute for this objective (:class:`~pyro_bnn.batched.BatchedStep`): S copies of every
         example, each row its own component and draw, the closed-form mixture-mean KL."""
         return BatchedForm(antithetic=False, closed_form_kl=True, copies=self.samples_per_example)
+
+    def choice_refusal(self, guide: GuideSpec, prior: str) -> str | None:
+        """Why this objective cannot train the ``--guide`` ``guide`` under the ``--prior`` ``prior`` (a clause after
+        ``"elbo 'mixture' "``), or None: what run validation asks before any data is loaded."""
+        reason = prior_refusal(prior)
+        return None if reason is None else f"(the mixture-mean KL) {reason}"
 
     def validate(self, model: BNN, guide: NormalMixturePosterior, x: torch.Tensor, y: torch.Tensor) -> None:
         """Refuses a model/guide pair this objective cannot score (one line each)."""

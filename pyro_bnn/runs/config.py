@@ -18,11 +18,11 @@ from pyro_bnn.data.datasets import synthetic_split_sizes
 from pyro_bnn.data.partition import holdout_count
 from pyro_bnn.data.seeding import check_seed
 from pyro_bnn.data.synthetic import DEFAULT_N_SAMPLES
-from pyro_bnn.guides import DEFAULT_GUIDE, Capability, parse_guide
+from pyro_bnn.guides import DEFAULT_GUIDE, parse_guide
 from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.infer import KLWeighting, parse_kl_schedule
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
-from pyro_bnn.infer.objective_registry import check_objective, make_objective
+from pyro_bnn.infer.objective_registry import check_objective
 from pyro_bnn.infer.optim import OptimizerKind
 from pyro_bnn.likelihoods import KLScale
 from pyro_bnn.models import default_activation, parse_model_spec
@@ -33,7 +33,8 @@ from pyro_bnn.runs.config_checks import (
     _random_weights,
     check_data_dir_form,
     check_generator_options,
-    check_samples_multiple,
+    check_node_noise_options,
+    check_objective_choices,
     resolve_device,
 )
 from pyro_bnn.runs.config_checks import (
@@ -274,14 +275,13 @@ class RunConfig(Settings):
                 "kl_scale 'paper' (unscaled minibatch likelihood) does not combine with kl_weighting 'blundell', "
                 "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
             )
-        self._validate_node_noise()
+        check_node_noise_options(self, guide)
         check_objective(self.elbo, parse_guide(self.guide))
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)
             # epochs >= 1 too: a run of 0 epochs would write an untrained guide's checkpoint as if it were a result.
             positive_int(value, name)
-        # The objective refuses options it cannot take (flipout: one particle) before any data is loaded.
-        make_objective(self.elbo, self.num_particles, samples_per_example=self.samples_per_example)
+        check_objective_choices(self, guide)  # the objective's options, and the guide and prior it trains
         for name in ("lr", "lr_variational"):
             value = getattr(self, name)
             if value is None and name == "lr_variational":
@@ -348,22 +348,6 @@ class RunConfig(Settings):
                 "(only mnist, fashion-mnist, cifar10 and cifar100 are)"
             ]
         return []
-
-    def _validate_node_noise(self) -> None:
-        for name in ("node_noise", "bias_noise"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        positive_int(self.samples_per_example, "samples_per_example")
-        guide = parse_guide(self.guide)
-        for name in ("num_samples", "num_val_samples"):
-            check_samples_multiple(name, getattr(self, name), self.guide, guide.samples_multiple)
-        if guide.offers(Capability.NODE_NOISE_ONLY) and not self.node_noise:
-            raise ValueError(
-                f"guide {self.guide!r} is a node-noise guide; it needs --node-noise (weight-space BNNs: "
-                f"e.g. {DEFAULT_GUIDE!r})"
-            )
-        if self.bias_noise and not self.node_noise:
-            raise ValueError("bias_noise (--bias-noise) needs node_noise (--node-noise)")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)

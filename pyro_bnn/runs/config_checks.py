@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from pyro_bnn.checks import optional_positive_int
+from pyro_bnn.checks import optional_positive_int, positive_int
 from pyro_bnn.data import DatasetName, Task, dataset_shape, parse_corruption
+from pyro_bnn.guides import DEFAULT_GUIDE, Capability, GuideSpec
+from pyro_bnn.infer.objective_registry import make_objective, objective_entry
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import nothing, parse_prior
 
@@ -160,3 +162,37 @@ def check_data_dir_form(data_dir: str | None) -> None:
         f"--data-dir {data_dir}: a run takes the data's folder itself (--data-dir {path}); DATASET=PATH is the form "
         "of evaluate and reproduce"
     )
+
+
+def check_node_noise_options(config: RunConfig, guide: GuideSpec) -> None:
+    """The node-noise options (``config`` resolved, ``guide`` its parsed ``--guide``): each needs ``node_noise``,
+    a mixture guide's sample counts are multiples of its K, and its sites are real-valued node noise."""
+    for name in ("node_noise", "bias_noise"):
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"{name} must be true or false, got {getattr(config, name)!r}")
+    positive_int(config.samples_per_example, "samples_per_example")
+    for name in ("num_samples", "num_val_samples"):
+        check_samples_multiple(name, getattr(config, name), config.guide, guide.samples_multiple)
+    if guide.offers(Capability.NODE_NOISE_ONLY) and not config.node_noise:
+        raise ValueError(
+            f"guide {config.guide!r} is a node-noise guide; it needs --node-noise (weight-space BNNs: "
+            f"e.g. {DEFAULT_GUIDE!r})"
+        )
+    if config.bias_noise and not config.node_noise:
+        raise ValueError("bias_noise (--bias-noise) needs node_noise (--node-noise)")
+    if guide.offers(Capability.NORMAL_MIXTURE) and parse_prior(config.prior).layer_hyperpriors(""):
+        raise ValueError(
+            f"guide {config.guide!r} covers real-valued node-noise sites only, but prior {config.prior!r} adds a "
+            "positive scale site per layer; use a Normal prior such as 'normal:1,0.1'"
+        )
+
+
+def check_objective_choices(config: RunConfig, guide: GuideSpec) -> None:
+    """Builds the run's objective (it refuses options it cannot take: flipout's one particle) and asks it whether it
+    trains ``guide`` under ``config.prior`` (its ``choice_refusal``, where it has one), before any data is loaded:
+    the fused objectives refuse a hierarchical prior, the mixture-mean KL a prior it has no closed form against."""
+    objective = make_objective(config.elbo, config.num_particles, samples_per_example=config.samples_per_example)
+    refusal = getattr(objective, "choice_refusal", None)
+    reason = refusal(guide, config.prior) if callable(refusal) else None
+    if reason is not None:
+        raise ValueError(f"elbo {objective_entry(config.elbo).name!r} {reason}")

@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from pyro_bnn import BNN
-from pyro_bnn.guides import NodeNoiseMixture
+from pyro_bnn.guides import NodeNoiseMixture, parse_guide
 from pyro_bnn.infer import TraceELBO
 from pyro_bnn.infer.mixture_kl import MixtureMeanKL, component_of_rows, mixture_mean_kl
 from pyro_bnn.likelihoods import Categorical, Gaussian
-from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
-from pyro_bnn.priors import NormalPrior
+from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise, is_node_noise
+from pyro_bnn.priors import NormalPrior, parse_prior
 
 
 def _classifier(dataset_size: int = 40, prior_scale: float = 0.1, bias_noise: bool = True) -> BNN:
@@ -173,3 +173,31 @@ def test_a_kl_weight_every_other_objective_refuses_is_refused(weight):
     with pytest.raises(ValueError, match="KL weight must be a finite number >= 0") as error:
         MixtureMeanKL(samples_per_example=2)(bnn, guide, x, y, weight)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "prior, reason",
+    [
+        ("normal:1,0.1", None),
+        ("laplace:1,0.1", None),  # torch has the Normal-Laplace KL
+        ("hierarchical:normal,fixed,0.3", None),
+        ("cauchy:1,0.1", "has no closed form against prior 'cauchy:1,0.1' (CauchyPrior)"),
+        ("flat", "has no closed form against prior 'flat' (FlatPrior)"),
+        ("mixture", "has no closed form against prior 'mixture' (ScaleMixturePrior)"),
+        ("hierarchical:normal,halfcauchy,1", "takes no hierarchical prior ('hierarchical:normal,halfcauchy,1' adds"),
+    ],
+)
+def test_the_priors_the_mixture_mean_kl_refuses_are_known_from_the_spec(prior, reason):
+    refusal = MixtureMeanKL().choice_refusal(parse_guide("mixture:4"), prior)
+    if reason is None:
+        assert refusal is None
+    else:
+        assert refusal.startswith(f"(the mixture-mean KL) {reason}")
+    # The spec's answer is the built model's: validate refuses exactly these (a hierarchical prior by its sites).
+    bnn = BNN(add_node_noise(nn.Linear(5, 3)), parse_prior(prior, select=is_node_noise), Categorical(40))
+    x, y = torch.randn(4, 5), torch.zeros(4, dtype=torch.long)
+    if reason is None:
+        MixtureMeanKL().validate(bnn, _guide(bnn, 2, x, y), x, y)
+    elif not prior.startswith("hierarchical"):
+        with pytest.raises(ValueError, match="no closed form"):
+            MixtureMeanKL().validate(bnn, _guide(bnn, 2, x, y), x, y)

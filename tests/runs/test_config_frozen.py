@@ -59,3 +59,10 @@ def test_a_config_on_a_missing_gpu_can_still_be_read():
     """Whether the device exists is checked where a run starts, so a GPU run's config loads on a CPU machine."""
     config = RunConfig(dataset="moons", model="mlp:8", device="cuda:7")
     assert config.device == "cuda:7"
+
+
+def test_a_node_noise_config_with_particles_for_auto_still_loads():
+    # The committed posterior-families grid planned moons node-noise runs with num_particles=8 (unused by the
+    # mixture-mean KL): their configs must load; training says the option is unused (UnusedOptionWarning).
+    config = RunConfig(dataset="moons", model="mlp:8", node_noise=True, num_particles=8)
+    assert RunConfig.from_dict(dataclasses.asdict(config.resolved())).num_particles == 8
