@@ -119,6 +119,7 @@ TRAIN_CASES = [
     (["--node-noise", "--elbo", "fast"], "elbo 'fast' needs the flat guide"),
     (["--elbo", "mixture"], "elbo 'mixture' needs the mixture guide"),
     (["--node-noise", "--samples-per-example", "0"], "--samples-per-example"),
+    (["--samples-per-example", "5"], "samples_per_example (--samples-per-example) 5 needs node_noise (--node-noise)"),
     (
         ["--node-noise", "--prior", "cauchy:1,0.1"],
         "elbo 'auto' trains guide 'mixture:4,loc_std=0.5' with the mixture-mean KL, which has no closed form against "

@@ -84,8 +84,8 @@ class RunConfig(Settings):
         node_noise: Make the network an implicit BNN (:mod:`pyro_bnn.node_noise`): latent noise N(1, s^2) on the
             inputs of every Linear and Conv layer, deterministic weights; the prior applies to the noise.
         bias_noise: With ``node_noise``: one more noise scalar per layer, multiplying its bias.
-        samples_per_example: With the ``mixture`` guide: copies of every example per step, each on its own
-            component (S, 2 in the authors' training).
+        samples_per_example: With ``node_noise`` and the ``mixture`` guide: copies of every example per step, each
+            on its own component (S, 2 in the authors' training); a value other than 2 needs ``node_noise``.
         optimizer: ``adam`` or ``sgd`` (Nesterov momentum 0.9). None: ``adam`` on the weights, ``sgd`` with node
             noise (the authors'). SGD learning rates are per training example: the step applies ``lr / N`` to the
             summed full-data loss (and ``weight_decay`` to the mean), which is the authors' mean-loss SGD exactly.

@@ -5,6 +5,7 @@ meta device, counting the weights a prior selects), that the device names one an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -170,7 +171,7 @@ def check_node_noise_options(config: RunConfig, guide: GuideSpec) -> None:
     for name in ("node_noise", "bias_noise"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be true or false, got {getattr(config, name)!r}")
-    positive_int(config.samples_per_example, "samples_per_example")
+    copies = positive_int(config.samples_per_example, "samples_per_example")
     for name in ("num_samples", "num_val_samples"):
         check_samples_multiple(name, getattr(config, name), config.guide, guide.samples_multiple)
     if guide.offers(Capability.NODE_NOISE_ONLY) and not config.node_noise:
@@ -180,6 +181,13 @@ def check_node_noise_options(config: RunConfig, guide: GuideSpec) -> None:
         )
     if config.bias_noise and not config.node_noise:
         raise ValueError("bias_noise (--bias-noise) needs node_noise (--node-noise)")
+    # Only the node-noise mixture objective reads it; the default is left alone (it is in every config written).
+    default = {f.name: f.default for f in dataclasses.fields(config)}["samples_per_example"]
+    if copies != default and not config.node_noise:
+        raise ValueError(
+            f"samples_per_example (--samples-per-example) {copies} needs node_noise (--node-noise): it sets the "
+            "node-noise mixture objective's copies of every example"
+        )
     if guide.offers(Capability.NORMAL_MIXTURE) and parse_prior(config.prior).layer_hyperpriors(""):
         raise ValueError(
             f"guide {config.guide!r} covers real-valued node-noise sites only, but prior {config.prior!r} adds a "

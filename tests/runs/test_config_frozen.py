@@ -1,6 +1,7 @@
 """RunConfig is checked when made and immutable afterwards; resolved() returns a new config with defaults filled."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -59,6 +60,18 @@ def test_a_config_on_a_missing_gpu_can_still_be_read():
     """Whether the device exists is checked where a run starts, so a GPU run's config loads on a CPU machine."""
     config = RunConfig(dataset="moons", model="mlp:8", device="cuda:7")
     assert config.device == "cuda:7"
+
+
+def test_samples_per_example_needs_node_noise_unless_it_is_the_default():
+    # Only the node-noise mixture objective reads it; the default (2) is in every config written, so it stays.
+    assert RunConfig(dataset="moons", model="mlp:8", samples_per_example=2).samples_per_example == 2
+    assert RunConfig(dataset="moons", model="mlp:8", node_noise=True, samples_per_example=5).samples_per_example == 5
+    message = (
+        "samples_per_example (--samples-per-example) 5 needs node_noise (--node-noise): it sets the node-noise "
+        "mixture objective's copies of every example"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        RunConfig(dataset="moons", model="mlp:8", samples_per_example=5)
 
 
 def test_a_node_noise_config_with_particles_for_auto_still_loads():
