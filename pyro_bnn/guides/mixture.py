@@ -158,6 +158,9 @@ class NodeNoiseMixture(AutoGuide):
     def _setup_prototype(self, *args, **kwargs) -> None:
         # AutoGuide traces self.model; for that one trace it runs under an InitMessenger, so that a prior that
         # cannot be sampled (flat) is not drawn from (the Pyro guides' init_loc_fn does the same for theirs).
+        # AutoGuide has no public way to wrap the model it traces (`model` is a read-only property over the private
+        # `_model` tuple, and a handler used as a context manager here is stopped by the poutine.block around its
+        # trace), so this is the one place that swaps `_model`, restored below.
         model = self.model
         self._model = (InitMessenger(functools.partial(self._prototype_value, model))(model),)
         try:
