@@ -62,7 +62,8 @@ def reproduce(
         name: A registered experiment (:func:`listing`), e.g. ``"leaky-calibration"``.
         profile: ``quick`` (a smoke run of about a minute), ``cpu`` (hours on 2 cores) or ``paper`` (a GPU); None:
             the profile ``out`` already holds, or ``quick`` for a new folder.
-        seeds: Seeds per cell (default: the profile's).
+        seeds: Seeds per cell (default: the ones ``out`` holds, else the profile's); refused with ``report_only``,
+            whose report is of the seeds ``out`` holds.
         out: The grid's folder: ``runs/<run id>/`` per run, ``report.md``, its CSV files and figures.
         executor: ``local``, ``ray``, or an :class:`~pyro_bnn.reproduce.executors.Executor`.
         workers: Runs at once (local: a process pool when > 1; ray: tasks in flight).
@@ -88,7 +89,7 @@ def reproduce(
 
     Raises:
         ValueError: A bad name, profile, seed count, device, ``--data-dir`` key or ``out`` (one line, before any
-            run), or, with ``report_only``, an ``out`` that holds no grid.
+            run), or, with ``report_only``, an ``out`` that holds no grid or a ``seeds`` given.
         GridBusyError: Another process writes ``out`` (one line naming it; a ``FileExistsError``).
         ImportError: ``executor="ray"`` without Ray installed (naming the extra).
         ConnectionError: ``executor="ray"`` and ``RAY_ADDRESS`` names a cluster that does not answer.
@@ -114,7 +115,7 @@ def reproduce(
     with grid_lock(out, command):  # one writer: the state, the runs and the report
         if report_only:
             state = _read_state(out)  # as it is now that this process holds the folder
-            command = state["command"]
+            command, seeds = state["command"], state["seeds"]  # the report is of the grid the folder holds
         # a rerun without --seeds resumes the grid the folder holds, not the profile's default
         seeds = seeds or (state["seeds"] if state else chosen.seeds)
         specs = plan(experiment, chosen, seeds, data_dirs or {}, device)

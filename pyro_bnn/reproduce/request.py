@@ -201,6 +201,12 @@ def _checked_request(
     check_not_a_run(Path(out))
     check_grid_free(out)
     chosen, state = _check_state(Path(out), experiment, profile)
+    if report_only and seeds is not None and state is not None:
+        # the report covers the grid the folder holds; another seed count would report phantom missing runs
+        raise ValueError(
+            f"--report-only runs nothing: leave out --seeds {seeds} (the report covers the {state['seeds']} seed(s) "
+            f"per cell {out} holds)"
+        )
     _check_seeds(seeds, state, out)
     check_data_dirs(experiment, chosen, data_dirs or {})
     if device is not None:

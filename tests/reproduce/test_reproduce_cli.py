@@ -95,6 +95,27 @@ def test_fewer_seeds_than_the_grid_holds_are_refused(tmp_path, capsys, nothing_r
     assert '"seeds": 3' in (out / api.STATE).read_text()
 
 
+def test_report_only_with_seeds_is_refused_and_the_report_left_as_it_was(tmp_path, capsys, nothing_runs):
+    """--report-only --seeds 5 on a finished 3-seed grid rewrote its report as a 5-seed grid ("24 done, 0 failed,
+    16 missing of 40", 16 runs "not run yet") while reproduce.json still said 3 seeds; the API as the CLI."""
+    out = tmp_path / "grid"
+    out.mkdir()
+    (out / api.STATE).write_text(
+        '{"experiment": "leaky-calibration", "profile": "quick", "seeds": 3, "command": "pyro-bnn reproduce"}'
+    )
+    (out / "report.md").write_text("the report")
+    for seeds in ("5", "3"):
+        assert main(["reproduce", "leaky-calibration", "--report-only", "--seeds", seeds, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == (
+            f"pyro-bnn reproduce: error: --report-only runs nothing: leave out --seeds {seeds} (the report covers the "
+            f"3 seed(s) per cell {out} holds)"
+        )
+    with pytest.raises(ValueError, match="leave out --seeds 5"):
+        api.reproduce("leaky-calibration", seeds=5, out=out, report_only=True)
+    assert (out / "report.md").read_text() == "the report"
+
+
 def test_a_missing_ray_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch, nothing_runs):
     import sys
 
