@@ -15,6 +15,7 @@ from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.lock import grid_lock
 from pyro_bnn.reproduce.merge import MergeSummary, merge_runs, seeds_covering
+from pyro_bnn.reproduce.planned import Profile
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.request import STATE as STATE
 from pyro_bnn.reproduce.request import (
@@ -74,7 +75,8 @@ def reproduce(
         gpus_per_run: Ray only: GPUs each run's task asks for (default 1 where this machine sees a GPU, else 0).
         retry_failed: Run failed runs again.
         progress: Progress bars (quiet when stderr is not a terminal).
-        command: The command line to print in the report (default: this process's).
+        command: The command line to print in the report (default: this process's; a ``reproduce`` command line
+            resuming a grid without ``--profile`` or ``--seeds`` gets the grid's added, :func:`_naming_the_grid`).
         batch_runs: Compatible runs train together in batches of up to this many (:mod:`pyro_bnn.batched`);
             ``"auto"``: as many as fit in memory; None: the experiment's default (``auto`` for ``priors`` and
             ``leaky-calibration``, 1 for the others). The report says which runs were batched.
@@ -111,11 +113,14 @@ def reproduce(
         retrain_stale=retrain_stale,
     )
     out = Path(out)
+    typed = command is None
     command = command or _this_command()
     with grid_lock(out, command):  # one writer: the state, the runs and the report
         if report_only:
             state = _read_state(out)  # as it is now that this process holds the folder
             command, seeds = state["command"], state["seeds"]  # the report is of the grid the folder holds
+        elif typed and state is not None:
+            command = _naming_the_grid(command, chosen, state["seeds"] if seeds is None else seeds)
         # a rerun without --seeds resumes the grid the folder holds, not the profile's default
         seeds = seeds or (state["seeds"] if state else chosen.seeds)
         specs = plan(experiment, chosen, seeds, data_dirs or {}, device)
@@ -237,6 +242,19 @@ def _with_option(command: str, flag: str, value: object, *, add: bool) -> str:
     if not found and add:
         words += [flag, str(value)]
     return shlex.join(words)
+
+
+def _naming_the_grid(command: str, profile: Profile, seeds: int) -> str:
+    """``command``, a ``reproduce`` command line as typed to resume a grid, with ``--profile`` added where it names
+    none, and ``--seeds`` where it names none and the grid's ``seeds`` are not the profile's own: a resume may leave
+    both out (the folder's are taken), but the recorded command must run the same grid into a new folder, where
+    they would default to ``quick`` and its seeds. Other flags stay as typed; any other command line (a script
+    calling :func:`reproduce`) is kept as it is."""
+    words = shlex.split(command)
+    if words[:2] != ["pyro-bnn", "reproduce"] and words[:4] != ["python", "-m", "pyro_bnn", "reproduce"]:
+        return command
+    command = _with_option(command, "--profile", profile.name, add=True)  # one typed is this profile already
+    return _with_option(command, "--seeds", seeds, add=seeds != profile.seeds)
 
 
 def _with_seeds(command: str, seeds: int) -> str:

@@ -142,6 +142,45 @@ def test_a_rerun_without_seeds_keeps_the_grid_it_resumes(tmp_path, monkeypatch):
     assert planned[0] == planned[1] > 11
 
 
+def test_a_resume_typed_without_profile_or_seeds_records_the_command_of_the_grid_it_resumes(tmp_path, monkeypatch):
+    """A rerun typed without --profile (as the docs say to resume) wrote its command as typed into reproduce.json and
+    the report, `python -m pyro_bnn reproduce leaky-calibration --out gpucopy ...`, which into a new folder runs the
+    quick profile. The profile, and seeds other than the profile's, are named now; other flags stay as typed."""
+    import json
+    import sys
+
+    reported = []
+    monkeypatch.setattr(api, "run_grid", lambda *args, **kwargs: [])
+    monkeypatch.setattr(request, "check_data", lambda *args: None)
+    monkeypatch.setattr(api, "write_report", lambda out, **kwargs: reported.append(kwargs["command"]) or out / "r")
+    out = tmp_path / "grid"
+
+    def typed(*args):
+        monkeypatch.setattr(sys, "argv", ["pyro-bnn", "reproduce", "leaky-calibration", *args])
+        assert main(sys.argv[1:]) == 0
+        return json.loads((out / api.STATE).read_text())["command"]
+
+    first = typed("--profile", "cpu", "--out", str(out), "--workers", "2", "--quiet")
+    assert first == f"pyro-bnn reproduce leaky-calibration --profile cpu --out {out} --workers 2 --quiet"
+    resumed = typed("--out", str(out), "--quiet")
+    assert resumed == f"pyro-bnn reproduce leaky-calibration --out {out} --quiet --profile cpu" == reported[-1]
+    assert (
+        typed("--profile=cpu", "--out", str(out)) == f"pyro-bnn reproduce leaky-calibration --profile=cpu --out {out}"
+    )
+    assert typed("--out", str(out), "--seeds", "4") == (
+        f"pyro-bnn reproduce leaky-calibration --out {out} --seeds 4 --profile cpu"
+    )
+    assert typed("--out", str(out)) == f"pyro-bnn reproduce leaky-calibration --out {out} --profile cpu --seeds 4"
+    assert (
+        typed("--out", str(out), "--report-only")
+        == reported[-1]
+        == (f"pyro-bnn reproduce leaky-calibration --out {out} --profile cpu --seeds 4")
+    )  # a report-only rebuild keeps the command as recorded
+    monkeypatch.setattr(sys, "argv", ["script.py"])  # a script calling reproduce: its own command line
+    api.reproduce("leaky-calibration", out=out, progress=False)
+    assert json.loads((out / api.STATE).read_text())["command"].endswith(" script.py")
+
+
 def test_a_data_set_alias_names_its_folder_for_every_run(tmp_path, monkeypatch, capsys):
     """``--data-dir fmnist=PATH`` was refused ("reads no data set 'fmnist'; it reads fashion-mnist, mnist"), the
     alias train takes; it is Fashion-MNIST's folder now, for every run that reads it. One set given two folders is
