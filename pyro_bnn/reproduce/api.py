@@ -14,7 +14,7 @@ from pyro_bnn.reproduce.code_state import counted
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import read_records, run_grid
 from pyro_bnn.reproduce.lock import grid_lock
-from pyro_bnn.reproduce.merge import MergeSummary, merge_runs, seeds_covering
+from pyro_bnn.reproduce.merge import MergeSummary, check_fits, merge_runs, seeds_covering
 from pyro_bnn.reproduce.planned import Profile
 from pyro_bnn.reproduce.report import write_report
 from pyro_bnn.reproduce.request import STATE as STATE
@@ -188,8 +188,9 @@ def merge(
 
     Raises:
         ValueError: A bad name or profile, a ``source`` that is no folder, a new ``out`` with no profile named
-            and no state in ``source``, or a data folder for a set the grid does not read (one line, before anything
-            is copied).
+            and no state in ``source``, a data folder for a set the grid does not read, or a ``source`` whose done
+            runs the grid plans none of, or a grid of another profile with a done run the grid does not plan
+            (:func:`~pyro_bnn.reproduce.merge.check_fits`; one line, before anything is copied or created).
     """
     experiment = get_experiment(name)
     data_dirs = canonical_data_dirs(data_dirs)
@@ -206,10 +207,17 @@ def merge(
     check_writable(out)
     chosen, state = _check_state(out, experiment, profile)
     check_data_dirs(experiment, chosen, data_dirs or {})  # before anything is copied
+    same = theirs is not None and theirs["profile"] == chosen.name
+    seeds = state["seeds"] if state else theirs["seeds"] if same else chosen.seeds
+
+    def plan_for(count: int) -> list:
+        return plan(experiment, chosen, count, data_dirs or {}, None)
+
+    # before the folder is written: a source this grid can take nothing of (another profile's) is refused
+    planned = {spec.run_id for spec in plan_for(seeds_covering(source, seeds, plan_for))}
+    other = check_fits(source, planned, chosen.name, theirs["profile"] if theirs else None)
     with grid_lock(out, _this_command()):
         if state is None:
-            same = theirs is not None and theirs["profile"] == chosen.name
-            seeds = theirs["seeds"] if same else chosen.seeds
             command = (
                 _with_out(theirs["command"], out)
                 if same
@@ -217,7 +225,7 @@ def merge(
             )
             state = {"experiment": experiment.name, "profile": chosen.name, "seeds": seeds, "command": command}
             write_json_atomically(out / STATE, state)
-        seeds = seeds_covering(source, state["seeds"], lambda n: plan(experiment, chosen, n, data_dirs or {}, None))
+        seeds = seeds_covering(source, state["seeds"], plan_for)
         grown = None
         if seeds > state["seeds"]:  # the copy holds runs of later seeds: the grid takes them, and plans them from now
             grown = (state["seeds"], seeds)
@@ -225,7 +233,7 @@ def merge(
             write_json_atomically(out / STATE, state)
         specs = plan(experiment, chosen, state["seeds"], data_dirs or {}, None)
         summary = merge_runs(source, out, specs)
-        summary.seeds = grown
+        summary.seeds, summary.other_profile = grown, theirs["profile"] if other else None
     report = reproduce(name, profile=chosen.name, out=out, report_only=True, data_dirs=data_dirs)
     return summary, report
 

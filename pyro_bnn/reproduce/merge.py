@@ -30,6 +30,8 @@ class MergeSummary:
     left_out: dict[str, str] = field(default_factory=dict)
     seeds: tuple[int, int] | None = None
     """``(before, after)`` where the grid now plans more seeds, to take the runs of later seeds ``source`` holds."""
+    other_profile: str | None = None
+    """The profile of ``source``'s grid where it is not this grid's (every done run of it planned here)."""
     differing: list[str] = field(default_factory=list)
     """The runs done both here and there whose metrics differ (this grid's copy is kept; they are in ``left_out``
     too)."""
@@ -41,6 +43,10 @@ class MergeSummary:
             lines[0] += f", {len(self.differing)} of them done here with different results (this grid's kept)"
         if self.seeds is not None:
             lines[0] += f"; the grid now plans {self.seeds[1]} seeds per cell (it planned {self.seeds[0]})"
+        if self.other_profile is not None:
+            lines[0] += (
+                f"; the source is a grid of the {self.other_profile!r} profile, every done run of it planned here"
+            )
         lines += [f"  {run_id}: {why}" for run_id, why in sorted(self.left_out.items())]
         return "\n".join(lines)
 
@@ -100,7 +106,7 @@ def seeds_covering(source: Path, seeds: int, plan_for: Callable[[int], list[RunS
     of ``source``'s done runs as any such plan: a grid copied back with more seeds than the grid it merges into
     brings runs of seeds that grid does not plan yet. Folders of runs not done there (failed, part-way) count for
     nothing: they merge nothing, so they must not make the grid plan more seeds."""
-    folders = {path.name for path in source_runs(source).iterdir() if path.is_dir() and _done_there(path)}
+    folders = done_runs(source)
     best, covered = seeds, len(folders & {spec.run_id for spec in plan_for(seeds)})
     count = seeds
     while covered < len(folders) and count < MAX_SEEDS:
@@ -109,6 +115,35 @@ def seeds_covering(source: Path, seeds: int, plan_for: Callable[[int], list[RunS
         if now > covered:
             best, covered = count, now
     return best
+
+
+def done_runs(source: Path) -> set[str]:
+    """The run ids (folder names) of the runs done in ``source`` (a grid's folder or a folder of run folders)."""
+    return {path.name for path in source_runs(source).iterdir() if path.is_dir() and _done_there(path)}
+
+
+def check_fits(source: Path, planned: set[str], profile: str, theirs: str | None) -> bool:
+    """Refuses, in one line, a ``source`` whose done runs this grid (at ``profile``, planning the run ids
+    ``planned``) cannot take: none of them is planned, or ``source`` is a grid of another profile (``theirs``, from
+    its ``reproduce.json``) with a done run that is not. A grid of another profile merges only when this grid plans
+    every done run of it: two profiles may share run ids (``gpu-authors`` plans ``full-3fc-authors``' 3FC runs),
+    and such a copy merges whole. Returns whether ``source`` is a grid of another profile that merges so."""
+    done = done_runs(source)
+    outside = done - planned
+    if not done:
+        return False  # nothing to merge: the summary lists why each folder is left out
+    other = theirs is not None and theirs != profile
+    if other and outside:
+        raise ValueError(
+            f"--merge {source} holds a grid of the {theirs!r} profile, not {profile!r}: {len(outside)} of its "
+            f"{len(done)} done runs are not runs of this grid's plan (a grid of another profile merges only when "
+            "this grid plans every done run of it)"
+        )
+    if len(outside) == len(done):
+        raise ValueError(
+            f"--merge {source}: none of its {len(done)} done runs is a run of this grid's plan ({profile!r} profile)"
+        )
+    return other
 
 
 def _done_there(folder: Path) -> bool:

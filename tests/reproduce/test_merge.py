@@ -315,3 +315,73 @@ def test_a_data_folder_the_grid_does_not_read_is_refused_before_anything_is_copi
     with pytest.raises(ValueError, match="cifar"):
         merge_command("leaky-calibration", source, out=out, profile="quick", data_dirs={"cifar": str(tmp_path)})
     assert not (out / "runs").exists() and not (out / "reproduce.json").exists()
+
+
+def _profile_specs(profile: str, seeds: int = 1):
+    from pyro_bnn.reproduce.api import get_experiment
+
+    experiment = get_experiment("leaky-calibration")
+    return experiment.plan(experiment.profiles[profile], seeds, {})
+
+
+def _grid_of(folder: Path, profile: str, specs) -> Path:
+    for spec in specs:
+        _write(folder / "runs", spec)
+    state = {"experiment": "leaky-calibration", "profile": profile, "seeds": 1, "command": f"pyro-bnn x {profile}"}
+    (folder / "reproduce.json").write_text(json.dumps(state))
+    return folder
+
+
+def test_a_grid_of_another_profile_is_refused_unless_this_grid_plans_every_done_run_of_it(
+    tmp_path, committed_fp, monkeypatch
+):
+    """A gpu grid merged into a quick one exited 0 ("merged 0 run(s); left out 24", each "not a run of this grid's
+    plan") and rewrote its report; --profile cpu with a quick grid created a cpu grid folder merging 0 of 15. A grid
+    of another profile whose done runs this grid all plans (full-3fc-authors' 3FC runs in gpu-authors) merges."""
+    from pyro_bnn.reproduce import api
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    monkeypatch.setattr(api, "reproduce", lambda *args, **kwargs: tmp_path / "report.md")  # no measures recorded
+    gpu = _grid_of(tmp_path / "gpu", "gpu", _profile_specs("gpu")[:3])
+    quick = _grid_of(tmp_path / "quick", "quick", _quick_specs()[:2])
+    before = (quick / "reproduce.json").read_text()
+    with pytest.raises(ValueError) as refused:
+        merge_command("leaky-calibration", gpu, out=quick)
+    assert str(refused.value) == (
+        f"--merge {gpu} holds a grid of the 'gpu' profile, not 'quick': 3 of its 3 done runs are not runs of this "
+        "grid's plan (a grid of another profile merges only when this grid plans every done run of it)"
+    )
+    assert (quick / "reproduce.json").read_text() == before and len(list((quick / "runs").iterdir())) == 2
+    with pytest.raises(ValueError, match="holds a grid of the 'quick' profile, not 'cpu': 2 of its 2 done runs"):
+        merge_command("leaky-calibration", quick, out=tmp_path / "new", profile="cpu")
+    assert not (tmp_path / "new").exists()
+
+    authors = _profile_specs("full-3fc-authors")
+    source = _grid_of(tmp_path / "authors", "full-3fc-authors", authors)
+    assert {s.run_id for s in authors} < {s.run_id for s in _profile_specs("gpu-authors")}  # shared run ids
+    summary, _ = merge_command("leaky-calibration", source, out=tmp_path / "gpu-authors", profile="gpu-authors")
+    assert sorted(summary.merged) == sorted(s.run_id for s in authors) and not summary.left_out
+    assert summary.describe().splitlines()[0] == (
+        f"merged {len(authors)} run(s); left out 0; the source is a grid of the 'full-3fc-authors' profile, every "
+        "done run of it planned here"
+    )
+    wider = _grid_of(tmp_path / "wider", "gpu-authors", _profile_specs("gpu-authors"))  # its CONV runs too
+    with pytest.raises(ValueError, match=f"not 'full-3fc-authors': {len(authors)} of its {2 * len(authors)} done"):
+        merge_command("leaky-calibration", wider, out=tmp_path / "full", profile="full-3fc-authors")
+
+
+def test_a_folder_of_runs_none_of_which_this_grid_plans_is_refused(tmp_path, committed_fp):
+    """A folder without reproduce.json whose done runs are all of another plan merged nothing and rewrote the
+    report; it is refused in one line now. Failed runs alone merge nothing and are listed, as before."""
+    from pyro_bnn.reproduce.api import merge as merge_command
+
+    source = tmp_path / "back"
+    for spec in _profile_specs("gpu")[:2]:
+        _write(source, spec)
+    with pytest.raises(ValueError) as refused:
+        merge_command("leaky-calibration", source, out=tmp_path / "grid", profile="quick")
+    assert (
+        str(refused.value)
+        == f"--merge {source}: none of its 2 done runs is a run of this grid's plan ('quick' profile)"
+    )
+    assert not (tmp_path / "grid").exists()
