@@ -20,7 +20,7 @@ from pyro_bnn.reproduce import LocalExecutor, RayExecutor, Status, make_executor
 from pyro_bnn.reproduce import records as records_module
 from pyro_bnn.reproduce.grid import GRID
 from pyro_bnn.reproduce.planned import RunRecord, RunSpec
-from pyro_bnn.reproduce.records import RECORD_HISTORY_ROWS, binned_history
+from pyro_bnn.reproduce.records import RECORD_HISTORY_ROWS, binned_history, write_record
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig
 
@@ -375,3 +375,18 @@ def test_a_grid_logging_to_a_file_writes_a_line_per_run(tmp_path, capsys):
     assert runs[0].split(" (")[1].startswith(specs[0].run_id + ", ") and runs[0].endswith(" s)")
     assert len(lines) == 2  # the runs themselves stay quiet
     assert not any("\r" in line or "%|" in line for line in lines)  # no bar
+
+
+def test_the_log_lines_count_failed_runs_apart_from_the_done(tmp_path, capsys):
+    """With a failed record kept (and another run failing now) the lines per run said "tiny runs: 2/4 done", then
+    "tiny runs: 4/4 done" of a grid of 2 done and 2 failed runs: done and failed were counted together."""
+    good = tiny_specs(2, epochs=1)
+    kept = RunSpec(RunConfig(**{**BASE.__dict__, "seed": 7, "epochs": 1}), label="moons-kept")
+    write_record(tmp_path / "grid" / "runs" / kept.run_id, RunRecord(kept, Status.FAILED, reason="boom"))
+    missing_data = RunSpec(
+        RunConfig(**{**BASE.__dict__, "dataset": "mnist", "model": "3fc", "data_dir": str(tmp_path / "nowhere")}),
+        label="mnist-missing",
+    )
+    run_grid([kept, good[0], missing_data, good[1]], tmp_path / "grid", progress=True, name="tiny")
+    runs = [line.split(" (")[0] for line in capsys.readouterr().err.splitlines() if line.startswith("tiny runs: ")]
+    assert runs == ["tiny runs: 1/4 done, 1 failed", "tiny runs: 2/4 done, 2 failed"]
