@@ -531,6 +531,20 @@ def test_a_cut_checkpoint_is_one_line_naming_the_file(trained_run, tmp_path, cap
     assert "Errno" not in err
 
 
+@pytest.mark.parametrize("flag", ["--resume", "--overwrite"])
+def test_a_text_file_as_the_checkpoint_is_one_line(tmp_path, capsys, no_data, flag):
+    """A CSV file where the checkpoint belongs made torch's unpickler raise a bare IndexError: a traceback."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(TINY.to_json())
+    (run / "checkpoint.pt").write_bytes(b"step,loss\n1,0.5\n")
+    err = _one_line_error(capsys, [*TRAIN, flag, "--out", run])
+    assert err.endswith(
+        f"{run / 'checkpoint.pt'} is not a pyro_bnn checkpoint (16 bytes): torch.load reads no checkpoint in it "
+        "(its bytes are no pickle torch.save wrote: IndexError: pop from empty list)"
+    )
+
+
 def _damaged_copy(trained_run, folder, damage):
     from pyro_bnn.infer import load_checkpoint, save_checkpoint
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import struct
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -115,6 +116,14 @@ def load_tensor_file(
             f"refusing to load {path}: it contains pickled objects other than tensors and plain containers, "
             f"which could run arbitrary code ({reason})"
         ) from err
+    except _NOT_A_PICKLE as err:
+        # The weights-only unpickler runs the opcodes of any bytes it is given: a text file or random data pops an
+        # empty stack, reads a memo entry never stored or decodes bytes that are no UTF-8, and each says so in a
+        # bare Python error of its own (a CSV file: IndexError, a file starting "hello": KeyError 101).
+        raise ValueError(
+            f"{path} is not a pyro_bnn {what} ({size:,} bytes): torch.load reads no {what} in it "
+            f"(its bytes are no pickle torch.save wrote: {type(err).__name__}: {_why(err)})"
+        ) from err
     except (RuntimeError, EOFError) as err:
         raise ValueError(
             f"{path} is not a readable {what} (truncated or corrupt, {size:,} bytes): {_why(err)}"
@@ -131,6 +140,10 @@ def load_tensor_file(
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"{path} is not a pyro_bnn {what}: expected format {file_format!r}, found {found!r}")
     return state
+
+
+_NOT_A_PICKLE = (IndexError, KeyError, TypeError, AttributeError, OverflowError, struct.error, UnicodeDecodeError)
+"""What ``torch.load(weights_only=True)`` raises, besides ``UnpicklingError``, on bytes that are no pickle."""
 
 
 def _check_stored_checksums(path: Path, size: int, what: str) -> None:
