@@ -34,7 +34,10 @@ class Callback:
         """Called once when training stops, normally or by early stopping."""
 
     def state_dict(self) -> dict[str, Any]:
-        """State a resumed run needs (tensors, numbers, strings, None, lists, dicts); stored in checkpoints."""
+        """State a resumed run needs (tensors, numbers, strings, booleans, None, lists, tuples, dicts); stored in
+        checkpoints. A NumPy scalar or 0-d array is stored as the Python number it holds (``np.float64(0.5)`` loads
+        as ``0.5``); anything else a checkpoint cannot hold is refused when the checkpoint is written, naming this
+        callback's entry (:func:`~pyro_bnn.infer.checkpoint.save_checkpoint`)."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -7,10 +7,12 @@ import pickle
 import re
 import struct
 import zipfile
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from pyro_bnn._io import atomic_path
@@ -27,49 +29,106 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     """Writes ``state`` to ``path`` via a temporary file in the same folder and an atomic rename.
 
     A crash or interruption while writing leaves the previous checkpoint at ``path`` intact. ``state`` may hold
-    only tensors, numbers, strings, booleans, None, lists and dicts, the types that
-    ``torch.load(weights_only=True)`` accepts. A tensor that is a view into a larger one (a batched run's Adam state
-    is a row of the batch's) is written as a copy of its own values: ``torch.save`` would write the whole storage.
+    only tensors, numbers, strings, booleans, None, lists, tuples and dicts, the types that
+    ``torch.load(weights_only=True)`` accepts: a NumPy scalar or 0-d array (``np.float64(0.5)``, a callback's best
+    loss) is written as the Python number it holds, and anything else the loader would refuse (a NumPy array of
+    more dimensions, a ``Decimal``, an object) is refused before anything is written, so a checkpoint on disk is
+    always one a resume can read. A tensor that is a view into a larger one (a batched run's Adam state is a row of
+    the batch's) is written as a copy of its own values: ``torch.save`` would write the whole storage.
 
     Returns:
         The checkpoint's path.
+
+    Raises:
+        ValueError: One line naming the entry the loader would refuse (``callbacks['0:Best']['best']``) and its
+            type; the file at ``path`` is left as it was.
     """
     return save_tensor_file(state, path, FORMAT)
 
 
 def save_tensor_file(state: dict[str, Any], path: str | os.PathLike, file_format: str) -> Path:
-    """Writes ``{"format": file_format, **state}`` as :func:`save_checkpoint` does (atomically, views compacted):
-    the writer of every file :func:`load_tensor_file` reads."""
+    """Writes ``{"format": file_format, **state}`` as :func:`save_checkpoint` does (atomically, views compacted,
+    NumPy scalars as Python numbers, what the loader would refuse refused first): the writer of every file
+    :func:`load_tensor_file` reads."""
+    try:
+        storable = _compact(state, ())
+    except _Unstorable as err:
+        where = "".join(f"[{key!r}]" for key in err.where)
+        kind = type(err.value)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        raise ValueError(
+            f"refusing to write {path}: its entry {where} is of type {name}, which torch.load(weights_only=True) would "
+            "refuse on resume; a checkpoint holds only tensors, numbers, strings, booleans, None and lists, tuples "
+            "and dicts of them"
+        ) from None
     with atomic_path(path) as temporary:
-        torch.save({"format": file_format, **_compact(state)}, temporary)
+        torch.save({"format": file_format, **storable}, temporary)
     return Path(path)
 
 
 _PLAIN = frozenset({int, float, bool, str, type(None)})
-"""Types with nothing inside for :func:`_compact` to copy."""
+"""Types with nothing inside for :func:`_compact` to copy or check."""
+
+_LEAVES = _PLAIN | {complex, bytes, bytearray, torch.device, torch.dtype, torch.layout, torch.Size}
+"""Every other type ``torch.load(weights_only=True)`` rebuilds without a container around it (exact types: a
+subclass, a str enum say, is pickled by its class's name, which the loader refuses)."""
+
+_DICTS = (dict, OrderedDict, Counter)
 
 
-def _compact(value: Any) -> Any:
-    """``value`` with every tensor that uses only part of its storage replaced by a copy (the containers holding
-    them rebuilt).
+class _Unstorable(Exception):
+    """An entry of a state that the weights-only loader would refuse: its keys from the top, and the value."""
 
-    A dict, list or tuple whose entries are all plain numbers, strings, booleans or None is returned as it is, found
-    by one pass over their types in C: the weight statistics a checkpoint carries are thousands of such lists,
-    which a call per number made cost as much as writing the file.
+    def __init__(self, where: tuple, value: Any) -> None:
+        super().__init__(where, value)
+        self.where, self.value = where, value
+
+
+def _compact(value: Any, where: tuple = ()) -> Any:
+    """``value`` as :func:`save_tensor_file` writes it: a tensor that uses only part of its storage replaced by a
+    copy, a NumPy scalar or 0-d array by its Python number (the containers holding them rebuilt).
+
+    A walk over the structure, not a trial ``torch.save`` and weights-only load: checkpoints are written every epoch,
+    and the walk costs a type look-up per container entry, none per tensor element. A dict, list or tuple whose keys
+    and entries are all plain numbers, strings, booleans or None is returned as it is, found by one pass over their
+    types in C: the weight statistics a checkpoint carries are thousands of such lists, which a call per number
+    made cost as much as writing the file.
+
+    Raises:
+        _Unstorable: an entry (``where`` + its keys) the weights-only loader would refuse.
     """
-    if isinstance(value, torch.Tensor):
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
         if value.untyped_storage().nbytes() > value.numel() * value.element_size():
             return value.clone(memory_format=torch.contiguous_format)
         return value
-    if isinstance(value, dict):
-        if set(map(type, value.values())) <= _PLAIN:
+    if kind in _DICTS:
+        if set(map(type, value)) <= _PLAIN and set(map(type, value.values())) <= _PLAIN:
             return value
-        return {k: _compact(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+        return {_compact(k, (*where, k)): _compact(v, (*where, k)) for k, v in value.items()}
+    if kind is list or kind is tuple:
         if set(map(type, value)) <= _PLAIN:
             return value
-        return type(value)(_compact(v) for v in value)
-    return value
+        return kind(_compact(v, (*where, i)) for i, v in enumerate(value))
+    if kind is set:
+        return {_compact(v, (*where, v)) for v in value}
+    if kind in _LEAVES or kind in _safe_globals():
+        return value
+    # NumPy scalars (np.float64 is a float subclass, so "a number" to a callback's author) pickle by their class's
+    # name, which the loader refuses: the number they hold is what a resume needs.
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        number = value.item()
+        if type(number) in _LEAVES:
+            return number
+    raise _Unstorable(where, value)
+
+
+def _safe_globals() -> set[type]:
+    """The classes a user allowed the weights-only loader to rebuild (``torch.serialization.add_safe_globals``)."""
+    allowed = torch.serialization.get_safe_globals()
+    return {entry[0] if isinstance(entry, tuple) else entry for entry in allowed}
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device | None = "cpu") -> dict[str, Any]:
