@@ -234,7 +234,9 @@ class Trainer:
             epochs: Total number of epochs.
             val_loader: Optional validation batches; adds ``val_*`` metrics to each epoch's record.
             resume_from: A checkpoint written by this trainer's :class:`Checkpoint` callback; training continues
-                from its epoch with its optimiser state and random state.
+                from its epoch with its optimiser state and random state. One that does not fit this trainer (a
+                tensor of another shape, a state written by another optimiser class: Adam's in an SGD trainer) is
+                refused with a :class:`~pyro_bnn.infer.checkpoint.CheckpointMismatchError` naming what differs.
 
         Returns:
             The history: one record per epoch with ``loss`` (mean -ELBO estimate), ``data_term``, ``kl_term``

@@ -66,6 +66,7 @@ class TrainerState:
             "model": self.model.state_dict(),
             "guide": self.guide.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "optimizer_class": class_name(type(self.optimizer)),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else {},
             "config": json.dumps(self.config),
             "history": self.run.history_json.text(self.run.history),
@@ -86,6 +87,7 @@ class TrainerState:
         try:
             self.model.load_state_dict(state["model"])
             self.guide.load_state_dict(state["guide"])
+            _check_optimizer_class(self.optimizer, state["optimizer"], state.get("optimizer_class"))
             _check_optimizer_state(self.optimizer, state["optimizer"])
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, KeyError, ValueError) as err:
@@ -117,6 +119,47 @@ PARAMETER_SHAPED_STATE = frozenset(
 )  # fmt: skip
 """The per-parameter state of torch's optimisers that has the parameter's shape (Adam's moments, SGD's momentum,
 ...); other keys may have another (Adafactor's factored ``row_var`` and ``col_var``) and are not checked."""
+
+
+def class_name(kind: type) -> str:
+    """``module.qualname`` of a class, as a checkpoint records its optimiser's (``torch.optim.adam.Adam``)."""
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+IMPLEMENTATION_OPTIONS = frozenset(
+    {"params", "name", "initial_lr", "foreach", "fused", "capturable", "differentiable", "maximize"}
+)
+"""Parameter-group keys that say nothing of which optimiser wrote a state: the parameters, ParamGroups' name, the
+``initial_lr`` an LR scheduler adds, and implementation switches that torch versions add to one class or another."""
+
+
+def _check_optimizer_class(optimizer: torch.optim.Optimizer, saved: dict[str, Any], recorded: str | None) -> None:
+    """Refuses an optimiser state written by another optimiser class: ``load_state_dict`` takes any, and the first
+    step then fails inside torch (an Adam state in SGD: ``KeyError: 'momentum'``) or the load says only
+    ``it holds no 'step'``.
+
+    ``recorded`` is the class the checkpoint names (:func:`class_name`); a checkpoint written before it recorded one
+    is judged by its parameter groups' options: one this optimiser does not have (SGD's ``momentum`` in an Adam
+    trainer, Adam's ``betas`` in an SGD one) says another class wrote it. Classes with the same options (Adam and
+    AdamW) are not told apart there, and the other checks still apply.
+    """
+    current = class_name(type(optimizer))
+    if recorded is not None:
+        if recorded != current:
+            names = [name.rsplit(".", 1)[-1] for name in (recorded, current)]
+            if names[0] == names[1]:  # two classes of one name (a user's Adam): the modules tell them apart
+                names = [recorded, current]
+            raise ValueError(f"it was written by the optimiser {names[0]}, this trainer's is {names[1]}")
+        return
+    options = {key for group in optimizer.param_groups for key in group}
+    foreign = sorted(
+        {key for group in saved.get("param_groups", []) for key in group} - options - IMPLEMENTATION_OPTIONS
+    )
+    if foreign:
+        raise ValueError(
+            f"its optimiser state has options {', '.join(foreign)} that this trainer's {type(optimizer).__name__} "
+            "does not have: another optimiser class wrote it"
+        )
 
 
 def _check_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:

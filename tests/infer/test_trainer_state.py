@@ -13,6 +13,7 @@ from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.guides import init_to_network
 from pyro_bnn.infer import Checkpoint, EarlyStopping, Trainer, load_checkpoint, save_checkpoint
+from pyro_bnn.infer.checkpoint import CheckpointMismatchError
 from pyro_bnn.infer.trainer_state import RunState, TrainerState, restore_trainer_state, trainer_state_dict
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.priors import NormalPrior
@@ -30,8 +31,10 @@ KEYS = {
     "callbacks",
     "rng_torch",
     "rng_cuda",
+    "optimizer_class",
 }
-"""The keys of a pyro_bnn.checkpoint/1 file as every version so far writes them."""
+"""The keys of a pyro_bnn.checkpoint/1 file as this version writes them: every earlier version's, and the optimiser's
+class (a checkpoint without it still resumes)."""
 
 
 def _loaders():
@@ -46,7 +49,7 @@ def _trainer(**kwargs):
     return Trainer(
         bnn,
         lambda m: AutoNormal(m, init_loc_fn=init_to_network(m), init_scale=0.05),
-        optim=pyro.optim.Adam({"lr": 0.05}),
+        optim=kwargs.pop("optim", pyro.optim.Adam({"lr": 0.05})),
         progress=False,
         num_val_samples=4,
         **{"seed": 0, **kwargs},
@@ -128,3 +131,56 @@ def test_a_view_is_saved_as_its_own_values_not_its_whole_storage(tmp_path):
     rows = loaded["optimizer"]["rows"]
     assert torch.equal(rows[0], batch[7, :10]) and tuple(rows[1]) == (1, 2)
     assert batch.untyped_storage().nbytes() == 800_000  # the state handed in is not changed
+
+
+def _sgd(params):
+    return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+
+
+@pytest.mark.parametrize(
+    "save_with, recorded, resume_with, names",
+    [
+        (None, "torch.optim.adam.Adam", _sgd, "Adam, this trainer's is SGD"),
+        (_sgd, "torch.optim.sgd.SGD", None, "SGD, this trainer's is Adam"),
+    ],
+    ids=["adam-then-sgd", "sgd-then-adam"],
+)
+def test_a_resume_with_another_optimiser_class_is_refused_naming_both(
+    tmp_path, save_with, recorded, resume_with, names
+):
+    """Adam's state loaded into SGD, and the first step failed inside torch (KeyError: 'momentum'); SGD's into Adam
+    was refused as "it holds no 'step'"."""
+    train, _ = _loaders()
+    path = tmp_path / "c.pt"
+    _trainer(optim=save_with, callbacks=[Checkpoint(path)]).fit(train, 1)
+    assert load_checkpoint(path)["optimizer_class"] == recorded
+    train, _ = _loaders()
+    with pytest.raises(CheckpointMismatchError) as info:
+        _trainer(optim=resume_with).fit(train, 2, resume_from=path)
+    assert str(info.value) == (
+        f"cannot resume from {path}: it does not fit this trainer: it was written by the optimiser {names}"
+    )
+
+
+@pytest.mark.parametrize(
+    "save_with, resume_with, message",
+    [
+        (None, _sgd, "its optimiser state has options amsgrad, betas, decoupled_weight_decay, eps that this "
+         "trainer's SGD does not have: another optimiser class wrote it"),
+        (_sgd, None, "its optimiser state has options dampening, momentum, nesterov that this trainer's Adam does "
+         "not have: another optimiser class wrote it"),
+    ],
+    ids=["adam-then-sgd", "sgd-then-adam"],
+)  # fmt: skip
+def test_an_old_checkpoint_of_another_optimiser_is_known_by_its_options(tmp_path, save_with, resume_with, message):
+    """A checkpoint written before the class was recorded: its parameter groups' options tell."""
+    train, _ = _loaders()
+    first = _trainer(optim=save_with)
+    first.fit(train, 1)
+    old = trainer_state_dict(first)
+    old.pop("optimizer_class", None)
+    save_checkpoint(old, tmp_path / "old.pt")
+    train, _ = _loaders()
+    with pytest.raises(CheckpointMismatchError) as info:
+        _trainer(optim=resume_with).fit(train, 2, resume_from=tmp_path / "old.pt")
+    assert str(info.value) == f"cannot resume from {tmp_path / 'old.pt'}: it does not fit this trainer: {message}"
