@@ -40,6 +40,7 @@ from pyro_bnn.infer.divergence import DIVERGENCE_ADVICE, NonFiniteLossError
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
 from pyro_bnn.infer.objective_registry import batched_form
 from pyro_bnn.infer.trainer import SchedulerInterval, Trainer, _check_all_labels, _dataset_size
+from pyro_bnn.infer.trainer_loop import learning_rates
 
 
 @dataclass
@@ -289,7 +290,7 @@ def _step_scheduler(scheduler) -> None:
 
 def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_steps: int) -> tuple:
     """One epoch's steps of every run; returns ``(per-run [loss, data term] sums, per-run KL weight sums, seconds,
-    steps)`` for :func:`_end_epoch`."""
+    steps, {run: its last step's learning rates} under per-step schedules)`` for :func:`_end_epoch`."""
     trainers, stack = batch.trainers, batch.stack
     device, dtype = stack.loc.device, stack.loc.dtype
     for trainer in trainers:
@@ -303,6 +304,7 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
     count = len(trainers)
     totals = torch.zeros(count, 2, dtype=torch.float64, device=device)
     kl_totals = [0.0] * count
+    used: dict[int, dict[str, float]] = {}  # each run's rates of its last step (per-step schedules)
     weight_decays = batch.bridge.weight_decays()
     start = time.perf_counter()
     for step in range(1, num_steps + 1):
@@ -327,13 +329,14 @@ def _train_epoch(batch: _Batch, loaders: Sequence[Iterable], epoch: int, num_ste
             trainer = trainers[run]
             trainer.global_step += 1
             if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.STEP:
+                used[run] = learning_rates(trainer.optimizer)  # this step's rates, as a single run records them
                 _step_scheduler(trainer.scheduler)
-    return totals.tolist(), kl_totals, time.perf_counter() - start, num_steps
+    return totals.tolist(), kl_totals, time.perf_counter() - start, num_steps, used
 
 
 def _end_epoch(batch: _Batch, epoch: int, epochs: int, epoch_totals: tuple) -> None:
     trainers = batch.trainers
-    totals, kl_totals, seconds, num_steps = epoch_totals
+    totals, kl_totals, seconds, num_steps, used = epoch_totals
     finite = batch.finite()
     for run in batch.running():
         if not bool(finite[run]):
@@ -356,8 +359,7 @@ def _end_epoch(batch: _Batch, epoch: int, epochs: int, epoch_totals: tuple) -> N
             "kl_weight": kl_totals[run] / num_steps,
             "time_s": seconds / max(1, len(running)),
             "batched_runs": len(running),
-            "lr": optimizer.param_groups[0]["lr"],
-            **{f"lr_{g['name']}": g["lr"] for g in optimizer.param_groups if "name" in g},
+            **used.get(run, learning_rates(optimizer)),
         }
     _validate(batch, running, records, epoch)
     for run in batch.running():

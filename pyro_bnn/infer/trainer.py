@@ -241,7 +241,9 @@ class Trainer:
         Returns:
             The history: one record per epoch with ``loss`` (mean -ELBO estimate), ``data_term``, ``kl_term``
             (the weighted KL as it entered the loss), ``kl_weight`` (mean factor on the latent sites), ``time_s``,
-            ``lr`` and the validation metrics.
+            ``lr`` (the first parameter group's learning rate as the epoch's last step used it, under a per-step
+            or a per-epoch schedule alike; ``lr_model`` and ``lr_guide`` for ParamGroups' groups) and the
+            validation metrics.
 
         Raises:
             NonFiniteLossError: if the loss becomes NaN/inf; the last checkpoint is left as it was.

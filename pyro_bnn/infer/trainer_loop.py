@@ -181,6 +181,8 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
         leave=False,
         dynamic_ncols=True,
     )
+    per_step = trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.STEP
+    used: dict[str, float] | None = None  # the rates the last step trained with (per-step schedules)
     for step, (x, y) in enumerate(bar, start=1):
         x, y = x.to(trainer.device, non_blocking=True), y.to(trainer.device, non_blocking=True)
         kl_weight = trainer.kl_schedule(run.epoch + (step - 1) / num_steps)
@@ -192,7 +194,9 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
             message = trainer._non_finite_message(stop.loss, step, x, applied=stop.applied)
             raise NonFiniteLossError(message) from stop.__cause__
         run.global_step += 1
-        if trainer.scheduler is not None and trainer.lr_scheduler_interval is SchedulerInterval.STEP:
+        if per_step:
+            # Read before the scheduler moves them: after it, they are the next epoch's first step's rates.
+            used = learning_rates(trainer.optimizer)
             trainer.scheduler.step()
         totals += torch.stack([terms.loss, terms.data_term]).double()
         total_weight += kl_weight
@@ -203,7 +207,6 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
     seconds = time.perf_counter() - start
     if log_lines:
         print(f"epoch {run.epoch + 1}/{epochs}: loss {total_loss / num_steps:.4g} ({seconds:.1f} s)", file=sys.stderr)
-    optimizer = trainer.optimizer
     return {
         "epoch": run.epoch + 1,
         "loss": total_loss / num_steps,
@@ -211,7 +214,13 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
         "kl_term": (total_loss - total_data) / num_steps,
         "kl_weight": total_weight / num_steps,
         "time_s": seconds,
-        "lr": optimizer.param_groups[0]["lr"],
-        # Named groups (ParamGroups: "model", "guide") each log their own rate.
-        **{f"lr_{g['name']}": g["lr"] for g in optimizer.param_groups if "name" in g},
+        # A per-epoch scheduler steps after the record is made: the optimiser's rates are still the epoch's.
+        **(used if used is not None else learning_rates(trainer.optimizer)),
     }
+
+
+def learning_rates(optimizer: torch.optim.Optimizer) -> dict[str, float]:
+    """An epoch record's rates, read from ``optimizer`` when its rates are those the epoch's last step used:
+    ``lr``, the first group's, and ``lr_<name>`` for each named group (ParamGroups: ``"model"``, ``"guide"``)."""
+    groups = optimizer.param_groups
+    return {"lr": groups[0]["lr"], **{f"lr_{g['name']}": g["lr"] for g in groups if "name" in g}}

@@ -183,8 +183,9 @@ def test_the_trainer_runs_two_groups_with_their_own_schedules():
     assert {id(p) for p in guide["params"]} == {id(p) for p in trainer.guide.parameters()}
     assert len(model["params"]) == 2 and model["weight_decay"] == 5e-4 and guide["weight_decay"] == 0
     assert model["lr"] == pytest.approx(0.05 * 0.01, rel=1e-12) and guide["lr"] == pytest.approx(0.01, rel=1e-12)
-    # The history's lr is the first group's (the model's) after each epoch: steps 3, 6, 9, 12.
-    expected = [1.0, 1.0, 1 - 0.99 * (9 - 6) / (10.8 - 6), 0.01]
+    # The history's lr is the first group's (the model's) as each epoch's last step used it: after 2, 5, 8 and 11
+    # scheduler steps (T = 12: a = 6, b = 10.8).
+    expected = [1.0, 1.0, 1 - 0.99 * (8 - 6) / (10.8 - 6), 0.01]
     assert [record["lr"] for record in history] == pytest.approx([0.05 * m for m in expected], rel=1e-9)
     assert all(math.isfinite(record["loss"]) for record in history)
     assert all(not torch.equal(before, after) for before, after in zip(biases, bnn.parameters(), strict=True))
