@@ -36,6 +36,7 @@ base lrs: a resume with another ``T`` (a run extended to more epochs) follows th
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from enum import Enum
 
@@ -43,6 +44,7 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from pyro_bnn.checks import positive_int
+from pyro_bnn.infer.auto_objective import UnusedOptionWarning
 from pyro_bnn.infer.optim import ParamGroups
 from pyro_bnn.spec import Arg, Family, Form, Interval, ParsedSpec
 
@@ -149,7 +151,11 @@ def lr_multiplier(spec: str | LRSchedule, total_steps: int) -> LRMultiplier:
 
 
 def group_scheduler(
-    optimizer: torch.optim.Optimizer, schedules: Mapping[str, str | LRSchedule], total_steps: int
+    optimizer: torch.optim.Optimizer,
+    schedules: Mapping[str, str | LRSchedule],
+    total_steps: int,
+    *,
+    option_names: Mapping[str, str] | None = None,
 ) -> LambdaLR:
     """One ``LambdaLR`` giving each parameter group the schedule named for its ``"name"``.
 
@@ -161,8 +167,13 @@ def group_scheduler(
         optimizer: The optimiser; its groups are matched by their ``"name"`` entry.
         schedules: ``{group name: schedule spec}``; a group without an entry (or without a name) keeps its base lr.
             ``"model"`` and ``"guide"`` may name a group the optimiser lacks when its groups come from
-            :class:`~pyro_bnn.infer.optim.ParamGroups` (every group named), which leaves an empty group out.
+            :class:`~pyro_bnn.infer.optim.ParamGroups` (every group named), which leaves an empty group out: the
+            model has no parameters of its own when every weight is random. A schedule other than ``constant``
+            for such a group changes nothing, and says so in an
+            :class:`~pyro_bnn.infer.auto_objective.UnusedOptionWarning`.
         total_steps: ``T``, the scheduler steps in the whole run (see :func:`lr_multiplier`).
+        option_names: How the caller's user set each group's schedule (``{"model": "lr_schedule
+            (--lr-schedule)"}``), named in that warning instead of the group.
 
     Raises:
         ValueError: One line: a schedule spec that does not parse, a bad ``total_steps``, or a name that no group
@@ -179,4 +190,28 @@ def group_scheduler(
         groups = f"the optimiser's groups: {present}" if present else "the optimiser's groups have no 'name'"
         raise ValueError(f"no parameter group named {unknown[0]!r} ({groups})")
     multipliers = {name: lr_multiplier(spec, total_steps) for name, spec in schedules.items()}
+    for name, spec in schedules.items():
+        if name not in names and LR_SCHEDULE_FAMILY.parse(_text(spec)).kind is not LRSchedule.CONSTANT:
+            _warn_unused(name, _text(spec), option_names or {})
     return LambdaLR(optimizer, [multipliers.get(name, constant_lr()) for name in names])
+
+
+def _text(spec: str | LRSchedule) -> str:
+    return spec.value if isinstance(spec, LRSchedule) else spec
+
+
+def _warn_unused(group: str, spec: str, option_names: Mapping[str, str]) -> None:
+    """Says that ``spec``, the schedule of a ParamGroups group the optimiser left out (it has no parameters), does
+    nothing: a decay that never happens looked like one that did (history.json showed the base rate throughout)."""
+    option = option_names.get(group, f"schedules[{group!r}]")
+    other = next(name for name in ParamGroups.GROUPS if name != group)
+    other_option = option_names.get(other, f"schedules[{other!r}]")
+    owner = {"model": "the model has no trainable parameters of its own: every weight is random"}.get(
+        group, f"the {group} has no parameters"
+    )
+    warnings.warn(
+        f"{option} {spec!r} is unused: the optimiser has no {group!r} parameter group ({owner}); {other_option} "
+        f"schedules the {other}'s parameters, all there are",
+        UnusedOptionWarning,
+        stacklevel=3,
+    )

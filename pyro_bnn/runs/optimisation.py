@@ -58,12 +58,19 @@ def run_optimizer(config: RunConfig, dataset_size: int) -> pyro.optim.PyroOptim 
 
 def run_lr_scheduler(config: RunConfig, steps_per_epoch: int) -> Callable[[Any], Any] | None:
     """A factory ``optimizer -> LambdaLR`` stepping both groups' schedules once per optimiser step, or None when
-    both are constant."""
+    both are constant. A schedule for a group the optimiser lacks (``lr_schedule`` when every weight is random: the
+    model has no parameters) is an :class:`~pyro_bnn.infer.auto_objective.UnusedOptionWarning` naming the option
+    when the trainer builds the scheduler."""
     if config.lr_schedule == config.lr_variational_schedule == "constant":
         return None
     total = max(1, config.epochs * steps_per_epoch)
     schedules = {"model": config.lr_schedule, "guide": config.lr_variational_schedule}
-    return lambda optimizer: group_scheduler(optimizer, schedules, total)
+    return lambda optimizer: group_scheduler(optimizer, schedules, total, option_names=OPTION_NAMES)
+
+
+OPTION_NAMES = {"model": "lr_schedule (--lr-schedule)", "guide": "lr_variational_schedule (--lr-variational-schedule)"}
+"""The run option that sets each group's schedule, as a warning names it (a model group with no parameters, every
+weight random, leaves ``lr_schedule`` unused; committed runs have such configs, so a warning, not a refusal)."""
 
 
 def run_objective(config: RunConfig) -> Objective:

@@ -2,6 +2,7 @@
 and the guide's groups of a ParamGroups optimiser, alone and inside the Trainer."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from pyro_bnn import BNN
 from pyro_bnn.data import BatchLoader
 from pyro_bnn.guides import init_to_network
 from pyro_bnn.infer import LRSchedule, ParamGroups, Trainer, group_scheduler, lr_multiplier
+from pyro_bnn.infer.auto_objective import UnusedOptionWarning
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY, linear_decay
 from pyro_bnn.infer.optim import build_optimizer
 from pyro_bnn.likelihoods import Categorical
@@ -189,3 +191,50 @@ def test_the_trainer_runs_two_groups_with_their_own_schedules():
     assert [record["lr"] for record in history] == pytest.approx([0.05 * m for m in expected], rel=1e-9)
     assert all(math.isfinite(record["loss"]) for record in history)
     assert all(not torch.equal(before, after) for before, after in zip(biases, bnn.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(
+    "schedules, option_names, message",
+    [
+        (
+            {"model": "decay:0.1", "guide": "constant"},
+            None,
+            "schedules['model'] 'decay:0.1' is unused: the optimiser has no 'model' parameter group (the model has no "
+            "trainable parameters of its own: every weight is random); schedules['guide'] schedules the guide's "
+            "parameters, all there are",
+        ),
+        (
+            {"model": "decay:0.01,0.2,0.4"},
+            {"model": "--lr-schedule", "guide": "--lr-variational-schedule"},
+            "--lr-schedule 'decay:0.01,0.2,0.4' is unused: the optimiser has no 'model' parameter group (the model "
+            "has no trainable parameters of its own: every weight is random); --lr-variational-schedule schedules "
+            "the guide's parameters, all there are",
+        ),
+    ],
+    ids=["python", "named-options"],
+)
+def test_a_schedule_for_a_group_the_optimiser_left_out_warns_once(schedules, option_names, message):
+    """ParamGroups leaves an empty group out (the model's, when every weight is random): its decay was accepted and
+    did nothing, without a word."""
+    guide_only = [(name, p) for name, p in _named_params() if name.startswith("guide.")]
+    optimizer, _ = build_optimizer(ParamGroups(model={"lr": 0.1}, guide={"lr": 2.0}), guide_only)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scheduler = group_scheduler(optimizer, schedules, 10, option_names=option_names)
+    assert [(w.category, str(w.message)) for w in caught] == [(UnusedOptionWarning, message)]
+    for _ in range(10):
+        optimizer.step()
+        scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == 2.0  # nothing else was scheduled
+
+
+def test_no_warning_for_a_constant_schedule_of_a_missing_group_or_one_of_every_group():
+    named = _named_params()
+    guide_only = [(name, p) for name, p in named if name.startswith("guide.")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        optimizer, _ = build_optimizer(ParamGroups(model={"lr": 0.1}, guide={"lr": 2.0}), guide_only)
+        group_scheduler(optimizer, {"model": "constant", "guide": "decay:0.5"}, 10)
+        group_scheduler(optimizer, {"model": LRSchedule.CONSTANT}, 10)
+        optimizer, _ = build_optimizer(ParamGroups(model={"lr": 0.1}, guide={"lr": 2.0}), named)
+        group_scheduler(optimizer, {"model": "decay:0.5", "guide": "decay:0.5"}, 10)
