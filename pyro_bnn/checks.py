@@ -21,6 +21,7 @@ import dataclasses
 import math
 import numbers
 import re
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any, TypeVar
@@ -98,6 +99,48 @@ def positive_float(value: object, name: str) -> float:
     if not _is_finite_number(value) or not value > 0:  # type: ignore[operator]
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+FLOAT32_TINY = 2.0**-126
+"""The smallest positive normal float32, about 1.18e-38; smaller numbers lose precision or become 0."""
+
+FLOAT32_MAX = (2.0 - 2.0**-23) * 2.0**127
+"""The largest finite float32, about 3.40e+38."""
+
+FLOAT32_POSITIVE = f"a positive number that float32 holds ({FLOAT32_TINY:.2g} to {FLOAT32_MAX:.3g})"
+"""What a scale bound for a float32 tensor must be, in the words of every refusal (the API's and the option
+strings')."""
+
+FLOAT32_FINITE = f"a finite number that float32 holds (-{FLOAT32_MAX:.3g} to {FLOAT32_MAX:.3g})"
+"""What a location bound for a float32 tensor must be, in the words of every refusal."""
+
+
+def to_float32(value: float) -> float:
+    """``value`` rounded to the nearest float32 (``inf`` when it overflows)."""
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def float32_holds_positive(value: float) -> bool:
+    """Whether ``value`` stays a positive normal float32 (neither 0, subnormal nor inf once stored as one): the
+    test of every scale that lives in a float32 tensor (a prior's scale, a guide's initial scale)."""
+    return FLOAT32_TINY <= to_float32(value) <= FLOAT32_MAX
+
+
+def float32_holds_finite(value: float) -> bool:
+    """Whether ``value`` stays finite once stored as a float32 (a location: one that rounds to 0 is harmless)."""
+    return abs(to_float32(value)) <= FLOAT32_MAX
+
+
+def positive_float32(value: object, name: str) -> float:
+    """A scale bound for a float32 tensor: :func:`positive_float`, and a positive normal float32 (1e-50 would become
+    0 there, 1e39 inf); ``"{name} must be a positive number that float32 holds (1.2e-38 to 3.4e+38), got 1e+39"``."""
+    number = positive_float(value, name)
+    if not float32_holds_positive(number):
+        raise ValueError(f"{name} must be {FLOAT32_POSITIVE}, got {value!r}")
+    return number
 
 
 def non_negative_float(value: object, name: str) -> float:
@@ -255,7 +298,13 @@ __all__ = [
     "Settings",
     "dataclass_from_args",
     "enum_member",
+    "FLOAT32_FINITE",
+    "FLOAT32_MAX",
+    "FLOAT32_POSITIVE",
+    "FLOAT32_TINY",
     "finite_float",
+    "float32_holds_finite",
+    "float32_holds_positive",
     "int_at_least",
     "int_below",
     "non_negative_float",
@@ -264,7 +313,9 @@ __all__ = [
     "open_unit",
     "optional_positive_int",
     "positive_float",
+    "positive_float32",
     "positive_int",
     "positive_ints",
     "probability",
+    "to_float32",
 ]

@@ -13,6 +13,7 @@ from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroParam
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.checks import positive_float32
 
 
 class RelativeScaleNormal(AutoNormal):
@@ -26,10 +27,10 @@ class RelativeScaleNormal(AutoNormal):
 
     Args:
         model: The Pyro model (a :class:`pyro_bnn.BNN`).
-        relative_scale: c in ``sigma0 = c * std(loc0)`` (> 0).
+        relative_scale: c in ``sigma0 = c * std(loc0)`` (> 0, a normal float32).
         init_loc_fn: Initial locations (e.g. :class:`~pyro_bnn.guides.init_to_network`).
         fallback_scale: Initial scale of a tensor whose initial values are all equal (std 0), such as a single
-            number.
+            number (> 0, a normal float32).
         create_plates: As in AutoNormal.
     """
 
@@ -42,10 +43,10 @@ class RelativeScaleNormal(AutoNormal):
         fallback_scale: float = 0.1,
         create_plates: Callable | None = None,
     ) -> None:
-        if not (isinstance(relative_scale, (int, float)) and relative_scale > 0):
-            raise ValueError(f"relative_scale must be a number > 0, got {relative_scale!r}")
-        self.relative_scale = float(relative_scale)
-        super().__init__(model, init_loc_fn=init_loc_fn, init_scale=float(fallback_scale), create_plates=create_plates)
+        # Both end up in float32 scales: a number float32 cannot hold would become a scale of 0 or inf.
+        self.relative_scale = positive_float32(relative_scale, "relative_scale")
+        fallback_scale = positive_float32(fallback_scale, "fallback_scale")
+        super().__init__(model, init_loc_fn=init_loc_fn, init_scale=fallback_scale, create_plates=create_plates)
 
     def _setup_prototype(self, *args, **kwargs) -> None:
         super()._setup_prototype(*args, **kwargs)

@@ -30,7 +30,7 @@ from torch import nn
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import positive_float
+from pyro_bnn.checks import positive_float32
 from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 from pyro_bnn.guides.init import init_to_network
 from pyro_bnn.guides.inspect import NormalQuantiles
@@ -104,9 +104,10 @@ class FlatMeanField(NormalQuantiles, AutoGuide):
         init_loc_fn: Initial values of the sites, e.g. :class:`~pyro_bnn.guides.init_to_network` or Pyro's
             ``init_to_median(num_samples=15)``. Default: the network's own initial weights for a BNN (other sites
             at the prior median), the prior median for another model.
-        init_scale: Initial scale of every site (> 0); with ``relative_scale``, the scale of a tensor whose initial
-            values are all equal (std 0), as ``RelativeScaleNormal``'s ``fallback_scale``.
-        relative_scale: c in ``sigma0 = c * std(loc0)`` per tensor (> 0), or None for the absolute ``init_scale``.
+        init_scale: Initial scale of every site (> 0, a normal float32); with ``relative_scale``, the scale of a
+            tensor whose initial values are all equal (std 0), as ``RelativeScaleNormal``'s ``fallback_scale``.
+        relative_scale: c in ``sigma0 = c * std(loc0)`` per tensor (> 0, a normal float32), or None for the
+            absolute ``init_scale``.
 
     Shapes:
         ``loc``, ``log_scale``, :meth:`flat_loc_scale`: ``(D,)`` with D = :attr:`num_latents`; :meth:`split` maps
@@ -127,8 +128,9 @@ class FlatMeanField(NormalQuantiles, AutoGuide):
         init_scale: float = 0.1,
         relative_scale: float | None = None,
     ) -> None:
-        self.init_scale = positive_float(init_scale, "init_scale")
-        self.relative_scale = None if relative_scale is None else positive_float(relative_scale, "relative_scale")
+        # Both end up in float32 scales: a number float32 cannot hold would start every sigma at 0 or inf.
+        self.init_scale = positive_float32(init_scale, "init_scale")
+        self.relative_scale = None if relative_scale is None else positive_float32(relative_scale, "relative_scale")
         if init_loc_fn is None:
             init_loc_fn = init_to_network(model) if isinstance(model, BNN) else init_to_median
         self.init_loc_fn = init_loc_fn

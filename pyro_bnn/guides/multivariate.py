@@ -24,7 +24,7 @@ from pyro.infer.autoguide.utils import helpful_support_errors
 from torch.distributions import biject_to
 
 from pyro_bnn.bnn import BNN
-from pyro_bnn.checks import positive_float, positive_int
+from pyro_bnn.checks import positive_float32, positive_int
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatSite, split_sites
 from pyro_bnn.guides.init import init_to_network
@@ -96,8 +96,9 @@ def check_full_covariance_size(num_weights: int, limit: int = MAX_FULL_COVARIANC
 
 
 def check_init_scale(init_scale: float) -> float:
-    """``init_scale`` as a float, or a one-line ValueError when it is not a finite number > 0."""
-    return positive_float(init_scale, "init_scale")
+    """``init_scale`` as a float, or a one-line ValueError when it is not a finite number > 0 that float32 holds
+    (the guides' scales are float32: 1e-50 would start them at 0)."""
+    return positive_float32(init_scale, "init_scale")
 
 
 def default_init_loc_fn(model: Callable, init_loc_fn: Callable | None) -> Callable:

@@ -13,6 +13,13 @@ from pyro.distributions import Distribution
 from torch import nn
 from torch.nn.parameter import is_lazy
 
+from pyro_bnn.checks import (
+    FLOAT32_FINITE,
+    FLOAT32_POSITIVE,
+    float32_holds_finite,
+    float32_holds_positive,
+    to_float32,
+)
 from pyro_bnn.priors.selection import Select, every_parameter
 
 
@@ -56,39 +63,72 @@ def elementwise(family: Callable[..., Distribution], shape: torch.Size, *params:
     return base.expand(batch + shape).to_event(len(shape))
 
 
-def positive_number(value: object, what: str) -> float:
-    """``value`` as a float if it is a finite real number > 0: an int or float, a NumPy scalar, or a real tensor or
-    NumPy array of one element (not a bool, a string or a sequence); else a one-line ``ValueError``: ``"{what} must
-    be a finite number > 0, got ..."`` (a tensor named by its shape and dtype, whose repr may span lines)."""
-    number: float | None = None
+def _real_number(value: object) -> float | None:
+    """``value`` as a float if it is a real number: an int or float, a NumPy scalar, or a real tensor or NumPy array
+    of one element (not a bool, a string or a sequence); else None."""
     if isinstance(value, torch.Tensor):
         if value.numel() == 1 and value.dtype != torch.bool and not value.is_complex():
-            number = float(value.item())
+            return float(value.item())
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        number = float(value)
+        return float(value)
     elif isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":  # a 0-d or (1,) array
-        number = float(value.reshape(()))
+        return float(value.reshape(()))
+    return None
+
+
+def _refusal(value: object, number: float | None, what: str, expected: str) -> ValueError:
+    """The one-line ``"{what} must be {expected}, got ..."``, naming a tensor that is no number by its shape and
+    dtype (its repr may span lines) and a one-element tensor by its number."""
+    if isinstance(value, torch.Tensor):
+        shown = f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}" if number is None else number
+    else:
+        shown = repr(value)
+    return ValueError(f"{what} must be {expected}, got {shown}")
+
+
+def positive_number(value: object, what: str) -> float:
+    """``value`` as a float if it is a finite real number > 0 (:func:`_real_number`'s kinds) that float32 holds as a
+    positive normal number (it is stored in a float32 buffer, where 1e-50 would become 0 and 1e39 inf); else a
+    one-line ``ValueError``: ``"{what} must be a finite number > 0, got ..."``, or ``"{what} must be a positive number
+    that float32 holds (1.2e-38 to 3.4e+38), got 1e+39"`` (the words of the option strings' refusal)."""
+    number = _real_number(value)
     if number is None or not 0 < number < math.inf:
-        if isinstance(value, torch.Tensor):
-            shown = f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}" if number is None else number
-        else:
-            shown = repr(value)
-        raise ValueError(f"{what} must be a finite number > 0, got {shown}")
+        raise _refusal(value, number, what, "a finite number > 0")
+    if not float32_holds_positive(number):
+        raise _refusal(value, number, what, FLOAT32_POSITIVE)
+    return number
+
+
+def unit_number(value: object, what: str) -> float:
+    """``value`` as a float if it is a real number (:func:`_real_number`'s kinds) in (0, 1) also once rounded to
+    float32 (a mixture weight: 1 - 1e-9 would become 1); else a one-line ``ValueError`` in the words of the option
+    strings' refusal: ``"{what} must be a number in (0, 1) after rounding to float32, got 0.999999999"``."""
+    number = _real_number(value)
+    if number is None or not 0 < number < 1:
+        raise _refusal(value, number, what, "a number in (0, 1)")
+    if not 0 < to_float32(number) < 1:
+        raise _refusal(value, number, what, "a number in (0, 1) after rounding to float32")
     return number
 
 
 def positive_buffer(module: nn.Module, name: str, value: float) -> None:
-    """Registers ``value`` as a scalar buffer after checking that it is a finite number > 0 (:func:`positive_number`;
-    the error names the prior's class and ``name``)."""
+    """Registers ``value`` as a scalar float32 buffer after checking that it is a finite number > 0 that float32
+    holds (:func:`positive_number`; the error names the prior's class and ``name``)."""
     module.register_buffer(name, torch.tensor(positive_number(value, f"{type(module).__name__}: {name}")))
 
 
 def finite_buffer(module: nn.Module, name: str, value: float) -> None:
-    """Registers ``value`` as a scalar buffer after checking that it is finite."""
-    value = float(value)
-    if not abs(value) < float("inf"):
-        raise ValueError(f"{type(module).__name__}: {name} must be a finite number, got {value!r}")
-    module.register_buffer(name, torch.tensor(value))
+    """Registers ``value`` as a scalar float32 buffer after checking that it is a finite number (of
+    :func:`_real_number`'s kinds) that stays finite as a float32; else a one-line ``ValueError`` naming the prior's
+    class and ``name``: ``"NormalPrior: loc must be a finite number that float32 holds (-3.4e+38 to 3.4e+38), got
+    1e+39"``."""
+    what = f"{type(module).__name__}: {name}"
+    number = _real_number(value)
+    if number is None or not math.isfinite(number):
+        raise _refusal(value, number, what, "a finite number")
+    if not float32_holds_finite(number):
+        raise _refusal(value, number, what, FLOAT32_FINITE)
+    module.register_buffer(name, torch.tensor(number))
 
 
 class Prior(nn.Module):

@@ -8,7 +8,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import Distribution, constraints
 
-from pyro_bnn.priors.base import ParameterSite, Prior, elementwise, finite_buffer, positive_buffer
+from pyro_bnn.priors.base import ParameterSite, Prior, elementwise, finite_buffer, positive_buffer, unit_number
 from pyro_bnn.priors.mixture import ScaleMixtureNormal
 from pyro_bnn.priors.selection import Select
 
@@ -62,9 +62,9 @@ class ScaleMixturePrior(Prior):
     """Bayes by Backprop's prior: ``pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2)`` on every selected weight.
 
     Args:
-        pi: Weight of the broad component, in (0, 1).
-        sigma1: Standard deviation of the broad component.
-        sigma2: Standard deviation of the narrow component (e^-6 in Blundell et al.).
+        pi: Weight of the broad component, in (0, 1) also as a float32.
+        sigma1: Standard deviation of the broad component (> 0, a normal float32).
+        sigma2: Standard deviation of the narrow component (e^-6 in Blundell et al.; > 0, a normal float32).
         select: Which parameters are random.
     """
 
@@ -76,9 +76,7 @@ class ScaleMixturePrior(Prior):
         select: Select | None = None,
     ) -> None:
         super().__init__(select)
-        if not 0.0 < float(pi) < 1.0:
-            raise ValueError(f"ScaleMixturePrior: pi must lie in (0, 1), got {pi!r}")
-        self.register_buffer("pi", torch.tensor(float(pi)))
+        self.register_buffer("pi", torch.tensor(unit_number(pi, "ScaleMixturePrior: pi")))
         positive_buffer(self, "sigma1", sigma1)
         positive_buffer(self, "sigma2", sigma2)
 

@@ -63,8 +63,8 @@ class HierarchicalPrior(Prior):
     Args:
         family: Weight family given the scale (``"normal"``, ``"laplace"``, ``"cauchy"``).
         hyperprior: Prior on the scale (``"halfnormal"``, ``"halfcauchy"``, ``"inversegamma"``, ``"fixed"``).
-        hyperparameters: Its arguments: ``(s,)`` for half-normal, half-Cauchy and fixed, ``(concentration, rate)``
-            for inverse-gamma.
+        hyperparameters: Its arguments, a sequence of numbers > 0 that float32 holds: ``(s,)`` for half-normal,
+            half-Cauchy and fixed, ``(concentration, rate)`` for inverse-gamma.
         select: Which parameters are random.
     """
 
@@ -78,6 +78,11 @@ class HierarchicalPrior(Prior):
         super().__init__(select)
         self.family = enum_member(WeightFamily, family, "weight family")
         self.hyperprior = enum_member(Hyperprior, hyperprior, "hyperprior")
+        if isinstance(hyperparameters, (str, bytes)) or not isinstance(hyperparameters, Sequence):
+            raise ValueError(
+                f"HierarchicalPrior: hyperparameters must be a sequence of numbers such as (1.0,) or (2.0, 2.0), "
+                f"got {hyperparameters!r}"
+            )
         hyperparameters = tuple(hyperparameters)
         if len(hyperparameters) != _ARITY[self.hyperprior]:
             raise ValueError(

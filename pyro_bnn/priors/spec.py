@@ -32,7 +32,7 @@ class PriorKind(str, Enum):
 
 
 _SCALE = Positive(float32=True)
-_LOC_SCALE = (Arg("loc", Real(), 0.0), Arg("scale", _SCALE, 1.0))
+_LOC_SCALE = (Arg("loc", Real(float32=True), 0.0), Arg("scale", _SCALE, 1.0))
 
 
 def _check_hyperparameters(parsed: ParsedSpec) -> None:

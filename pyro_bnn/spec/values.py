@@ -11,17 +11,16 @@ rather than becoming a zero variance later.
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass
 from enum import Enum
 
-from pyro_bnn.checks import enum_member as enum_member  # re-exported: its home is the checks leaf
-
-FLOAT32_TINY = 2.0**-126
-"""The smallest positive normal float32, about 1.18e-38; smaller numbers lose precision or become 0."""
-
-FLOAT32_MAX = (2.0 - 2.0**-23) * 2.0**127
-"""The largest finite float32, about 3.40e+38."""
+# Re-exported: their home is the checks leaf, whose float32 checks the priors' and guides' constructors share, so
+# the API and the option strings refuse the same values in the same words.
+from pyro_bnn.checks import FLOAT32_FINITE, FLOAT32_POSITIVE, float32_holds_finite, float32_holds_positive
+from pyro_bnn.checks import FLOAT32_MAX as FLOAT32_MAX
+from pyro_bnn.checks import FLOAT32_TINY as FLOAT32_TINY
+from pyro_bnn.checks import enum_member as enum_member
+from pyro_bnn.checks import to_float32 as to_float32
 
 
 class ArgumentError(ValueError):
@@ -44,14 +43,6 @@ def _number(text: str) -> float | None:
         return None
 
 
-def to_float32(value: float) -> float:
-    """``value`` rounded to the nearest float32 (``inf`` when it overflows)."""
-    try:
-        return struct.unpack("f", struct.pack("f", value))[0]
-    except OverflowError:
-        return math.copysign(math.inf, value)
-
-
 class ValueType:
     """Base class: ``parse(text, name)`` returns the value; ``expected`` describes the values accepted."""
 
@@ -71,9 +62,11 @@ class ValueType:
 
 @dataclass(frozen=True)
 class Real(ValueType):
-    """A finite float, at least ``minimum`` when given."""
+    """A finite float, at least ``minimum`` when given; with ``float32``, also finite as a float32 (it will live in
+    a float32 tensor: a prior's location)."""
 
     minimum: float | None = None
+    float32: bool = False
 
     @property
     def expected(self) -> str:
@@ -87,6 +80,8 @@ class Real(ValueType):
             raise self._refuse(name, text, "finite")
         if self.minimum is not None and not value >= self.minimum:
             raise self._refuse(name, text)
+        if self.float32 and not float32_holds_finite(value):
+            raise self._refuse(name, text, FLOAT32_FINITE)
         return value
 
 
@@ -102,10 +97,8 @@ class Positive(ValueType):
         value = _number(text)
         if value is None or not (value > 0 and math.isfinite(value)):
             raise self._refuse(name, text)
-        if self.float32 and not FLOAT32_TINY <= to_float32(value) <= FLOAT32_MAX:
-            raise self._refuse(
-                name, text, f"a positive number that float32 holds ({FLOAT32_TINY:.2g} to {FLOAT32_MAX:.3g})"
-            )
+        if self.float32 and not float32_holds_positive(value):
+            raise self._refuse(name, text, FLOAT32_POSITIVE)
         return value
 
 

@@ -1,6 +1,8 @@
 """FlatMeanField: AutoNormal's family with flat storage. It starts where the AutoNormal options start (bitwise), is an
 ordinary Pyro guide for every objective and for prediction, and refuses what it cannot hold."""
 
+import re
+
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -190,6 +192,22 @@ def test_per_example_latent_sites_are_refused():
 def test_bad_initial_scales(kwargs):
     with pytest.raises(ValueError, match="finite number > 0"):
         FlatMeanField(_bnn(), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, shown",
+    [
+        ({"init_scale": 1e39}, "init_scale must be {}, got 1e+39"),  # every sigma started at inf
+        ({"init_scale": 1e-50}, "init_scale must be {}, got 1e-50"),  # every sigma 0: a torch error at the first step
+        ({"relative_scale": 1e-46}, "relative_scale must be {}, got 1e-46"),
+    ],
+)
+def test_initial_scales_float32_cannot_hold_are_refused_in_the_option_strings_words(kwargs, shown):
+    holds = "a positive number that float32 holds (1.2e-38 to 3.4e+38)"
+    with pytest.raises(ValueError, match="^" + re.escape(shown.format(holds)) + "$"):
+        FlatMeanField(_bnn(), **kwargs)
+    with pytest.raises(ValueError, match=re.escape(f"init scale must be {holds}, got '1e39'")):
+        parse_guide("flat:1e39")
 
 
 def test_scale_is_exp_of_log_scale():

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 from pyro import poutine
@@ -335,6 +337,24 @@ def test_relative_scale_is_a_multiple_of_each_tensors_initial_spread():
         initial = bnn.initial_values()[name]
         assert torch.equal(loc, initial)
         assert torch.allclose(scale, torch.full_like(initial, 0.5 * float(initial.std())), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"relative_scale": float("inf")}, "relative_scale must be a finite number > 0, got inf"),
+        ({"relative_scale": True}, "relative_scale must be a finite number > 0, got True"),
+        ({"relative_scale": 1e39}, "relative_scale must be a positive number that float32 holds (1.2e-38 to 3.4e+38)"),
+        ({"fallback_scale": 1e-50}, "fallback_scale must be a positive number that float32 holds"),
+    ],
+)
+def test_relative_scale_normal_refuses_scales_float32_cannot_hold(kwargs, message):
+    from pyro_bnn.guides.autonormal import RelativeScaleNormal
+
+    bnn = _bnn()
+    kwargs = {"relative_scale": 0.5, **kwargs}
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        RelativeScaleNormal(bnn, init_loc_fn=init_to_network(bnn), **kwargs)
 
 
 def test_median_locations_are_prior_draws_not_the_network():

@@ -345,6 +345,8 @@ def test_the_guide_classes_check_their_arguments_in_one_line():
         (lambda: LowRankNormal(bnn, rank=0), "rank must be an int >= 1, got 0"),
         (lambda: LowRankNormal(bnn, init_scale=float("nan")), "init_scale must be a finite number > 0, got nan"),
         (lambda: FullCovarianceNormal(bnn, init_scale=-1.0), "init_scale must be a finite number > 0, got -1.0"),
+        (lambda: LowRankNormal(bnn, init_scale=1e-50), r"init_scale must be a positive number that float32 holds \("),
+        (lambda: IAFNormal(bnn, init_scale=1e39), r"init_scale must be a positive number that float32 holds .* 1e\+39"),
         (lambda: IAFNormal(bnn, num_flows=None), "num_flows must be an int >= 1, got None"),
         (lambda: IAFNormal(bnn, hidden=0), "hidden must be an int >= 1, got 0"),
         (lambda: LowRankNormal(lambda: None), "init_loc_fn is required for a model that is not a pyro_bnn.BNN"),

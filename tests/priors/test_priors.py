@@ -268,3 +268,68 @@ def test_scale_mixture_log_density_under_vmap_matches_the_batched_call():
     grads = torch.func.vmap(torch.func.grad(lambda v: d.log_prob(v).sum()))(w)
     (expected,) = torch.autograd.grad(d.log_prob(w.requires_grad_()).sum(), w)
     torch.testing.assert_close(grads, expected)
+
+
+# ------------------------------------------------------------------ constructor values float32 cannot hold
+FLOAT32_SCALE = "must be a positive number that float32 holds (1.2e-38 to 3.4e+38), got"
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        # 1e39 became a float32 inf (log_prob -inf everywhere), 1e-50 a 0 (a multi-line torch error later).
+        (lambda: NormalPrior(0, 1e39), f"NormalPrior: scale {FLOAT32_SCALE} 1e+39"),
+        (lambda: NormalPrior(0, 1e-50), f"NormalPrior: scale {FLOAT32_SCALE} 1e-50"),
+        (
+            lambda: LaplacePrior(0, torch.tensor(1e-50, dtype=torch.float64)),
+            f"LaplacePrior: scale {FLOAT32_SCALE} 1e-50",
+        ),
+        (
+            lambda: NormalPrior(1e39, 1),
+            "NormalPrior: loc must be a finite number that float32 holds (-3.4e+38 to 3.4e+38), got 1e+39",
+        ),
+        (lambda: CauchyPrior(-1e39, 1), "CauchyPrior: loc must be a finite number that float32 holds"),
+        (lambda: ScaleMixturePrior(0.5, 1, 1e-46), f"ScaleMixturePrior: sigma2 {FLOAT32_SCALE} 1e-46"),
+        (
+            lambda: ScaleMixturePrior(1 - 1e-9),  # became exactly 1 in float32, where pi=1 itself is refused
+            "ScaleMixturePrior: pi must be a number in (0, 1) after rounding to float32, got 0.999999999",
+        ),
+        (lambda: HierarchicalPrior("normal", "fixed", (1e-50,)), f"HierarchicalPrior: hyper_0 {FLOAT32_SCALE} 1e-50"),
+        # Bad kinds of value: each a one-line message naming the value and what was expected.
+        (
+            lambda: NormalPrior(torch.tensor([1.0, 2.0]), 1),
+            "NormalPrior: loc must be a finite number, got a tensor of shape (2,) and dtype torch.float32",
+        ),
+        (lambda: NormalPrior(float("nan"), 1), "NormalPrior: loc must be a finite number, got nan"),
+        (lambda: ScaleMixturePrior(pi="a"), "ScaleMixturePrior: pi must be a number in (0, 1), got 'a'"),
+        (lambda: ScaleMixturePrior(pi=1.0), "ScaleMixturePrior: pi must be a number in (0, 1), got 1.0"),
+        (
+            lambda: HierarchicalPrior(hyperparameters=1.0),
+            "HierarchicalPrior: hyperparameters must be a sequence of numbers such as (1.0,) or (2.0, 2.0), got 1.0",
+        ),
+        (lambda: HierarchicalPrior(hyperparameters="1"), "HierarchicalPrior: hyperparameters must be a sequence"),
+    ],
+)
+def test_constructors_refuse_values_float32_cannot_hold_in_one_line(build, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)) as err:
+        build()
+    assert "\n" not in str(err.value)
+
+
+def test_constructors_and_option_strings_refuse_a_scale_in_the_same_words():
+    with pytest.raises(ValueError) as api:
+        NormalPrior(0, 1e39)
+    with pytest.raises(ValueError) as spec:
+        parse_prior("normal:0,1e39")
+    clause = "scale must be a positive number that float32 holds (1.2e-38 to 3.4e+38), got"
+    assert clause in str(api.value) and clause in str(spec.value)
+    with pytest.raises(ValueError, match=re.escape("loc must be a finite number that float32 holds")):
+        parse_prior("normal:1e39,1")  # the grammar refuses the location as the constructor does
+
+
+def test_constructors_keep_the_values_float32_holds():
+    assert NormalPrior(0, 1e-37).scale.item() == pytest.approx(1e-37, rel=1e-6)
+    assert NormalPrior(-3e38, 3e38).loc.item() == pytest.approx(-3e38, rel=1e-6)
+    assert ScaleMixturePrior(torch.tensor(0.25), np.float64(2.0), 0.5).pi.item() == 0.25
+    assert ScaleMixturePrior(1 - 1e-7).pi.item() < 1.0  # float32 holds 1 - 1e-7 below 1 (its ulp there: 6e-8)
+    assert HierarchicalPrior("normal", "inversegamma", [2, 3]).hyper_1.item() == 3.0
