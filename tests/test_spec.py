@@ -27,6 +27,7 @@ from pyro_bnn.spec import (
     Positive,
     Real,
     SpecError,
+    format_number,
     member_doc,
     summary,
 )
@@ -274,6 +275,15 @@ def test_value_types_refuse_in_one_clause(value_type, text, message):
     with pytest.raises(ValueError) as info:
         value_type.parse(text, "x")
     assert str(info.value) == message or str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(0.1, "0.1"), (1.0, "1"), (-5.0, "-5"), (1e-5, "1e-05"), (0.0123456789, "0.0123456789"), (1234567.0, "1234567.0")],
+)
+def test_format_number_writes_g_where_it_reads_back_exactly_else_the_shortest_exact_text(value, text):
+    assert format_number(value) == text
+    assert float(format_number(value)) == value
 
 
 def test_float32_bounds():

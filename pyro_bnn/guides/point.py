@@ -11,6 +11,7 @@ from torch import nn
 
 from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 from pyro_bnn.nn.modes import DROPOUT_TYPES
+from pyro_bnn.spec import format_number
 
 
 class PointEstimateGuide(AutoDelta):
@@ -52,16 +53,20 @@ def check_dropout_probability(net: nn.Module, p: float) -> None:
     """
     # Dropout(0) drops nothing: a placeholder some networks keep, not dropout to sample.
     found = {name or "net": m.p for name, m in net.named_modules() if isinstance(m, DROPOUT_TYPES) and m.p > 0}
+    # Numbers as the spec writes them (format_number): a message that says "write mc-dropout:Q" must name a Q that
+    # parses back to the layer's own probability, which :g's six digits may not.
+    shown = format_number(p)
     if not found:
         raise ValueError(
-            f"mc-dropout:{p:g} needs a network with dropout layers (build_model(..., dropout={p:g}) or nn.Dropout"
-            f"({p:g}) in your module); this network has none, so every predictive sample would be the same (for a "
-            "dropout module of your own, build MCDropout(bnn) directly)"
+            f"mc-dropout:{shown} needs a network with dropout layers (build_model(..., dropout={shown}) or "
+            f"nn.Dropout({shown}) in your module); this network has none, so every predictive sample would be the same "
+            "(for a dropout module of your own, build MCDropout(bnn) directly)"
         )
     wrong = {name: q for name, q in found.items() if not math.isclose(q, p)}
     if wrong:
         name, q = next(iter(wrong.items()))
         raise ValueError(
-            f"mc-dropout:{p:g} asks for dropout probability {p:g}, but {len(wrong)} of the network's {len(found)} "
-            f"dropout layers have another (e.g. {name!r}: {q:g}); write mc-dropout:{q:g} or rebuild the network"
+            f"mc-dropout:{shown} asks for dropout probability {shown}, but {len(wrong)} of the network's {len(found)} "
+            f"dropout layers have another (e.g. {name!r}: {format_number(q)}); write mc-dropout:{format_number(q)} or "
+            "rebuild the network"
         )

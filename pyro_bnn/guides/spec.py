@@ -20,7 +20,7 @@ from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.guides.multivariate import LOWRANK_FAMILY, MVN_FAMILY
 from pyro_bnn.guides.point import MCDropout, PointEstimateGuide, check_dropout_probability
 from pyro_bnn.guides.registry import GuideFamily, guide_families, guide_family, register_guide
-from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real
+from pyro_bnn.spec import Arg, Choice, Family, Form, Integer, Interval, ParsedSpec, Positive, Real, format_number
 
 
 class GuideKind(str, Enum):
@@ -164,7 +164,7 @@ def _format_value(value: object) -> str:
     if isinstance(value, Enum):
         return str(value.value)
     if isinstance(value, float):
-        return f"{value:g}"
+        return format_number(value)
     return str(value)
 
 
@@ -226,7 +226,8 @@ def _build_bbb(spec: GuideSpec, bnn: BNN) -> AutoGuide:
 
 def _format_mean_field(spec: GuideSpec) -> str:
     name = spec.name
-    text = f"{name}:rel={spec.relative_scale:g}" if spec.relative_scale else f"{name}:{spec.init_scale:g}"
+    scale = f"rel={format_number(spec.relative_scale)}" if spec.relative_scale else format_number(spec.init_scale)
+    text = f"{name}:{scale}"
     if spec.loc is not LocInit.NETWORK:
         text += f",loc={spec.loc.value}"
     if spec.loc is LocInit.MAP and spec.map_epochs != 1:
@@ -298,7 +299,7 @@ for _family in (
         build=_build_bbb,
         capabilities=_MEAN_FIELD,
         parse=lambda parsed: GuideSpec(parsed.kind, rho_init=(parsed["rho low"], parsed["rho high"])),
-        format=lambda spec: f"bbb:{spec.rho_init[0]:g},{spec.rho_init[1]:g}",
+        format=lambda spec: f"bbb:{format_number(spec.rho_init[0])},{format_number(spec.rho_init[1])}",
         batched_layout=BayesByBackprop.batched_layout,
     ),
     GuideFamily(
@@ -324,7 +325,7 @@ for _family in (
         ),
         build=_mc_dropout,
         parse=lambda parsed: GuideSpec(parsed.kind, dropout=parsed["dropout probability"]),
-        format=lambda spec: f"mc-dropout:{spec.dropout:g}",
+        format=lambda spec: f"mc-dropout:{format_number(spec.dropout)}",
         batched_layout=MCDropout.batched_layout,
     ),
     GuideFamily(
@@ -341,7 +342,7 @@ for _family in (
             num_components=parsed["components"],
             init_loc_std=abs(parsed["loc_std"]),  # -0: 0
         ),
-        format=lambda spec: f"mixture:{spec.num_components},loc_std={spec.init_loc_std:g}",
+        format=lambda spec: f"mixture:{spec.num_components},loc_std={format_number(spec.init_loc_std)}",
         samples_multiple=lambda spec: spec.num_components,
         batched_layout=NodeNoiseMixture.batched_layout,
     ),

@@ -22,6 +22,7 @@ from pyro_bnn.spec.values import (
     Real,
     ValueType,
     enum_member,
+    format_number,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "SpecError",
     "ValueType",
     "enum_member",
+    "format_number",
     "member_doc",
     "summary",
 ]

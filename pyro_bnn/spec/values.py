@@ -43,6 +43,16 @@ def _number(text: str) -> float | None:
         return None
 
 
+def format_number(value: float) -> str:
+    """The text of a number that parses back to exactly ``value``, for writing a parsed spec back out (the inverse
+    of :class:`Real`, :class:`Positive`, :class:`Interval`): ``f"{value:g}"`` where that reads back as the same float
+    (``0.1``, ``1``, ``-5``, ``1e-05``), else ``repr``, the shortest text that does (``0.0123456789``, which ``:g``
+    would cut to ``0.0123457``). ``:g`` first, so that every spec it already wrote exactly keeps its text: those go
+    into run configs and run ids."""
+    text = f"{value:g}"
+    return text if float(text) == value else repr(float(value))
+
+
 class ValueType:
     """Base class: ``parse(text, name)`` returns the value; ``expected`` describes the values accepted."""
 

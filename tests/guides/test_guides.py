@@ -326,6 +326,54 @@ def test_autonormal_option_strings_round_trip(spec):
     assert parse_guide(str(parsed)) == parsed
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "autonormal:0.0123456789",  # was written 'autonormal:0.0123457', another init scale
+        "flat:rel=0.123456789,loc=median",
+        "bbb:-5.123456789,-4",
+        "lowrank:0.0123456789,rank=3",
+        "mvn:0.0123456789",
+        "iaf:0.0123456789,flows=3",
+        "mc-dropout:0.123456789",
+        "mixture:4,loc_std=0.123456789",
+    ],
+)
+def test_str_of_a_spec_is_the_spec_as_written_down_to_the_last_digit(spec):
+    parsed = parse_guide(spec)
+    assert str(parsed) == spec
+    assert parse_guide(str(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    "spec, written",
+    [
+        # The forms committed run configs and plans hold: str() must keep writing them as before (:g's form).
+        ("flat:0.05", "flat:0.05"),
+        ("flat:rel=1", "flat:rel=1"),
+        ("autonormal:0.001", "autonormal:0.001"),
+        ("autonormal:1e-5", "autonormal:1e-05"),
+        ("autonormal:0.1,loc=median", "autonormal:0.1,loc=median"),
+        ("lowrank:0.003,rank=10", "lowrank:0.003"),
+        ("bbb", "bbb:-5,-4"),
+        ("mc-dropout:0.1", "mc-dropout:0.1"),
+        ("mixture:4", "mixture:4,loc_std=0.5"),
+    ],
+)
+def test_str_keeps_the_short_form_of_numbers_it_already_wrote_exactly(spec, written):
+    assert str(parse_guide(spec)) == written
+
+
+def test_mc_dropout_refusal_names_the_probability_the_network_has_exactly():
+    net = nn.Sequential(nn.Linear(4, 30), nn.Tanh(), nn.Dropout(0.123456789), nn.Linear(30, 3))
+    bnn = BNN(net, NormalPrior(), Categorical(100))
+    with pytest.raises(ValueError, match=r"'2': 0\.123456789\); write mc-dropout:0\.123456789 or") as err:
+        parse_guide("mc-dropout:0.1").build(bnn)
+    advised = str(err.value).split("write ")[1].split(" ")[0]  # what the message tells the user to write builds
+    assert isinstance(parse_guide(advised).build(bnn), MCDropout)
+    assert isinstance(parse_guide(str(parse_guide("mc-dropout:0.123456789"))).build(bnn), MCDropout)
+
+
 def test_relative_scale_is_a_multiple_of_each_tensors_initial_spread():
     from pyro_bnn.guides.autonormal import RelativeScaleNormal
 
