@@ -91,7 +91,8 @@ class GuideSpec:
         dropout: Dropout probability the network must be built with (MC dropout only, else 0).
         num_components: K of the mixture guide.
         init_loc_std: The mixture guide's sigma0 >= 0 (component means start at N(1, sigma0^2); 0: all at 1).
-        options: A registered family's own parsed options, by argument name.
+        options: A registered family's own parsed options, by argument name; those not given take the defaults
+            of the family's form, as when parsed (``GuideSpec("lowrank").options["rank"]`` is 10).
     """
 
     kind: GuideKind | str
@@ -104,6 +105,19 @@ class GuideSpec:
     num_components: int = 4
     init_loc_std: float = 0.5
     options: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        # A family that keeps its options in `options` gets its form's defaults for those not given, as parsing its
+        # bare name gives them: GuideSpec("lowrank") equals parse_guide("lowrank") and builds, where its build read
+        # a key that was not there. (An unknown name is left for `family` to refuse when it is used.)
+        try:
+            family = guide_family(self.kind)
+        except ValueError:
+            return
+        if family.parse is None:
+            form = family.form
+            defaults = {arg.name: arg.default for arg in (*form.args, *form.options) if not arg.required}
+            object.__setattr__(self, "options", {**defaults, **self.options})
 
     @property
     def family(self) -> GuideFamily:

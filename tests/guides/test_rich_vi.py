@@ -22,6 +22,7 @@ from pyro_bnn.guides import (
     Capability,
     FullCovarianceNormal,
     GuideFamily,
+    GuideSpec,
     IAFNormal,
     LowRankNormal,
     NodeNoiseMixture,
@@ -246,6 +247,27 @@ def test_option_strings_parse_build_and_print_back(text, cls, options, canonical
     assert guide.latent_dim == 8
     if cls is LowRankNormal:
         assert guide.cov_factor.shape == (8, options["rank"])
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("lowrank", {"init scale": 0.1, "rank": 10}),
+        ("mvn", {"init scale": 0.1}),
+        ("iaf", {"init scale": 0.1, "flows": 2, "hidden": None}),
+    ],
+)
+def test_a_spec_made_from_the_bare_name_takes_the_family_defaults_and_builds(name, options):
+    spec = GuideSpec(name)  # built with KeyError 'rank', 'init scale', 'hidden' where str(spec) showed the defaults
+    assert dict(spec.options) == options and spec == parse_guide(name) and str(spec) == name
+    assert dict(GuideSpec(name, options={"init scale": 0.05}).options) == {**options, "init scale": 0.05}
+    bnn = BNN(nn.Linear(3, 2), NormalPrior(0, 1), Gaussian(10, SIGMA))
+    spec.family.check_network(spec, 8)  # run validation's size check reads the options too
+    guide = spec.build(bnn)
+    with torch.no_grad():
+        guide(torch.randn(4, 3), torch.randn(4, 2))
+    if name == "lowrank":
+        assert guide.cov_factor.shape == (8, 10)
 
 
 @pytest.mark.parametrize(
