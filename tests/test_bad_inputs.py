@@ -146,6 +146,13 @@ TRAIN_CASES = [
         "layer); use --elbo trace, or auto, which takes trace for it",
     ),
     (["--elbo", "fast-single", "--prior", "hierarchical:laplace,inversegamma,1,1"], "cannot train a hierarchical"),
+    (
+        ["--prior", "flat", "--guide", "flat:0.1,loc=median"],  # was a traceback from init_to_median after loading
+        "guide 'flat:0.1,loc=median' starts its locations at the median of draws from the prior (loc=median), but "
+        "prior 'flat' cannot be sampled; use loc=network (the default: the network's own initial weights) or loc=map "
+        "(a MAP warm start)",
+    ),
+    (["--prior", "flat", "--guide", "autonormal:0.1,loc=median"], "but prior 'flat' cannot be sampled"),
     (["--node-noise", "--guide", "mixture:3", "--num-samples", "10"], "--num-samples=10 is not a multiple of 3"),
     (["--lr-variational", "-1"], "--lr-variational"),
     (["--weight-decay", "nan"], "--weight-decay"),

@@ -10,6 +10,7 @@ from pyro.infer.autoguide.initialization import init_to_median
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.node_noise.convert import BIAS_NOISE, INPUT_NOISE
+from pyro_bnn.priors import FlatPrior, Prior
 
 
 class init_to_network:  # noqa: N801  (named like Pyro's init_to_* functions it stands beside)
@@ -37,6 +38,28 @@ class init_to_network:  # noqa: N801  (named like Pyro's init_to_* functions it 
         if site["name"] in values:
             return values[site["name"]].detach().clone()
         return self.fallback(site)
+
+
+def check_median_start(guide: str, prior: Prior, prior_name: str) -> None:
+    """Refuses to start a guide's locations at the median of draws from ``prior`` (``loc=median``: Pyro's
+    ``init_to_median``) where the prior cannot be sampled: the flat prior, whose guides start from the network's own
+    weights instead. What the guide build and run validation (before any data is loaded) both ask.
+
+    Args:
+        guide: The ``--guide`` string, for the message (``"flat:0.1,loc=median"``).
+        prior: The prior.
+        prior_name: How the message names it (``"prior 'flat'"``).
+
+    Raises:
+        ValueError: One line naming the guide, the prior and what to use instead; ``init_to_median`` would fail at
+            the first step with a traceback (``ImproperUniform does not support sampling``).
+    """
+    if isinstance(prior, FlatPrior):
+        raise ValueError(
+            f"guide {guide!r} starts its locations at the median of draws from the prior (loc=median), but "
+            f"{prior_name} cannot be sampled; use loc=network (the default: the network's own initial weights) or "
+            "loc=map (a MAP warm start)"
+        )
 
 
 class SymmetricStartWarning(UserWarning):

@@ -15,7 +15,7 @@ from pyro_bnn.guides.bbb import BayesByBackprop
 from pyro_bnn.guides.capabilities import Capability
 from pyro_bnn.guides.flat import FlatMeanField
 from pyro_bnn.guides.flow import IAF_FAMILY
-from pyro_bnn.guides.init import init_to_network
+from pyro_bnn.guides.init import check_median_start, init_to_network
 from pyro_bnn.guides.mixture import NodeNoiseMixture
 from pyro_bnn.guides.multivariate import LOWRANK_FAMILY, MVN_FAMILY
 from pyro_bnn.guides.point import MCDropout, PointEstimateGuide, check_dropout_probability
@@ -214,7 +214,10 @@ def _mc_dropout(spec: GuideSpec, bnn: BNN) -> MCDropout:
 
 
 def _mean_field_init(spec: GuideSpec, bnn: BNN):
-    return init_to_median(num_samples=15) if spec.loc is LocInit.MEDIAN else init_to_network(bnn)
+    if spec.loc is LocInit.MEDIAN:
+        check_median_start(str(spec), bnn.prior, f"the prior {type(bnn.prior).__name__}")
+        return init_to_median(num_samples=15)
+    return init_to_network(bnn)
 
 
 def _build_autonormal(spec: GuideSpec, bnn: BNN) -> AutoGuide:

@@ -51,7 +51,8 @@ class CauchyPrior(_LocScalePrior):
 class FlatPrior(Prior):
     """The improper flat prior: log density 0 everywhere, so MAP under it is maximum likelihood.
 
-    It cannot be sampled; guides initialise these sites from the network's own initial weights.
+    It cannot be sampled; guides initialise these sites from the network's own initial weights (``loc=median``,
+    which draws from the prior, is refused with it).
     """
 
     def distribution(self, site: ParameterSite, hyper: Mapping[str, torch.Tensor]) -> Distribution:

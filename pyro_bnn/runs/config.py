@@ -33,6 +33,7 @@ from pyro_bnn.runs.config_checks import (
     _random_weights,
     check_data_dir_form,
     check_generator_options,
+    check_guide_start,
     check_node_noise_options,
     check_objective_choices,
     resolve_device,
@@ -276,6 +277,7 @@ class RunConfig(Settings):
                 "whose weights assume the N/B scaling; use kl_weighting 'uniform'"
             )
         check_node_noise_options(self, guide)
+        check_guide_start(self, guide)
         check_objective(self.elbo, parse_guide(self.guide))
         for name in ("epochs", "batch_size", "num_particles", "num_samples", "num_val_samples", "n_bins"):
             value = getattr(self, name)

@@ -15,7 +15,8 @@ import torch
 
 from pyro_bnn.checks import optional_positive_int, positive_int
 from pyro_bnn.data import DatasetName, Task, dataset_shape, parse_corruption
-from pyro_bnn.guides import DEFAULT_GUIDE, Capability, GuideSpec
+from pyro_bnn.guides import DEFAULT_GUIDE, Capability, GuideSpec, LocInit
+from pyro_bnn.guides.init import check_median_start
 from pyro_bnn.infer.objective_registry import make_objective, objective_entry
 from pyro_bnn.models import build_model
 from pyro_bnn.priors import nothing, parse_prior
@@ -193,6 +194,13 @@ def check_node_noise_options(config: RunConfig, guide: GuideSpec) -> None:
             f"guide {config.guide!r} covers real-valued node-noise sites only, but prior {config.prior!r} adds a "
             "positive scale site per layer; use a Normal prior such as 'normal:1,0.1'"
         )
+
+
+def check_guide_start(config: RunConfig, guide: GuideSpec) -> None:
+    """Refuses a guide whose starting values the prior cannot give (``loc=median`` under a flat prior, which has no
+    draws), before any data is loaded, as the guide build would after (``guide``: ``config.guide`` parsed)."""
+    if guide.loc is LocInit.MEDIAN:
+        check_median_start(config.guide, parse_prior(config.prior), f"prior {config.prior!r}")
 
 
 def check_objective_choices(config: RunConfig, guide: GuideSpec) -> None:

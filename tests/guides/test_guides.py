@@ -405,6 +405,19 @@ def test_relative_scale_normal_refuses_scales_float32_cannot_hold(kwargs, messag
         RelativeScaleNormal(bnn, init_loc_fn=init_to_network(bnn), **kwargs)
 
 
+@pytest.mark.parametrize("spec", ["flat:0.1,loc=median", "autonormal:rel=1,loc=median"])
+def test_median_locations_under_a_flat_prior_are_refused_in_one_line_when_built(spec):
+    bnn = _bnn(FlatPrior())
+    message = (
+        f"guide {spec!r} starts its locations at the median of draws from the prior (loc=median), but the prior "
+        "FlatPrior cannot be sampled; use loc=network (the default: the network's own initial weights) or loc=map"
+    )
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        parse_guide(spec).build(bnn)  # was NotImplementedError (ImproperUniform) with a traceback at the first step
+    guide = parse_guide(spec.replace("loc=median", "loc=network")).build(bnn)
+    guide(X, Y)  # the network's own weights, where a flat prior's sites start
+
+
 def test_median_locations_are_prior_draws_not_the_network():
     bnn = _bnn()
     guide = parse_guide("autonormal:0.01,loc=median").build(bnn)
