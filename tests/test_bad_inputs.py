@@ -147,6 +147,13 @@ TRAIN_CASES = [
     ),
     (["--elbo", "fast-single", "--prior", "hierarchical:laplace,inversegamma,1,1"], "cannot train a hierarchical"),
     (
+        ["--elbo", "meanfield", "--guide", "autonormal:0.1", "--prior", "hierarchical:normal,inversegamma,2,2"],
+        "elbo 'meanfield' cannot score guide 'autonormal:0.1' under prior 'hierarchical:normal,inversegamma,2,2': the "
+        "guide samples the prior's per-layer scale sites through a Delta whose Jacobian the mean-field KL ignores; use "
+        "--elbo trace, or a guide that samples them as transformed Normals (flat, bbb)",
+    ),
+    (["--elbo", "meanfield", "--guide", "mvn", "--prior", "hierarchical:normal,halfcauchy,1"], "cannot score guide"),
+    (
         ["--prior", "flat", "--guide", "flat:0.1,loc=median"],  # was a traceback from init_to_median after loading
         "guide 'flat:0.1,loc=median' starts its locations at the median of draws from the prior (loc=median), but "
         "prior 'flat' cannot be sampled; use loc=network (the default: the network's own initial weights) or loc=map "

@@ -56,6 +56,12 @@ class Capability(str, Enum):
     """Only for node-noise BNNs (``--node-noise``)."""
     DETERMINISTIC = "deterministic"
     """Trains a network with no random parameter at all (the model must select none)."""
+    JACOBIAN_DELTA = "jacobian-delta"
+    """Samples each constrained latent site (a hierarchical prior's per-layer scale) as a ``Delta`` at the transformed
+    value whose ``log_density`` carries the log-Jacobian, as Pyro's ``AutoNormal`` and ``AutoContinuous`` guides do:
+    right for ``Trace_ELBO``, but the analytic KL of ``--elbo meanfield`` would drop the Jacobian, so that objective
+    refuses such a guide under a prior with constrained sites (a restriction, like :attr:`NODE_NOISE_ONLY`; a test
+    builds every family and checks the flag against the sites its guide samples)."""
     BATCHED = "batched"
     """Its runs can train as one batch (:mod:`pyro_bnn.batched`): the family declares a :class:`BatchedLayout`
     (:attr:`GuideFamily.batched_layout <pyro_bnn.guides.GuideFamily.batched_layout>`, which sets this flag) and its

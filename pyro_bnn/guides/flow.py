@@ -271,7 +271,7 @@ IAF_FAMILY = GuideFamily(
         ),
     ),
     build=_build_iaf,
-    capabilities={Capability.RANDOM},
+    capabilities={Capability.RANDOM, Capability.JACOBIAN_DELTA},  # AutoContinuous
     check=lambda spec, num_weights: check_flow_size(num_weights, spec.options["hidden"]),
 )
 """``--guide iaf[:INIT_SCALE][,flows=K][,hidden=H]`` (or ``flow``; registered in :mod:`pyro_bnn.guides.spec`)."""

@@ -238,7 +238,7 @@ LOWRANK_FAMILY = GuideFamily(
         ),
     ),
     build=_build_lowrank,
-    capabilities={Capability.RANDOM, Capability.NORMAL_SCALES},
+    capabilities={Capability.RANDOM, Capability.NORMAL_SCALES, Capability.JACOBIAN_DELTA},  # AutoContinuous
 )
 """``--guide lowrank[:INIT_SCALE][,rank=R]`` (registered in :mod:`pyro_bnn.guides.spec`)."""
 
@@ -254,7 +254,7 @@ MVN_FAMILY = GuideFamily(
         ),
     ),
     build=_build_mvn,
-    capabilities={Capability.RANDOM, Capability.NORMAL_SCALES},
+    capabilities={Capability.RANDOM, Capability.NORMAL_SCALES, Capability.JACOBIAN_DELTA},  # AutoContinuous
     check=lambda spec, num_weights: check_full_covariance_size(num_weights),
 )
 """``--guide mvn[:INIT_SCALE]`` (registered in :mod:`pyro_bnn.guides.spec`)."""

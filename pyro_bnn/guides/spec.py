@@ -294,7 +294,7 @@ for _family in (
     GuideFamily(
         Form(GuideKind.AUTONORMAL, *_MEAN_FIELD_GRAMMAR, check=_check_autonormal, example="autonormal:0.01,loc=median"),
         build=_build_autonormal,
-        capabilities=_MEAN_FIELD,
+        capabilities={*_MEAN_FIELD, Capability.JACOBIAN_DELTA},  # Pyro's AutoNormal
         parse=_parse_mean_field,
         format=_format_mean_field,
     ),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import Enum
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from pyro import poutine
@@ -33,10 +33,15 @@ from torch.distributions import kl_divergence
 
 from pyro_bnn.checks import positive_int
 from pyro_bnn.guides.capabilities import Capability
+from pyro_bnn.guides.registry import guide_families
 from pyro_bnn.infer.annealing import scale_latents
 from pyro_bnn.infer.objective_registry import BatchedForm, make_objective, register_objective
+from pyro_bnn.priors import parse_prior
 from pyro_bnn.sites import MAX_PLATE_NESTING, is_likelihood_site, sample_plate
 from pyro_bnn.spec.docs import member_doc
+
+if TYPE_CHECKING:
+    from pyro_bnn.guides.spec import GuideSpec
 
 __all__ = ["ElboKind", "MeanFieldELBO", "Objective", "ObjectiveTerms", "TraceELBO", "make_objective"]
 
@@ -206,6 +211,27 @@ class MeanFieldELBO(TraceELBO):
     """
 
     analytic_kl = True
+
+    def choice_refusal(self, guide: GuideSpec, prior: str) -> str | None:
+        """Why this objective cannot train the ``--guide`` ``guide`` under the ``--prior`` ``prior`` (a clause after
+        ``"elbo 'meanfield' "``), or None: what run validation asks before any data is loaded. A guide that samples
+        constrained sites through a Jacobian-carrying Delta (:attr:`~Capability.JACOBIAN_DELTA`) cannot be scored
+        under a prior that has such sites (a hierarchical prior's per-layer scale), as :meth:`validate` finds in a
+        built pair."""
+        if not guide.offers(Capability.JACOBIAN_DELTA) or not parse_prior(prior).layer_hyperpriors(""):
+            return None
+        others = [
+            family.name
+            for family in guide_families()
+            if family.offers(Capability.RANDOM)
+            and not family.offers(Capability.JACOBIAN_DELTA)
+            and not family.offers(Capability.NODE_NOISE_ONLY)
+        ]
+        return (
+            f"cannot score guide {str(guide)!r} under prior {prior!r}: the guide samples the prior's per-layer scale "
+            "sites through a Delta whose Jacobian the mean-field KL ignores; use --elbo trace, or a guide that samples "
+            f"them as transformed Normals ({', '.join(others)})"
+        )
 
     def validate(self, model: Callable, guide: Callable, x: torch.Tensor, y: torch.Tensor) -> None:
         """Also refuses a guide that samples a constrained site as ``Delta(value, log_density=log|J|)`` (Pyro's

@@ -32,7 +32,7 @@ from pyro_bnn.infer.objective_registry import check_objective
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.node_noise import NodeNoisePrior, add_node_noise
 from pyro_bnn.predict import predict
-from pyro_bnn.priors import NormalPrior, nothing
+from pyro_bnn.priors import HierarchicalPrior, NormalPrior, nothing
 from pyro_bnn.spec import Arg, Form, Positive
 
 # ------------------------------------------------------------------------------------------- a toy guide family
@@ -114,6 +114,27 @@ def _built(family: GuideFamily) -> AutoGuide:
     with torch.no_grad(), pyro.poutine.block():
         guide(x, y)
     return guide
+
+
+@pytest.mark.parametrize("family", guide_families(), ids=lambda f: f.name)
+def test_every_family_declares_jacobian_delta_exactly_when_its_guide_samples_a_constrained_site_so(family):
+    if family.offers(Capability.NODE_NOISE_ONLY) or family.offers(Capability.DETERMINISTIC):
+        pytest.skip("takes no hierarchical prior (no constrained site to sample)")
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    spec = parse_guide(family.form.example or family.name)
+    if spec.dropout:
+        net.insert(2, nn.Dropout(spec.dropout))
+    guide = spec.build(BNN(net, HierarchicalPrior("normal", "halfcauchy", (1.0,)), Categorical(10)))
+    x, y = torch.randn(5, 3), torch.zeros(5, dtype=torch.long)
+    with torch.no_grad():
+        trace = pyro.poutine.trace(guide).get_trace(x, y)
+    jacobians = [
+        name
+        for name, site in trace.nodes.items()
+        if site["type"] == "sample" and bool((getattr(site["fn"], "log_density", torch.zeros(())) != 0).any())
+    ]
+    assert bool(jacobians) == family.offers(Capability.JACOBIAN_DELTA), (family.name, jacobians)
 
 
 @pytest.mark.parametrize("family", guide_families(), ids=lambda f: f.name)

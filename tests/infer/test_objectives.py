@@ -192,6 +192,32 @@ def test_meanfield_refuses_autonormal_with_a_constrained_site():
         trainer.fit(BatchLoader(X, Y, 4), 1)
 
 
+@pytest.mark.parametrize(
+    "guide, prior, refused",
+    [
+        ("autonormal:0.1", "hierarchical:normal,inversegamma,2,2", True),
+        ("lowrank", "hierarchical:normal,halfcauchy,1", True),
+        ("iaf", "hierarchical:laplace,halfnormal,1", True),
+        ("autonormal:0.1", "hierarchical:normal,fixed,1", False),  # a fixed scale adds no constrained site
+        ("autonormal:0.1", "normal:0,1", False),
+        ("flat:0.1", "hierarchical:normal,halfcauchy,1", False),  # a transformed Normal: its Jacobian is counted
+        ("bbb", "hierarchical:normal,halfcauchy,1", False),
+    ],
+)
+def test_meanfield_choice_refusal_names_the_guides_whose_constrained_sites_it_cannot_score(guide, prior, refused):
+    from pyro_bnn.guides import parse_guide
+
+    reason = MeanFieldELBO().choice_refusal(parse_guide(guide), prior)
+    if not refused:
+        assert reason is None
+        return
+    assert reason == (
+        f"cannot score guide {str(parse_guide(guide))!r} under prior {prior!r}: the guide samples the prior's "
+        "per-layer scale sites through a Delta whose Jacobian the mean-field KL ignores; use --elbo trace, or a guide "
+        "that samples them as transformed Normals (flat, bbb)"
+    )
+
+
 @pytest.mark.parametrize("rows", [slice(0, 3), slice(3, 4)])  # a full batch of 3 and the short last batch of 1
 def test_paper_kl_scale_is_the_unscaled_minibatch_likelihood_plus_kl(rows):
     """One Simple Trick: each step's loss is sum_batch -log p(y | w) + KL, whatever N and B are."""
