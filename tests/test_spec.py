@@ -257,6 +257,16 @@ def test_parsed_spec_says_which_arguments_were_given():
     assert family.parse("RED:2").given == {"a"} and family.parse("red:2")["a"] == 2.0
 
 
+def test_a_key_value_option_given_to_a_form_without_options_is_named_as_an_unknown_option():
+    family = Family(
+        "colour", [Form(Colour.RED, (Arg("a", Real(), 0.0),)), Form(Colour.BLUE)], enum=Colour, example="red"
+    )
+    with pytest.raises(SpecError) as err:
+        family.parse("red:a=1")  # was "a must be a finite number, got 'a=1'"
+    assert str(err.value) == "colour 'red:a=1': unknown option 'a'; red takes no key=value options; expected red:A"
+    assert family.parse("red:1")["a"] == 1.0
+
+
 @pytest.mark.parametrize(
     ("value_type", "text", "message"),
     [
@@ -310,6 +320,9 @@ BAD_TRAIN_SPECS = [
     ("--guide", "autonormal:1e-300", "init scale must be a positive number that float32 holds"),
     ("--guide", "autonormal:spread=1", "unknown option 'spread'; expected one of rel, loc, map_epochs"),
     ("--guide", "autonormal:loc=prior", "unknown location init 'prior'"),
+    # A form without options counted key=value as one more positional ("takes 0 or 1 numeric argument(s), got 2").
+    ("--guide", "mvn:0.1,rank=3", "guide 'mvn:0.1,rank=3': unknown option 'rank'; mvn takes no key=value options"),
+    ("--prior", "normal:0,Scale=1", "unknown option 'scale'; normal takes no key=value options; expected normal:LOC"),
     ("--guide", "autonormal:0.1,rel=1", "not both"),
     ("--guide", "bbb:-4,-5", "low <= high"),
     ("--guide", "bbb:nan,1", "rho low must be finite, got 'nan'"),

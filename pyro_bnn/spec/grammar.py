@@ -207,6 +207,14 @@ class Form:
 
     def _split_options(self, spec: str, raw: list[str], what: str) -> tuple[list[str], dict[str, str]]:
         if not self.options:
+            # key=value where the form takes none: say so, rather than count it as one more positional argument.
+            for arg in raw:
+                key, sep, _ = arg.partition("=")
+                if sep:
+                    raise SpecError(
+                        f"{what} {spec!r}: unknown option {key.strip().lower()!r}; {self.name} takes no key=value "
+                        f"options; expected {self.usage_with_arguments}"
+                    )
             return raw, {}
         known = [option.name for option in self.options]
         positional: list[str] = []

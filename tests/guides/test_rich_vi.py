@@ -275,7 +275,7 @@ def test_a_spec_made_from_the_bare_name_takes_the_family_defaults_and_builds(nam
     [
         ("lowrank:rank=0", "rank must be an int >= 1, got '0'"),
         ("lowrank:0", "init scale must be a finite number > 0, got '0'"),
-        ("mvn:0.1,rank=2", "rank"),
+        ("mvn:0.1,rank=2", "unknown option 'rank'; mvn takes no key=value options; expected mvn:INIT_SCALE"),
         ("iaf:flows=0", "flows must be an int >= 1, got '0'"),
         ("iaf:hidden=2.5", "hidden must be an int >= 1, got '2.5'"),
     ],
