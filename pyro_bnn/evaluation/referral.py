@@ -99,8 +99,9 @@ def referred_count(fraction: float, num_inputs: int) -> int:
 
 
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
-    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Iterable):
-        # one fraction alone (0.1) is an easy slip; tuple() would raise a bare "'float' object is not iterable"
+    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Iterable) or getattr(fractions, "ndim", 1) == 0:
+        # one fraction alone (0.1, or a 0-d array or tensor) is an easy slip; tuple() would raise a bare
+        # "'float' object is not iterable" ("iteration over a 0-d array")
         raise ValueError(f"fractions must be a sequence of numbers in [0, 1), e.g. [0.1], got {fractions!r}")
     values = tuple(fractions)
     if not values:

@@ -26,7 +26,7 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.infer.autoguide.initialization import InitMessenger
 from torch import nn
 
-from pyro_bnn.checks import positive_int
+from pyro_bnn.checks import float32_holds_finite, positive_int
 from pyro_bnn.guides.capabilities import BatchedLayout, ScaleMap
 from pyro_bnn.guides.flat import FlatSite, split_sites
 
@@ -122,8 +122,8 @@ class NodeNoiseMixture(AutoGuide):
         # 0 is meaningful: every component starts at the means 1 (the deterministic network), and the components
         # still part through their own initial scales, rows and draws. A bool is no standard deviation.
         number = isinstance(init_loc_std, (int, float)) and not isinstance(init_loc_std, bool)
-        if not (number and 0 <= init_loc_std < math.inf):
-            raise ValueError(f"init_loc_std must be a finite number >= 0, got {init_loc_std!r}")
+        if not (number and 0 <= init_loc_std < math.inf and float32_holds_finite(init_loc_std)):
+            raise ValueError(f"init_loc_std must be a finite number >= 0 that float32 holds, got {init_loc_std!r}")
         pair = init_scale.tolist() if hasattr(init_scale, "tolist") else init_scale  # a tensor or array of two
         numbers = isinstance(pair, (tuple, list)) and len(pair) == 2
         if not (numbers and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):

@@ -349,7 +349,8 @@ for _family in (
         Form(
             GuideKind.MIXTURE,
             (Arg("components", Integer(minimum=1), 4, metavar="K"),),
-            (Arg("loc_std", Real(minimum=0.0), 0.5, metavar="S0"),),  # as NodeNoiseMixture: 0 starts all at 1
+            # as NodeNoiseMixture: 0 starts all at 1
+            (Arg("loc_std", Real(minimum=0.0, float32=True), 0.5, metavar="S0"),),
             example="mixture:4,loc_std=0.75",
         ),
         build=lambda spec, bnn: NodeNoiseMixture(bnn, spec.num_components, init_loc_std=spec.init_loc_std),

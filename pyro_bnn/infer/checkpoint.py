@@ -159,6 +159,9 @@ def load_tensor_file(
     if size == 0:  # torch.load raises a bare EOFError, with no message at all
         raise ValueError(f"{path} is not a readable {what}: the file is empty (0 bytes)")
     _check_stored_checksums(path, size, what)
+    # torch.save writes a zip archive; only bytes that are not one can be "no pickle torch.save wrote": from a zip
+    # archive the same errors come from the caller's map_location, and are theirs to see
+    not_a_pickle = () if zipfile.is_zipfile(path) else _NOT_A_PICKLE
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
@@ -175,7 +178,7 @@ def load_tensor_file(
             f"refusing to load {path}: it contains pickled objects other than tensors and plain containers, "
             f"which could run arbitrary code ({reason})"
         ) from err
-    except _NOT_A_PICKLE as err:
+    except not_a_pickle as err:
         # The weights-only unpickler runs the opcodes of any bytes it is given: a text file or random data pops an
         # empty stack, reads a memo entry never stored or decodes bytes that are no UTF-8, and each says so in a
         # bare Python error of its own (a CSV file: IndexError, a file starting "hello": KeyError 101).

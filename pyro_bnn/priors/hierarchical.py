@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 
 import pyro.distributions as dist
@@ -78,7 +78,13 @@ class HierarchicalPrior(Prior):
         super().__init__(select)
         self.family = enum_member(WeightFamily, family, "weight family")
         self.hyperprior = enum_member(Hyperprior, hyperprior, "hyperprior")
-        if isinstance(hyperparameters, (str, bytes)) or not isinstance(hyperparameters, Sequence):
+        # any iterable of numbers (a tuple, a list, an array, a tensor); a bare number, a 0-d array or a string is
+        # the slip this refuses
+        if (
+            isinstance(hyperparameters, (str, bytes))
+            or not isinstance(hyperparameters, Iterable)
+            or getattr(hyperparameters, "ndim", 1) == 0
+        ):
             raise ValueError(
                 f"HierarchicalPrior: hyperparameters must be a sequence of numbers such as (1.0,) or (2.0, 2.0), "
                 f"got {hyperparameters!r}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -82,9 +83,14 @@ def test_bad_arguments_fail_in_one_line(fractions, score, message):
         referral_curve(probs, torch.zeros(4, dtype=torch.long), fractions, score=score)
 
 
-@pytest.mark.parametrize("fractions", [0.1, "0.1", None])
+@pytest.mark.parametrize(
+    "fractions",
+    [0.1, "0.1", None, np.array(0.1), torch.tensor(0.1)],
+    ids=["float", "str", "none", "0d-array", "0d-tensor"],
+)
 def test_one_fraction_not_in_a_sequence_is_a_one_line_error(fractions):
-    # a bare 0.1 was "TypeError: 'float' object is not iterable"; "0.1" was read as the fractions "0", ".", "1"
+    # a bare 0.1 was "TypeError: 'float' object is not iterable"; "0.1" was read as the fractions "0", ".", "1";
+    # a 0-d array or tensor: "iteration over a 0-d array"
     probs = torch.full((4, 2), 0.5)
     message = f"fractions must be a sequence of numbers in [0, 1), e.g. [0.1], got {fractions!r}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):

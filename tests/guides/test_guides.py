@@ -184,6 +184,11 @@ def test_mle_needs_a_deterministic_network():
             r"^guide 'mixture:2,loc_std=-0.1': loc_std must be a finite number >= 0, got '-0.1'",
         ),
         ("mixture:2,loc_std=nan", "loc_std must be finite, got 'nan'"),
+        # accepted when 0 became valid: every component mean +-inf, a traceback after data loading
+        (
+            "mixture:2,loc_std=1e39",
+            r"loc_std must be a finite number that float32 holds \(-3.4e\+38 to 3.4e\+38\), got",
+        ),
     ],
 )
 def test_bad_guide_specs(spec, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pyro
 import pytest
@@ -52,8 +53,11 @@ def test_bad_arguments():
         NodeNoiseMixture(_bnn(), 0)
     with pytest.raises(ValueError, match="init_loc_std"):
         NodeNoiseMixture(_bnn(), 2, init_loc_std=-1.0)
-    for bad in (True, False, float("nan"), "0.5"):
-        with pytest.raises(ValueError, match=f"^init_loc_std must be a finite number >= 0, got {bad!r}$"):
+    for bad in (True, False, float("nan"), "0.5", 1e39):  # 1e39: component means of +-inf in float32
+        with pytest.raises(
+            ValueError,
+            match=f"^{re.escape(f'init_loc_std must be a finite number >= 0 that float32 holds, got {bad!r}')}$",
+        ):
             NodeNoiseMixture(_bnn(), 2, init_loc_std=bad)
     with pytest.raises(ValueError, match="has no parameters yet"):
         NodeNoiseMixture(_bnn(), 2).component_loc_scale()

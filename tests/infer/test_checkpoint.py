@@ -154,3 +154,13 @@ def test_numpy_scalars_and_0d_arrays_are_stored_as_python_numbers(tmp_path, valu
     state = load_checkpoint(tmp_path / "c.pt")
     assert (state["a"], state["b"][1], state["c"][0]) == (number, number, number)
     assert type(state["a"]) is type(number) and type(state["b"][1]) is type(number)
+
+
+def test_an_error_of_the_callers_map_location_is_not_blamed_on_the_file(tmp_path):
+    # the bare errors translated for bytes that are no pickle were also caught from a valid checkpoint's
+    # map_location: "KeyError 'cpu'" from the caller's own mapping read "... is not a pyro_bnn checkpoint"
+    path = tmp_path / "ok.pt"
+    save_checkpoint({"x": torch.zeros(2)}, path)
+    devices = {"cuda:0": "cpu"}
+    with pytest.raises(KeyError, match="cpu"):
+        load_checkpoint(path, map_location=lambda storage, location: storage.to(devices[location]))

@@ -333,3 +333,22 @@ def test_constructors_keep_the_values_float32_holds():
     assert ScaleMixturePrior(torch.tensor(0.25), np.float64(2.0), 0.5).pi.item() == 0.25
     assert ScaleMixturePrior(1 - 1e-7).pi.item() < 1.0  # float32 holds 1 - 1e-7 below 1 (its ulp there: 6e-8)
     assert HierarchicalPrior("normal", "inversegamma", [2, 3]).hyper_1.item() == 3.0
+
+
+@pytest.mark.parametrize(
+    "hyperparameters",
+    [[2.0], np.array([2.0]), torch.tensor([2.0]), (h for h in [2.0])],
+    ids=["list", "array", "tensor", "generator"],
+)
+def test_hierarchical_hyperparameters_take_any_iterable_of_numbers(hyperparameters):
+    # the check added for a bare number (hyperparameters=1.0) first refused arrays, tensors and generators too
+    assert HierarchicalPrior("normal", "halfnormal", hyperparameters).hyper_0.item() == 2.0
+
+
+@pytest.mark.parametrize("bad", [1.0, np.array(1.0), "1"], ids=["float", "0d-array", "str"])
+def test_hierarchical_hyperparameters_refuse_one_number(bad):
+    message = (
+        f"HierarchicalPrior: hyperparameters must be a sequence of numbers such as (1.0,) or (2.0, 2.0), got {bad!r}"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        HierarchicalPrior("normal", "halfnormal", bad)
