@@ -78,6 +78,12 @@ def positive_ints(values: object, name: str) -> tuple[int, ...]:
     return tuple(positive_int(v, f"every entry of {name}") for v in values)
 
 
+def holds_values(value: object) -> bool:
+    """Whether ``value`` is a collection of values to iterate (a list, a tuple, an array or tensor of >= 1 dim, a
+    generator), not one value: a number, a 0-d array or tensor, or a string (whose characters are no values)."""
+    return not isinstance(value, (str, bytes)) and isinstance(value, Iterable) and getattr(value, "ndim", 1) != 0
+
+
 def int_below(value: object, name: str, stop: int) -> int:
     """An index into ``stop`` things: an int in ``[0, stop)`` (not a bool);
     ``"{name} must be an int in [0, {stop}), got {value!r}"``."""
@@ -303,6 +309,7 @@ __all__ = [
     "FLOAT32_POSITIVE",
     "FLOAT32_TINY",
     "finite_float",
+    "holds_values",
     "float32_holds_finite",
     "float32_holds_positive",
     "int_at_least",

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
 import torch
 
+from pyro_bnn.checks import holds_values
 from pyro_bnn.evaluation._validation import check_labels, check_probs
 from pyro_bnn.evaluation.ood import ood_scores
 from pyro_bnn.evaluation.uncertainty import entropy_decomposition
@@ -99,7 +100,7 @@ def referred_count(fraction: float, num_inputs: int) -> int:
 
 
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
-    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Iterable) or getattr(fractions, "ndim", 1) == 0:
+    if not holds_values(fractions):
         # one fraction alone (0.1, or a 0-d array or tensor) is an easy slip; tuple() would raise a bare
         # "'float' object is not iterable" ("iteration over a 0-d array")
         raise ValueError(f"fractions must be a sequence of numbers in [0, 1), e.g. [0.1], got {fractions!r}")

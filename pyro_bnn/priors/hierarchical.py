@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
 
 import pyro.distributions as dist
 import torch
 from pyro.distributions import Distribution
 
-from pyro_bnn.checks import enum_member
+from pyro_bnn.checks import enum_member, holds_values
 from pyro_bnn.priors.base import ParameterSite, Prior, elementwise, positive_buffer
 from pyro_bnn.priors.selection import Select
 
@@ -80,11 +80,7 @@ class HierarchicalPrior(Prior):
         self.hyperprior = enum_member(Hyperprior, hyperprior, "hyperprior")
         # any iterable of numbers (a tuple, a list, an array, a tensor); a bare number, a 0-d array or a string is
         # the slip this refuses
-        if (
-            isinstance(hyperparameters, (str, bytes))
-            or not isinstance(hyperparameters, Iterable)
-            or getattr(hyperparameters, "ndim", 1) == 0
-        ):
+        if not holds_values(hyperparameters):
             raise ValueError(
                 f"HierarchicalPrior: hyperparameters must be a sequence of numbers such as (1.0,) or (2.0, 2.0), "
                 f"got {hyperparameters!r}"
