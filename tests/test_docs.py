@@ -233,3 +233,25 @@ def test_the_performance_pages_gpu_ratios_are_those_of_the_committed_results():
     assert [f"{r:.1f}" for r in graphed] == ["3.3", "2.6"] and [f"{r:.1f}" for r in eager] == ["2.9", "3.4"]
     assert "against that the BNN step costs 3.3x / 2.6x." in text
     assert "costs about 3x a deterministic step (2.9x / 3.4x below)" in text
+
+
+def test_the_performance_pages_cpu_table_is_the_committed_results():
+    # The page kept a63097a's numbers after bench/results-cpu.json was rewritten; every row is read from the file.
+    text = " ".join((DOCS / "performance.md").read_text().split())
+    cpu = json.loads((ROOT / "bench" / "results-cpu.json").read_text())
+    training = cpu["training"]
+    assert cpu["commit"][:7] in text
+    rows = {
+        "pyro_bnn default (flat:rel=1, fast)": "**pyro_bnn default**",
+        "pyro_bnn before #9 (autonormal:rel=1, trace)": "pyro_bnn before this work",
+        "bayesian-torch": "bayesian-torch 0.5.0",
+        "TyXe": "TyXe 0.0.2",
+    }
+    for row, words in rows.items():
+        ms = " / ".join(f"{training[b][row]['ms_per_step']:.1f}" for b in ("128", "512"))
+        ratio = " / ".join(f"{training[b][row]['ratio']:.2f}" for b in ("128", "512"))
+        line = next(line for line in (DOCS / "performance.md").read_text().splitlines() if words in line)
+        assert f"| {ms} |" in line and ratio in line
+    epoch = cpu["epoch"]
+    assert f"A full Fashion-MNIST epoch takes {epoch['bnn_steps_s']:.1f} s of training here" in text
+    assert f"against {epoch['deterministic_s']:.1f} s for the deterministic network" in text
