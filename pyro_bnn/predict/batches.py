@@ -55,23 +55,23 @@ def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: 
     (None: one batch), or one pass over a loader, kept (every chunk of draws must see the examples in the same
     order, and a shuffling loader would reorder them on each pass), its batches cut too where ``split_loader``.
 
-    Raises a one-line ValueError (starting with ``who``) for no data (an empty loader), an iterator (it cannot be
-    read twice), a pair of unequal
-    lengths or whose targets are no tensor, a batch that is neither inputs nor a pair, and a list ``[x, y]`` of two
-    tensors of one length that reads as inputs and targets (the second with fewer dimensions, or integer labels
-    beside floating inputs), which a loader would read as two input batches. A list of two tensors alike in
+    Batches of no rows are left out. Raises a one-line ValueError (starting with ``who``) for no data (a tensor or
+    pair of no rows, a loader of no batches or only empty ones), an iterator (it cannot be read twice), a pair of
+    unequal lengths or whose targets are no tensor, a batch that is neither inputs nor a pair, and a list ``[x, y]``
+    of two tensors of one length that reads as inputs and targets (the second with fewer dimensions, or integer
+    labels beside floating inputs), which a loader would read as two input batches. A list of two tensors alike in
     dimensions and dtype cannot be told from two input batches and is read as those; batches of a loader may differ
     in shape (inputs of varying length).
     """
     if isinstance(data, torch.Tensor):
-        return _split(data, None, batch_size)
+        return _nonempty(_split(data, None, batch_size), who)
     if _is_pair(data):
         x, y = data
         if not isinstance(y, torch.Tensor):
             raise ValueError(f"{who}: the targets y are a {type(y).__name__}; expected a tensor of {len(x)} targets")
         if len(x) != len(y):
             raise ValueError(f"{who}: x has {len(x)} examples but y has {len(y)}")
-        return _split(x, y, batch_size)
+        return _nonempty(_split(x, y, batch_size), who)
     if isinstance(data, Iterator):
         raise ValueError(f"{who} needs data it can iterate more than once (a tensor, an (x, y) pair or a loader)")
     if not isinstance(data, Iterable):
@@ -82,10 +82,19 @@ def data_batches(data: Data, batch_size: int | None, who: str, *, split_loader: 
             f"{who}: data is a list of two tensors of shapes {tuple(x.shape)} and {tuple(y.shape)}, read as two input "
             "batches; pass inputs and targets as a tuple (x, y)"
         )
-    batches = [_batch(batch, i, who) for i, batch in enumerate(data)]
+    batches = _nonempty([_batch(batch, i, who) for i, batch in enumerate(data)], who)
+    return split_batches(batches, batch_size) if split_loader else batches
+
+
+def _nonempty(batches: list[Batch], who: str) -> list[Batch]:
+    """``batches`` without those of no rows, or a one-line error when none is left.
+
+    A batch of no rows holds nothing to predict, yet the first batch sizes the chunks of draws and checks the
+    network (a division by its row count, a reshape of 0 elements): leaving them out changes no prediction."""
+    batches = [(x, y) for x, y in batches if x.shape[:1] != (0,)]
     if not batches:
         raise ValueError(f"{who} got no data (an empty tensor or loader)")
-    return split_batches(batches, batch_size) if split_loader else batches
+    return batches
 
 
 def split_batches(batches: list[Batch], size: int | None) -> list[Batch]:

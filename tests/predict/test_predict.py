@@ -289,3 +289,30 @@ def test_flat_guide_predictions_are_filled_block_by_block_from_its_draws():
             expected.append(torch.softmax(bnn.apply_parameters(X, weights), -1))
     assert prediction.probs.shape == (7, 25, 3)
     assert torch.allclose(prediction.probs, torch.stack(expected), atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 2])
+@pytest.mark.parametrize(
+    "data",
+    [X[:0], (X[:0], Y[:0]), [(X[:0], Y[:0])], [X[:0], X[:0]]],
+    ids=["tensor", "pair", "loader", "empty-batches"],
+)
+def test_data_of_no_rows_is_refused_in_one_line(data, chunk_size):
+    """A tensor or pair of 0 rows divided by zero sizing the chunks (chunk_size=None) or returned probs (3, 0, 3)
+    (chunk_size=2); now it gets the empty loader's message."""
+    bnn = _bnn()
+    with pytest.raises(ValueError) as error:
+        predict(bnn, _guide(bnn), data, num_samples=3, chunk_size=chunk_size)
+    assert str(error.value) == "predict got no data (an empty tensor or loader)"
+
+
+def test_batches_of_no_rows_in_a_loader_are_left_out():
+    """An empty first batch divided by zero sizing the chunks; left out, the prediction is the whole data's."""
+    bnn = _bnn()
+    guide = _guide(bnn)
+    pyro.set_rng_seed(0)
+    whole = predict(bnn, guide, (X, Y), num_samples=3)
+    pyro.set_rng_seed(0)
+    padded = predict(bnn, guide, [(X[:0], Y[:0]), (X, Y), (X[:0], Y[:0])], num_samples=3)
+    torch.testing.assert_close(padded.probs, whole.probs)
+    torch.testing.assert_close(padded.log_likelihood, whole.log_likelihood)
