@@ -93,7 +93,8 @@ def predict(
         bnn: The model.
         source: Where the latent values come from (:mod:`pyro_bnn.predict.sources`): a trained guide (one with
             ``mc_dropout = True`` keeps dropout on), a dict of weight samples ``{site: (S, *param_shape)}`` (MCMC,
-            an ensemble, a file), a point estimate ``{site: param_shape}``, or a ``ParameterSource``.
+            an ensemble, a file), a point estimate ``{site: param_shape}``, or a ``ParameterSource``. A dict's
+            floating values are cast to the network's dtype (float64 MCMC draws for a float32 network).
         data: Inputs ``(N, *input_shape)``, a pair ``(x, y)``, or a re-iterable loader of ``(x, y)`` batches.
         num_samples: S, posterior samples to draw (default: 100 from a guide, rounded up to a multiple of K for a
             mixture of K components such as :class:`~pyro_bnn.guides.NodeNoiseMixture`, whose sample i comes from

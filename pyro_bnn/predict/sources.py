@@ -232,7 +232,8 @@ class Samples(ParameterSource):
 
     Args:
         samples: ``{site name: (S, *param_shape)}`` for every weight site of the model, the same S for all (e.g.
-            ``pyro.infer.MCMC.get_samples()``). Extra keys (hyperparameters) are ignored.
+            ``pyro.infer.MCMC.get_samples()``). Extra keys (hyperparameters) are ignored. Floating values of
+            another dtype (float64 draws) are cast to the parameter's dtype when drawn; integer values are refused.
     """
 
     def __init__(self, samples: Mapping[str, torch.Tensor]) -> None:
@@ -252,7 +253,8 @@ class Samples(ParameterSource):
         if start + num_samples > self.count:
             raise ValueError(f"asked for {start + num_samples} samples but the source holds {self.count}")
         return {
-            name: self.samples[name][start : start + num_samples].unsqueeze(1).to(x.device) for name in bnn.site_names
+            name: _as_site(bnn, name, self.samples[name][start : start + num_samples].unsqueeze(1), x.device)
+            for name in bnn.site_names
         }
 
 
@@ -260,7 +262,8 @@ class PointEstimate(ParameterSource):
     """One value of every weight site (MAP, posterior mean, a deterministic network's weights).
 
     Args:
-        values: ``{site name: param_shape tensor}``. Extra keys are ignored.
+        values: ``{site name: param_shape tensor}``. Extra keys are ignored. Floating values are cast to the
+            parameter's dtype when drawn; integer values are refused.
         mc_dropout: Keep dropout on, so that S samples differ by their dropout masks.
     """
 
@@ -280,7 +283,7 @@ class PointEstimate(ParameterSource):
         return {name: self.values[name] for name in bnn.site_names}
 
     def draw_globals(self, bnn, start, num_samples, x):
-        return {name: self.values[name].to(x.device) for name in bnn.site_names}
+        return {name: _as_site(bnn, name, self.values[name], x.device) for name in bnn.site_names}
 
     def draw_locals(self, bnn, globals_, num_samples, x):
         return None
@@ -292,9 +295,16 @@ def _training_rows(bnn: BNN, x: torch.Tensor) -> torch.Tensor:
     return x[: bnn.likelihood.dataset_size]
 
 
+def _as_site(bnn: BNN, name: str, value: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``value`` on ``device`` in the dtype of the network's parameter ``name``: float64 draws (MCMC, a file) meet a
+    float32 network, and torch refuses to mix the two in one layer (``_check_values`` took only floating values)."""
+    return value.to(device=device, dtype=bnn.net.get_buffer(name).dtype)
+
+
 def _check_values(bnn: BNN, values: Mapping[str, torch.Tensor], leading: int, *, either: bool = False) -> None:
     """Names the first site whose values are not of the site's shape after ``leading`` dimensions (0: a point, 1:
-    samples); ``either``: a dict that may be either form, and the message names both."""
+    samples), or not floating point (those are cast to the parameter's dtype when drawn, integers are refused);
+    ``either``: a dict that may be either form, and the message names both."""
     missing = [name for name in bnn.site_names if name not in values]
     if missing:
         raise ValueError(f"the parameter source has no values for the weight sites {missing[:5]}")
@@ -307,6 +317,12 @@ def _check_values(bnn: BNN, values: Mapping[str, torch.Tensor], leading: int, *,
             if either:
                 expected = f"{tuple(site.shape)} (a point) or {samples} (S samples)"
             raise ValueError(f"values of site {site.name!r} have shape {shape}; expected {expected}")
+        dtype, wanted = values[site.name].dtype, bnn.net.get_buffer(site.name).dtype
+        if not dtype.is_floating_point:
+            raise ValueError(
+                f"values of site {site.name!r} are {dtype}; expected floating-point weights (the network's are "
+                f"{wanted})"
+            )
 
 
 def as_source(bnn: BNN, source: ParameterSource | Callable | Mapping[str, torch.Tensor]) -> ParameterSource:

@@ -117,3 +117,24 @@ def test_inputs_of_the_wrong_shape_are_one_clear_error():
     bnn = _bnn()
     with pytest.raises(ValueError, match=r"the network cannot run on inputs of shape \(10, 5\)"):
         predict(bnn, _guide(bnn), torch.randn(10, 5), num_samples=2)
+
+
+def test_float64_weights_are_cast_to_the_networks_dtype_and_integers_refused():
+    """float64 draws (MCMC, a file) for a float32 network failed in torch ("expected scalar type Double but found
+    Float"); cast, they predict exactly what their float32 copies predict. Integer values are refused in one line."""
+    bnn = _bnn()
+    samples = {name: value[:, 0] for name, value in draw_parameters(bnn, _guide(bnn), 5, X).items()}
+    expected = predict(bnn, samples, (X, Y))
+    as_doubles = predict(bnn, {name: value.double() for name, value in samples.items()}, (X, Y), chunk_size=2)
+    assert as_doubles.probs.dtype == torch.float32
+    assert torch.equal(as_doubles.probs, expected.probs)
+    assert torch.equal(as_doubles.log_likelihood, expected.log_likelihood)
+    point = {name: value[0] for name, value in samples.items()}
+    as_double_point = predict(bnn, {name: value.double() for name, value in point.items()}, X, point=True)
+    assert torch.equal(as_double_point.probs, predict(bnn, point, X).probs)
+    assert torch.equal(as_double_point.point.probs, as_double_point.probs)
+    message = "values of site '0.weight' are {}; expected floating-point weights (the network's are torch.float32)"
+    for values, dtype in [(samples, torch.int64), (point, torch.int32), (samples, torch.bool)]:
+        with pytest.raises(ValueError) as error:
+            predict(bnn, {name: value.to(dtype) for name, value in values.items()}, X)
+        assert str(error.value) == message.format(dtype)
