@@ -11,6 +11,7 @@ of sampling it, as the library's own predictive does.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -234,7 +235,8 @@ class ComposedModel(nn.Module):
         ``StudentT``; ``log_likelihood`` is its log density of the targets.
 
         Args:
-            guide: The trained guide.
+            guide: The trained guide: a module, or a function of ``(x, y=None)`` (then the inputs run on the model's
+                device, or where they are when the model holds no tensor).
             data: A re-iterable loader of ``(x, y)`` batches (or one ``(x, y)`` pair).
             num_samples: S.
 
@@ -248,7 +250,7 @@ class ComposedModel(nn.Module):
         batches = data_batches(data, None, "predict")
         if any(y is None for _, y in batches):
             raise ValueError("predict needs (x, y) batches: the targets are scored (log_likelihood)")
-        device = next((p.device for p in guide.parameters()), torch.device("cpu"))
+        device = self._device(guide, batches[0][0])
         x0, y0 = (t.to(device) for t in batches[0])
         self.validate_batch(x0, y0)
         draws = self._global_draws(guide, x0, y0, num_samples)
@@ -271,6 +273,14 @@ class ComposedModel(nn.Module):
             log_likelihood.append(torch.cat(batch_log_likelihood))
             targets.append(y)
         return self._prediction(fields, torch.cat(targets), torch.cat(log_likelihood, dim=1))
+
+    def _device(self, guide: Callable, x: torch.Tensor) -> torch.device:
+        """Where prediction runs: the first parameter of the guide, else of the model (a parameter or buffer), else
+        the inputs ``x`` ``(B, ...)`` where they are. A function guide has no ``parameters()``, and a model of random
+        functions alone may hold no tensor at all (its weights are sample sites)."""
+        guide_parameters = guide.parameters() if isinstance(guide, nn.Module) else ()
+        tensors = itertools.chain(guide_parameters, self.parameters(), self.buffers())
+        return next((t.device for t in tensors), x.device)
 
     def _fields(self, fn: dist.Distribution, num_samples: int, rows: int) -> dict[str, torch.Tensor]:
         batch = fn.batch_shape

@@ -149,6 +149,19 @@ def test_predict_reads_a_pair_or_a_loader_and_refuses_other_data_in_one_line(tra
         assert "\n" not in str(error.value)
 
 
+def test_a_function_guide_predicts_as_the_module_it_calls(trained_regression):
+    """A function guide has no parameters(): predict raised AttributeError looking for its device. It now runs where
+    the model's tensors are and draws exactly what the guide module it wraps draws under the same seed."""
+    composed, guide, _, _, (x, y) = trained_regression
+    pyro.set_rng_seed(3)
+    from_module = composed.predict(guide, (x, y), num_samples=5)
+    pyro.set_rng_seed(3)
+    from_function = composed.predict(lambda x, y=None: guide(x, y), (x, y), num_samples=5)
+    assert from_function.means.shape == (5, N, 1)
+    torch.testing.assert_close(from_function.means, from_module.means, rtol=0, atol=0)
+    torch.testing.assert_close(from_function.log_likelihood, from_module.log_likelihood, rtol=0, atol=0)
+
+
 def test_a_classifier_is_predicted_as_class_probabilities():
     """Two separable blobs, a composed logistic model with a latent temperature: probabilities (S, N, C) that sum to
     one, the log likelihood the log probability of each label, and the Trainer's validation accuracy."""
