@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -334,7 +335,8 @@ class BNN(nn.Module):
 
         Raises:
             ValueError: when the input shape differs from ``net.input_shape`` (where the net declares one), the
-                network cannot run on ``x``, or ``y`` does not fit the likelihood (e.g. labels >= num_classes).
+                network cannot run on ``x`` (naming the dtypes when ``x``'s is not the parameters'), or ``y`` does not
+                fit the likelihood (e.g. labels >= num_classes).
         """
         check_input_shape(self.net, x)
         # In eval mode: a check must not update batch norm's running statistics (nor spectral norm's vectors).
@@ -342,6 +344,14 @@ class BNN(nn.Module):
             try:
                 output = self.apply_parameters(x, self.initial_values())
             except RuntimeError as err:
+                tensors = itertools.chain(self.net.parameters(), self.net.buffers())
+                dtype = next((t.dtype for t in tensors if t.is_floating_point()), x.dtype)
+                if x.dtype != dtype:  # torch's words ("mat1 and mat2 must have the same dtype") name no input
+                    said = str(err).partition("\n")[0]
+                    raise ValueError(
+                        f"the network cannot run on inputs of dtype {x.dtype}: the network's parameters are {dtype} "
+                        f"(convert the inputs with x.to({dtype})); torch: {said}"
+                    ) from err
                 raise ValueError(f"the network cannot run on inputs of shape {tuple(x.shape)}: {err}") from err
         if y is not None:
             self.likelihood.check_targets(output, y)

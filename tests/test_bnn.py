@@ -164,3 +164,21 @@ def test_checking_a_batch_leaves_batch_norm_alone_and_runs_on_one_example():
     bnn.validate_batch(torch.randn(1, 4))
     assert torch.equal(net[1].running_mean, before[0]) and int(net[1].num_batches_tracked) == before[1]
     assert net.training and net[1].training and not net[3].training
+
+
+@pytest.mark.parametrize(
+    ("dtype", "torch_name"), [(torch.float64, "Double"), (torch.int64, "Long"), (torch.float16, "Half")]
+)
+def test_inputs_of_another_dtype_are_named_by_dtype_not_shape(dtype, torch_name):
+    """x.double() said "cannot run on inputs of shape (5, 4): mat1 and mat2 must have the same dtype": the shape was
+    right, the dtype not. The message now names both dtypes; a float32 input of the wrong shape keeps its own."""
+    bnn = BNN(_net(), NormalPrior(select=weights_only), Categorical(10))
+    with pytest.raises(ValueError) as error:
+        bnn.validate_batch(torch.randn(5, 4).to(dtype))
+    assert str(error.value) == (
+        f"the network cannot run on inputs of dtype {dtype}: the network's parameters are torch.float32 (convert the "
+        f"inputs with x.to(torch.float32)); torch: mat1 and mat2 must have the same dtype, but got {torch_name} and "
+        "Float"
+    )
+    with pytest.raises(ValueError, match=r"^the network cannot run on inputs of shape \(5, 3\): mat1 and mat2"):
+        bnn.validate_batch(torch.randn(5, 3))
