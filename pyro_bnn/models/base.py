@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -15,6 +17,26 @@ from pyro_bnn.nn import ActivationLike, make_activation
 MAX_WIDTH = 2**31 - 1
 """The largest number a model string takes (a hidden width, a width multiplier, a WRN depth or widen factor):
 2**31 - 1, the largest int32. A larger one made torch's layer constructors fail with a C++ stack trace."""
+
+
+_WIDTH = re.compile(r"[1-9][0-9]*")
+"""A number of a model string: ASCII digits, no leading zero (``str.isdecimal`` also took ``'١٦'``, Arabic-Indic
+16, and ``'016'``, which ``lenet``'s own pattern refused)."""
+
+
+def width_argument(arg: str, name: str, refusal: str) -> int:
+    """The number ``arg`` of a model string (a width, a width multiplier, a WRN depth or widen factor) as an int, by
+    one rule for every model: a positive int in ASCII digits without a leading zero, at most :data:`MAX_WIDTH`.
+
+    Raises:
+        ValueError: the caller's one-line ``refusal`` when ``arg`` is no such number, with the rule added when it
+            reads as a positive number otherwise (``'016'``, ``'١٦'``); :func:`bounded_width`'s when too large.
+    """
+    if _WIDTH.fullmatch(arg):
+        return bounded_width(arg, name)
+    if arg.isdecimal() and any(unicodedata.decimal(c) for c in arg):
+        refusal += " (ASCII digits without a leading zero)"
+    raise ValueError(refusal)
 
 
 def bounded_width(arg: str, name: str) -> int:

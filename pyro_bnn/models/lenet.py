@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from torch import nn
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.models.base import SequentialNet, bounded_width, dropout_probability, hidden_activation
+from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation, width_argument
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import SpatialStage, as_image_shape, final_spatial_size
 from pyro_bnn.nn import ActivationLike
@@ -20,9 +19,10 @@ _POOL2: SpatialStage = (2, 2, 0)
 
 def _parse_width(args: list[str]) -> dict[str, object]:
     """``["2"]`` -> ``{"width": 2}``, the argument of ``lenet:M``."""
-    if len(args) != 1 or not re.fullmatch(r"[1-9][0-9]*", args[0]):
-        raise ValueError(f"lenet takes one width multiplier, a positive int (lenet:2), got {','.join(args)!r}")
-    return {"width": bounded_width(args[0], "lenet's width multiplier")}
+    refusal = f"lenet takes one width multiplier, a positive int (lenet:2), got {','.join(args)!r}"
+    if len(args) != 1:
+        raise ValueError(refusal)
+    return {"width": width_argument(args[0], "lenet's width multiplier", refusal)}
 
 
 @register_model("lenet", arguments=ModelArguments("M", _parse_width))

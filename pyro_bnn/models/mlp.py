@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from pyro_bnn.checks import positive_int, positive_ints
-from pyro_bnn.models.base import SequentialNet, bounded_width, dropout_probability, hidden_activation
+from pyro_bnn.models.base import SequentialNet, dropout_probability, hidden_activation, width_argument
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_input_shape
 from pyro_bnn.nn import ActivationLike
@@ -23,12 +23,7 @@ DEFAULT_MLP_WIDTHS = (256, 256)
 
 def _parse_hidden_widths(args: list[str]) -> dict[str, object]:
     """``["256", "256"]`` -> ``{"hidden_widths": (256, 256)}``, the arguments of ``mlp:W1,W2,...``."""
-    widths = []
-    for arg in args:
-        width = bounded_width(arg, "hidden widths") if arg.isdecimal() else 0
-        if width < 1:
-            raise ValueError(f"hidden widths must be positive ints, got {arg!r}")
-        widths.append(width)
+    widths = [width_argument(arg, "hidden widths", f"hidden widths must be positive ints, got {arg!r}") for arg in args]
     return {"hidden_widths": tuple(widths)}
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from pyro_bnn.checks import positive_int
-from pyro_bnn.models.base import SequentialNet, bounded_width, dropout_probability
+from pyro_bnn.models.base import SequentialNet, dropout_probability, width_argument
 from pyro_bnn.models.registry import ModelArguments, register_model
 from pyro_bnn.models.shapes import as_image_shape
 from pyro_bnn.nn import ActivationLike, make_activation
@@ -33,13 +33,10 @@ def _parse_depth_and_widen(args: list[str]) -> dict[str, object]:
     """``["16", "4"]`` -> ``{"depth": 16, "widen_factor": 4}``, the arguments of ``wrn:DEPTH,WIDEN``."""
     if len(args) != 2:
         raise ValueError(f"wrn takes two arguments, DEPTH and WIDEN, got {len(args)}")
-    values = []
-    for label, arg in zip(("DEPTH", "WIDEN"), args, strict=True):
-        value = bounded_width(arg, label) if arg.isdecimal() else 0
-        if value < 1:
-            raise ValueError(f"{label} must be a positive int, got {arg!r}")
-        values.append(value)
-    depth, widen = values
+    depth, widen = (
+        width_argument(arg, label, f"{label} must be a positive int, got {arg!r}")
+        for label, arg in zip(("DEPTH", "WIDEN"), args, strict=True)
+    )
     wrn_blocks_per_group(depth)
     return {"depth": depth, "widen_factor": widen}
 

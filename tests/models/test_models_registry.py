@@ -166,8 +166,30 @@ def test_a_bare_mlp_has_two_hidden_layers_of_256():
 
 
 def test_the_widest_model_string_parses():
-    assert parse_model_spec("mlp:2147483647,007") == ModelSpec("mlp", {"hidden_widths": (2**31 - 1, 7)})
+    assert parse_model_spec("mlp:2147483647,7") == ModelSpec("mlp", {"hidden_widths": (2**31 - 1, 7)})
     assert parse_model_spec("lenet:2147483647") == ModelSpec("lenet", {"width": 2**31 - 1})
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("mlp:\u0661\u0666", "hidden widths must be positive ints, got '\u0661\u0666'"),  # Arabic-Indic 16, was built
+        ("mlp:016", "hidden widths must be positive ints, got '016'"),  # was width 16
+        ("mlp:2147483647,007", "hidden widths must be positive ints, got '007'"),
+        ("wrn:16,\u0664", "WIDEN must be a positive int, got '\u0664'"),  # was WRN-16-4
+        ("wrn:016,4", "DEPTH must be a positive int, got '016'"),
+        ("lenet:02", "lenet takes one width multiplier, a positive int (lenet:2), got '02'"),  # refused before too
+        ("lenet:\u0662", "lenet takes one width multiplier, a positive int (lenet:2), got '\u0662'"),
+    ],
+)
+def test_every_model_reads_its_numbers_by_one_rule(spec, message):
+    """mlp and wrn took any str.isdecimal() number, Arabic-Indic digits and leading zeros, where lenet took only
+    [1-9][0-9]*; all three now take ASCII digits without a leading zero, and say so."""
+    with pytest.raises(ValueError) as info:
+        parse_model_spec(spec)
+    name = spec.partition(":")[0]
+    expected = {"mlp": "mlp:W1,W2,...", "wrn": "wrn:DEPTH,WIDEN", "lenet": "lenet:M"}[name]
+    assert str(info.value) == f"model {spec!r}: {message} (ASCII digits without a leading zero); expected {expected}"
 
 
 @pytest.mark.parametrize(("spec", "widths"), [("mlp:16,8", [16, 8]), (" MLP: 16 , 8 ", [16, 8]), ("mlp:5", [5])])
