@@ -10,7 +10,8 @@ Each part is chosen by an option and writes its figures into the run folder; all
 - ``pruning``: test error of the posterior predictive with the lowest |mu|/sigma or |mu| weights set to zero at
   0/25/50/75/95 % (``pruning.png``, and the Markdown table in the JSON);
 - ``shape``: draws of every random tensor exported to ArviZ with the test log-likelihood, normality scores of the
-  weight marginals, PSIS-LOO and ``marginals.png``;
+  weight marginals (per site, means over its scalars: signed ``skewness`` and ``excess_kurtosis``, ``ks_distance``
+  and ``mean_abs_skewness``), PSIS-LOO and ``marginals.png``;
 - ``nuts``: a NUTS reference for small networks (at most :data:`MAX_NUTS_PARAMETERS` random scalars) against the
   run's guide: r-hat, ESS and the distance between the two predictive distributions on the test set;
 - weight statistics recorded during training (``weight_stats.json``), when present, are always plotted
@@ -227,16 +228,19 @@ def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[
     save_figure(plot_marginals(samples), out / "marginals.png")
     return {
         "num_samples": options.num_samples,
-        "normality": {
-            site: {key: _mean_abs(value) for key, value in score.items() if isinstance(value, torch.Tensor)}
-            for site, score in scores.items()
-        },
+        "normality": {site: _normality_summary(score) for site, score in scores.items()},
         "loo": {"elpd_loo": loo.elpd, "p_loo": loo.p, "train_points": len(data[0])},
     }
 
 
-def _mean_abs(value: torch.Tensor) -> float:
-    return float(value.double().abs().mean())
+def _normality_summary(score: dict[str, Any]) -> dict[str, float]:
+    """One site's :func:`~pyro_bnn.diagnostics.normality.normality_scores` (tensors of the site's shape) as
+    means over its scalars: ``skewness`` and ``excess_kurtosis`` signed (two separated modes read near -2, heavy
+    tails positive; an absolute mean read a bimodal site as +2, heavy-tailed), ``ks_distance`` (>= 0 anyway), and
+    ``mean_abs_skewness`` (scalars skewed opposite ways cancel in the signed mean, not here)."""
+    summary = {key: float(value.double().mean()) for key, value in score.items() if isinstance(value, torch.Tensor)}
+    summary["mean_abs_skewness"] = float(score["skewness"].double().abs().mean())
+    return summary
 
 
 def _nuts(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[str, Any]:

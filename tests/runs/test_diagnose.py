@@ -197,3 +197,48 @@ def test_diagnose_help_describes_the_verb_and_every_argument():
     text = " ".join(parser.format_help().split())
     assert "run_dir a folder written by 'pyro-bnn train' or 'pyro-bnn sample'" in text
     assert "--seed SEED seeds the sliced weights and the posterior draws (default 0)" in text
+
+
+def test_diagnose_shape_stores_the_signed_mean_kurtosis_of_a_bimodal_posterior(tiny_run, monkeypatch, capsys):
+    # diagnostics.json held the mean |excess kurtosis| over scalars, so two separated modes (true -2 everywhere)
+    # read +2, heavy-tailed; draws of two chains at loc +- 1 are two equal spikes: skewness 0, excess kurtosis
+    # m4 / m2^2 - 3 = 1 - 3 = -2 exactly
+    import torch
+
+    from pyro_bnn.diagnostics import arviz_export
+
+    real = arviz_export.draw_samples
+
+    def two_spikes(bnn, source, num_samples, **kwargs):
+        drawn = real(bnn, source, num_samples, **kwargs)  # {site: (1, num_samples, *shape)}, for the shapes
+        spikes = {}
+        for site, value in drawn.items():
+            sign = torch.tensor([1.0, -1.0]).reshape(2, 1, *[1] * (value.dim() - 2))
+            spikes[site] = value.mean((0, 1)) + sign * torch.ones(2, num_samples // 2, *value.shape[2:])
+        return spikes
+
+    monkeypatch.setattr(arviz_export, "draw_samples", two_spikes)
+    assert main(["diagnose", str(tiny_run), "--shape", "--num-samples", "8", "--quiet"]) == 0, capsys.readouterr().err
+    normality = json.loads((tiny_run / "diagnostics.json").read_text())["shape"]["normality"]
+    assert set(normality) == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "out.weight", "out.bias"}
+    for site, score in normality.items():
+        assert score["excess_kurtosis"] == pytest.approx(-2.0, abs=1e-9), site  # was +2.0
+        assert set(score) == {"skewness", "excess_kurtosis", "ks_distance", "mean_abs_skewness"}, site
+        assert score["skewness"] == pytest.approx(0.0, abs=1e-9) and score["mean_abs_skewness"] < 1e-9, site
+        assert score["ks_distance"] == pytest.approx(0.3413, abs=1e-4), site  # Phi(1) - 1/2 at the lower spike
+
+
+def test_the_normality_summary_keeps_the_sign_and_the_mean_absolute_skewness():
+    # draws (0, 0, 0, 3) have skewness m3 / m2^1.5 = 2.53125 / 1.6875^1.5 = 2 / sqrt(3); their mirror -2 / sqrt(3)
+    import math
+
+    import torch
+
+    from pyro_bnn.diagnostics.normality import normality_scores
+    from pyro_bnn.runs.diagnose import _normality_summary
+
+    draws = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [3.0, -3.0]])  # (S, 2 scalars)
+    summary = _normality_summary(normality_scores({"w": draws}, sample_dims=1)["w"])
+    assert summary["skewness"] == pytest.approx(0.0, abs=1e-12)
+    assert summary["mean_abs_skewness"] == pytest.approx(2 / math.sqrt(3), rel=1e-12)
+    assert summary["excess_kurtosis"] == pytest.approx(-2 / 3, rel=1e-12)  # m4 / m2^2 - 3 = 7/3 - 3
