@@ -19,7 +19,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--pruning", action="store_true", help="test error after SNR / magnitude pruning")
     parser.add_argument("--shape", action="store_true", help="ArviZ export, normality scores, PSIS-LOO")
-    parser.add_argument("--nuts", action="store_true", help="NUTS reference (small networks only)")
+    parser.add_argument("--nuts", action="store_true", help="NUTS reference (small classifiers only)")
     parser.add_argument(
         "--num-samples",
         type=int,

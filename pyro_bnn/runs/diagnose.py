@@ -12,7 +12,7 @@ Each part is chosen by an option and writes its figures into the run folder; all
 - ``shape``: draws of every random tensor exported to ArviZ with the test log-likelihood, normality scores of the
   weight marginals (per site, means over its scalars: signed ``skewness`` and ``excess_kurtosis``, ``ks_distance``
   and ``mean_abs_skewness``), PSIS-LOO and ``marginals.png``;
-- ``nuts``: a NUTS reference for small networks (at most :data:`MAX_NUTS_PARAMETERS` random scalars) against the
+- ``nuts``: a NUTS reference for small classifiers (at most :data:`MAX_NUTS_PARAMETERS` random scalars) against the
   run's guide: r-hat, ESS and the distance between the two predictive distributions on the test set;
 - weight statistics recorded during training (``weight_stats.json``), when present, are always plotted
   (``weight_stats.png``).
@@ -32,6 +32,7 @@ import torch
 
 from pyro_bnn._io import write_json_atomically
 from pyro_bnn.checks import Settings, non_negative_int, positive_int
+from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.plots import save_figure
@@ -89,12 +90,19 @@ class DiagnoseOptions(Settings):
 
 
 def _check_guide(config: RunConfig, options: DiagnoseOptions, *, sampled: bool) -> None:
-    """Refuses parts the run's guide cannot give, from its config and checkpoint (before any data is loaded);
+    """Refuses parts the run's guide or task cannot give, from its config and checkpoint (before any data is loaded);
     ``sampled``: the run holds SG-MCMC draws (``pyro-bnn sample``), not a guide."""
     if sampled and (options.pruning or options.nuts or options.slices):
         raise ValueError(
             "--pruning and --nuts need a guide with a Normal scale per weight and --slices a point network (a "
             "posterior median), but the run holds SG-MCMC draws (pyro-bnn sample); --shape takes them"
+        )
+    dataset = DatasetName(config.dataset)
+    if options.nuts and dataset.task is not Task.CLASSIFICATION:
+        # NUTS itself would run (minutes), then the comparison of class probabilities crashed on a regression run
+        raise ValueError(
+            f"--nuts compares class probabilities (predictive KL, W1, accuracy), so it needs a classifier, but "
+            f"{dataset.value!r} is a regression run"
         )
     guide = parse_guide(config.guide)
     if (options.pruning or options.nuts) and not guide.offers(Capability.NORMAL_SCALES):
@@ -127,7 +135,7 @@ def diagnose_run(
 
     Raises:
         ValueError: a bad option, or a part the run cannot have (pruning of a deterministic run, NUTS on a large
-            network), with one line, before the expensive work.
+            network or a regression run), with one line, before the expensive work.
     """
     options.check()
     _, config, state = read_run(run_dir, num_samples=options.num_samples, device=device)

@@ -242,3 +242,25 @@ def test_the_normality_summary_keeps_the_sign_and_the_mean_absolute_skewness():
     assert summary["skewness"] == pytest.approx(0.0, abs=1e-12)
     assert summary["mean_abs_skewness"] == pytest.approx(2 / math.sqrt(3), rel=1e-12)
     assert summary["excess_kurtosis"] == pytest.approx(-2 / 3, rel=1e-12)  # m4 / m2^2 - 3 = 7/3 - 3
+
+
+def test_diagnose_refuses_nuts_on_a_regression_run_before_sampling(tmp_path, capsys, monkeypatch):
+    # NUTS ran (minutes at full size), then the comparison of class probabilities ended in AttributeError:
+    # 'NoneType' object has no attribute 'shape'
+    from pyro_bnn.diagnostics import nuts
+
+    out = tmp_path / "cubic"
+    train_run(RunConfig(**{**vars(TINY), "dataset": "cubic", "epochs": 1}), out, progress=False)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("NUTS ran although the run could be refused from its config")
+
+    monkeypatch.setattr(nuts, "run_nuts", refuse)
+    _no_data(monkeypatch)
+    assert main(["diagnose", str(out), "--shape", "--nuts", "--nuts-chains", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "pyro-bnn diagnose: error: --nuts compares class probabilities (predictive KL, W1, accuracy), so it needs a "
+        "classifier, but 'cubic' is a regression run"
+    )
+    assert not (out / "diagnostics.json").exists()  # refused before --shape ran too
