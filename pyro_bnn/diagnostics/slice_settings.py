@@ -30,8 +30,9 @@ class SliceOptions(Settings):
     uses it). Numbers are stored as ``float``, counts as ``int``.
 
     Attributes:
-        prior: Adds a log prior density of the scalar: a scalar ``torch.distributions.Distribution`` or a function
-            mapping values ``(G,)`` to log densities ``(G,)``; None: the likelihood alone.
+        prior: Adds a log prior density of the scalar: a scalar ``torch.distributions.Distribution`` (``-inf``
+            outside its support, so a bounded prior ends the window search's side there) or a function mapping
+            values ``(G,)`` to log densities ``(G,)``; None: the likelihood alone.
         start: First half-width of the window on each side, > 0.
         growth: Factor by which a side's half-width grows per step, > 1.
         threshold: A side stops at its first edge where ``exp(ll - ll(w0)) < threshold``; in (0, 1).

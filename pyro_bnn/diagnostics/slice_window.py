@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch.distributions import Distribution
+from torch.distributions import Distribution, constraints
 
 from pyro_bnn.checks import int_at_least
 
@@ -49,6 +49,10 @@ def _number(value, name: str, ok: Callable[[float], bool], expected: str) -> flo
 
 
 def log_prior_function(prior: LogPrior | None) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The log prior density as a function of values ``(G,) -> (G,)``; None for no prior. A scalar
+    ``Distribution`` gives ``-inf`` outside its support (a bounded prior such as ``Uniform(-1, 1)`` or
+    ``HalfNormal``), so a window side stops at its first edge there, and a ``w0`` outside it is refused as a
+    log-likelihood that is not finite; a function is taken as it is."""
     if prior is None:
         return None
     if isinstance(prior, Distribution):
@@ -57,10 +61,27 @@ def log_prior_function(prior: LogPrior | None) -> Callable[[torch.Tensor], torch
                 "prior must be a scalar distribution (batch and event shape ()), got batch_shape "
                 f"{tuple(prior.batch_shape)} and event_shape {tuple(prior.event_shape)}"
             )
-        return prior.log_prob
+        try:
+            support = prior.support
+        except NotImplementedError:  # a user's distribution that names no support: its own log_prob decides
+            return prior.log_prob
+        if constraints.is_dependent(support):  # its check raises; as above
+            return prior.log_prob
+        return lambda w: _log_prob_or_minus_inf(prior, support, w)
     if callable(prior):
         return prior
     raise ValueError(f"prior must be a torch Distribution or a function of the value, got {type(prior).__name__}")
+
+
+def _log_prob_or_minus_inf(prior: Distribution, support: constraints.Constraint, w: torch.Tensor) -> torch.Tensor:
+    """``prior.log_prob(w)`` for values ``(G,)`` inside the support, ``-inf`` (the density's log) outside it:
+    log_prob with argument validation on (torch's default) raises a multi-line support error for any value outside,
+    so only the values inside reach it."""
+    inside = torch.as_tensor(support.check(w), dtype=torch.bool, device=w.device)
+    values = torch.full(w.shape, -math.inf, dtype=torch.float64, device=w.device)
+    if bool(inside.any()):
+        values[inside] = torch.as_tensor(prior.log_prob(w[inside])).to(torch.float64).to(w.device)
+    return values
 
 
 def prior_values(log_prior: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor) -> torch.Tensor:

@@ -238,6 +238,61 @@ def test_the_caps_stop_the_window():
     assert by_width.evaluations == 1 + 2 * by_width.steps[0] + 5
 
 
+def flat_likelihood(output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-row log-likelihood 0 whatever the output: the slice is the log prior alone."""
+    return output.sum(-1) * 0.0
+
+
+def test_a_bounded_prior_distribution_is_minus_inf_outside_its_support():
+    # Uniform(-0.25, 0.55) raised torch's two-line support ValueError once an edge left the support; outside it the
+    # log prior is -inf, so each side stops at its first edge outside. From w0 = 0 with start 0.1 and growth 2 the
+    # left edges are -0.1, -0.2 (inside), -0.4 (outside: stop, 3 steps), the right ones 0.1, 0.2, 0.4, 0.8 (4 steps);
+    # the 13-point grid over [-0.4, 0.8] (spacing 0.1) is inside at -0.2 .. 0.5, where log p = -log(0.8).
+    net, x, y, _, _ = linear_gaussian_problem()
+    options = SliceOptions(prior=dist.Uniform(-0.25, 0.55), start=0.1, growth=2.0, num_points=13)
+    slice_ = likelihood_slice(
+        net, flat_likelihood, x, y, {"fc.weight": torch.tensor([[0.0]])}, "fc.weight", (0, 0), options=options
+    )
+    assert slice_.steps == (3, 4) and slice_.half_widths == pytest.approx((0.4, 0.8))
+    assert slice_.nonfinite == (False, False) and slice_.capped == (False, False)
+    inside = (slice_.grid > -0.25) & (slice_.grid < 0.55)
+    assert inside.tolist() == [False, False] + [True] * 8 + [False] * 3
+    assert slice_.log_prior[inside].tolist() == pytest.approx([-math.log(0.8)] * 8, rel=1e-6)
+    assert torch.isneginf(slice_.log_prior[~inside]).all()
+    assert torch.equal(slice_.log_likelihood, slice_.log_prior)  # the likelihood adds 0
+
+
+def test_a_w0_outside_the_prior_support_is_refused_as_not_finite():
+    # HalfNormal(1) at w0 = -0.5 raised torch's two-line support ValueError instead of the documented one line
+    net, x, y, _, _ = linear_gaussian_problem()
+    values = {"fc.weight": torch.tensor([[-0.5]])}
+    options = SliceOptions(prior=dist.HalfNormal(1.0))
+    with pytest.raises(ValueError) as error:
+        likelihood_slice(net, flat_likelihood, x, y, values, "fc.weight", (0, 0), options=options)
+    assert str(error.value) == "the log-likelihood at fc.weight[0, 0] = -0.5 is -inf, not finite"
+    # inside the support (w0 = 0.05) the left side stops at its first edge below 0, w0 - 0.1
+    values = {"fc.weight": torch.tensor([[0.05]])}
+    slice_ = likelihood_slice(net, flat_likelihood, x, y, values, "fc.weight", (0, 0), options=options)
+    assert slice_.steps[0] == 1 and slice_.half_widths[0] == pytest.approx(0.1)
+    assert torch.isneginf(slice_.log_prior[0]) and slice_.log_prior[1:].isfinite().all()
+
+
+def test_a_prior_distribution_that_names_no_support_is_taken_by_its_log_prob():
+    class NoSupport(torch.distributions.Distribution):
+        def __init__(self):
+            super().__init__(torch.Size(), torch.Size(), validate_args=False)
+
+        def log_prob(self, value):
+            return -0.5 * value**2
+
+    net, x, y, _, _ = linear_gaussian_problem()
+    values = {"fc.weight": torch.tensor([[0.3]])}
+    slice_ = likelihood_slice(
+        net, flat_likelihood, x, y, values, "fc.weight", (0, 0), options=SliceOptions(prior=NoSupport())
+    )
+    assert torch.allclose(slice_.log_prior, -0.5 * slice_.grid**2)
+
+
 # --- vectorised evaluation against a plain loop ------------------------------------------------------------------
 
 
