@@ -49,12 +49,23 @@ def _scalars(
     for site, index in chosen:
         if site not in samples:
             raise ValueError(f"samples hold no site {site!r}; they hold {sorted(samples)[:8]}")
+        _check_draws(samples[site], f"samples[{site!r}]")
         shape = tuple(samples[site].shape[2:])
         if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape, strict=True)):
             raise ValueError(f"index {index} does not fit site {site!r} of shape {shape}")
     if not chosen:
         raise ValueError("no scalar to plot")
     return chosen[:max_panels]
+
+
+def _check_draws(value: torch.Tensor | np.ndarray, name: str) -> None:
+    """One line for draws that are not ``(chain, draw, *site_shape)`` with at least one of each: a 1-D tensor was
+    indexed as (chain, draw) (IndexError), and no draws reached np.percentile over nothing (IndexError)."""
+    shape = tuple(value.shape)
+    if len(shape) < 2 or shape[0] * shape[1] == 0:
+        raise ValueError(
+            f"{name} has shape {shape}; expected draws (chain, draw, *site_shape) with at least one chain and one draw"
+        )
 
 
 def plot_marginals(
@@ -91,14 +102,17 @@ def plot_marginals(
         The figure.
 
     Raises:
-        ValueError: a site or index that is not in ``samples``, a ``comparison`` site whose shape differs from
-            the same site's in ``samples``, or nothing to plot.
+        ValueError: a site or index that is not in ``samples``, a drawn site (in ``samples`` or ``comparison``)
+            that is not ``(chain, draw, *site_shape)`` with at least one chain and one draw, a ``comparison`` site
+            whose shape differs from the same site's in ``samples``, or nothing to plot.
     """
     mapping(samples, "samples", "a mapping {site: (chain, draw, *site_shape) draws}")
     chosen = _scalars(samples, sites, indices, max_panels)
     if comparison is not None:
         mapping(comparison, "comparison", "a mapping {site: (chain, draw, *site_shape) draws}")
         for site in dict.fromkeys(site for site, _ in chosen):
+            if site in comparison:
+                _check_draws(comparison[site], f"comparison[{site!r}]")
             if site in comparison and tuple(comparison[site].shape[2:]) != tuple(samples[site].shape[2:]):
                 raise ValueError(
                     f"comparison[{site!r}] has site shape {tuple(comparison[site].shape[2:])}, samples[{site!r}] "
@@ -142,13 +156,17 @@ def plot_marginals(
     return figure
 
 
-def _mean_sd(probs: torch.Tensor | np.ndarray, class_index: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _mean_sd(
+    probs: torch.Tensor | np.ndarray, class_index: int, name: str = "probs"
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Mean and sd over samples of ``p(class)`` from ``(S, N, C)``; ``(N,)`` values are a mean with no sd."""
     values = _numpy(probs)
     if values.ndim == 1:
         return values, None
     if values.ndim != 3:
         raise ValueError(f"probs must be (S, N, C) or (N,), got shape {values.shape}")
+    if values.shape[0] == 0:  # a mean over no samples is NaN, which contourf's levels refused
+        raise ValueError(f"{name} must hold at least one sample (S, N, C), got shape {values.shape}")
     classes = values.shape[-1]
     if isinstance(class_index, bool) or not isinstance(class_index, numbers.Integral):
         raise ValueError(f"class_index must be an int, got {class_index!r}")
@@ -191,9 +209,14 @@ def plot_vi_vs_nuts(
 
     Returns:
         The figure.
+
+    Raises:
+        ValueError: probabilities that are not ``(S, N, C)`` with ``S >= 1`` or ``(N,)``, a ``class_index`` out of
+            range, two predictives over different points, a ``grid_shape`` that is not ``(H, W)`` with
+            ``H, W >= 2``, or ``inputs`` that do not fit it; one line.
     """
-    mean_a, sd_a = _mean_sd(probs_nuts, class_index)
-    mean_b, sd_b = _mean_sd(probs_vi, class_index)
+    mean_a, sd_a = _mean_sd(probs_nuts, class_index, "probs_nuts")
+    mean_b, sd_b = _mean_sd(probs_vi, class_index, "probs_vi")
     if mean_a.shape != mean_b.shape:
         raise ValueError(f"the two predictives cover different points: {mean_a.shape} and {mean_b.shape}")
     if grid_shape is None:
@@ -209,10 +232,14 @@ def plot_vi_vs_nuts(
         if title is not None:
             ax.set_title(title)
         return figure
+    pair = tuple(grid_shape) if isinstance(grid_shape, (Sequence, np.ndarray, torch.Size)) else ()
+    if len(pair) != 2 or any(isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 2 for n in pair):
+        # contourf needs a 2 x 2 grid at least (a TypeError from matplotlib for (1, 1) or (1, W))
+        raise ValueError(f"grid_shape must be (H, W) with H, W ints >= 2 (a filled contour map), got {grid_shape!r}")
     if inputs is None:
         raise ValueError("a map needs the grid's inputs (N, 2)")
     points = _numpy(inputs)
-    height, width = grid_shape
+    height, width = (int(n) for n in pair)
     if points.shape != (height * width, 2) or mean_a.shape != (height * width,):
         raise ValueError(f"inputs {points.shape} and predictions {mean_a.shape} do not fit grid_shape {grid_shape}")
     gx, gy = points[:, 0].reshape(height, width), points[:, 1].reshape(height, width)

@@ -107,6 +107,63 @@ def test_input_a_plot_cannot_draw_is_refused_in_one_line(call, message):
     assert "\n" not in str(error.value)
 
 
+DRAWS = "expected draws (chain, draw, *site_shape) with at least one chain and one draw"
+GRID = "grid_shape must be (H, W) with H, W ints >= 2 (a filled contour map), got "
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # IndexError from np.percentile over no draws, and from indexing a 1-D tensor as (chain, draw)
+        (lambda: plot_marginals({"w": torch.randn(1, 0, 2)}), f"samples['w'] has shape (1, 0, 2); {DRAWS}"),
+        (lambda: plot_marginals({"w": torch.randn(0, 5, 2)}), f"samples['w'] has shape (0, 5, 2); {DRAWS}"),
+        (lambda: plot_marginals({"w": np.zeros(5)}), f"samples['w'] has shape (5,); {DRAWS}"),
+        (
+            lambda: plot_marginals({"w": torch.randn(2, 5, 2)}, comparison={"w": torch.randn(1, 0, 2)}),
+            f"comparison['w'] has shape (1, 0, 2); {DRAWS}",
+        ),
+        # TypeError from contourf: "Input z must be at least a (2, 2) shaped array, but has shape (1, 1)"
+        (
+            lambda: plot_vi_vs_nuts(
+                torch.rand(3, 1, 2), torch.rand(3, 1, 2), inputs=torch.zeros(1, 2), grid_shape=(1, 1)
+            ),
+            GRID + "(1, 1)",
+        ),
+        (
+            lambda: plot_vi_vs_nuts(
+                torch.rand(3, 3, 2), torch.rand(3, 3, 2), inputs=torch.zeros(3, 2), grid_shape=(1, 3)
+            ),
+            GRID + "(1, 3)",
+        ),
+        # "not enough values to unpack (expected 2, got 1)"
+        (
+            lambda: plot_vi_vs_nuts(
+                torch.rand(3, 4, 2), torch.rand(3, 4, 2), inputs=torch.zeros(4, 2), grid_shape=(4,)
+            ),
+            GRID + "(4,)",
+        ),
+        # contourf's "lower_level and upper_level cannot be NaN" from a mean over no samples
+        (
+            lambda: plot_vi_vs_nuts(
+                torch.rand(0, 4, 2), torch.rand(0, 4, 2), inputs=torch.zeros(4, 2), grid_shape=(2, 2)
+            ),
+            "probs_nuts must hold at least one sample (S, N, C), got shape (0, 4, 2)",
+        ),
+    ],
+)
+def test_degenerate_posterior_shape_input_is_refused_in_exactly_one_line(call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == message
+
+
+def test_a_2_x_2_grid_is_the_least_map_and_a_grid_shape_may_be_any_pair_of_ints():
+    points = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    for grid_shape in ((2, 2), [2, 2], np.array([2, 2]), torch.Size([2, 2])):
+        figure = plot_vi_vs_nuts(torch.rand(3, 4, 2), torch.rand(3, 4, 2), inputs=points, grid_shape=grid_shape)
+        assert len([ax for ax in figure.axes if ax.get_title()]) == 6  # mean and sd rows of three panels
+
+
 def test_the_gallery_draws_with_a_name_for_every_class():
     figure = _gallery_with_class_names(["a", "b", "c"])
     titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
