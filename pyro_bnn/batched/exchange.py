@@ -31,11 +31,42 @@ def _pieces(stack: RunStack, run: int, leaf: int, row: torch.Tensor) -> list[tup
     return [(param, row)]
 
 
-def _group(optimizer: torch.optim.Optimizer, param: nn.Parameter) -> dict:
-    for group in optimizer.param_groups:
-        if any(p is param for p in group["params"]):
-            return group
-    raise ValueError("a trained parameter is in none of the optimiser's groups")
+_HOW = frozenset({"params", "name", "foreach", "fused", "capturable"})
+"""Group entries that say which parameters a group holds or how torch computes its update, not what the update is:
+the groups holding the parameters of one stacked tensor may differ in these."""
+
+
+def _leaf_groups(optimizer: torch.optim.Optimizer, params: Sequence[nn.Parameter]) -> tuple[dict, ...]:
+    """The distinct groups of ``optimizer`` that hold ``params`` (one run's parameters of one stacked tensor), in
+    the order of ``params``."""
+    by_param = {id(p): group for group in optimizer.param_groups for p in group["params"]}
+    groups: dict[int, dict] = {}
+    for param in params:
+        if id(param) not in by_param:
+            raise ValueError("a trained parameter is in none of the optimiser's groups")
+        groups.setdefault(id(by_param[id(param)]), by_param[id(param)])
+    return tuple(groups.values())
+
+
+def _one_setting(run: int, optimizer: torch.optim.Optimizer, groups: Sequence[dict], key: str, default=None):
+    """The value of ``key`` that all of ``groups`` share (the groups of one run's stacked tensor).
+
+    Raises:
+        ValueError: Two of them differ (one line): the batched optimiser takes one value per run and stacked
+            tensor, and would otherwise give every parameter in it the first group's.
+    """
+    value = groups[0].get(key, default)
+    for group in groups[1:]:
+        other = group.get(key, default)
+        if other != value:
+            index = {id(g): i for i, g in enumerate(optimizer.param_groups)}  # by identity: == compares tensors
+            names = [g.get("name", index[id(g)]) for g in (groups[0], group)]
+            raise ValueError(
+                f"run {run}'s {type(optimizer).__name__} groups {names[0]!r} and {names[1]!r} hold parameters the "
+                f"batch stacks into one tensor, with {key} {value!r} and {other!r}: a batch takes one {key} per run "
+                "and stacked tensor; train the run alone"
+            )
+    return value
 
 
 def check_adam(optimizers: Sequence[torch.optim.Optimizer]) -> tuple[tuple[float, float], float]:
@@ -119,17 +150,27 @@ class OptimizerBridge:
         stack: The runs' stacked values.
         optimizer: The batched optimiser over ``stack.leaves`` (:func:`batched_optimizer`).
         optimizers: Each run's own torch optimiser (over the same parameters as its guide and network).
+
+    Raises:
+        ValueError: A run's parameters stacked into one tensor sit in groups whose options differ (one line naming
+            the run, the groups and the option): at the start, or when a schedule moves their rates apart.
     """
 
     def __init__(
         self, stack: RunStack, optimizer: BatchedAdam | BatchedSGD, optimizers: Sequence[torch.optim.Optimizer]
     ) -> None:
         self.stack, self.optimizer, self.optimizers = stack, optimizer, list(optimizers)
-        # (run, leaf) -> the group that holds the leaf's parameters in that run's optimiser
+        # (run, leaf) -> the groups that hold the leaf's parameters in that run's optimiser; every option that
+        # changes the update must agree among them (a per-site lr or weight decay would be the first site's)
         self._groups = [
-            [_group(opt, params[0]) for params in stack.run_parameters(run)] for run, opt in enumerate(self.optimizers)
+            [_leaf_groups(opt, params) for params in stack.run_parameters(run)]
+            for run, opt in enumerate(self.optimizers)
         ]
-        self._device = stack.loc.device
+        for run, groups in enumerate(self._groups):
+            for leaf_groups in groups:
+                for key in sorted({k for g in leaf_groups for k in g} - _HOW):
+                    _one_setting(run, self.optimizers[run], leaf_groups, key)
+        self._runs, self._leaves = range(len(self.optimizers)), range(len(stack.leaves))
         self._cached: tuple | None = None
         self._shared_params = [
             [self._find_shared(run, leaf) for leaf in range(len(stack.leaves))] for run in range(len(self.optimizers))
@@ -137,7 +178,7 @@ class OptimizerBridge:
 
     def learning_rates(self) -> list[torch.Tensor]:
         """Per leaf, the runs' current learning rates ``(R,)`` (float64; the same tensors while nothing changes)."""
-        values = tuple(tuple(groups[leaf]["lr"] for groups in self._groups) for leaf in range(len(self.stack.leaves)))
+        values = tuple(tuple(self._setting(run, leaf, "lr") for run in self._runs) for leaf in self._leaves)
         if self._cached is None or self._cached[0] != values:
             self._cached = (values, [torch.tensor(v, dtype=torch.float64) for v in values])
         return self._cached[1]
@@ -146,9 +187,17 @@ class OptimizerBridge:
         """Per leaf, the runs' weight decays ``(R,)``, or None for a leaf no run decays."""
         out = []
         for leaf in range(len(self.stack.leaves)):
-            values = [groups[leaf].get("weight_decay", 0.0) for groups in self._groups]
+            values = [self._setting(run, leaf, "weight_decay", 0.0) for run in self._runs]
             out.append(None if not any(values) else torch.tensor(values, dtype=torch.float64))
         return out
+
+    def _setting(self, run: int, leaf: int, key: str, default=None):
+        """Run ``run``'s ``key`` for leaf ``leaf``, checked again on every read: a schedule may move the groups of one
+        stacked tensor apart during training (a one-line ValueError then, as at the start)."""
+        groups = self._groups[run][leaf]
+        if len(groups) == 1:
+            return groups[0].get(key, default)
+        return _one_setting(run, self.optimizers[run], groups, key, default)
 
     def _shared(self, run: int, leaf: int) -> nn.Parameter | None:
         """The run's parameter that is the whole row ``leaf`` (so the two can share one state), or None."""
