@@ -125,12 +125,12 @@ def _shared_settings(optimizers: Sequence[torch.optim.Optimizer], kind: type, se
 
 
 def batched_optimizer(
-    optimizers: Sequence[torch.optim.Optimizer], leaves: Sequence[torch.Tensor]
+    optimizers: Sequence[torch.optim.Optimizer], leaves: Sequence[torch.Tensor], *, stacked: bool | None = None
 ) -> BatchedAdam | BatchedSGD:
     """The batched optimiser over ``leaves`` that updates each run as its own optimiser would: a
-    :class:`~pyro_bnn.batched.adam.BatchedAdam` for runs trained with ``torch.optim.Adam``, a
-    :class:`~pyro_bnn.batched.sgd.BatchedSGD` for ``torch.optim.SGD`` (the settings every group of every run
-    shares: Adam's betas and eps, SGD's momentum and Nesterov flag).
+    :class:`~pyro_bnn.batched.adam.BatchedAdam` for runs trained with ``torch.optim.Adam`` (its update ``stacked``
+    or over rows; None: by size), a :class:`~pyro_bnn.batched.sgd.BatchedSGD` for ``torch.optim.SGD`` (the settings
+    every group of every run shares: Adam's betas and eps, SGD's momentum and Nesterov flag).
 
     Raises:
         ValueError: The runs use another optimiser, different ones, or settings that differ (one line).
@@ -139,7 +139,7 @@ def batched_optimizer(
         momentum, nesterov = _shared_settings(optimizers, torch.optim.SGD, _sgd_settings)
         return BatchedSGD(leaves, momentum=momentum, nesterov=nesterov)
     betas, eps = check_adam(optimizers)
-    return BatchedAdam(leaves, betas=betas, eps=eps)
+    return BatchedAdam(leaves, betas=betas, eps=eps, stacked=stacked)
 
 
 class OptimizerBridge:

@@ -23,23 +23,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyro
 import torch
 from tqdm.auto import tqdm
 
 from pyro_bnn.batched.exchange import OptimizerBridge, batched_optimizer
 from pyro_bnn.batched.graph import GraphedBatchedStep
 from pyro_bnn.batched.kl import BatchedKL
+from pyro_bnn.batched.prepare import check_trainers, set_up
 from pyro_bnn.batched.stack import RunStack
 from pyro_bnn.batched.step import BatchedStep, RunNoise, StepInputs
 from pyro_bnn.batched.validation import gather, validation_metrics
-from pyro_bnn.checks import non_negative_int
 from pyro_bnn.infer.annealing import check_kl_weight
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import DIVERGENCE_ADVICE, NonFiniteLossError
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
 from pyro_bnn.infer.objective_registry import batched_form
-from pyro_bnn.infer.trainer import SchedulerInterval, Trainer, _check_all_labels, _dataset_size
+from pyro_bnn.infer.trainer import SchedulerInterval, Trainer
 from pyro_bnn.infer.trainer_loop import learning_rates
 
 
@@ -61,51 +60,12 @@ class RunOutcome:
         return self.error is not None
 
 
-def _check_trainers(trainers: Sequence[Trainer], loaders: Sequence[Iterable], epochs: int) -> int:
-    if not trainers:
-        raise ValueError("fit_batched needs at least one trainer")
-    if len(loaders) != len(trainers):
-        raise ValueError(f"fit_batched needs one training loader per trainer, got {len(loaders)} for {len(trainers)}")
-    if len({id(t) for t in trainers}) != len(trainers):
-        raise ValueError("the same trainer appears twice in the batch")
-    non_negative_int(epochs, "epochs")
-    devices = {str(t.device) for t in trainers}
-    if len(devices) != 1:
-        raise ValueError(f"the runs of a batch train on one device, got {sorted(devices)}")
-    steps = {len(loader) for loader in loaders}
-    if len(steps) != 1:
-        raise ValueError(f"the runs of a batch take the same number of steps per epoch, got {sorted(steps)}")
-    for run, (trainer, loader) in enumerate(zip(trainers, loaders, strict=True)):
-        size = _dataset_size(loader)
-        if size != trainer.bnn.likelihood.dataset_size:
-            raise ValueError(
-                f"run {run}: the training loader has {size} examples but the likelihood was built with "
-                f"dataset_size={trainer.bnn.likelihood.dataset_size}"
-            )
-        if trainer.guide_spec is not None and trainer.guide_spec.map_warm_start_epochs:
-            raise ValueError(f"run {run} starts its guide at a MAP warm start (loc=map): train it alone")
-    return steps.pop()
-
-
-def _set_up(trainer: Trainer, loader: Iterable, resume_from: str | os.PathLike | None) -> tuple[tuple, tuple]:
-    """What ``Trainer.fit`` does before its first epoch, for one run; returns the shapes of its first batch."""
-    if resume_from is None and trainer.seed is not None and trainer.optimizer is None:
-        pyro.set_rng_seed(trainer.seed)  # the guide starts where a single run with this seed starts
-    x, y = next(iter(loader))
-    x, y = x.to(trainer.device), y.to(trainer.device)
-    trainer.setup(x, y)
-
-    _check_all_labels(loader, trainer.bnn, x)
-    if resume_from is not None:
-        trainer.load_checkpoint(resume_from)
-    if trainer._clip:
-        raise ValueError("batched runs do not clip gradients: train a run with gradient clipping alone")
-    trainer.stop_training = False
-    return tuple(x.shape), tuple(y.shape)
-
-
 class _Batch:
-    """The state of one lockstep fit: the trainers, their stack and step, and which runs still train."""
+    """The state of one lockstep fit: the trainers, their stack and step, and which runs still train.
+
+    ``seeds`` (each run's noise seed; None: its trainer's, a random one without) and ``stacked`` (the batched Adam's
+    kind of update; None: by size) are given to a :meth:`part`, so that its runs train as they would in this batch.
+    """
 
     def __init__(
         self,
@@ -113,8 +73,11 @@ class _Batch:
         val_loaders: Sequence[Iterable | None],
         cuda_graph: bool,
         input_shape: tuple[int, ...],
+        seeds: Sequence[int] | None = None,
+        stacked: bool | None = None,
     ) -> None:
         self.trainers = list(trainers)
+        self._options = (list(val_loaders), cuda_graph, input_shape)
         self.stack = RunStack([t.bnn for t in trainers], [t.guide for t in trainers])
         graphed = cuda_graph and self.stack.loc.device.type == "cuda"
         forms = {batched_form(t.objective) for t in trainers}
@@ -131,7 +94,7 @@ class _Batch:
                 f"auto or mixture) and that objective with it only: got {type(trainers[0].objective).__name__} for "
                 f"{type(trainers[0].guide).__name__}"
             )
-        self.optimizer = batched_optimizer([t.optimizer for t in trainers], self.stack.leaves)
+        self.optimizer = batched_optimizer([t.optimizer for t in trainers], self.stack.leaves, stacked=stacked)
         self.bridge = OptimizerBridge(self.stack, self.optimizer, [t.optimizer for t in trainers])
         for run in range(len(trainers)):
             self.bridge.load(run)
@@ -150,12 +113,22 @@ class _Batch:
         # values, M per example ((B M,), (0,) without dropout); node noise one draw per row, (B S, D).
         self._weight_noise = (size,) if particles == 1 else (particles, size)
         self._mask_size = sum(layer.size for layer in self.stack.dropout_layers(input_shape))
-        seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
+        if seeds is None:
+            seeds = [t.seed if t.seed is not None else int(torch.randint(0, 2**62, ())) for t in trainers]
         self.noise = RunNoise(seeds, loc.device)
         self.val = [None if loader is None else gather(loader) for loader in val_loaders]
         self.active = [True] * len(trainers)
         """Which runs still train (a list: read on the host every step)."""
         self.outcomes = [RunOutcome(t.history) for t in trainers]
+
+    def part(self, runs: Sequence[int]) -> _Batch:
+        """A batch of ``runs`` (indices into this one) built from their trainers' current values and optimiser
+        state: each with its noise seed and this batch's kind of update, so it trains as it would here (a run's
+        values do not depend on the runs beside it)."""
+        val_loaders, cuda_graph, input_shape = self._options
+        seeds, stacked = [self.noise.seeds[r] for r in runs], getattr(self.optimizer, "stacked", None)
+        trainers, loaders = [self.trainers[r] for r in runs], [val_loaders[r] for r in runs]
+        return _Batch(trainers, loaders, cuda_graph, input_shape, seeds, stacked)
 
     def noise_shape(self, rows: int) -> tuple[int, ...]:
         """The shape of one run's noise for a step on ``rows`` examples."""
@@ -218,7 +191,9 @@ def fit_batched(
         train_loaders: Each run's training batches (the same number per epoch for every run; the same batch size).
         epochs: Total epochs of every run (counting those before a resume).
         val_loaders: Each run's validation batches or None; adds the ``val_*`` metrics to its records.
-        resume_from: Each run's checkpoint to resume from, or None (the runs must resume at the same epoch).
+        resume_from: Each run's checkpoint to resume from, or None. Runs resumed at different epochs (a batch
+            stopped while it wrote its checkpoints) train by level: those behind as a batch of their own until
+            they reach the next runs' epoch, then with them; each ends exactly where it would have.
         progress: Show one progress bar over the batch's epochs; None (the default): where any trainer's
             :class:`~pyro_bnn.infer.RuntimeOptions` asks for a bar.
         cuda_graph: On a CUDA device, replay the batched step from a captured CUDA graph
@@ -233,7 +208,7 @@ def fit_batched(
     Raises:
         ValueError: The runs cannot be batched (one line naming the run and the reason), before any step.
     """
-    num_steps = _check_trainers(trainers, train_loaders, epochs)
+    num_steps = check_trainers(trainers, train_loaders, epochs)
     count = len(trainers)
     progress = any(t.progress for t in trainers) if progress is None else progress
     cuda_graph = all(t.cuda_graph for t in trainers) if cuda_graph is None else cuda_graph
@@ -242,7 +217,7 @@ def fit_batched(
     if len(val_loaders) != count or len(resume_from) != count:
         raise ValueError("val_loaders and resume_from need one entry per trainer")
     shapes = [
-        _set_up(trainer, loader, checkpoint)
+        set_up(trainer, loader, checkpoint)
         for trainer, loader, checkpoint in zip(trainers, train_loaders, resume_from, strict=True)
     ]
     for run, shape in enumerate(shapes):
@@ -254,23 +229,34 @@ def fit_batched(
     for trainer, loader in zip(trainers, val_loaders, strict=True):
         if loader is not None:  # a validation count a mixture guide refuses, before any step
             trainer.validation.check_guide(trainer.guide)
-    starts = {t.epoch for t in trainers}
-    if len(starts) != 1:
-        raise ValueError(f"the runs of a batch must resume at the same epoch, got epochs {sorted(starts)}")
-    batch = _Batch(trainers, val_loaders, cuda_graph, shapes[0][0][1:])
+    batch = _Batch(trainers, val_loaders, cuda_graph, shapes[0][0][1:])  # checks every run, before any step
     for trainer in trainers:
         for callback in trainer.callbacks:
             callback.on_train_start(trainer)
-    epoch = starts.pop()
     for run, trainer in enumerate(trainers):
         if trainer.stop_training or trainer.epoch >= epochs:  # a resumed run that had met its stopping rule
             batch.active[run] = False
-    bar = tqdm(total=max(0, epochs - epoch), desc=f"{count} batched runs", disable=not progress, dynamic_ncols=True)
-    while batch.running():
-        totals = _train_epoch(batch, train_loaders, epoch, num_steps)
-        _end_epoch(batch, epoch, epochs, totals)
-        epoch += 1
-        bar.update(1)
+    first = min((trainers[r].epoch for r in batch.running()), default=epochs)
+    bar = tqdm(total=max(0, epochs - first), desc=f"{count} batched runs", disable=not progress, dynamic_ncols=True)
+    # Runs resumed from checkpoints of different epochs (a batch killed while it wrote them) train by level: the
+    # runs furthest behind as a batch of their own until they reach the next runs' epoch, then with those. A run's
+    # values do not depend on the runs beside it, so each continues exactly where it stopped.
+    while waiting := batch.running():
+        epoch = min(trainers[r].epoch for r in waiting)
+        until = min((trainers[r].epoch for r in waiting if trainers[r].epoch > epoch), default=epochs)
+        runs = [r for r in waiting if trainers[r].epoch == epoch]
+        part = batch if epoch == first and runs == waiting else batch.part(runs)  # all in step: the batch itself
+        loaders = train_loaders if part is batch else [train_loaders[r] for r in runs]
+        while part.running():
+            totals = _train_epoch(part, loaders, epoch, num_steps)
+            _end_epoch(part, epoch, until, totals)
+            epoch += 1
+            bar.update(1)
+        if part is not batch:
+            for run, outcome in zip(runs, part.outcomes, strict=True):
+                batch.outcomes[run].error = outcome.error
+                trainer = trainers[run]
+                batch.active[run] = not (outcome.failed or trainer.stop_training or trainer.epoch >= epochs)
     bar.close()
     for run, trainer in enumerate(trainers):
         if not batch.outcomes[run].failed:

@@ -19,6 +19,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Iterator
@@ -264,9 +265,10 @@ def _execute_batch(specs: list[RunSpec], runs_dir: Path, progress: bool, attempt
             results = train_runs_batched(
                 [s.config for s in todo], [runs_dir / s.run_id for s in todo], progress=progress
             )
-        except (Exception, SystemExit):  # refused (not batchable after all) or failed as a batch (out of memory,
-            results = None  # a sys.exit()): each run alone, resuming any checkpoint the batch wrote, recording its
-            # own failure if it fails
+        except (Exception, SystemExit) as err:  # refused (not batchable after all) or failed as a batch (out of
+            results = None  # memory, a sys.exit()): each run alone, resuming any checkpoint the batch wrote,
+            # recording its own failure if it fails; said on stderr, as alone a run draws other noise than batched
+            print(_alone_note(todo, err), file=sys.stderr)
         if results is None:
             for spec in todo:
                 records[spec.run_id] = _execute_run(spec, runs_dir, progress, attempt)
@@ -281,6 +283,11 @@ def _execute_batch(specs: list[RunSpec], runs_dir: Path, progress: bool, attempt
                 else:
                     records[spec.run_id] = _record_result(spec, folder, result, time.perf_counter(), shared, attempt)
     return [records[spec.run_id] for spec in specs]
+
+
+def _alone_note(specs: list[RunSpec], err: BaseException) -> str:
+    """The line saying that a batch of ``specs`` trains its runs alone, and why (``err``, on one line)."""
+    return f"training the {len(specs)} runs of a batch alone ({specs[0].run_id}, ...): {without_machine(one_line(err))}"
 
 
 def _members_done(spec: RunSpec, runs_dir: Path) -> bool:

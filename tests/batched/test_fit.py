@@ -436,3 +436,28 @@ def test_the_bar_follows_the_trainers_runtime_options_unless_asked(capsys):
     built = [_trainer(seed=s) for s in (0, 1)]
     fit_batched([t for t, _, _ in built], [tr for _, tr, _ in built], 1, progress=True)
     assert "2 batched runs" in capsys.readouterr().err
+
+
+def test_a_batch_resumed_from_checkpoints_of_different_epochs_ends_where_an_uninterrupted_one_ends(tmp_path):
+    """A batch killed while it wrote its checkpoints leaves them at mixed epochs (here 2, 2 and 3 of 4). Resumed,
+    the two runs behind train epoch 3 as a batch of their own, then all three epoch 4 together: every record (loss,
+    KL, validation metrics) and every final value is the uninterrupted batch's, where before the batch was refused
+    ("the runs of a batch must resume at the same epoch") and a grid trained each run alone, on other noise."""
+    specs = [{"seed": s, "prior": p} for s, p in ((0, "normal:0,1"), (1, "laplace:0,1"), (2, "cauchy:0,1"))]
+    full, full_outcomes = _fit(specs, 4)
+
+    def checkpointed(folder):
+        return [{**s, "callbacks": [Checkpoint(folder / f"run{i}.pt")]} for i, s in enumerate(specs)]
+
+    _fit(checkpointed(tmp_path / "at2"), 2)
+    _fit(checkpointed(tmp_path / "at3"), 3, resume_from=[tmp_path / "at2" / f"run{i}.pt" for i in range(3)])
+    mixed = [tmp_path / "at2" / "run0.pt", tmp_path / "at2" / "run1.pt", tmp_path / "at3" / "run2.pt"]
+    resumed, outcomes = _fit(checkpointed(tmp_path / "resumed"), 4, resume_from=mixed)
+
+    numbers = ("loss", "data_term", "kl_term", "kl_weight", "lr", "val_accuracy", "val_nll", "val_ece")
+    for a, b, theirs, ours in zip(full, resumed, full_outcomes, outcomes, strict=True):
+        assert not ours.failed and [r["epoch"] for r in ours.history] == [1, 2, 3, 4]
+        assert [[r[k] for k in numbers] for r in ours.history] == [[r[k] for k in numbers] for r in theirs.history]
+        assert torch.equal(a.guide.loc, b.guide.loc) and torch.equal(a.guide.log_scale, b.guide.log_scale)
+        assert float(b.optimizer.state[b.guide.loc]["step"]) == 4 * 3
+    assert [[r["batched_runs"] for r in o.history] for o in outcomes] == [[3, 3, 2, 3], [3, 3, 2, 3], [3, 3, 3, 3]]

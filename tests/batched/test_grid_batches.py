@@ -160,8 +160,9 @@ def test_train_runs_batched_refuses_runs_that_cannot_share_a_batch(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
-def test_a_batch_refused_once_built_falls_back_to_single_runs(tmp_path, monkeypatch):
-    """A refusal that only the built runs reveal (here: made up) makes every run train alone, with its record."""
+def test_a_batch_refused_once_built_falls_back_to_single_runs(tmp_path, monkeypatch, capsys):
+    """A refusal that only the built runs reveal (here: made up) makes every run train alone, with its record, and
+    says so in one line on stderr with the reason (it was silent)."""
     import pyro_bnn.reproduce.records as records
 
     def refuse(*args, **kwargs):
@@ -173,6 +174,10 @@ def test_a_batch_refused_once_built_falls_back_to_single_runs(tmp_path, monkeypa
     assert [r.status for r in done] == [Status.DONE] * 2
     assert all("batched_runs" not in r.metrics for r in done)
     assert torch.isfinite(torch.tensor([r.metrics["accuracy"] for r in done])).all()
+    notes = [line for line in capsys.readouterr().err.splitlines() if "alone" in line]
+    assert notes == [
+        f"training the 2 runs of a batch alone ({specs[0].run_id}, ...): ValueError: refused after building"
+    ]
 
 
 def test_a_grid_of_point_estimates_batches_and_scores_as_single_runs(tmp_path):
