@@ -237,21 +237,48 @@ def test_the_performance_pages_gpu_ratios_are_those_of_the_committed_results():
 
 def test_the_performance_pages_cpu_table_is_the_committed_results():
     # The page kept a63097a's numbers after bench/results-cpu.json was rewritten; every row is read from the file.
-    text = " ".join((DOCS / "performance.md").read_text().split())
+    page = (DOCS / "performance.md").read_text()
+    text = " ".join(page.split())
     cpu = json.loads((ROOT / "bench" / "results-cpu.json").read_text())
     training = cpu["training"]
     assert cpu["commit"][:7] in text
     rows = {
+        "deterministic": "deterministic (plain torch, Adam)",
         "pyro_bnn default (flat:rel=1, fast)": "**pyro_bnn default**",
+        "pyro_bnn fast-single (one shared draw)": "pyro_bnn `--elbo fast-single`",
         "pyro_bnn before #9 (autonormal:rel=1, trace)": "pyro_bnn before this work",
         "bayesian-torch": "bayesian-torch 0.5.0",
+        "posteriors vi.diag": "posteriors 0.1.3",
+        "torch-uncertainty BayesLinear": "torch-uncertainty 0.13.0",
+        "Pyro AutoNormal": "Pyro 1.9.2 AutoNormal",
         "TyXe": "TyXe 0.0.2",
     }
+    lines = page.split("On a GPU (one H100")[0].splitlines()  # the CPU table comes before the GPU one
     for row, words in rows.items():
         ms = " / ".join(f"{training[b][row]['ms_per_step']:.1f}" for b in ("128", "512"))
         ratio = " / ".join(f"{training[b][row]['ratio']:.2f}" for b in ("128", "512"))
-        line = next(line for line in (DOCS / "performance.md").read_text().splitlines() if words in line)
-        assert f"| {ms} |" in line and ratio in line
+        line = next(line for line in lines if words in line)
+        assert f"| {ms} |" in line and ratio in line, row
+    pair = ("pyro_bnn fast, local reparam.", "pyro_bnn fast, flipout")
+    ms = ", ".join(" / ".join(f"{training[b][r]['ms_per_step']:.1f}" for b in ("128", "512")) for r in pair)
+    assert f"| {ms} |" in next(line for line in lines if "`fast-local` / `fast-flipout`" in line)
+
+    def per_step(row: str) -> list[str]:
+        default = "pyro_bnn default (flat:rel=1, fast)"
+        return [f"{training[b][row]['ms_per_step'] / training[b][default]['ms_per_step']:.2f}" for b in ("128", "512")]
+
+    before, competitor = per_step("pyro_bnn before #9 (autonormal:rel=1, trace)"), per_step("bayesian-torch")
+    assert (
+        f"the default is {before[0]}x (batch 128) and {before[1]}x (batch 512) faster than the default before this "
+        f"work, and {competitor[0]}x / {competitor[1]}x faster than bayesian-torch" in text
+    )
     epoch = cpu["epoch"]
     assert f"A full Fashion-MNIST epoch takes {epoch['bnn_steps_s']:.1f} s of training here" in text
     assert f"against {epoch['deterministic_s']:.1f} s for the deterministic network" in text
+    predictive = cpu["predictive"][0]
+    inputs = f"{predictive['inputs']:,}".replace(",", " ")  # the page groups thousands with a space
+    assert (
+        f"On this CPU it costs {predictive['ratio']:.2f}x the S plain forward passes it has to make "
+        f"(S = {predictive['samples']}, N = {inputs}: {predictive['predict_s']:.2f} s against "
+        f"{predictive['floor_s']:.2f} s;" in text
+    )
