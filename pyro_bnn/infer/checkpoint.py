@@ -8,7 +8,7 @@ import re
 import struct
 import zipfile
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -250,13 +250,21 @@ def state_dict_mismatch(err: RuntimeError | KeyError | ValueError) -> str:
     return (told[0] if told else lines[0] if lines else type(err).__name__).rstrip(".")
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any], ignore: Iterable[str] = ()) -> str:
+def config_differences(
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    ignore: Iterable[str] = (),
+    *,
+    same: Callable[[str, Any, Any], bool] | None = None,
+) -> str:
     """One line naming the keys whose values differ (``"activation: 'relu' in the checkpoint, 'tanh' now"``), or
-    an empty string."""
+    an empty string; ``same(key, saved_value, current_value)`` says when two values of a key set the same thing
+    (default: equal), e.g. option strings that differ only in a case their parser ignores."""
     keys = sorted((set(saved) | set(current)) - set(ignore))
+    equal = same if same is not None else (lambda key, a, b: a == b)
     parts = [
         f"{key}: {saved.get(key, '<missing>')!r} in the checkpoint, {current.get(key, '<missing>')!r} now"
         for key in keys
-        if saved.get(key, "<missing>") != current.get(key, "<missing>")
+        if not equal(key, saved.get(key, "<missing>"), current.get(key, "<missing>"))
     ]
     return "; ".join(parts)

@@ -30,6 +30,7 @@ from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig, check_corruption, resolve_device
+from pyro_bnn.runs.config_compare import same_setting
 from pyro_bnn.runs.conformal import (
     ConformalOptions,
     calibration_part_size,
@@ -102,7 +103,9 @@ def read_run(
     # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
     state = load_checkpoint(run / CHECKPOINT)
     trained = runs.normalized_config(json.loads(state["config"]), run / CHECKPOINT)
-    differing = config_differences(trained, json.loads(shown.to_json()), ignore=runs.RESUME_MAY_CHANGE)
+    differing = config_differences(
+        trained, json.loads(shown.to_json()), ignore=runs.RESUME_MAY_CHANGE, same=same_setting
+    )  # "TANH" in one and "tanh" in the other is the same setting: the parsers ignore case
     if differing:
         raise ValueError(
             f"{run / 'config.json'} does not match the config stored in {run / CHECKPOINT} ({differing}); "

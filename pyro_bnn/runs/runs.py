@@ -39,6 +39,7 @@ from pyro_bnn.plots import save_figure
 from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction
 from pyro_bnn.runs.config import RunConfig, resolve_device
+from pyro_bnn.runs.config_compare import changed_keys, same_setting, spelled_as
 from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.runs.run_folder import (
     CHECKPOINT,
@@ -152,11 +153,11 @@ def prepare_run_dir(
     if resume:
         state = load_checkpoint(checkpoint)
         saved = normalized_config(json.loads(state["config"]), checkpoint)
-        differing = config_differences(saved, json.loads(config.to_json()), ignore=RESUME_MAY_CHANGE)
+        current = json.loads(config.to_json())
+        # Option strings equal up to the case their parsers ignore are the same setting ("TANH", "tanh").
+        differing = config_differences(saved, current, ignore=RESUME_MAY_CHANGE, same=same_setting)
         if differing:
-            current = json.loads(config.to_json())
-            keys = sorted((set(saved) | set(current)) - set(RESUME_MAY_CHANGE))
-            changed = [k for k in keys if saved.get(k, "<missing>") != current.get(k, "<missing>")]
+            changed = changed_keys(saved, current, ignore=RESUME_MAY_CHANGE)
             value = saved.get(changed[0])
             # a flag to name only where one setting differs and a flag with a value sets it back
             hint = (
@@ -304,6 +305,8 @@ def prepare_trainer(
     """Writes ``config.json`` into the run folder ``out`` and builds the run's model, loaders, callbacks and trainer
     (nothing trains yet)."""
     check_validation_split(config, data)
+    if resuming:  # keeps the checkpoint's spelling of options given in another case (prepare_run_dir allowed it)
+        config = spelled_as(config, json.loads(load_checkpoint(out / CHECKPOINT)["config"]))
     write_json_atomically(out / "config.json", json.loads(config.to_json()))
     (out / STOPPED).unlink(missing_ok=True)  # an earlier session's divergence: this one trains again
     checkpoint = out / CHECKPOINT

@@ -11,6 +11,7 @@ from pyro_bnn.commands.demo import DEMO_CONFIG, format_table, run_demo
 from pyro_bnn.evaluation import regression_metrics
 from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.runs import RunConfig, evaluate_run, runs, train_run
+from pyro_bnn.runs.evaluate import read_run
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 TINY = RunConfig(
@@ -87,6 +88,33 @@ def test_resume_refuses_a_checkpoint_from_another_config(tmp_path):
     # two settings changed: one flag would not do, so none is named
     with pytest.raises(ValueError, match=r"resume it with the settings in its config.json, or pass --overwrite"):
         train_run(replace(TINY, epochs=1, activation="relu", lr=0.5), tmp_path / "b", resume=True, progress=False)
+
+
+def test_resume_and_evaluate_take_option_strings_in_another_case(tmp_path):
+    # "names ignore case" (pyro-bnn list): a run trained as TANH resumed as tanh was refused as "a different config"
+    upper = replace(TINY, dataset="MOONS", model="TANH-SMALL", activation="TANH", guide="AUTONORMAL:0.05", epochs=1)
+    train_run(upper, tmp_path / "run", progress=False)
+    resumed = train_run(replace(TINY, epochs=2), tmp_path / "run", resume=True, progress=False)
+    assert len(resumed.metrics["history"]) == 2
+    # the run keeps the spelling it was trained with, in config.json and in its checkpoint
+    written = json.loads((tmp_path / "run" / "config.json").read_text())
+    stored = json.loads(load_checkpoint(tmp_path / "run" / "checkpoint.pt")["config"])
+    for config in (written, stored):
+        assert (config["dataset"], config["model"], config["activation"], config["epochs"]) == (
+            "MOONS",
+            "TANH-SMALL",
+            "TANH",
+            2,
+        )
+    # evaluate's check of config.json against the checkpoint: the same up to case is the same run
+    (tmp_path / "run" / "config.json").write_text(
+        json.dumps({**written, "activation": "tanh", "guide": "autonormal:0.05"})
+    )
+    _, config, _ = read_run(tmp_path / "run", num_samples=None, device=None)
+    assert config.activation == "TANH"  # the checkpoint's, which says what was trained
+    (tmp_path / "run" / "config.json").write_text(json.dumps({**written, "activation": "relu"}))
+    with pytest.raises(ValueError, match=r"\(activation: 'TANH' in the checkpoint, 'relu' now\)"):
+        read_run(tmp_path / "run", num_samples=None, device=None)
 
 
 def test_resume_with_more_epochs_extends_a_finished_run(tmp_path):
