@@ -500,6 +500,21 @@ def test_an_existing_run_in_samples_out_names_only_the_flag_sample_has(trained_r
     )
 
 
+@pytest.mark.parametrize("same_config", [True, False])
+def test_resume_and_overwrite_together_are_refused(trained_run, tmp_path, capsys, no_data, same_config):
+    # were taken silently: the same config resumed (--overwrite ignored), another one was told to pass --overwrite
+    config = json.loads((trained_run / "config.json").read_text())
+    args = ["train", "--resume", "--overwrite", "--out", trained_run, "--dataset", "moons", "--model", "tanh-small"]
+    args += ["--activation", "tanh" if same_config else "relu", "--guide", config["guide"], "--epochs", "1"]
+    args += ["--batch-size", "64", "--num-samples", "4", "--num-val-samples", "2", "--device", "cpu", "--quiet"]
+    before = (trained_run / "checkpoint.pt").read_bytes()
+    assert _one_line_error(capsys, args) == (
+        "pyro-bnn train: error: --resume and --overwrite exclude each other: --resume continues the run in --out, "
+        "--overwrite replaces it; pass one"
+    )
+    assert (trained_run / "checkpoint.pt").read_bytes() == before
+
+
 def test_resume_with_another_config_names_the_keys(trained_run, capsys, no_data):
     err = _one_line_error(capsys, [*TRAIN, "--activation", "relu", "--resume", "--out", trained_run])
     assert "activation: 'tanh' in the checkpoint, 'relu' now" in err

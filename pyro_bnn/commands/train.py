@@ -166,6 +166,11 @@ def _run(args: argparse.Namespace) -> int:
     from pyro_bnn.runs.runs import check_validation_split, load_data, prepare_run_dir, train_run
 
     with user_errors():
+        if args.resume and args.overwrite:  # one continues the run in --out, the other replaces it
+            raise ValueError(
+                "--resume and --overwrite exclude each other: --resume continues the run in --out, --overwrite "
+                "replaces it; pass one"
+            )
         config = config_from(args).validate()
         resuming = prepare_run_dir(config, args.out, resume=args.resume, overwrite=args.overwrite)
         # An overwrite of a run trains in a staging folder that an interruption removes (what _kept reports).

@@ -139,10 +139,15 @@ def prepare_run_dir(
     Raises:
         ValueError: ``out_dir`` is empty or cannot be created or written, its checkpoint is not a safe pyro_bnn
             checkpoint, or ``resume`` is set but the checkpoint was written by a different config (naming the keys
-            that differ) or has trained more epochs than ``config.epochs``.
+            that differ) or has trained more epochs than ``config.epochs``, or ``resume`` and ``overwrite`` are
+            both set.
         FileExistsError: ``out_dir`` holds another run's checkpoint and neither ``resume`` nor ``overwrite`` is
             set, holds a grid of runs (an ensemble's, a reproduction's), or another run is using it right now.
     """
+    if resume and overwrite:  # resuming keeps the run, overwriting replaces it: one would be ignored
+        raise ValueError(
+            "resume=True and overwrite=True exclude each other: resume continues the run, overwrite replaces it"
+        )
     check_writable(out_dir)  # the string as given: Path("") would be the current folder
     out = Path(out_dir)
     check_not_busy(out)

@@ -117,6 +117,12 @@ def test_resume_and_evaluate_take_option_strings_in_another_case(tmp_path):
         read_run(tmp_path / "run", num_samples=None, device=None)
 
 
+def test_resume_and_overwrite_exclude_each_other(tmp_path, no_data_loading):
+    with pytest.raises(ValueError, match=r"^resume=True and overwrite=True exclude each other: resume continues"):
+        train_run(TINY, tmp_path / "run", resume=True, overwrite=True, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_resume_with_more_epochs_extends_a_finished_run(tmp_path):
     strip = lambda h: [{k: v for k, v in r.items() if k != "time_s"} for r in h]  # noqa: E731
     straight = train_run(replace(TINY, epochs=2), tmp_path / "a", progress=False).metrics["history"]
