@@ -180,6 +180,14 @@ TRAIN_CASES = [
     (["--val-size=-1"], "pyro-bnn train: error: --val-size must be a count >= 0 or a fraction in [0, 1), got -1"),
     (["--val-size=-0.5"], "pyro-bnn train: error: val_size as a fraction must lie in [0, 1), got -0.5"),
     (["--val-size", "1.5"], "pyro-bnn train: error: val_size as a fraction must lie in [0, 1), got 1.5"),
+    # torch.manual_seed overflowed after the data had loaded (a traceback); pyro.set_rng_seed stops at 2**32 - 1
+    (
+        ["--seed", "99999999999999999999"],
+        "pyro-bnn train: error: --seed must be an int in [0, 2**32 - 1 = 4294967295] (the seeds Pyro takes), got "
+        "99999999999999999999",
+    ),
+    (["--seed", "4294967296"], "--seed must be an int in [0, 2**32 - 1 = 4294967295] (the seeds Pyro takes), got"),
+    (["--data-seed", "4294967296"], "--data-seed must be an int in [0, 2**32 - 1 = 4294967295] (the seeds Pyro"),
 ]
 
 

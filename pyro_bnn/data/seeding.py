@@ -21,6 +21,13 @@ STREAM_SYNTHETIC = 4
 STREAM_TEST_SUBSET = 5
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed every seeding path takes: ``pyro.set_rng_seed`` (which a run calls with its seed) also seeds
+NumPy's legacy global generator, which refuses seeds above ``2**32 - 1`` ("Seed must be between 0 and 2**32 - 1");
+``torch.manual_seed`` stops at ``2**64 - 1`` and ``SeedSequence`` has no bound. Checked up front, so that a larger
+seed is one line rather than a traceback after the data has loaded."""
+
+
 def check_seed(seed: int, *, name: str = "seed") -> int:
     """Validates a user seed.
 
@@ -32,11 +39,15 @@ def check_seed(seed: int, *, name: str = "seed") -> int:
         ``seed`` as a Python ``int``.
 
     Raises:
-        ValueError: If ``seed`` is not a non-negative integer (``SeedSequence`` takes only those).
+        ValueError: If ``seed`` is not an integer in ``[0, MAX_SEED]`` (``SeedSequence`` takes no negative one,
+            ``pyro.set_rng_seed`` none above :data:`MAX_SEED`).
     """
-    if type(seed) is int and seed >= 0:  # the common case, without the slower ABC check below
+    if type(seed) is int and 0 <= seed <= MAX_SEED:  # the common case, without the slower ABC check below
         return seed
-    return non_negative_int(seed, name)
+    value = non_negative_int(seed, name)
+    if value > MAX_SEED:
+        raise ValueError(f"{name} must be an int in [0, 2**32 - 1 = {MAX_SEED}] (the seeds Pyro takes), got {value}")
+    return value
 
 
 def derived_seed(seed: int, *stream: int, bits: int = 64) -> int:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from pyro_bnn.checks import positive_int
+from pyro_bnn.data.seeding import MAX_SEED
 from pyro_bnn.guides.spec import GuideKind, parse_guide
 from pyro_bnn.reproduce.executors import Executor, make_executor
 from pyro_bnn.reproduce.grid import GRID, run_grid
@@ -43,9 +44,15 @@ def ensemble_specs(
         label: Prefix of the run folders' names.
 
     Raises:
-        ValueError: ``members`` is not an int >= 1, a guide that is not a point network, or an invalid config.
+        ValueError: ``members`` is not an int >= 1, a member seed ``seed + i`` above 2**32 - 1, a guide that is not
+            a point network, or an invalid config.
     """
     positive_int(members, "members")
+    if config.seed + members - 1 > MAX_SEED:  # member i trains under seed + i, which Pyro must take too
+        raise ValueError(
+            f"seed={config.seed} with members={members} gives member seeds up to {config.seed + members - 1}, above "
+            f"{MAX_SEED} (2**32 - 1, the largest seed Pyro takes); pass a seed in [0, {MAX_SEED - members + 1}]"
+        )
     guide = "map" if config.guide is None else config.guide
     kind = parse_guide(guide).kind
     if kind not in (GuideKind.MLE, GuideKind.MAP):

@@ -31,8 +31,9 @@ from typing import Any
 import torch
 
 from pyro_bnn._io import write_json_atomically
-from pyro_bnn.checks import Settings, non_negative_int, positive_int
+from pyro_bnn.checks import Settings, positive_int
 from pyro_bnn.data import DatasetName, Task
+from pyro_bnn.data.seeding import MAX_SEED, check_seed
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.guides.mixture import samples_for_components
 from pyro_bnn.plots import save_figure
@@ -83,7 +84,17 @@ class DiagnoseOptions(Settings):
             if value is None and name in ("slices", "num_samples"):
                 continue
             positive_int(value, name)  # the field's name, which the CLI spells as its flag (Verb.spell_flags)
-        non_negative_int(self.seed, "seed")
+        check_seed(self.seed)  # torch.manual_seed and pyro.set_rng_seed take it (at most 2**32 - 1)
+        if self.nuts:
+            from pyro_bnn.diagnostics.nuts import CHAIN_SEED_STRIDE  # here: NUTS's imports are slow, rarely needed
+
+            # chain c runs under seed * CHAIN_SEED_STRIDE + c, which pyro.set_rng_seed must take too
+            top = (MAX_SEED - self.nuts_chains + 1) // CHAIN_SEED_STRIDE
+            if self.seed > top:
+                raise ValueError(
+                    f"seed={self.seed} is too large for {self.nuts_chains} NUTS chains, which run under seed * "
+                    f"{CHAIN_SEED_STRIDE} + chain (at most {MAX_SEED}); pass a seed in [0, {top}]"
+                )
         if not (self.slices or self.pruning or self.shape or self.nuts):
             raise ValueError("nothing to diagnose: pass --slices N, --pruning, --shape and/or --nuts")
         return self

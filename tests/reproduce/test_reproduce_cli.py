@@ -297,6 +297,21 @@ def test_ensemble_help_gives_its_own_guide_and_warns_that_num_samples_is_unused(
     assert [spec.run_id for spec in ensemble_specs(replace(config, num_samples=7), 2)] == ids
 
 
+def test_an_ensemble_whose_member_seeds_pass_2_to_the_32_is_refused(tmp_path, capsys):
+    # member i trains under seed + i: the last one's pyro.set_rng_seed(2**32) failed after the others had trained
+    from pyro_bnn.reproduce.ensembles import ensemble_specs
+    from pyro_bnn.runs import RunConfig
+
+    assert len(ensemble_specs(RunConfig(dataset="moons", model="mlp:8", seed=2**32 - 2), 2)) == 3  # seeds .. 2**32-1
+    argv = ["ensemble", "--dataset", "moons", "--members", "2", "--seed", "4294967295", "--out", tmp_path / "e"]
+    assert main([str(a) for a in argv]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "pyro-bnn ensemble: error: --seed=4294967295 with members=2 gives member seeds up to 4294967296, above "
+        "4294967295 (2**32 - 1, the largest seed Pyro takes); pass a seed in [0, 4294967294]"
+    )
+    assert not (tmp_path / "e").exists()
+
+
 def test_an_ensemble_is_refused_in_the_folder_of_a_grid_that_is_none(tmp_path):
     import json
 

@@ -118,6 +118,18 @@ def _no_data(monkeypatch):
         (["--shape", "--slice-images", "0"], "error: --slice-images must be an int >= 1, got 0"),
         # the seed was checked by the pruning part, after the slices had run and been written to diagnostics.json
         (["--slices", "2", "--shape", "--pruning", "--seed", "-1"], "error: --seed must be an int >= 0, got -1"),
+        # above 2**32 - 1 torch.manual_seed or pyro.set_rng_seed raised after the data had loaded
+        (
+            ["--shape", "--seed", "99999999999999999999"],
+            "pyro-bnn diagnose: error: --seed must be an int in [0, 2**32 - 1 = 4294967295] (the seeds Pyro takes), "
+            "got 99999999999999999999",
+        ),
+        # NUTS chain c runs under seed * 1000 + c: 4294968 * 1000 is above 2**32 - 1 = 4294967295
+        (
+            ["--nuts", "--nuts-chains", "2", "--seed", "4294968"],
+            "pyro-bnn diagnose: error: --seed=4294968 is too large for 2 NUTS chains, which run under seed * 1000 + "
+            "chain (at most 4294967295); pass a seed in [0, 4294967]",
+        ),
     ],
 )
 def test_diagnose_bad_options_fail_in_one_line_before_data(tiny_run, capsys, monkeypatch, extra, message):
