@@ -24,7 +24,7 @@ from pyro_bnn.commands.evaluate import EVALUATE
 from pyro_bnn.commands.listing import LIST
 from pyro_bnn.commands.posteriors import LAPLACE, SAMPLE
 from pyro_bnn.commands.train import TRAIN
-from pyro_bnn.commands.verb import Verb
+from pyro_bnn.commands.verb import ArgumentParser, Verb
 from pyro_bnn.errors import GridBusyError, UserError
 from pyro_bnn.infer import NonFiniteLossError
 from pyro_bnn.infer.checkpoint import CheckpointMismatchError
@@ -57,7 +57,8 @@ def _load_plugins(quiet: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``pyro-bnn`` argument parser with every verb of :data:`VERBS`; the docs' CLI page is generated from it.
     It offers the names registered when it is built: :func:`main` loads the plugins first."""
-    parser = argparse.ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
+    # One-line errors; add_subparsers gives every verb's parser this class too.
+    parser = ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
     parser.add_argument("--version", action="version", version=f"pyro-bnn {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for verb in VERBS.values():

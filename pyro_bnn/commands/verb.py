@@ -10,12 +10,22 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from pyro_bnn.checks import dataclass_from_args
 from pyro_bnn.errors import UserError
 
 T = TypeVar("T")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors (a value of the wrong type, a choice it does not offer, a missing argument) are
+    one line on stderr, ``PROG: error: MESSAGE``, exit status 2: without the usage block argparse prints first, as
+    every other bad input of ``pyro-bnn`` is one line (``--help`` still shows the usage). The parser of every verb,
+    :func:`pyro_bnn.cli.build_parser`'s and, through ``add_subparsers``, its verbs'."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +55,7 @@ class Verb:
 
     def parser(self) -> argparse.ArgumentParser:
         """A parser of this verb's arguments alone (``prog`` ``pyro-bnn NAME``)."""
-        parser = argparse.ArgumentParser(prog=f"pyro-bnn {self.name}")
+        parser = ArgumentParser(prog=f"pyro-bnn {self.name}")
         self.add_arguments(parser)
         return parser
 
