@@ -178,8 +178,11 @@ TRAIN_CASES = [
     (["--dataset", "circles", "--data-samples", "3"], "sizes 2 / 0 / 1, leaving the validation part empty"),
     # a negative whole number is a count, refused as the API refuses one (it read "as a fraction ..., got -1.0")
     (["--val-size=-1"], "pyro-bnn train: error: --val-size must be a count >= 0 or a fraction in [0, 1), got -1"),
-    (["--val-size=-0.5"], "pyro-bnn train: error: val_size as a fraction must lie in [0, 1), got -0.5"),
-    (["--val-size", "1.5"], "pyro-bnn train: error: val_size as a fraction must lie in [0, 1), got 1.5"),
+    # named the config field val_size, not the flag
+    (["--val-size=-0.5"], "pyro-bnn train: error: --val-size as a fraction must lie in [0, 1), got -0.5"),
+    (["--val-size", "1.5"], "pyro-bnn train: error: --val-size as a fraction must lie in [0, 1), got 1.5"),
+    (["--val-size", "nan"], "pyro-bnn train: error: --val-size as a fraction must lie in [0, 1), got nan"),
+    (["--val-size", "inf"], "pyro-bnn train: error: --val-size as a fraction must lie in [0, 1), got inf"),
     # torch.manual_seed overflowed after the data had loaded (a traceback); pyro.set_rng_seed stops at 2**32 - 1
     (
         ["--seed", "99999999999999999999"],

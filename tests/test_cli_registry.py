@@ -61,6 +61,14 @@ def test_an_error_about_an_option_field_names_the_flag_the_user_typed(capsys):
     assert sample.spell_flags("num_draws must be an int >= 1, got 0") == "--draws must be an int >= 1, got 0"
     assert sample.spell_flags("burn_in must be an int >= 0, got -1") == "--burn-in must be an int >= 0, got -1"
     assert sample.spell_flags("nothing_here must be x") == "nothing_here must be x"  # no such flag: as it was
+    # the field, then plain words before "must": still its subject (it read "val_size as a fraction must ...")
+    assert sample.spell_flags("val_size as a fraction must lie in [0, 1), got 1.5") == (
+        "--val-size as a fraction must lie in [0, 1), got 1.5"
+    )
+    assert sample.spell_flags("nothing_here as such must be x") == "nothing_here as such must be x"
+    # a quote or a comma before "must": the name is prose, left alone
+    assert sample.spell_flags("model 'lenet' must take images") == "model 'lenet' must take images"
+    assert sample.spell_flags("seed, if given, must be x") == "seed, if given, must be x"
     assert sample.spell_flags("num_draws=5 must be a multiple of num_cycles=2") == (
         "--draws=5 must be a multiple of num_cycles=2"  # names further in are left: there they are often prose
     )

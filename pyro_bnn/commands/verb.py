@@ -60,10 +60,10 @@ class Verb:
         return parser
 
     def spell_flags(self, message: str) -> str:
-        """``message`` with the option field it starts with (``"num_draws must be ..."``, from the options' own
-        checks) replaced by the flag that sets it (``"--draws must be ..."``), where this verb has that flag. Names
-        further in stay as they are: there they are often prose (``"the validation part val_size=0.0 of the
-        rest"``)."""
+        """``message`` with the option field it starts with (``"num_draws must be ..."``, ``"val_size as a fraction
+        must ..."``, from the options' own checks) replaced by the flag that sets it (``"--draws must be ..."``),
+        where this verb has that flag. Names further in stay as they are: there they are often prose (``"the
+        validation part val_size=0.0 of the rest"``)."""
         usage = self.parser().format_usage()
 
         def flag_of(match: re.Match) -> str:
@@ -72,7 +72,9 @@ class Verb:
             known = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", usage) is not None
             return flag if known else field
 
-        return re.sub(r"^([a-z][a-z0-9_]*)(?= must | = |=)", flag_of, message)
+        # The field is the subject: directly before "must" / "=", or before plain words and then "must" ("val_size
+        # as a fraction must lie in [0, 1)"); a quote or a comma first means it is prose ("model 'lenet' cannot").
+        return re.sub(r"^([a-z][a-z0-9_]*)(?= must | = |=| [a-z0-9 ]*? must )", flag_of, message)
 
     def interrupted(self, args: argparse.Namespace) -> str:
         """The line printed when the verb is interrupted (without the ``pyro-bnn NAME:`` prefix)."""
