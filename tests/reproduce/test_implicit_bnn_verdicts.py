@@ -532,3 +532,21 @@ def test_every_lenet_row_shows_how_its_runs_trained(tmp_path):
     assert table.splitlines()[0].endswith("| training |")
     row = next(line for line in table.splitlines() if line.startswith("| x1 | node noise (K = 4) |"))
     assert row.endswith("| converged 0/3, epochs 10, accuracy 0.879 |")
+
+
+def test_cells_without_runs_are_counted_apart_from_the_comparable_ones(tmp_path):
+    """A grid with only the x1 runs of node noise and the deterministic network (ECE 0.020 against 0.030 + 0.001 per
+    seed, separated): x1 holds, x2 has no runs. The headline once read '2 of 2 cells comparable' (a missing cell is
+    inconclusive, and was counted as comparable); it says 1, with 1 missing, and the verdict stays inconclusive."""
+    runs = [_two_widths(0.010, 0.001)[i] for i in (0, 1, 2, 3, 4, 5)]  # the x1 runs
+    assert {r.config.model for r in runs} == {"lenet:1"}
+    ece = _headline(rival_verdicts(runs, _profile())[1], ECE_VS_DETERMINISTIC)
+    assert ece.reason.startswith("1 of 2 cells comparable, 1 with runs missing. Node noise vs ")
+    assert "x1: holds" in ece.reason and "x2: inconclusive at this scale (runs missing)" in ece.reason
+    assert ece.verdict is Verdict.INCONCLUSIVE
+    entropy = _corruptions([], _profile(widths=(1,)), tmp_path)[1]
+    assert entropy.reason.startswith("0 of 2 cells comparable, 2 with runs missing (node noise at x1: no runs yet);")
+    assert entropy.verdict is Verdict.INCONCLUSIVE
+    degradation = rival_verdicts(_width_sweep({2: 15.0}, {2: 11.0}), _profile("paper", widths=(2, 4), cifar=()))[1][0]
+    assert degradation.reason.startswith("0 of 1 cells comparable, 1 with runs missing; x2 -> x4: ")
+    assert degradation.verdict is Verdict.INCONCLUSIVE

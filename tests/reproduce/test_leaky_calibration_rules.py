@@ -3,14 +3,20 @@ slope 0, near slopes included) and the departure from the authors' ECE binning t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from pyro_bnn.evaluation import calibration
 from pyro_bnn.reproduce import Verdict
 from pyro_bnn.reproduce.measures import _sampled_label_ece, authors_ece
-from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve
+from pyro_bnn.reproduce.papers.leaky_calibration.analysis import _sweep_curve, _table_1
 from pyro_bnn.reproduce.papers.leaky_calibration.departures import ECE_BINNING
+from pyro_bnn.reproduce.papers.leaky_calibration.figures import _sweep
+from pyro_bnn.reproduce.papers.leaky_calibration.plan import LEAKY, PROFILES, slope_activation
+from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
+from pyro_bnn.runs.config import RunConfig
 
 FAR = (-1.0, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4, -0.3, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """The paper profile's slopes farther than NEAR_ZERO from 0 (its sweep: -1 to 1 in steps of 0.1)."""
@@ -109,3 +115,57 @@ def test_the_sampled_label_measure_records_the_authors_binning_only_when_asked()
     assert 0 <= both["ece_sampled_10_authors"] <= 1
     with pytest.raises(ValueError, match="second argument is 'authors' or nothing, got 'theirs'"):
         _sampled_label_ece(result, None, Config, {}, "10", "theirs")
+
+
+def _converged(activation: str, seed: int, accuracy: float, ece: float, dataset: str = "mnist") -> RunRecord:
+    """A done 3FC run (authors' objective) that patience stopped at epoch 8 of 30: converged."""
+    config = RunConfig(dataset=dataset, model="3fc", activation=activation, seed=seed, epochs=30, patience=3)
+    spec = RunSpec(config, label="x", tags=(("objective", "paper"), ("part", "bnn")))
+    return RunRecord(spec, Status.DONE, {"ece_sampled_10": ece, "accuracy": accuracy, "epochs_run": 8})
+
+
+def test_a_cell_without_runs_is_tallied_apart_and_an_unfinished_table_1_never_reads_holds(tmp_path):
+    """The quick profile's Table 1 (MNIST and Fashion-MNIST 3FC) with only the MNIST cell run: Leaky's ECE 0.011 ±
+    0.001 against ReLU's 0.041 ± 0.001 (separated), accuracies 0.970 and 0.975 (the paper's 0.97 / 0.98): *holds*.
+    The Fashion-MNIST cell's table row reads *runs missing*, so its tally says so rather than 'inconclusive' (once
+    1 of 4 cells read 3 inconclusive in results/leaky-calibration-gpu-authors); the verdict stays inconclusive."""
+    runs = [_converged(LEAKY, s, 0.970, 0.010 + 0.001 * s) for s in range(3)]
+    runs += [_converged("relu", s, 0.975, 0.040 + 0.001 * s) for s in range(3)]
+    section, (authors, *others) = _table_1(runs, PROFILES["quick"], tmp_path)
+    assert authors.reason.startswith(
+        "1 of 2 cells comparable with the paper's. Cells: 1 holds, 0 does not hold, 0 inconclusive at this scale, "
+        "0 no effect, 0 not comparable at this scale, 1 with runs missing. 3fc on mnist: holds ("
+    )
+    assert authors.verdict is Verdict.INCONCLUSIVE  # the missing cell still counts against 'holds'
+    rows = section.tables[0].splitlines()[4:]
+    assert [row.split(" | ")[-1] for row in rows] == ["holds |", "runs missing |"]
+    for other in others:  # an objective with no runs at all: every cell missing, none inconclusive
+        assert ", 0 inconclusive at this scale, 0 no effect, 0 not comparable at this scale, 2 with runs missing." in (
+            other.reason
+        )
+        assert other.verdict is Verdict.INCONCLUSIVE
+    # finished: the tally has no missing part
+    runs += [_converged(a, s, acc, 0.02, "fashion-mnist") for a, acc in ((LEAKY, 0.83), ("relu", 0.82)) for s in (0, 1)]
+    _, (authors, *_) = _table_1(runs, PROFILES["quick"], tmp_path)
+    assert "with runs missing" not in authors.reason and authors.reason.startswith("2 of 2 cells comparable")
+
+
+def test_a_sweep_curve_without_its_runs_is_tallied_apart(tmp_path):
+    """The quick profile's sweep (slopes -0.5, 0, 0.5) on MNIST and Fashion-MNIST, 2 seeds, only MNIST's curve run:
+    ECE 0.080 / 0.082 at slope 0 against 0.020 / 0.021 elsewhere holds; Fashion-MNIST's curve has 0 of 3 slopes."""
+    settings = {**PROFILES["quick"].settings, "sweep_datasets": ("mnist", "fashion-mnist"), "sweep_seeds": 2}
+    profile = dataclasses.replace(PROFILES["quick"], settings=settings)
+    runs = [
+        _converged(
+            slope_activation(slope), s, 0.975 if slope == 0 else 0.970, (0.080 if slope == 0 else 0.020) + s / 500
+        )
+        for slope in (-0.5, 0.0, 0.5)
+        for s in (0, 1)
+    ]
+    _, headline = _sweep(runs, profile, tmp_path)
+    assert headline.reason.startswith(
+        "Curves: 1 holds, 0 does not hold, 0 inconclusive at this scale, 0 no effect, 0 not comparable at this "
+        "scale, 1 with runs missing. 3fc on mnist: holds ("
+    )
+    assert headline.reason.endswith("3fc on fashion-mnist: runs missing (0 of 3 slopes have runs)")
+    assert headline.verdict is Verdict.INCONCLUSIVE

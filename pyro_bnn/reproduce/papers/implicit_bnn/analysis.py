@@ -16,8 +16,9 @@ the t quantile at the Welch-Satterthwaite degrees of freedom times its standard 
   missing is *inconclusive*, so an unfinished grid never reads *holds*. Every headline counts its comparable cells
   (:func:`~pyro_bnn.reproduce.report.overall_verdict`: *holds* when every comparable cell holds, *does not hold* when
   at least half do not, *no effect* when every one shows none, *not comparable* when none is comparable) and says
-  how many there were; a claim *at every LeNet width* reads *does not hold* as soon as one comparable cell separates
-  the gap against it, naming the cell (:func:`~.verdicts.every_cell_verdict`; a cell that is not comparable never
+  how many there were (a cell whose runs are missing is not among them, and is counted apart: *with runs
+  missing*); a claim *at every LeNet width* reads *does not hold* as soon as one comparable cell separates the gap
+  against it, naming the cell (:func:`~.verdicts.every_cell_verdict`; a cell that is not comparable never
   counts against a claim). Every table shows each cell's training state
   (:attr:`~pyro_bnn.reproduce.comparability.CellCheck.summary`).
 - **Node noise against a rival, in one metric** (:func:`contrast`; lower is better: test error in %, NLL, ECE with

@@ -26,6 +26,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
     _seconds_per_epoch,
     _shift_values,
 )
+from pyro_bnn.reproduce.papers.implicit_bnn.verdicts import _missing_text
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.report import (
     CONFORMAL_COLUMNS,
@@ -104,7 +105,7 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
         name = f"corruptions-x{width}.png"
         save_figure(_corruption_figure(curves, width), out / name)
         figures.append(name)
-    verdicts, reasons = [], []
+    verdicts, reasons, missing = [], [], 0
     width = profile["widths"][0]
     check = COMPARABLE.check(_method_records(records, "node-noise", width=width), PUBLISHED_LENET_ACCURACY)
     for corruption in CORRUPTIONS:
@@ -116,6 +117,8 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
             verdict, shows = Verdict.HOLDS, "rises, separated"
         elif rises.separated:
             verdict, shows = Verdict.DOES_NOT_HOLD, "falls, separated"
+        elif not seeds:  # inconclusive, so an unfinished grid never reads holds, but neither judged nor comparable
+            verdict, shows, missing = Verdict.INCONCLUSIVE, "runs missing", missing + 1
         else:
             verdict, shows = (
                 Verdict.INCONCLUSIVE,
@@ -151,7 +154,8 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
         "paper: Fig. 8, WRN-28x10 on corrupted CIFAR-10/100; here: LeNet "
         f"x{profile['widths'][0]} on the first {images} Fashion-MNIST test images).",
         overall_verdict(verdicts),
-        f"{sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)} of {len(verdicts)} cells comparable"
+        f"{sum(v is not Verdict.NOT_COMPARABLE for v in verdicts) - missing} of {len(verdicts)} cells comparable"
+        + _missing_text(missing)
         + ("" if check.comparable else f" (node noise at x{width}: {check.reason})")
         + f"; node noise at LeNet x{width}, clean -> strongest corruption: "
         + "; ".join(reasons)

@@ -175,6 +175,12 @@ def rival_contrasts(records: list[RunRecord], profile: Profile, claim: RivalClai
     return cells
 
 
+def _missing_text(missing: int) -> str:
+    """``, 2 with runs missing`` after a headline's count of comparable cells (empty for none): such a cell is
+    *inconclusive*, so an unfinished grid never reads *holds*, but it is neither judged nor comparable."""
+    return f", {missing} with runs missing" if missing else ""
+
+
 def _numbers(cell: Contrast, metric: str) -> str:
     digits = METRIC_DIGITS[metric]
     unit = " %" if metric == "error" else ""
@@ -210,7 +216,8 @@ def rival_headline(
         overall, against = every_cell_verdict(cells)
     else:
         overall, against = overall_verdict(verdicts), []
-    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
+    missing = sum(not (c.node and c.rival) for c in cells)  # inconclusive, so never holds, but not judged either
+    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts) - missing
     parts = []
     for cell in cells:
         if cell.verdict is Verdict.NOT_COMPARABLE:
@@ -230,7 +237,8 @@ def rival_headline(
             f", and there, in a comparable cell, the seeds separate node noise's higher {METRIC_NAMES[claim.metric]}"
         )
     reason = (
-        f"{comparable} of {len(cells)} cells comparable{fails}. Node noise vs {METHOD_NAMES[claim.rival]}: "
+        f"{comparable} of {len(cells)} cells comparable{_missing_text(missing)}{fails}. "
+        + f"Node noise vs {METHOD_NAMES[claim.rival]}: "
         + "; ".join(parts)
         + "."
     )
@@ -253,7 +261,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         return [_metric(r.metrics, "error") for r in runs], COMPARABLE.check(runs, PUBLISHED_LENET_ACCURACY)
 
     within = NO_EFFECT_WITHIN["error"]
-    verdicts, parts, rows, intervals = [], [], [], []
+    verdicts, parts, rows, intervals, missing = [], [], [], [], 0
     for width in (w for w in profile["widths"] if w > knee):
         (vi_k, vi_k_check), (vi_w, vi_w_check) = errors("vi", knee), errors("vi", width)
         (nn_k, nn_k_check), (nn_w, nn_w_check) = errors("node-noise", knee), errors("node-noise", width)
@@ -273,7 +281,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         else:
             verdict, shows = Verdict.INCONCLUSIVE, "the seeds' spread covers VI's change"
         if not all((vi_k, vi_w, nn_k, nn_w)):
-            verdict, shows = Verdict.INCONCLUSIVE, "runs missing"
+            verdict, shows, missing = Verdict.INCONCLUSIVE, "runs missing", missing + 1
         elif failing:
             verdict = Verdict.NOT_COMPARABLE
         if verdict is Verdict.NO_EFFECT:
@@ -296,9 +304,9 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
              verdict.value if verdict is not Verdict.NO_EFFECT else no_effect_text(intervals[-1])]
         )  # fmt: skip
     overall = overall_verdict(verdicts)
-    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts)
+    comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts) - missing
     interval = overall_width(overall, intervals)
-    reason = f"{comparable} of {len(verdicts)} cells comparable; " + "; ".join(parts) + "."
+    reason = f"{comparable} of {len(verdicts)} cells comparable{_missing_text(missing)}; " + "; ".join(parts) + "."
     return Headline(claim, overall, reason, interval), rows
 
 

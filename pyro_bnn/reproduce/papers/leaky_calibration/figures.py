@@ -36,7 +36,7 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
         and r.config.seed < profile["sweep_seeds"]
     ]
     curves = _cells(sweep, lambda r: (r.config.model, r.config.dataset))
-    rows, csv_rows, verdicts, reasons = [], [], [], []
+    rows, csv_rows, verdicts, reasons, missing = [], [], [], [], 0
     figure = Figure(figsize=(10, 4))
     axes = figure.subplots(1, 2)
     for model in profile["sweep_models"]:
@@ -65,12 +65,16 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
                 ]
             verdict, why = _sweep_curve(ece)
             unlike = _sweep_unlike_the_paper(curves.get((model, dataset), []), runs, model, dataset)
+            status = verdict.value
             if len(slopes) < len(profile["slopes"]):
+                # inconclusive for the overall verdict (an unfinished grid never reads holds), counted apart
                 verdict, why = Verdict.INCONCLUSIVE, f"{len(slopes)} of {len(profile['slopes'])} slopes have runs"
+                status, missing = "runs missing", missing + 1
             elif unlike:
                 verdict, why = Verdict.NOT_COMPARABLE, f"{unlike}; {why}"
+                status = verdict.value
             verdicts.append(verdict)
-            reasons.append(f"{model} on {dataset}: {verdict.value} ({why})")
+            reasons.append(f"{model} on {dataset}: {status} ({why})")
     for ax, label in zip(axes, ("ECE (10 bins, sampled labels)", "test accuracy"), strict=True):
         ax.set_xlabel("Leaky ReLU negative slope (0: ReLU)")
         ax.set_ylabel(label)
@@ -84,7 +88,7 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
     headline = Headline(
         "ECE is highest at slope 0 (ReLU)",
         overall_verdict(verdicts),
-        f"Curves: {_count(verdicts)}. " + "; ".join(reasons),
+        f"Curves: {_count(verdicts, missing)}. " + "; ".join(reasons),
     )
     text = f"Authors' objective, slopes {profile['slopes']}, seeds 0 to {profile['sweep_seeds'] - 1} at every slope."
     title = "ECE against the Leaky ReLU slope (the paper's Fig. 2)"

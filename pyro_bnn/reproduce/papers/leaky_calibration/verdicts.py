@@ -62,8 +62,15 @@ def judged_ece(runs: list[RunRecord]) -> str:
     return ECE_SAMPLED
 
 
-def _count(verdicts: list[Verdict]) -> str:
-    return ", ".join(f"{sum(v is kind for v in verdicts)} {kind.value}" for kind in Verdict)
+def _count(verdicts: list[Verdict], missing: int = 0) -> str:
+    """The tally of ``verdicts`` by kind (``0 holds, 1 does not hold, ...``), ``missing`` of its *inconclusive* ones
+    counted apart (``, 2 with runs missing``): a cell without runs is *inconclusive* only so that
+    :func:`~pyro_bnn.reproduce.report.overall_verdict` never reads an unfinished grid as *holds*; the tally says
+    what the table shows, where such a cell reads *runs missing*."""
+    counts = {kind: sum(v is kind for v in verdicts) for kind in Verdict}
+    counts[Verdict.INCONCLUSIVE] -= missing
+    text = ", ".join(f"{count} {kind.value}" for kind, count in counts.items())
+    return text + (f", {missing} with runs missing" if missing else "")
 
 
 def table_1_cell(
