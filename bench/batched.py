@@ -11,8 +11,9 @@ the ratio is batched over separate throughput at the same R. Workloads:
 - ``lenet``: LeNet (42 k weights) on Fashion-MNIST, batch 128, 20 steps.
 
 Each R is timed in 3 rounds after a warm-up round; a round trains 2 runs alone, then R runs as one batch, so that a
-drift of the machine's speed hits both; the medians are kept. Writes ``bench/BATCHED.md`` and
-``bench/batched-<device>.json``.
+drift of the machine's speed hits both; the medians are kept. Writes ``bench/batched-<device>.json`` and
+``bench/BATCHED.md`` (from both devices' saved files, each section titled with its own file's machine);
+``--render-only`` rewrites ``BATCHED.md`` from the saved files without measuring.
 """
 
 from __future__ import annotations
@@ -215,14 +216,19 @@ def measure(
     return rows
 
 
-def render(device: torch.device, rows: list[dict]) -> str:
+def render(saved: dict) -> str:
+    """One device's section of ``BATCHED.md`` from its saved result (``batched-<device>.json``: ``device``,
+    ``machine``, ``commit``, ``rows``). The title names the machine the file records, not the one rendering it: the
+    page is rebuilt from both devices' files wherever either one is measured."""
+    device = saved["device"]
     lines = [
-        f"### {bench_run.DEVICE_TITLES.get(device.type, device.type)}: {bench_run.machine()}",
+        f"### {bench_run.DEVICE_TITLES.get(device, device)}: {saved['machine']}",
         "",
         "| workload | R | separate: s per run | batched: s for R runs | runs / hour, separate | runs / hour, batched "
         "| ratio | goal |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    rows = saved["rows"]
     for row in rows:
         goal = row["goal"]
         verdict = "" if goal is None else f"{goal:g}x: {'met' if row['ratio'] >= goal else 'not met'}"
@@ -232,7 +238,34 @@ def render(device: torch.device, rows: list[dict]) -> str:
             f"| {verdict} |"
         )
     lines += ["", "Workloads: " + "; ".join(sorted({f"`{r['workload']}`: {r['what']}" for r in rows})) + "."]
-    return "\n".join(lines)
+    return "\n".join(lines) + f"\n\nCommit {saved['commit']}."
+
+
+def write_page(folder: Path = HERE, stamp: str | None = None) -> Path:
+    """Writes ``folder/BATCHED.md`` from the saved ``folder/batched-cpu.json`` and ``batched-cuda.json`` (a section
+    saying how to add a device whose file is missing), measuring nothing; ``stamp``: the time it names (default
+    now). Returns the page's path."""
+    stamp = stamp or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sections = []
+    for kind in ("cpu", "cuda"):
+        path = folder / f"batched-{kind}.json"
+        if path.exists():
+            sections.append(render(json.loads(path.read_text())))
+        else:
+            sections.append(
+                f"### {bench_run.DEVICE_TITLES[kind]}: not measured yet (no such device where this ran); "
+                f"`python bench/batched.py --device {kind}` adds it."
+            )
+    page = folder / "BATCHED.md"
+    page.write_text(
+        "# Batched runs against separate runs\n\n"
+        f"Written by `python bench/batched.py` (last: {stamp}). A run: a fresh Trainer (seed, default flat guide, "
+        "Adam, fused ELBO, no validation) fitted for a fixed number of steps (medians over rounds); separate runs go "
+        "one after another "
+        "through `Trainer.fit`, batched ones through `pyro_bnn.batched.fit_batched`. The ratio is batched over "
+        "separate throughput; the goals are the issue's.\n\n" + "\n\n".join(sections) + "\n"
+    )
+    return page
 
 
 def main() -> None:
@@ -256,7 +289,15 @@ def main() -> None:
         default = RUN_SETTINGS[option]
         help_text = f"every run's {option} (default %(default)s); with another, print only"
         parser.add_argument(f"--{option}", type=kind, default=default, help=help_text)
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="measure nothing: rewrite BATCHED.md from the saved batched-<device>.json files",
+    )
     args = parser.parse_args()
+    if args.render_only:
+        print(f"wrote {write_page()}")
+        return
     device = torch.device(args.device)
     counts = args.runs
     if args.adam != "auto":
@@ -265,29 +306,9 @@ def main() -> None:
     rows = measure(device, args.workloads.split(","), counts, args.long_steps, settings)
     if args.adam != "auto" or settings != RUN_SETTINGS:
         return
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     result = {"device": device.type, "machine": bench_run.machine(), "commit": bench_run._git_commit(), "rows": rows}
     (HERE / f"batched-{device.type}.json").write_text(json.dumps(result, indent=1))
-    sections = []
-    for kind in ("cpu", "cuda"):
-        path = HERE / f"batched-{kind}.json"
-        if path.exists():
-            saved = json.loads(path.read_text())
-            sections.append(render(torch.device(kind), saved["rows"]) + f"\n\nCommit {saved['commit']}.")
-        else:
-            sections.append(
-                f"### {bench_run.DEVICE_TITLES[kind]}: not measured yet (no such device where this ran); "
-                f"`python bench/batched.py --device {kind}` adds it."
-            )
-    (HERE / "BATCHED.md").write_text(
-        "# Batched runs against separate runs\n\n"
-        f"Written by `python bench/batched.py` (last: {stamp}). A run: a fresh Trainer (seed, default flat guide, "
-        "Adam, fused ELBO, no validation) fitted for a fixed number of steps (medians over rounds); separate runs go "
-        "one after another "
-        "through `Trainer.fit`, batched ones through `pyro_bnn.batched.fit_batched`. The ratio is batched over "
-        "separate throughput; the goals are the issue's.\n\n" + "\n\n".join(sections) + "\n"
-    )
-    print(f"wrote {HERE / 'BATCHED.md'}")
+    print(f"wrote {write_page()}")
 
 
 if __name__ == "__main__":
