@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     # One-line errors; add_subparsers gives every verb's parser this class too.
     parser = ArgumentParser(prog="pyro-bnn", description="Bayesian neural networks with Pyro.")
     parser.add_argument("--version", action="version", version=f"pyro-bnn {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    # Not required here: main names the verbs when none is given (argparse's line says only "required: command").
+    commands = parser.add_subparsers(dest="command")
     for verb in VERBS.values():
         verb.add_to(commands)
     return parser
@@ -102,7 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     _load_plugins(quiet=argv[:1] == ["plugins"])
-    args, unknown = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.error(f"name a verb, one of: {', '.join(VERBS)} (pyro-bnn --help says what each does)")
     verb = VERBS[args.command]
     if unknown:  # said by the verb's own parser, so the usage line and the prefix are the verb's
         verb.parser().error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -117,3 +117,14 @@ def test_every_verbs_parser_is_the_one_line_parser():
     assert isinstance(build_parser(), ArgumentParser)
     assert all(isinstance(parser, ArgumentParser) for parser in commands.choices.values())
     assert all(isinstance(verb.parser(), ArgumentParser) for verb in VERBS.values())
+
+
+def test_a_missing_verb_is_one_line_that_lists_the_verbs(capsys):
+    # With argparse's usage block gone, the line said only "the following arguments are required: command".
+    from pyro_bnn.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err == f"pyro-bnn: error: name a verb, one of: {', '.join(VERBS)} (pyro-bnn --help says what each does)\n"
