@@ -260,11 +260,22 @@ def config_differences(
     """One line naming the keys whose values differ (``"activation: 'relu' in the checkpoint, 'tanh' now"``), or
     an empty string; ``same(key, saved_value, current_value)`` says when two values of a key set the same thing
     (default: equal), e.g. option strings that differ only in a case their parser ignores."""
-    keys = sorted((set(saved) | set(current)) - set(ignore))
-    equal = same if same is not None else (lambda key, a, b: a == b)
     parts = [
         f"{key}: {saved.get(key, '<missing>')!r} in the checkpoint, {current.get(key, '<missing>')!r} now"
-        for key in keys
-        if not equal(key, saved.get(key, "<missing>"), current.get(key, "<missing>"))
+        for key in differing_keys(saved, current, ignore, same=same)
     ]
     return "; ".join(parts)
+
+
+def differing_keys(
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    ignore: Iterable[str] = (),
+    *,
+    same: Callable[[str, Any, Any], bool] | None = None,
+) -> list[str]:
+    """The keys outside ``ignore``, sorted, whose values differ (a key one config lacks differs), up to ``same``
+    as in :func:`config_differences`."""
+    equal = same if same is not None else (lambda key, a, b: a == b)
+    keys = sorted((set(saved) | set(current)) - set(ignore))
+    return [key for key in keys if not equal(key, saved.get(key, "<missing>"), current.get(key, "<missing>"))]

@@ -15,6 +15,7 @@ from typing import Any
 
 from pyro_bnn.guides.spec import GUIDE_FAMILY
 from pyro_bnn.infer.annealing import KL_SCHEDULE_FAMILY
+from pyro_bnn.infer.checkpoint import differing_keys
 from pyro_bnn.infer.lr_schedules import LR_SCHEDULE_FAMILY
 from pyro_bnn.models.registry import MODEL_FAMILY
 from pyro_bnn.nn.activations import ACTIVATION_FAMILY
@@ -69,9 +70,7 @@ def same_setting(key: str, saved: Any, current: Any) -> bool:
 def changed_keys(saved: Mapping[str, Any], current: Mapping[str, Any], ignore: Iterable[str] = ()) -> list[str]:
     """The keys, sorted, outside ``ignore`` whose values differ (a key one config lacks differs), up to
     :func:`same_setting`."""
-    missing = object()
-    keys = sorted((set(saved) | set(current)) - set(ignore))
-    return [k for k in keys if not same_setting(k, saved.get(k, missing), current.get(k, missing))]
+    return differing_keys(dict(saved), dict(current), ignore, same=same_setting)
 
 
 def spelled_as(config: RunConfig, saved: Mapping[str, Any]) -> RunConfig:
