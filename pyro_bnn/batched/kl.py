@@ -205,7 +205,9 @@ class BatchedKL:
                 for unused, values in zip(_UNUSED, columns, strict=True)
             ]
             width = max(t.numel() for values in compact for t in values)
-            loc, scale, pi, scale2 = (torch.stack([t.expand(width) for t in v]).to(device, dtype) for v in compact)
+            # Each to the device before stacking: a family without a parameter gets a CPU filler, while the prior
+            # parameters of the others live where their model does (runs with two prior families on CUDA).
+            loc, scale, pi, scale2 = (torch.stack([t.to(device, dtype).expand(width) for t in v]) for v in compact)
             closed = torch.tensor([closed_form_kl and f is Family.NORMAL for f in families], device=device)
             last = segments[-1] if segments else None
             if (
