@@ -67,19 +67,37 @@ def data_dirs_for(experiment: str, profile: str, data: Path | None) -> list[str]
     return args
 
 
+def _cut_off(folder: Path) -> tuple[str, str, float, object, object]:
+    """A run folder without ``result.json`` (stopped part-way): its epochs so far and their training seconds, from
+    ``history.json`` (one record per finished epoch, ``time_s`` each); both unknown when it has none."""
+    label = folder.name.rsplit("-", 1)[0]  # the run id less its hash: the label (config.json names none)
+    try:
+        history = json.loads((folder / "history.json").read_text())
+        epochs = [record for record in history if isinstance(record, dict)]
+    except (OSError, ValueError, TypeError):
+        return (label, "cut off", 0.0, None, None)
+    return (label, "cut off", float(sum(record.get("time_s") or 0.0 for record in epochs)), len(epochs), None)
+
+
 def run_times(grid: Path) -> list[tuple[str, str, float, object, object]]:
-    """Per run folder of ``grid``: label, status, wall seconds, epochs run and test accuracy."""
+    """Per run folder of ``grid``: label, status, seconds, epochs run and test accuracy. A run with a record gives its
+    status and wall seconds; one stopped part-way (no record yet) reads "cut off", with the epochs it finished and
+    their training seconds, so that the next slot can be sized from how far it got."""
     rows = []
-    for result in sorted((grid / "runs").glob("*/result.json")):
+    for folder in sorted(path for path in (grid / "runs").glob("*") if path.is_dir()):
+        result = folder / "result.json"
+        if not result.exists():
+            rows.append(_cut_off(folder))
+            continue
         try:
             data = json.loads(result.read_text())
         except (OSError, ValueError):
-            rows.append((result.parent.name, "unreadable", 0.0, None, None))
+            rows.append((folder.name, "unreadable", 0.0, None, None))
             continue
         metrics = data.get("metrics") or {}
         rows.append(
             (
-                (data.get("spec") or {}).get("label", result.parent.name),
+                (data.get("spec") or {}).get("label", folder.name),
                 data.get("status", "?"),
                 float(data.get("seconds") or 0.0),
                 metrics.get("epochs_run"),
@@ -152,7 +170,9 @@ def run_part(
     elapsed = time.monotonic() - started
     rows = run_times(grid)
     done = sum(1 for row in rows if row[1] == "done")
-    print(f"== {name}: exit {code}, {elapsed:.0f} s wall; {done} of {len(rows)} run folders done", flush=True)
+    cut = sum(1 for row in rows if row[1] == "cut off")
+    cut_text = f", {cut} cut off (their seconds: the epochs they finished)" if cut else ""
+    print(f"== {name}: exit {code}, {elapsed:.0f} s wall; {done} of {len(rows)} run folders done{cut_text}", flush=True)
     for label, status, wall, epochs, accuracy in rows:
         accuracy_text = f"{accuracy:.4f}" if isinstance(accuracy, (int, float)) else "-"
         print(f"   {label:<44} {status:<8} {wall:7.1f} s  epochs {epochs if epochs is not None else '-':<3} "

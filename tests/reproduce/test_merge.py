@@ -194,6 +194,16 @@ def test_the_device_script_reads_parts_and_packs_no_checkpoint(tmp_path):
     assert names == [f"leaky-calibration-gpu/runs/{spec.run_id}/{f}" for f in ("history.json", "result.json")]
     rows = device_grid.run_times(grid)
     assert rows == [(spec.label, "done", 0.0, None, 0.9)]
+    # Runs stopped part-way (no record) are listed too, with the epochs they finished and those epochs' seconds.
+    cut = grid / "runs" / "lenet4-vi-s2-1938218f17"
+    cut.mkdir()
+    (cut / "history.json").write_text(json.dumps([{"epoch": 1, "time_s": 4.5}, {"epoch": 2, "time_s": 5.25}]))
+    (grid / "runs" / "lenet8-vi-s0-0123456789").mkdir()  # started, no epoch finished
+    assert device_grid.run_times(grid) == [
+        (spec.label, "done", 0.0, None, 0.9),
+        ("lenet4-vi-s2", "cut off", 9.75, 2, None),
+        ("lenet8-vi-s0", "cut off", 0.0, None, None),
+    ]
     tiny = tmp_path / "data"
     (tiny / "mnist").mkdir(parents=True)
     assert device_grid.data_dirs_for("leaky-calibration", "gpu", tiny) == ["--data-dir", f"mnist={tiny / 'mnist'}"]
