@@ -148,3 +148,15 @@ def test_the_node_noise_pages_step_ratios_are_those_of_the_committed_benchmark()
         f"A node-noise step costs {ratio['128']:.1f}x a deterministic LeNet step at batch 128 and "
         f"{ratio['512']:.1f}x at 512" in text
     )
+
+
+def test_the_gpu_profile_table_gives_each_report_s_runs_and_run_time():
+    """docs/reproductions.md's table of `gpu` profiles: each row's runs done and run time are its report's."""
+    text = (DOCS / "reproductions.md").read_text(encoding="utf-8")
+    rows = table_rows(text, "profile")
+    assert len(rows) >= 3
+    for row in rows:
+        experiment, profile = re.findall(r"`([^`]+)`", row["profile"])[:2]
+        report = (RESULTS / f"{experiment}-{profile}" / "report.md").read_text(encoding="utf-8")
+        done, hours = re.search(r"^- Runs: (\d+) done \(([\d.]+) h of run time\)", report, flags=re.MULTILINE).groups()
+        assert (row["runs"], row["run time"]) == (done, f"{hours} h"), row["profile"]
