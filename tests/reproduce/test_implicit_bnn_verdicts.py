@@ -441,8 +441,10 @@ def test_the_entropy_verdict_waits_for_converged_runs(tmp_path):
             runs.append(run)
         return runs
 
-    headline = _corruptions(records(FLAT_CURVE), profile, tmp_path)[1]
+    section, headline = _corruptions(records(FLAT_CURVE), _profile(widths=(1, 2)), tmp_path)
     assert headline.verdict is Verdict.HOLDS and headline.reason.startswith("2 of 2 cells comparable")
+    # a width no run has reached yet (a grid part-way) draws no empty figure
+    assert section.figures == ["corruptions-x1.png"] and not (tmp_path / "corruptions-x2.png").exists()
     headline = _corruptions(records(RISING), profile, tmp_path)[1]
     assert headline.verdict is Verdict.NOT_COMPARABLE
     assert headline.reason.startswith("0 of 2 cells comparable (node noise at x1: 3 of 3 runs at the cap, still")

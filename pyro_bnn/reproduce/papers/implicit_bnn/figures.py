@@ -102,6 +102,8 @@ def _corruptions(records: list[RunRecord], profile: Profile, out: Path) -> tuple
     write_csv(out / "corruptions.csv", csv_rows)
     figures = []
     for width in profile["widths"]:
+        if not any(key[0] == width for key in curves):
+            continue  # no run of this width scored yet (a grid part-way): no empty figure
         name = f"corruptions-x{width}.png"
         save_figure(_corruption_figure(curves, width), out / name)
         figures.append(name)
