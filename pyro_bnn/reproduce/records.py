@@ -188,7 +188,8 @@ def _execute_run(spec: RunSpec, runs_dir: Path, progress: bool, attempt: Attempt
         elif spec.is_ensemble:
             result = _combine_members(spec, runs_dir, folder)
         else:
-            result = train_run(spec.config, folder, resume=True, progress=progress)
+            # no per-run figures in a grid: its report draws its own (`pyro-bnn evaluate RUN` draws one run's)
+            result = train_run(spec.config, folder, resume=True, progress=progress, figures=False)
     except RunFolderBusyError:
         return RunRecord(spec, Status.MISSING, reason="another process is running it")  # theirs to record
     except (Exception, SystemExit) as err:  # recorded below with the other failures; a run's sys.exit() is its own
@@ -263,7 +264,7 @@ def _execute_batch(specs: list[RunSpec], runs_dir: Path, progress: bool, attempt
         start = time.perf_counter()
         try:
             results = train_runs_batched(
-                [s.config for s in todo], [runs_dir / s.run_id for s in todo], progress=progress
+                [s.config for s in todo], [runs_dir / s.run_id for s in todo], progress=progress, figures=False
             )
         except (Exception, SystemExit) as err:  # refused (not batchable after all) or failed as a batch (out of
             results = None  # memory, a sys.exit()): each run alone, resuming any checkpoint the batch wrote,

@@ -93,7 +93,11 @@ def batch_key(config: RunConfig) -> tuple | None:
 
 
 def train_runs_batched(
-    configs: Sequence[RunConfig], out_dirs: Sequence[str | os.PathLike], *, progress: bool = True
+    configs: Sequence[RunConfig],
+    out_dirs: Sequence[str | os.PathLike],
+    *,
+    progress: bool = True,
+    figures: bool = True,
 ) -> list[RunResult | BaseException]:
     """Trains compatible runs as one batch, each into its own run folder (resuming its checkpoint there if any).
 
@@ -101,6 +105,7 @@ def train_runs_batched(
         configs: The runs (equal :func:`batch_key`).
         out_dirs: Each run's folder.
         progress: One progress bar over the batch's epochs.
+        figures: Draw each run's figures, as ``train_run`` does.
 
     Returns:
         Per run, its :class:`~pyro_bnn.runs.runs.RunResult` (``metrics["batched_runs"]`` says how many runs
@@ -149,11 +154,12 @@ def train_runs_batched(
                         record_stop(run.out, outcome.error)
                     continue
                 # score() draws the test predictions under the run's seed: they do not depend on the batch's other runs
-                results[index] = finish_run(run, outcome.history, seconds, batched_runs=len(prepared))
+                results[index] = finish_run(run, outcome.history, seconds, figures=figures, batched_runs=len(prepared))
     except BaseException:
         for _, folder, _ in folders:
             folder.__exit__(*sys.exc_info())
         raise
+    released = []
     for index, folder, _ in folders:
         error = results[index] if isinstance(results[index], BaseException) else None
         try:  # every folder is released, whatever happens to another
@@ -162,9 +168,11 @@ def train_runs_batched(
             results[index] = err
             continue
         if not error:
-            result = results[index]
-            final = Path(out_dirs[index])
-            results[index] = replace(result, out_dir=final, figure=final / result.figure.name)
+            released.append(index)
+    for index in released:  # a staged run has just replaced its old folder: the final paths
+        result, final = results[index], Path(out_dirs[index])
+        figure = None if result.figure is None else final / result.figure.name
+        results[index] = replace(result, out_dir=final, figure=figure)
     return results
 
 

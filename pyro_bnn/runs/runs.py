@@ -65,7 +65,8 @@ class RunResult:
         out_dir: The run folder.
         metrics: What ``metrics.json`` holds.
         prediction: The test-set prediction (``probs`` for classification, ``means`` for regression).
-        figure: The figure written: ``reliability.png`` (classification) or ``predictive.png`` (regression).
+        figure: The figure written: ``reliability.png`` (classification) or ``predictive.png`` (regression); None
+            for a run trained with ``figures=False``.
     """
 
     out_dir: Path
@@ -218,6 +219,7 @@ def train_run(
     overwrite: bool = False,
     progress: bool = True,
     cuda_graph: bool = True,
+    figures: bool = True,
 ) -> RunResult:
     """Trains one run and writes ``config.json``, ``checkpoint.pt``, ``history.json``, ``metrics.json`` and
     ``reliability.png`` (classification) or ``predictive.png`` (regression) to ``out_dir``.
@@ -230,6 +232,8 @@ def train_run(
         overwrite: Start afresh even if ``out_dir`` holds an earlier run's checkpoint.
         progress: Show progress bars.
         cuda_graph: On CUDA, replay training steps from a captured CUDA graph where possible (``Trainer``).
+        figures: Draw the run's figures (the test figure and ``weight_stats.png``); a reproduction grid draws none
+            (its report draws its own, and ``pyro-bnn evaluate RUN`` draws a run's reliability diagram later).
 
     Returns:
         The output folder, the metrics written, the test-set prediction and the figure's path.
@@ -240,9 +244,9 @@ def train_run(
     data = data if data is not None else load_data(config)
     final = Path(out_dir)
     with RunFolder(final, overwrite=overwrite and not resuming) as out:
-        result = _train_in(config, out, data, device, resuming, progress, cuda_graph)
+        result = _train_in(config, out, data, device, resuming, progress, cuda_graph, figures)
     # A staged run has just replaced the old folder: report the final paths.
-    return replace(result, out_dir=final, figure=final / result.figure.name)
+    return replace(result, out_dir=final, figure=None if result.figure is None else final / result.figure.name)
 
 
 def _train_in(
@@ -253,6 +257,7 @@ def _train_in(
     resuming: bool,
     progress: bool,
     cuda_graph: bool = True,
+    figures: bool = True,
 ) -> RunResult:
     """Everything ``train_run`` does inside the (locked, possibly staging) run folder ``out``."""
     run = prepare_trainer(config, out, data, device, resuming, progress, cuda_graph)
@@ -262,7 +267,7 @@ def _train_in(
     except NonFiniteLossError as err:
         record_stop(out, err)
         raise
-    return finish_run(run, history, time.perf_counter() - start)
+    return finish_run(run, history, time.perf_counter() - start, figures=figures)
 
 
 def record_stop(out: Path, err: NonFiniteLossError) -> None:
@@ -360,9 +365,11 @@ def prepare_trainer(
     return PreparedRun(config, out, data, device, trainer, train, val, checkpoint if resuming else None, recorder)
 
 
-def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: float, **extra: Any) -> RunResult:
-    """Scores a trained run on its test set and writes ``metrics.json`` (with ``extra`` entries) and its figures
-    into its folder."""
+def finish_run(
+    run: PreparedRun, history: list[dict[str, Any]], train_time: float, *, figures: bool = True, **extra: Any
+) -> RunResult:
+    """Scores a trained run on its test set and writes ``metrics.json`` (with ``extra`` entries) and, with
+    ``figures``, its figures into its folder."""
     config, out, data, device, trainer = run.config, run.out, run.data, run.device, run.trainer
     bnn = trainer.bnn
     metrics, prediction = score(bnn, trainer.guide, data.test.x.to(device), data.test.y.to(device), config)
@@ -388,6 +395,8 @@ def finish_run(run: PreparedRun, history: list[dict[str, Any]], train_time: floa
         history=history,
     )
     write_json_atomically(out / "metrics.json", metrics)
+    if not figures:
+        return RunResult(out, metrics, prediction, None, bnn, trainer.guide)
     if run.recorder is not None and run.recorder.history:
         save_figure(plot_weight_statistics(run.recorder.history), out / "weight_stats.png")
     title = f"{config.model} {config.activation} on {config.dataset}"

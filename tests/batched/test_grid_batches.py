@@ -143,10 +143,12 @@ def test_a_batched_grid_writes_ordinary_run_folders(tmp_path):
         assert {"config.json", "checkpoint.pt", "history.json", "metrics.json", "result.json"} <= {
             p.name for p in folder.iterdir()
         }
+        assert not list(folder.glob("*.png"))  # a grid's runs draw no figures: its report draws its own
         assert len(record.history) == 4
     batched = out / "runs" / records[1].spec.run_id
     metrics = json.loads((batched / "metrics.json").read_text())
     rescored = evaluate_run(batched, num_samples=8)
+    assert (batched / "reliability.png").exists()  # evaluate draws the run's reliability diagram
     assert abs(rescored["accuracy"] - metrics["accuracy"]) < 0.2
     first = records  # the rerun below trains nothing: the same records come back
     again = run_grid(specs, out, LocalExecutor(batch_runs=8), progress=False)

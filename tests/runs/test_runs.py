@@ -358,6 +358,15 @@ def test_regression_run_writes_metrics_and_the_predictive_figure(tmp_path):
     prediction = result.prediction
     assert prediction.means.shape == (8, 801, 1) and prediction.targets.shape == (801, 1)
     assert float(prediction.noise_scale) == pytest.approx(1.0)
+    # without figures: the same run and metrics, no png and no figure path
+    bare = train_run(TINY_CUBIC, tmp_path / "bare", progress=False, figures=False)
+    assert bare.figure is None and not list((tmp_path / "bare").glob("*.png"))
+    bare_metrics = json.loads((tmp_path / "bare" / "metrics.json").read_text())
+    for values in (metrics, bare_metrics):  # the times aside
+        del values["train_time_s"]
+        for epoch in values["history"]:
+            del epoch["time_s"]
+    assert bare_metrics == metrics
     # metrics.json holds exactly what regression_metrics says of the prediction
     expected = regression_metrics(prediction.means, prediction.noise_scale, prediction.targets)
     assert {k: metrics[k] for k in expected} == pytest.approx(expected, rel=1e-12)
