@@ -15,6 +15,7 @@ The runner (:mod:`.grid`), the executors (:mod:`.executors`) and the report (:mo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -47,6 +48,13 @@ PLANNED_VI_GUIDE = "flat:rel=1"
 """The weight-space guide of the grids that planned "the library's default" (implicit-bnn's VI, posterior-families'
 mean-field family and the configs of its other families, priors' CNN): the default when they ran, named in their
 plans so that a later default changes neither their method nor their run ids."""
+
+
+@functools.cache
+def _default_config_values() -> dict[str, Any]:
+    """``RunConfig()``'s values as JSON reads them, built once (a plan of thousands of runs asked for them once per
+    run id: half of a large plan's config checks). Read only."""
+    return json.loads(RunConfig().to_json())
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ class RunSpec:
         :data:`IGNORED_IN_RUN_ID`) and the measures, so the folder name says what ran and two specs with the same
         id are the same run."""
         values = json.loads(self.config.to_json())
-        current = json.loads(RunConfig().to_json())
+        current = _default_config_values()
         differing = {
             key: value
             for key, value in values.items()
