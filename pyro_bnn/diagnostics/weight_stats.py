@@ -16,6 +16,7 @@ JSON-ready dicts, and carries them through a checkpoint and resume.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -273,6 +274,7 @@ class WeightStatsRecorder(Callback):
         self.bins, self.every = bins, every
         self.history: list[dict[str, Any]] = []
         self._text = JsonListText(indent=2)
+        self._state_text = JsonListText()  # the checkpoint's copy: one line, json's C encoder
 
     def on_epoch_end(self, trainer: Trainer, record: dict[str, Any]) -> None:
         epoch = int(record["epoch"])
@@ -299,10 +301,16 @@ class WeightStatsRecorder(Callback):
             write_text_atomically(self.path, self._text.text(self.history), sync=sync)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": [dict(entry) for entry in self.history]}
+        # The history as one JSON string (each snapshot encoded once): as nested lists, the checkpoint written after
+        # every epoch passed each number of every snapshot through torch.save's per-object pickling (57 000 objects
+        # a checkpoint after 30 epochs of a small run), most of a small run's checkpoint time.
+        return {"history_json": self._state_text.text(self.history)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.history = list(state["history"])
+        if "history_json" in state:
+            self.history = json.loads(state["history_json"])
+        else:  # a checkpoint written before the history was one string
+            self.history = list(state["history"])
 
     def statistics(self, index: int = -1) -> dict[str, LayerStats]:
         """The recorded statistics of one entry (the last by default) as :class:`LayerStats`."""

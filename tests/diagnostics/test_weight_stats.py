@@ -105,6 +105,12 @@ def test_recorder_keeps_one_entry_per_epoch_without_changing_training(tmp_path):
     copy.load_state_dict(json.loads(json.dumps(recorder.state_dict())))
     assert copy.history == recorder.history
     assert copy.statistics() == recorder.statistics()
+    # the checkpoint holds the history as one string (torch.save pickled each number of nested lists one by one);
+    # a checkpoint written before, with the lists, still loads
+    assert list(recorder.state_dict()) == ["history_json"] and isinstance(recorder.state_dict()["history_json"], str)
+    older = WeightStatsRecorder()
+    older.load_state_dict({"history": json.loads(json.dumps(recorder.history))})
+    assert older.history == recorder.history
 
 
 def test_a_resumed_run_continues_the_history(tmp_path):
