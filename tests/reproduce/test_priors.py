@@ -13,6 +13,7 @@ from pyro_bnn.guides.inspect import posterior_loc_scale
 from pyro_bnn.predict import PointEstimate, Prediction, predict
 from pyro_bnn.reproduce import Verdict, reproduce
 from pyro_bnn.reproduce.papers.priors import Priors
+from pyro_bnn.reproduce.papers.priors import figures as priors_figures
 from pyro_bnn.reproduce.papers.priors.analysis import (
     Cells,
     _gain_table,
@@ -318,8 +319,12 @@ most of its time. Thirty steps still pass the KL warm-up (30 % of the steps) and
 give every metric. The plan, the batches, the CNN run, the figures and the report are the quick profile's."""
 
 
-def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by, resized_profile):
+def test_quick_profile_writes_a_complete_report(tmp_path, tiny_image_sets, read_by, resized_profile, monkeypatch):
     resized_profile(PROFILES, "quick", **QUICKER)
+    # the predictive maps at 30 x 30 points from 20 draws (120 x 120 from 200 in a report): the same figures, drawn
+    # twice below (the report, then its rebuild), were a quarter of the test's time
+    monkeypatch.setattr(priors_figures, "MAP_RESOLUTION", 30)
+    monkeypatch.setattr(priors_figures, "MAP_SAMPLES", 20)
     out = tmp_path / "priors"
     data_dirs = read_by("priors", tiny_image_sets)
     report = reproduce("priors", profile="quick", out=out, data_dirs=data_dirs, device="cpu", progress=False,
