@@ -79,6 +79,15 @@ def _cut_off(folder: Path) -> tuple[str, str, float, object, object]:
     return (label, "cut off", float(sum(record.get("time_s") or 0.0 for record in epochs)), len(epochs), None)
 
 
+def data_folder(given: str | None) -> Path | None:
+    """``--data`` as the grids (which run from the repository's root) are given it: relative to the root where it lies
+    inside it, so that the runs' configs record ``.devdata/mnist`` rather than one machine's absolute path."""
+    if not given:
+        return None
+    folder = Path(given).resolve()
+    return folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+
+
 def run_times(grid: Path) -> list[tuple[str, str, float, object, object]]:
     """Per run folder of ``grid``: label, status, seconds, epochs run and test accuracy. A run with a record gives its
     status and wall seconds; one stopped part-way (no record yet) reads "cut off", with the epochs it finished and
@@ -216,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    data = Path(args.data).resolve() if args.data else None  # the grids run from the repository's root
+    data = data_folder(args.data)
     for experiment, profile, workers in args.parts:
         left = deadline - time.monotonic()
         if left < 30:

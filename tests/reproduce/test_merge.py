@@ -208,6 +208,9 @@ def test_the_device_script_reads_parts_and_packs_no_checkpoint(tmp_path):
     (tiny / "mnist").mkdir(parents=True)
     assert device_grid.data_dirs_for("leaky-calibration", "gpu", tiny) == ["--data-dir", f"mnist={tiny / 'mnist'}"]
     assert device_grid.data_dirs_for("leaky-calibration", "gpu", tmp_path / "none") == []
+    # inside the repository the folder is given relative to its root (the runs record no machine's absolute path)
+    assert device_grid.data_folder(str(ROOT / ".devdata")) == Path(".devdata")
+    assert device_grid.data_folder(str(tmp_path)) == tmp_path and device_grid.data_folder("") is None
 
 
 def test_the_device_script_refuses_a_limit_that_leaves_no_time_to_pack():
