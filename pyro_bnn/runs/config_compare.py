@@ -10,7 +10,9 @@ as a change, and a run's id, which hashes its config as written, is not touched.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pyro_bnn.guides.spec import GUIDE_FAMILY
@@ -83,3 +85,11 @@ def spelled_as(config: RunConfig, saved: Mapping[str, Any]) -> RunConfig:
         if key in saved and getattr(config, key) != saved[key] and same_setting(key, saved[key], getattr(config, key))
     }
     return dataclasses.replace(config, **respelled) if respelled else config
+
+
+def normalized_config(values: dict[str, Any], source: Path) -> dict[str, Any]:
+    """A stored config with the options added since it was written filled in at their defaults."""
+    try:
+        return json.loads(RunConfig.from_dict(values).resolved().to_json())
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{source} holds a config this version cannot read: {err}") from None

@@ -30,7 +30,7 @@ from pyro_bnn.infer import load_checkpoint
 from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig, check_corruption, resolve_device
-from pyro_bnn.runs.config_compare import same_setting
+from pyro_bnn.runs.config_compare import normalized_config, same_setting
 from pyro_bnn.runs.conformal import (
     ConformalOptions,
     calibration_part_size,
@@ -102,7 +102,7 @@ def read_run(
     shown = RunConfig.load(run / "config.json")
     # The checkpoint, not the editable config.json, says what was trained; read (and vet) it before any data.
     state = load_checkpoint(run / CHECKPOINT)
-    trained = runs.normalized_config(json.loads(state["config"]), run / CHECKPOINT)
+    trained = normalized_config(json.loads(state["config"]), run / CHECKPOINT)
     differing = config_differences(
         trained, json.loads(shown.to_json()), ignore=runs.RESUME_MAY_CHANGE, same=same_setting
     )  # "TANH" in one and "tanh" in the other is the same setting: the parsers ignore case

@@ -39,7 +39,7 @@ from pyro_bnn.plots import save_figure
 from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction
 from pyro_bnn.runs.config import RunConfig, resolve_device
-from pyro_bnn.runs.config_compare import changed_keys, same_setting, spelled_as
+from pyro_bnn.runs.config_compare import changed_keys, normalized_config, same_setting, spelled_as
 from pyro_bnn.runs.optimisation import run_lr_scheduler, run_objective, run_optimizer
 from pyro_bnn.runs.run_folder import (
     CHECKPOINT,
@@ -200,14 +200,6 @@ def _options_added_since(checkpoint: Path | None) -> tuple[str, ...]:
         return ()
     saved = json.loads(load_checkpoint(checkpoint)["config"])
     return tuple(sorted(set(json.loads(RunConfig().to_json())) - set(saved)))
-
-
-def normalized_config(values: dict[str, Any], source: Path) -> dict[str, Any]:
-    """A stored config with the options added since it was written filled in at their defaults."""
-    try:
-        return json.loads(RunConfig.from_dict(values).resolved().to_json())
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{source} holds a config this version cannot read: {err}") from None
 
 
 def train_run(

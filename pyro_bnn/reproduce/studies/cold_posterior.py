@@ -24,8 +24,9 @@ import torch
 from pyro_bnn.evaluation import mean_sd
 from pyro_bnn.reproduce.records import code_version, training_code
 from pyro_bnn.runs import RunConfig, train_run
+from pyro_bnn.runs.config_compare import normalized_config
 from pyro_bnn.runs.run_folder import CHECKPOINT
-from pyro_bnn.runs.runs import RESUME_MAY_CHANGE, normalized_config
+from pyro_bnn.runs.runs import RESUME_MAY_CHANGE
 
 TEMPERATURES = (0.01, 0.1, 0.3, 1.0, 3.0)
 METRICS = ("accuracy", "nll", "ece")
