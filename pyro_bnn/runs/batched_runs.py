@@ -15,7 +15,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -169,10 +168,8 @@ def train_runs_batched(
             continue
         if not error:
             released.append(index)
-    for index in released:  # a staged run has just replaced its old folder: the final paths
-        result, final = results[index], Path(out_dirs[index])
-        figure = None if result.figure is None else final / result.figure.name
-        results[index] = replace(result, out_dir=final, figure=figure)
+    for index in released:
+        results[index] = results[index].moved_to(Path(out_dirs[index]))
     return results
 
 

@@ -65,8 +65,7 @@ class RunResult:
         out_dir: The run folder.
         metrics: What ``metrics.json`` holds.
         prediction: The test-set prediction (``probs`` for classification, ``means`` for regression).
-        figure: The figure written: ``reliability.png`` (classification) or ``predictive.png`` (regression); None
-            for a run trained with ``figures=False``.
+        figure: The figure written, ``reliability.png`` (regression: ``predictive.png``); None with ``figures=False``.
     """
 
     out_dir: Path
@@ -75,6 +74,10 @@ class RunResult:
     figure: Path | None = None
     bnn: BNN | None = None
     guide: Any = None
+
+    def moved_to(self, folder: Path) -> RunResult:
+        """The result with its paths in ``folder`` (a staged run has just replaced its old folder there)."""
+        return replace(self, out_dir=folder, figure=None if self.figure is None else folder / self.figure.name)
 
 
 WRITES_PER_RUN = 100
@@ -237,8 +240,7 @@ def train_run(
     final = Path(out_dir)
     with RunFolder(final, overwrite=overwrite and not resuming) as out:
         result = _train_in(config, out, data, device, resuming, progress, cuda_graph, figures)
-    # A staged run has just replaced the old folder: report the final paths.
-    return replace(result, out_dir=final, figure=None if result.figure is None else final / result.figure.name)
+    return result.moved_to(final)
 
 
 def _train_in(
