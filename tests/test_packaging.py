@@ -51,6 +51,19 @@ def test_python_m_pyro_bnn_runs_a_verb():
     assert "--guide" in done.stdout
 
 
+def test_a_verb_that_draws_nothing_and_a_grid_worker_import_neither_matplotlib_nor_scipy():
+    # Each was about a second of every `pyro-bnn` start and of every spawned grid worker (which draws no figure);
+    # the modules that draw or fit import them when they do.
+    code = (
+        "import sys; from pyro_bnn.cli import main; import pyro_bnn.reproduce.executors, pyro_bnn.diagnostics; "
+        "code = main(['list']); print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', "
+        "'scipy'}), code)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED [] 0" in done.stdout, done.stdout[-300:]
+
+
 def test_pyro_bnn_script_prints_the_version():
     script = Path(sys.executable).with_name("pyro-bnn")
     if not script.exists():

@@ -26,7 +26,6 @@ from pyro_bnn.commands.verb import Verb, options_from_args, user_errors
 from pyro_bnn.data import DatasetSplits, parse_corruption
 from pyro_bnn.evaluation import calibration, entropy_decomposition, mean_sd
 from pyro_bnn.guides import DEFAULT_GUIDE
-from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure
 from pyro_bnn.predict import predict
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.run_folder import check_not_a_run, check_writable
@@ -181,6 +180,8 @@ def run_demo(
     calibrations = {
         label: calibration(r.prediction.probs, r.prediction.targets, n_bins=config.n_bins) for label, r in first.items()
     }
+    from pyro_bnn.plots import plot_reliability_grid, plot_training_curves, save_figure  # matplotlib: when drawn
+
     title = f"3FC BNN on Fashion-MNIST ({config.train_subset} training images, {config.epochs} epochs, seed {seeds[0]})"
     save_figure(plot_reliability_grid(calibrations, title=title), out / "reliability.png")
     histories = {label: r.metrics["history"] for label, r in first.items()}

@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import torch
-from scipy.optimize import least_squares
 
 
 def fit_gaussian(grid: torch.Tensor | np.ndarray, log_likelihood: torch.Tensor | np.ndarray) -> tuple[float, float]:
@@ -47,6 +46,10 @@ def fit_gaussian(grid: torch.Tensor | np.ndarray, log_likelihood: torch.Tensor |
     def residual(theta: np.ndarray) -> np.ndarray:
         amplitude, mean, log_sd = theta
         return amplitude * np.exp(-0.5 * ((u - mean) / math.exp(log_sd)) ** 2) - p
+
+    # scipy.optimize is imported here, not with the module: it costs about half a second, and every `pyro-bnn`
+    # command imports this module (through pyro_bnn.diagnostics) while only slices fit Gaussians.
+    from scipy.optimize import least_squares
 
     result = least_squares(
         residual,

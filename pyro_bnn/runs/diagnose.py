@@ -36,7 +36,6 @@ from pyro_bnn.data import DatasetName, Task
 from pyro_bnn.data.seeding import MAX_SEED, check_seed
 from pyro_bnn.guides import Capability, families_with, parse_guide
 from pyro_bnn.guides.mixture import samples_for_components
-from pyro_bnn.plots import save_figure
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import DEFAULT_NUM_SAMPLES, RunConfig
 from pyro_bnn.runs.evaluate import Evaluation, load_evaluation, read_run
@@ -171,7 +170,7 @@ def diagnose_run(
             write_json_atomically(path, report)  # and its numbers now: an interrupted next part leaves these whole
     stats = out / "weight_stats.json"
     if stats.is_file():
-        from pyro_bnn.plots.weight_stats import plot_weight_statistics
+        from pyro_bnn.plots import plot_weight_statistics, save_figure
 
         save_figure(plot_weight_statistics(json.loads(stats.read_text())), out / "weight_stats.png")
     write_json_atomically(path, report)
@@ -181,7 +180,7 @@ def diagnose_run(
 def _slices(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[str, Any]:
     from pyro_bnn.diagnostics.plateaus import plateau_fractions
     from pyro_bnn.diagnostics.slices import point_values
-    from pyro_bnn.plots.slices import plot_likelihood_slice, plot_plateau_fractions
+    from pyro_bnn.plots import plot_likelihood_slice, plot_plateau_fractions, save_figure
 
     bnn, train = evaluation.bnn, evaluation.data.train
     device = evaluation.x.device
@@ -217,7 +216,7 @@ def _slices(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict
 
 def _pruning(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[str, Any]:
     from pyro_bnn.diagnostics.pruning import format_pruning_table, pruning_table
-    from pyro_bnn.plots.weight_stats import plot_pruning
+    from pyro_bnn.plots import plot_pruning, save_figure
 
     rows = pruning_table(
         evaluation.bnn,
@@ -233,7 +232,7 @@ def _pruning(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dic
 def _shape(evaluation: Evaluation, options: DiagnoseOptions, out: Path) -> dict[str, Any]:
     from pyro_bnn.diagnostics import arviz_compat
     from pyro_bnn.diagnostics.arviz_export import draw_samples, normality_scores, to_inference_data
-    from pyro_bnn.plots.posterior_shape import plot_marginals
+    from pyro_bnn.plots import plot_marginals, save_figure
 
     torch.manual_seed(options.seed)
     samples = draw_samples(evaluation.bnn, evaluation.guide, options.num_samples)

@@ -24,8 +24,6 @@ from pyro_bnn.data.images import FASHION_MNIST_MEAN_STD, MNIST_MEAN_STD
 from pyro_bnn.data.normalization import normalize_pixels
 from pyro_bnn.data.partition import test_subset_indices
 from pyro_bnn.evaluation import ood_metrics, ood_scores
-from pyro_bnn.plots import save_figure
-from pyro_bnn.plots.ood import plot_ood_histograms
 from pyro_bnn.predict import predict
 from pyro_bnn.runs import runs
 from pyro_bnn.runs.config import RunConfig, resolve_device
@@ -263,6 +261,8 @@ def score_ood_evaluation(evaluation: OodEvaluation) -> dict[str, Any]:
         "metrics": metrics,
     }
     write_json_atomically(e.run_dir / f"{e.source.file_stem}.json", record)
+    from pyro_bnn.plots import plot_ood_histograms, save_figure  # matplotlib: imported when drawn
+
     out_label = e.source.dataset.value if e.source.dataset else f"{config.dataset} test, {e.source.spec}"
     figure = plot_ood_histograms(
         ood_scores(in_probs),

@@ -35,8 +35,6 @@ from pyro_bnn.infer import (
 )
 from pyro_bnn.infer.checkpoint import config_differences
 from pyro_bnn.node_noise import count_latents
-from pyro_bnn.plots import save_figure
-from pyro_bnn.plots.weight_stats import plot_weight_statistics
 from pyro_bnn.predict import Prediction
 from pyro_bnn.runs.config import RunConfig, resolve_device
 from pyro_bnn.runs.config_compare import changed_keys, normalized_config, same_setting, spelled_as
@@ -392,6 +390,8 @@ def finish_run(
     if not figures:
         return RunResult(out, metrics, prediction, None, bnn, trainer.guide)
     if run.recorder is not None and run.recorder.history:
+        from pyro_bnn.plots import plot_weight_statistics, save_figure  # matplotlib: imported when a run draws
+
         save_figure(plot_weight_statistics(run.recorder.history), out / "weight_stats.png")
     title = f"{config.model} {config.activation} on {config.dataset}"
     if data.task is Task.REGRESSION:

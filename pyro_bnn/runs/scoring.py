@@ -12,7 +12,6 @@ import torch
 from pyro_bnn.bnn import BNN
 from pyro_bnn.data import TensorSplit
 from pyro_bnn.evaluation import calibration, min_calibration_size, predictive_moments, regression_metrics
-from pyro_bnn.plots import plot_regression, plot_reliability, save_figure
 from pyro_bnn.predict import Prediction, predict
 from pyro_bnn.runs.config import RunConfig
 from pyro_bnn.runs.conformal import ConformalOptions, conformal_record
@@ -93,6 +92,8 @@ def save_prediction_figure(
     the predictive mean ± 2 sd over the test inputs of ``test`` (its targets drawn as the true function) with the
     ``train`` points as dots.
     """
+    from pyro_bnn.plots import plot_regression, plot_reliability, save_figure  # matplotlib: imported when drawn
+
     if prediction.is_classification:
         result = calibration(prediction.probs, prediction.targets, n_bins=config.n_bins)
         return save_figure(plot_reliability(result, title=title), out / f"reliability{suffix}.png")

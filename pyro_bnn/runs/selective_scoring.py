@@ -9,7 +9,6 @@ from typing import Any
 
 from pyro_bnn.evaluation import ReferralScore, risk_coverage_curve
 from pyro_bnn.evaluation.referral import referred_count
-from pyro_bnn.plots import plot_risk_coverage
 from pyro_bnn.predict import Prediction
 
 REFERRAL_RATES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -43,6 +42,8 @@ def selective_record(prediction: Prediction, figure: Path | None = None, title: 
             f"{rate:g}": 1.0 - curve.risk[k - 1] for rate, k in kept.items() if k > 0
         }
     if figure is not None:
+        from pyro_bnn.plots import plot_risk_coverage  # matplotlib: imported when drawn
+
         plot_risk_coverage(curves, title=title).savefig(figure, dpi=110)
     return record
 
