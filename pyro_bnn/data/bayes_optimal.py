@@ -19,6 +19,8 @@ from pyro_bnn.data.synthetic import DEFAULT_CIRCLES_FACTOR, two_circles, two_moo
 
 CURVE_POINTS = 2_000
 """Points per class curve in the density integral."""
+ROW_CHUNK = 256
+"""Inputs per block of :func:`class_posterior`'s distance computation."""
 
 
 def _curves(name: str, factor: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,11 +47,17 @@ def class_posterior(
         raise ValueError(f"Bayes-optimal accuracy is known for 'moons' and 'circles', got {name!r}")
     positive_float(noise, "noise")
     x = x.to(torch.float64)
-    log_densities = []
-    for curve in _curves(name, factor):
-        squared = torch.cdist(x, curve).pow(2)  # (N, T)
-        log_densities.append(torch.logsumexp(-squared / (2 * float(noise) ** 2), dim=1))  # shared constants drop
-    return torch.softmax(torch.stack(log_densities, 1), dim=1)
+    curves = _curves(name, factor)
+    rows = []
+    # ROW_CHUNK inputs at a time: the (chunk, T) distances stay in cache (all N at once wrote and reread N x T
+    # float64, 320 MB per curve at N = 20 000), about 3x faster; the same numbers to the bit, row by row.
+    for chunk in x.split(ROW_CHUNK):
+        log_densities = [  # log p(x | k) up to the constants both classes share
+            torch.logsumexp(torch.cdist(chunk, curve).pow_(2).div_(2 * float(noise) ** 2).neg_(), dim=1)
+            for curve in curves
+        ]
+        rows.append(torch.stack(log_densities, 1))
+    return torch.softmax(torch.cat(rows), dim=1)
 
 
 def bayes_optimal_accuracy(

@@ -5,8 +5,9 @@ as the noise grows."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from pyro_bnn.data.bayes_optimal import bayes_optimal_accuracy, class_posterior
+from pyro_bnn.data.bayes_optimal import ROW_CHUNK, _curves, bayes_optimal_accuracy, class_posterior
 from pyro_bnn.data.synthetic import two_circles, two_moons
 
 
@@ -30,3 +31,16 @@ def test_accuracy_falls_from_one_towards_a_half_with_the_noise():
         bayes_optimal_accuracy("moons", 0)
     with pytest.raises(ValueError, match="'moons' and 'circles', got 'spirals'"):
         class_posterior(two_moons(n_samples=4)[0], "spirals", 0.1)
+
+
+@pytest.mark.parametrize("name", ["moons", "circles"])
+def test_the_posterior_in_blocks_of_inputs_is_the_mixture_density_ratio_to_the_bit(name):
+    # the oracle: the class densities' formula over all inputs at once; 600 inputs end in a partial block
+    x, _ = (two_moons if name == "moons" else two_circles)(n_samples=600, noise=0.3, seed=2)
+    x = x.to(torch.float64)
+    log_densities = [
+        torch.logsumexp(-torch.cdist(x, curve).pow(2) / (2 * 0.3**2), dim=1) for curve in _curves(name, 0.5)
+    ]
+    expected = torch.softmax(torch.stack(log_densities, 1), dim=1)
+    assert 600 % ROW_CHUNK != 0
+    assert torch.equal(class_posterior(x, name, 0.3, factor=0.5), expected)
