@@ -174,11 +174,17 @@ def test_sweep_verdicts():
     assert _sweep_curve(pool_above)[0] is Verdict.DOES_NOT_HOLD
 
 
-QUICKER = {"test_subset": 200, "num_samples": 10, "plateau_images": 100}
+QUICKER = {
+    "test_subset": 200,
+    "num_samples": 10,
+    "plateau_images": 100,
+    "max_epochs": {"3fc": 1},
+    "plateau_epochs": 1,
+}
 """The end-to-end test's sizes where they differ from the quick profile's (1 000 test images, 50 posterior draws of
-the 3FC network on each, 300 plateau images): scoring those draws was most of its time. Ten draws still give the
-sampled-label ECE's ten bins (frequencies k / 10) and every other metric; the plan, the runs and the report are the
-quick profile's."""
+the 3FC network on each, 300 plateau images, 2 epochs): scoring those draws was most of its time, then the second
+epoch (its validation, checkpoint and weight statistics). Ten draws still give the sampled-label ECE's ten bins
+(frequencies k / 10) and every other metric; the plan, the runs and the report are the quick profile's."""
 
 
 @pytest.fixture
