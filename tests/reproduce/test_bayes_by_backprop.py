@@ -218,7 +218,10 @@ def test_the_fashion_table_shows_each_seeds_coverage_and_set_size(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets, read_by):
+def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets, read_by, resized_profile):
+    # 250 test images (the quick profile's 1 000): scoring the pruned networks on them, 10 draws at each of six
+    # fractions for each of the five runs, was half of the grid's time; the plan, runs and report are the profile's
+    resized_profile(PROFILES, "quick", test_subset=250)
     out = tmp_path / "bbb"
     data_dirs = read_by("bayes-by-backprop", tiny_image_sets)
     report = reproduce("bayes-by-backprop", profile="quick", out=out, data_dirs=data_dirs, device="cpu",
