@@ -117,7 +117,10 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    text = f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    if torch.cuda.is_available():  # the card the cuda rows ran on (a CPU-only machine has none to name)
+        text += f", GPU {torch.cuda.get_device_name(0)}"
+    return text
 
 
 def _git_commit() -> str:

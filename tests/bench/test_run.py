@@ -97,3 +97,12 @@ def test_run_refuses_more_steps_than_the_data_holds_before_timing_anything(ten_i
         "run.py: error: --steps 3 at batch size 4 needs 12 training images but Fashion-MNIST has 10; expected "
         "--steps <= 2 at that batch size"
     )
+
+
+def test_the_machine_line_names_the_gpu_where_there_is_one(monkeypatch):
+    # the cuda bench files said "Intel(R) Xeon(R) Processor, 16 cores" and nothing of the card their rows ran on
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "GPU" not in bench_run.machine()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H200")
+    assert bench_run.machine().endswith(", GPU NVIDIA H200")
