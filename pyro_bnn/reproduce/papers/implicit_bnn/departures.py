@@ -17,9 +17,10 @@ CUBIC_POINTS = 400
 AUTHORS_NODE_NOISE = {
     "node_noise_bias": True, "kl_ramp": True, "cubic_points": 30, "cubic_kl_unnormalised": True, "cubic_copies": 8,
 }  # fmt: skip
-"""The node-noise settings of the paper and the authors' code that the ``gpu`` and ``paper`` profiles (never run)
-follow, and the ``quick``, ``cpu`` and ``cpu-widths`` profiles do not (:data:`EARLIER_NODE_NOISE`; their grids are
-committed, and these settings are part of their runs' ids):
+"""The node-noise settings of the paper and the authors' code that the ``gpu`` profile (its grid partly run on a
+GPU, ``results/implicit-bnn-gpu``) and the ``paper`` profile (never run) follow, and the ``quick``, ``cpu`` and
+``cpu-widths`` profiles do not (:data:`EARLIER_NODE_NOISE`; their grids are committed, and these settings are part
+of their runs' ids):
 
 - ``node_noise_bias``: every node-noise layer also multiplies its bias by one noise scalar (the authors' layers,
   ``REFERENCE_NOTES.md``; the cubic and LeNet runs, as the CIFAR ones always did);
