@@ -93,7 +93,8 @@ def prior_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellCh
     test error lies in :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.plan.PRIOR_ERROR_BAND`, the span of both
     priors' published errors, so that neither paper's ordering of the priors is ruled out by the gate itself."""
     check = COMPARABLE.check(runs, None)
-    accuracies = [r.metrics["accuracy"] for r in runs if r.metrics.get("accuracy") is not None]
+    # the finite ones: a NaN accuracy already fails COMPARABLE's check, and would print "test error nan %" here
+    accuracies = [a for r in runs if (a := r.metrics.get("accuracy")) is not None and math.isfinite(a)]
     if not accuracies:
         return check
     error, (low, high) = 1 - statistics.fmean(accuracies), PRIOR_ERROR_BAND
