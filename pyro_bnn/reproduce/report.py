@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -116,6 +116,27 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comp
     dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     half_width = float(t.ppf(1 - alpha / 2, dof)) * se
     return Comparison(gap, se, abs(gap) > half_width, half_width)
+
+
+def finite_seeds(groups: Mapping[str, Sequence[float | None]], what: str) -> tuple[list[list[float]], str]:
+    """Each group's finite per-seed values, in order, and a note naming the seeds left out (empty when none):
+    ``1 of 3 Leaky seeds have no finite ECE, left out``.
+
+    :func:`mean_sd` and :func:`compare` average over the finite values alone, so a verdict that counts seeds ("fewer
+    than 2 seeds") must count these, not its runs, and say when some were left out.
+
+    Args:
+        groups: Per-seed values (None, NaN and infinities left out) by the name the note gives them (``Leaky``).
+        what: The value, for the note (``ECE``).
+    """
+    kept, notes = [], []
+    for name, values in groups.items():
+        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+        kept.append(finite)
+        if len(finite) < len(values):
+            seeds = f"{name} seeds" if name else "seeds"
+            notes.append(f"{len(values) - len(finite)} of {len(values)} {seeds} have no finite {what}, left out")
+    return kept, "; ".join(notes)
 
 
 def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:

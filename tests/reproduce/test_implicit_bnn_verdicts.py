@@ -404,6 +404,13 @@ def test_contrast_never_says_does_not_hold_about_a_cell_it_cannot_judge():
     assert missing.verdict is Verdict.INCONCLUSIVE and missing.shows == "runs missing"
 
 
+def test_contrast_counts_finite_seeds_and_names_those_left_out():
+    converged = COMPARABLE.check([_lenet("vi", 1, 0, 0.9, 0.3, 0.02)], None)
+    cell = contrast("x1", [1.0, math.nan], [2.0, 2.1], (converged, converged), 0.19)
+    assert (cell.verdict, cell.gap) == (Verdict.INCONCLUSIVE, pytest.approx(-1.05))
+    assert cell.shows == "fewer than 2 seeds; 1 of 2 node noise seeds have no finite value, left out"
+
+
 def test_under_corruption_node_noise_is_judged_on_the_corrupted_levels_only():
     profile = _profile(widths=(1,))
 

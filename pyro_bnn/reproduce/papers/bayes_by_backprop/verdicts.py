@@ -20,7 +20,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     PUBLISHED_ACCURACY,
 )
 from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
-from pyro_bnn.reproduce.report import compare, format_mean_sd
+from pyro_bnn.reproduce.report import compare, finite_seeds, format_mean_sd
 
 
 def _cell(record: RunRecord) -> tuple[str, str, str]:
@@ -58,12 +58,14 @@ def _interval(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> fl
 
 def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str, float | None]:
     """Is ``a`` (test errors) lower than ``b``? The verdict, the numbers, and for *no effect* the interval's
-    half-width (see the module docstring; call it on comparable cells only)."""
+    half-width (see the module docstring; call it on comparable cells only). A seed without a finite error is
+    left out and named (:func:`~pyro_bnn.reproduce.report.finite_seeds`)."""
+    (a, b), left_out = finite_seeds({a_name: a, b_name: b}, "test error")
     result = compare(a, b)
     se = "n/a" if math.isnan(result.standard_error) else f"{100 * result.standard_error:.2f}"
     numbers = (
         f"test error {a_name} {_pct(a)} % against {b_name} {_pct(b)} % (gap {100 * result.gap:+.2f} points, se {se})"
-    )
+    ) + (f"; {left_out}" if left_out else "")
     if result.separated:
         return (Verdict.HOLDS if result.gap < 0 else Verdict.DOES_NOT_HOLD), numbers, None
     if min(len(a), len(b)) < 2:

@@ -42,6 +42,7 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict, bound_text, no_effect_text
 from pyro_bnn.reproduce.report import (
     compare,
+    finite_seeds,
     format_mean_sd,
     markdown_table,
     mean_sd,
@@ -110,19 +111,21 @@ def contrast(
     node, rival = list(node), list(rival)
     if not node or not rival:
         return Contrast(setting, node, rival, checks, Verdict.INCONCLUSIVE, "runs missing", math.nan, math.nan)
-    gap, half = compare(node, rival).gap, half_width(node, rival)
-    separated = compare(node, rival).separated
+    (node_kept, rival_kept), left_out = finite_seeds({"node noise": node, "rival": rival}, "value")
+    result = compare(node_kept, rival_kept)
+    gap, half, separated = result.gap, result.half_width, result.separated
     interval = None
     if separated:
         verdict = Verdict.HOLDS if gap < 0 else Verdict.DOES_NOT_HOLD
         shows = f"node noise {'lower' if gap < 0 else 'higher'}, separated"
-    elif math.isnan(half):
+    elif min(len(node_kept), len(rival_kept)) < 2:
         verdict, shows = Verdict.INCONCLUSIVE, "fewer than 2 seeds"
     elif abs(gap) + half <= within:
         verdict, interval = Verdict.NO_EFFECT, abs(gap) + half
         shows = f"the interval lies within ±{bound_text(interval)}, inside the paper's smallest effect ±{within:g}"
     else:
         verdict, shows = Verdict.INCONCLUSIVE, "the seeds' spread covers the gap"
+    shows += f"; {left_out}" if left_out else ""
     if all(check.comparable for check in checks):
         why = ""
     else:
