@@ -28,13 +28,27 @@ from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, Status, Ver
 REPORT = "report.md"
 
 
+def planned(records: Sequence[RunRecord], **tags: object) -> list[RunRecord]:
+    """The records whose spec's tags equal ``tags`` (values compared as strings), in their order, whatever their
+    status: a grid's records are its plan (one per planned run), so these are the runs planned for those tags."""
+    return [r for r in records if all(r.spec.tag(key) == str(value) for key, value in tags.items())]
+
+
 def select(records: Sequence[RunRecord], **tags: object) -> list[RunRecord]:
     """The finished records whose spec's tags equal ``tags`` (values compared as strings), in their order."""
-    return [
-        r
-        for r in records
-        if r.status is Status.DONE and all(r.spec.tag(key) == str(value) for key, value in tags.items())
-    ]
+    return [r for r in planned(records, **tags) if r.status is Status.DONE]
+
+
+def runs_missing(*arms: tuple[int, int]) -> str:
+    """``runs missing (2 of 6 planned)``: why a cell is not judged, from each of its arms' ``(done, planned)`` runs
+    (the finished records of :func:`select` and the records of :func:`planned`); empty when every arm has runs and
+    all its planned ones finished. Such a cell counts as *inconclusive*, so an unfinished grid never reads *holds*,
+    with however many seeds it has."""
+    if all(0 < done >= planned for done, planned in arms):
+        return ""
+    done, total = sum(a[0] for a in arms), sum(a[1] for a in arms)
+    # no record of the cell at all (hand-made records, not a grid's): nothing to count
+    return f"runs missing ({total - done} of {total} planned)" if total else "runs missing"
 
 
 def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:

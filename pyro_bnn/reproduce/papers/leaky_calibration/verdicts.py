@@ -64,7 +64,7 @@ def judged_ece(runs: list[RunRecord]) -> str:
 
 def _count(verdicts: list[Verdict], missing: int = 0) -> str:
     """The tally of ``verdicts`` by kind (``0 holds, 1 does not hold, ...``), ``missing`` of its *inconclusive* ones
-    counted apart (``, 2 with runs missing``): a cell without runs is *inconclusive* only so that
+    counted apart (``, 2 with runs missing``): a cell missing planned runs is *inconclusive* only so that
     :func:`~pyro_bnn.reproduce.report.overall_verdict` never reads an unfinished grid as *holds*; the tally says
     what the table shows, where such a cell reads *runs missing*."""
     counts = {kind: sum(v is kind for v in verdicts) for kind in Verdict}
