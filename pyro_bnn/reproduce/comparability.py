@@ -7,7 +7,8 @@ describes. A cell is **comparable** when
   metric flat (the best of its last :data:`WINDOW` epochs at most :data:`FLAT` above the best before them), or it
   trained the paper's own fixed schedule (``paper_epochs``: the paper ran that many epochs without early stopping);
   a run stopped at the cap while still improving has not, and
-* the cell's mean accuracy lies within ``tolerance`` of the published one.
+* every run has a finite accuracy (a NaN from a diverged run never averages into a mean that passes), and the
+  cell's mean accuracy lies within ``tolerance`` of the published one.
 
 A cell that fails either is *not comparable at this scale* (:attr:`~pyro_bnn.reproduce.planned.Verdict.NOT_COMPARABLE`),
 with the reason, never *does not hold*; :func:`~pyro_bnn.reproduce.report.overall_verdict` counts comparable cells
@@ -16,6 +17,7 @@ only. Each report shows every cell's check (:attr:`CellCheck.summary`) beside it
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -98,16 +100,23 @@ def check_cell(
     name_code: bool = True,
 ) -> CellCheck:
     """Whether the cell of ``runs`` (every group of runs a verdict compares, pooled) is comparable with the paper:
-    every run converged and their mean accuracy within ``tolerance`` of ``published_accuracy`` (None: the paper
-    gives none, and only convergence is checked). ``name_code=False`` leaves mixed training code out of the
-    summary, for a caller that names its runs' code itself."""
+    every run converged and has a finite accuracy, and their mean accuracy within ``tolerance`` of
+    ``published_accuracy`` (None: the paper gives none, and only convergence and finite accuracies are checked,
+    the latter where any run records one). The summary's accuracy is the mean of the finite ones.
+    ``name_code=False`` leaves mixed training code out of the summary, for a caller that names its runs' code
+    itself."""
     if not runs:
         return CellCheck(False, "no runs yet", "no runs")
     states = [training_state(r, metric, paper_epochs, flat) for r in runs]
     epochs = sorted(int(r.metrics.get("epochs_run", len(r.history))) for r in runs)
     converged = sum(s.converged for s in states)
     span = f"{epochs[0]}" if epochs[0] == epochs[-1] else f"{epochs[0]}-{epochs[-1]}"
-    accuracies = [r.metrics["accuracy"] for r in runs if "accuracy" in r.metrics]
+    recorded = [r.metrics.get("accuracy") for r in runs]
+    accuracies = [float(a) for a in recorded if a is not None and math.isfinite(float(a))]
+    # a run without a finite accuracy cannot be checked against the paper (NaN compares False with any tolerance),
+    # so it fails the gate; a cell that records no accuracy at all (regression) is judged on convergence alone
+    gated = published_accuracy is not None or any(a is not None for a in recorded)
+    unchecked = len(runs) - len(accuracies) if gated else 0
     accuracy = statistics.fmean(accuracies) if accuracies else None
     shown = "—" if accuracy is None else f"{accuracy:.3f}"
     if published_accuracy is not None:
@@ -119,6 +128,8 @@ def check_cell(
     if converged < len(runs):
         counts = {s: states.count(s) for s in TrainingState if not s.converged and s in states}
         reasons.append(", ".join(f"{n} of {len(runs)} runs {s.value}" for s, n in counts.items()))
+    if unchecked:
+        reasons.append(f"{unchecked} of {len(runs)} runs with no finite accuracy")
     if published_accuracy is not None and accuracy is not None and abs(accuracy - published_accuracy) > tolerance:
         reasons.append(
             f"accuracy {accuracy:.3f} is {abs(accuracy - published_accuracy):.3f} from the paper's "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,13 +28,27 @@ from pyro_bnn.reproduce.planned import Analysis, Profile, RunRecord, Status, Ver
 REPORT = "report.md"
 
 
+def planned(records: Sequence[RunRecord], **tags: object) -> list[RunRecord]:
+    """The records whose spec's tags equal ``tags`` (values compared as strings), in their order, whatever their
+    status: a grid's records are its plan (one per planned run), so these are the runs planned for those tags."""
+    return [r for r in records if all(r.spec.tag(key) == str(value) for key, value in tags.items())]
+
+
 def select(records: Sequence[RunRecord], **tags: object) -> list[RunRecord]:
     """The finished records whose spec's tags equal ``tags`` (values compared as strings), in their order."""
-    return [
-        r
-        for r in records
-        if r.status is Status.DONE and all(r.spec.tag(key) == str(value) for key, value in tags.items())
-    ]
+    return [r for r in planned(records, **tags) if r.status is Status.DONE]
+
+
+def runs_missing(*arms: tuple[int, int]) -> str:
+    """``runs missing (2 of 6 planned)``: why a cell is not judged, from each of its arms' ``(done, planned)`` runs
+    (the finished records of :func:`select` and the records of :func:`planned`); empty when every arm has runs and
+    all its planned ones finished. Such a cell counts as *inconclusive*, so an unfinished grid never reads *holds*,
+    with however many seeds it has."""
+    if all(0 < done >= planned for done, planned in arms):
+        return ""
+    done, total = sum(a[0] for a in arms), sum(a[1] for a in arms)
+    # no record of the cell at all (hand-made records, not a grid's): nothing to count
+    return f"runs missing ({total - done} of {total} planned)" if total else "runs missing"
 
 
 def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
@@ -116,6 +130,27 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> Comp
     dof = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     half_width = float(t.ppf(1 - alpha / 2, dof)) * se
     return Comparison(gap, se, abs(gap) > half_width, half_width)
+
+
+def finite_seeds(groups: Mapping[str, Sequence[float | None]], what: str) -> tuple[list[list[float]], str]:
+    """Each group's finite per-seed values, in order, and a note naming the seeds left out (empty when none):
+    ``1 of 3 Leaky seeds have no finite ECE, left out``.
+
+    :func:`mean_sd` and :func:`compare` average over the finite values alone, so a verdict that counts seeds ("fewer
+    than 2 seeds") must count these, not its runs, and say when some were left out.
+
+    Args:
+        groups: Per-seed values (None, NaN and infinities left out) by the name the note gives them (``Leaky``).
+        what: The value, for the note (``ECE``).
+    """
+    kept, notes = [], []
+    for name, values in groups.items():
+        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+        kept.append(finite)
+        if len(finite) < len(values):
+            seeds = f"{name} seeds" if name else "seeds"
+            notes.append(f"{len(values) - len(finite)} of {len(values)} {seeds} have no finite {what}, left out")
+    return kept, "; ".join(notes)
 
 
 def overall_verdict(verdicts: Sequence[Verdict]) -> Verdict:

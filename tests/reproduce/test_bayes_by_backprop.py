@@ -265,3 +265,19 @@ def test_quick_profiles_write_complete_reports(tmp_path, tiny_image_sets, read_b
     examples = metrics["ood_examples"]
     assert all(sum(counts) == 20 for domain in ("in", "out") for counts in examples[domain]["class_counts"])
     assert sum(metrics["ood_uncertainty"]["in"]["entropy"]) == 1_000
+
+
+def test_a_seed_without_a_finite_test_error_is_left_out_and_named():
+    from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import _verdict
+
+    # a: 0.02 and NaN, one finite seed: "fewer than 2 seeds" (it read "the seed spread covers the gap (95 % interval
+    # ±nan points)"); b: 3.05 ± 0.07 %
+    verdict, text, within = _verdict([0.02, math.nan], [0.03, 0.031], "a", "b")
+    assert (verdict, within) == (Verdict.INCONCLUSIVE, None)
+    assert text == (
+        "test error a 2.00 (1 seed) % against b 3.05 ± 0.07 % (gap -1.05 points, se n/a); 1 of 2 a seeds have no "
+        "finite test error, left out: fewer than 2 seeds"
+    )
+    # every seed finite: the words are as before
+    assert _verdict([0.02, 0.021], [0.03, 0.031], "a", "b")[1].startswith("test error a 2.05 ± 0.07 % against b")
+    assert "left out" not in _verdict([0.02, 0.021], [0.03, 0.031], "a", "b")[1]

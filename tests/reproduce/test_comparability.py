@@ -112,3 +112,27 @@ def test_a_patience_of_the_whole_run_is_no_early_stopping_and_the_flat_margin_is
     almost = _run([0.5, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.903])  # +0.003 over its last epochs
     assert training_state(almost) is TrainingState.FLAT
     assert training_state(almost, flat=0.002) is TrainingState.IMPROVING
+
+
+def test_a_cell_whose_accuracies_are_not_all_finite_is_not_comparable():
+    # A NaN accuracy once made the cell's mean NaN, and |NaN - 0.98| > 0.02 is False: the gate passed, its summary
+    # reading "accuracy nan vs 0.980". Each run without a finite accuracy is named now, and the mean is the finite
+    # runs' (0.5 alone is 0.48 from the paper's).
+    nan = float("nan")
+    both = check_cell([_run(LEVEL, seed=0, accuracy=nan), _run(LEVEL, seed=1, accuracy=nan)], 0.98, 0.02)
+    assert not both.comparable and both.reason == "2 of 2 runs with no finite accuracy"
+    assert both.summary == "converged 2/2, epochs 10, accuracy — vs 0.980"
+    one = check_cell([_run(LEVEL, seed=0, accuracy=0.5), _run(LEVEL, seed=1, accuracy=nan)], 0.98, 0.02)
+    assert not one.comparable
+    assert (
+        one.reason
+        == "1 of 2 runs with no finite accuracy; accuracy 0.500 is 0.480 from the paper's 0.980 (tolerance 0.02)"
+    )
+    # near the paper but one run diverged: still not comparable
+    near = check_cell([_run(LEVEL, seed=0, accuracy=0.975), _run(LEVEL, seed=1, accuracy=float("inf"))], 0.98, 0.02)
+    assert (near.comparable, near.reason) == (False, "1 of 2 runs with no finite accuracy")
+    # no published accuracy: a recorded NaN still fails; a cell that records no accuracy (regression) does not
+    assert check_cell([_run(LEVEL, accuracy=nan)], None, 0.0).reason == "1 of 1 runs with no finite accuracy"
+    regression = _run(LEVEL)
+    del regression.metrics["accuracy"]
+    assert check_cell([regression], None, 0.0).comparable

@@ -404,6 +404,13 @@ def test_contrast_never_says_does_not_hold_about_a_cell_it_cannot_judge():
     assert missing.verdict is Verdict.INCONCLUSIVE and missing.shows == "runs missing"
 
 
+def test_contrast_counts_finite_seeds_and_names_those_left_out():
+    converged = COMPARABLE.check([_lenet("vi", 1, 0, 0.9, 0.3, 0.02)], None)
+    cell = contrast("x1", [1.0, math.nan], [2.0, 2.1], (converged, converged), 0.19)
+    assert (cell.verdict, cell.gap) == (Verdict.INCONCLUSIVE, pytest.approx(-1.05))
+    assert cell.shows == "fewer than 2 seeds; 1 of 2 node noise seeds have no finite value, left out"
+
+
 def test_under_corruption_node_noise_is_judged_on_the_corrupted_levels_only():
     profile = _profile(widths=(1,))
 
@@ -544,7 +551,7 @@ def test_cells_without_runs_are_counted_apart_from_the_comparable_ones(tmp_path)
     assert {r.config.model for r in runs} == {"lenet:1"}
     ece = _headline(rival_verdicts(runs, _profile())[1], ECE_VS_DETERMINISTIC)
     assert ece.reason.startswith("1 of 2 cells comparable, 1 with runs missing. Node noise vs ")
-    assert "x1: holds" in ece.reason and "x2: inconclusive at this scale (runs missing)" in ece.reason
+    assert "x1: holds" in ece.reason and "x2: inconclusive at this scale, runs missing" in ece.reason
     assert ece.verdict is Verdict.INCONCLUSIVE
     entropy = _corruptions([], _profile(widths=(1,)), tmp_path)[1]
     assert entropy.reason.startswith("0 of 2 cells comparable, 2 with runs missing (node noise at x1: no runs yet);")
@@ -552,3 +559,30 @@ def test_cells_without_runs_are_counted_apart_from_the_comparable_ones(tmp_path)
     degradation = rival_verdicts(_width_sweep({2: 15.0}, {2: 11.0}), _profile("paper", widths=(2, 4), cifar=()))[1][0]
     assert degradation.reason.startswith("0 of 1 cells comparable, 1 with runs missing; x2 -> x4: ")
     assert degradation.verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_cell_short_of_a_planned_seed_is_not_judged_and_never_reads_holds():
+    """x1 of the grid above (ECE 0.020 against 0.030 + 0.001 per seed) holds on 3 seeds a side; with the
+    deterministic network's seed 2 planned but missing it once held on 3 / 2 seeds. The contrast, the headline and
+    Fig. 4's degradation say "runs missing (k of n planned)" now, and none reads holds."""
+    runs = [_two_widths(0.010, 0.001)[i] for i in (0, 1, 2, 3, 4, 5)]  # the x1 runs
+    profile = _profile(widths=(1,))
+    assert _headline(rival_verdicts(runs, profile)[1], ECE_VS_DETERMINISTIC).verdict is Verdict.HOLDS
+    runs[5] = dataclasses.replace(runs[5], status=Status.MISSING, metrics={})
+    ece = _headline(rival_verdicts(runs, profile)[1], ECE_VS_DETERMINISTIC)
+    assert ece.verdict is Verdict.INCONCLUSIVE
+    assert ece.reason.startswith("0 of 1 cells comparable, 1 with runs missing. Node noise vs ")
+    assert ece.reason.endswith("x1: inconclusive at this scale, runs missing (1 of 6 planned).")
+    converged = COMPARABLE.check([_lenet("vi", 1, 0, 0.9, 0.3, 0.02)], None)
+    cell = contrast("x1", [0.020, 0.021, 0.022], [0.030, 0.031], (converged, converged), 0.0056, planned=(3, 3))
+    assert (cell.verdict, cell.shows, cell.missing) == (Verdict.INCONCLUSIVE, *["runs missing (1 of 6 planned)"] * 2)
+    assert cell.gap == pytest.approx(-0.0095)  # the numbers it reached, unjudged
+    # Fig. 4: VI 15 -> 20 % holds; node noise's x4 seed 2 failed: 1 of 12 planned runs missing
+    sweep = _width_sweep({2: 15.0, 4: 20.0}, {2: 11.0, 4: 10.0})
+    paper = _profile("paper", widths=(2, 4), cifar=())
+    assert rival_verdicts(sweep, paper)[1][0].verdict is Verdict.HOLDS
+    sweep[-1] = dataclasses.replace(sweep[-1], status=Status.FAILED)
+    degradation = rival_verdicts(sweep, paper)[1][0]
+    assert degradation.verdict is Verdict.INCONCLUSIVE
+    assert degradation.reason.startswith("0 of 1 cells comparable, 1 with runs missing; x2 -> x4: ")
+    assert degradation.reason.endswith(": inconclusive at this scale, runs missing (1 of 12 planned).")

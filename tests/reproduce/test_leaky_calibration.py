@@ -141,6 +141,27 @@ def test_an_interval_that_holds_the_papers_gap_stays_inconclusive():
     assert verdict is Verdict.INCONCLUSIVE, reason
 
 
+def test_a_seed_without_a_finite_ece_is_left_out_and_named_and_counted_as_no_seed():
+    nan = float("nan")
+    # Leaky 0.010, 0.011 (NaN left out) against ReLU 0.030, 0.031, 0.032: gap 0.0105 - 0.031 = -0.0205, separated;
+    # it held before too, on 2 seeds, with nothing saying a third was dropped
+    leaky, relu = _runs(LEAKY, [0.010, 0.011, nan], [0.97] * 3), _runs("relu", [0.030, 0.031, 0.032], [0.97] * 3)
+    verdict, reason, _ = table_1_cell(leaky, relu, paper_gap=-0.012)
+    assert verdict is Verdict.HOLDS
+    assert reason == (
+        "ECE gap Leaky - ReLU -0.021 (se 0.001), accuracy gap +0.000; 1 of 3 Leaky seeds have no finite ECE, left out"
+    )
+    # ReLU 0.031 and NaN: one finite seed, so "fewer than 2 seeds" (it read "the seed spread covers the gap (95 %
+    # interval [+nan, +nan])"); gap 0.011 - 0.031
+    leaky, relu = _runs(LEAKY, [0.010, 0.012], [0.97] * 2), _runs("relu", [0.031, nan], [0.97] * 2)
+    verdict, reason, within = table_1_cell(leaky, relu, paper_gap=-0.012)
+    assert (verdict, within) == (Verdict.INCONCLUSIVE, None)
+    assert reason == (
+        "ECE gap Leaky - ReLU -0.020 (se n/a), accuracy gap +0.000; 1 of 2 ReLU seeds have no finite ECE, left out: "
+        "fewer than 2 seeds"
+    )
+
+
 def test_table_1_shows_coverage_and_set_size_of_both_activations(tmp_path):
     leaky, relu = _runs(LEAKY, [0.01, 0.012], [0.97, 0.97]), _runs("relu", [0.04, 0.042], [0.97, 0.97])
     for run, coverage, size in zip(leaky, (0.90, 0.92), (1.5, 1.7), strict=True):

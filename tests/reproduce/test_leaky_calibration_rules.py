@@ -150,6 +150,48 @@ def test_a_cell_without_runs_is_tallied_apart_and_an_unfinished_table_1_never_re
     assert "with runs missing" not in authors.reason and authors.reason.startswith("2 of 2 cells comparable")
 
 
+def test_a_cell_short_of_a_planned_seed_is_not_judged_and_never_reads_holds(tmp_path):
+    """Leaky 0.010-0.012 against ReLU 0.040-0.042 holds on 3 seeds a side; with ReLU's seed 0 planned but not done
+    (its record missing) the cell once still read holds on "3 / 2" seeds, and the objective's headline holds."""
+    settings = {**PROFILES["quick"].settings, "datasets": ["mnist"]}
+    profile = dataclasses.replace(PROFILES["quick"], settings=settings)
+    runs = [_converged(LEAKY, s, 0.970, 0.010 + 0.001 * s) for s in range(3)]
+    runs += [_converged("relu", s, 0.975, 0.040 + 0.001 * s) for s in range(3)]
+    _, (authors, *_) = _table_1(runs, profile, tmp_path)
+    assert authors.verdict is Verdict.HOLDS
+    runs[3] = dataclasses.replace(runs[3], status=Status.MISSING, metrics={})
+    section, (authors, *_) = _table_1(runs, profile, tmp_path)
+    assert authors.verdict is Verdict.INCONCLUSIVE
+    assert authors.reason.startswith(
+        "0 of 1 cells comparable with the paper's. Cells: 0 holds, 0 does not hold, 0 inconclusive at this scale, "
+        "0 no effect, 0 not comparable at this scale, 1 with runs missing."
+    )
+    (row,) = section.tables[0].splitlines()[4:]
+    assert row.endswith("| 3 / 2 | converged 3/3, epochs 8, accuracy 0.970 vs 0.970 | converged 2/2, epochs 8, "
+                        "accuracy 0.975 vs 0.980 | runs missing (1 of 6 planned) |")  # fmt: skip
+
+
+def test_a_sweep_curve_short_of_a_planned_seed_is_not_judged(tmp_path):
+    """The curve of the test below (it holds) with slope 0.5's seed 1 planned but failed: runs missing."""
+    settings = {**PROFILES["quick"].settings, "sweep_datasets": ("mnist",), "sweep_seeds": 2}
+    profile = dataclasses.replace(PROFILES["quick"], settings=settings)
+    runs = [
+        _converged(
+            slope_activation(slope), s, 0.975 if slope == 0 else 0.970, (0.080 if slope == 0 else 0.020) + s / 500
+        )
+        for slope in (-0.5, 0.0, 0.5)
+        for s in (0, 1)
+    ]
+    assert _sweep(runs, profile, tmp_path)[1].verdict is Verdict.HOLDS
+    plan = [*runs[:-1], dataclasses.replace(runs[-1], status=Status.FAILED)]
+    _, headline = _sweep(runs[:-1], profile, tmp_path, plan)
+    assert headline.verdict is Verdict.INCONCLUSIVE
+    assert headline.reason == (
+        "Curves: 0 holds, 0 does not hold, 0 inconclusive at this scale, 0 no effect, 0 not comparable at this scale, "
+        "1 with runs missing. 3fc on mnist: runs missing (1 of 6 planned)"
+    )
+
+
 def test_a_sweep_curve_without_its_runs_is_tallied_apart(tmp_path):
     """The quick profile's sweep (slopes -0.5, 0, 0.5) on MNIST and Fashion-MNIST, 2 seeds, only MNIST's curve run:
     ECE 0.080 / 0.082 at slope 0 against 0.020 / 0.021 elsewhere holds; Fashion-MNIST's curve has 0 of 3 slopes."""

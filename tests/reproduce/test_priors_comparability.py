@@ -548,3 +548,26 @@ def test_the_noise_headline_of_a_profile_with_one_noise_says_the_profile_trains_
     assert headline.reason == "The cpu and paper profiles train both noises."
     # both noises planned: judged as before
     assert not _noise_headline(per_panel, checks, ("moons",)).label.startswith("not judged")
+
+
+def test_a_seed_without_a_finite_gain_is_left_out_and_named():
+    from pyro_bnn.reproduce.comparability import CellCheck
+    from pyro_bnn.reproduce.papers.priors.verdicts import judge_gain
+
+    ok, nan = CellCheck(True, "", ""), float("nan")
+    # gains 0.01 and 0.012 (NaN left out): mean 0.011, sd 0.001414, t(0.975, 1) = 12.706, half 0.0127; it read
+    # "gain +nan ± 0.013 ... over 3 seeds"
+    verdict, width, text = judge_gain([0.01, nan, 0.012], ok)
+    assert (verdict, width) == (Verdict.INCONCLUSIVE, None)
+    assert text == (
+        "gain +0.011 ± 0.013 (95 % interval [-0.002, +0.024]) over 2 seeds (1 of 3 seeds have no finite gain, left "
+        "out): inconclusive at this scale"
+    )
+    assert judge_gain([0.01, nan], ok)[2] == (
+        "gain +0.010 on 1 seed (1 of 2 seeds have no finite gain, left out), inconclusive at this scale"
+    )
+    assert judge_gain([nan, nan], ok) == (
+        Verdict.INCONCLUSIVE,
+        None,
+        "no finite gain on any of 2 seeds, inconclusive at this scale",
+    )

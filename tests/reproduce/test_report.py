@@ -4,7 +4,7 @@ do, a dash when none does."""
 import pytest
 
 from pyro_bnn.reproduce.planned import RunRecord, RunSpec, Status
-from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, metric_cells
+from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, finite_seeds, metric_cells, planned, runs_missing, select
 from pyro_bnn.runs.config import RunConfig
 
 
@@ -32,3 +32,24 @@ def _runs(*pairs) -> list[RunRecord]:
 def test_metric_cells(pairs, cells):
     assert metric_cells(_runs(*pairs)) == cells
     assert [key for key, _ in CONFORMAL_COLUMNS] == ["conformal_coverage", "conformal_set_size"]
+
+
+def test_finite_seeds_keeps_the_finite_values_and_names_those_left_out():
+    nan, inf = float("nan"), float("inf")
+    kept, note = finite_seeds({"Leaky": [0.01, None, nan], "ReLU": [0.03, inf, 0.02, 0.04]}, "ECE")
+    assert kept == [[0.01], [0.03, 0.02, 0.04]]
+    assert note == "2 of 3 Leaky seeds have no finite ECE, left out; 1 of 4 ReLU seeds have no finite ECE, left out"
+    assert finite_seeds({"": [0.5, 0.25]}, "gain") == ([[0.5, 0.25]], "")
+    assert finite_seeds({"": [nan]}, "gain") == ([[]], "1 of 1 seeds have no finite gain, left out")
+
+
+def test_a_cell_with_any_planned_run_not_done_has_runs_missing():
+    records = _runs((0.9, 1.5), (0.9, 1.5), (0.9, 1.5))
+    records[1].status = Status.MISSING
+    assert [r.config.seed for r in planned(records)] == [0, 1, 2]  # the plan: every record, whatever its status
+    assert [r.config.seed for r in select(records)] == [0, 2]
+    assert runs_missing((3, 3), (2, 3)) == "runs missing (1 of 6 planned)"
+    assert runs_missing((0, 3), (3, 3)) == "runs missing (3 of 6 planned)"
+    assert runs_missing((3, 3), (3, 3)) == ""
+    assert runs_missing((0, 0), (3, 3)) == "runs missing (0 of 3 planned)"  # an arm with nothing planned or done
+    assert runs_missing((0, 0)) == "runs missing"

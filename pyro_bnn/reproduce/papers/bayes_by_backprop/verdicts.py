@@ -20,7 +20,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     PUBLISHED_ACCURACY,
 )
 from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
-from pyro_bnn.reproduce.report import compare, format_mean_sd
+from pyro_bnn.reproduce.report import compare, finite_seeds, format_mean_sd
 
 
 def _cell(record: RunRecord) -> tuple[str, str, str]:
@@ -58,12 +58,14 @@ def _interval(a: Sequence[float], b: Sequence[float], alpha: float = 0.05) -> fl
 
 def _verdict(a: list[float], b: list[float], a_name: str, b_name: str) -> tuple[Verdict, str, float | None]:
     """Is ``a`` (test errors) lower than ``b``? The verdict, the numbers, and for *no effect* the interval's
-    half-width (see the module docstring; call it on comparable cells only)."""
+    half-width (see the module docstring; call it on comparable cells only). A seed without a finite error is
+    left out and named (:func:`~pyro_bnn.reproduce.report.finite_seeds`)."""
+    (a, b), left_out = finite_seeds({a_name: a, b_name: b}, "test error")
     result = compare(a, b)
     se = "n/a" if math.isnan(result.standard_error) else f"{100 * result.standard_error:.2f}"
     numbers = (
         f"test error {a_name} {_pct(a)} % against {b_name} {_pct(b)} % (gap {100 * result.gap:+.2f} points, se {se})"
-    )
+    ) + (f"; {left_out}" if left_out else "")
     if result.separated:
         return (Verdict.HOLDS if result.gap < 0 else Verdict.DOES_NOT_HOLD), numbers, None
     if min(len(a), len(b)) < 2:
@@ -93,7 +95,8 @@ def prior_check(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> CellCh
     test error lies in :data:`~pyro_bnn.reproduce.papers.bayes_by_backprop.plan.PRIOR_ERROR_BAND`, the span of both
     priors' published errors, so that neither paper's ordering of the priors is ruled out by the gate itself."""
     check = COMPARABLE.check(runs, None)
-    accuracies = [r.metrics["accuracy"] for r in runs if r.metrics.get("accuracy") is not None]
+    # the finite ones: a NaN accuracy already fails COMPARABLE's check, and would print "test error nan %" here
+    accuracies = [a for r in runs if (a := r.metrics.get("accuracy")) is not None and math.isfinite(a)]
     if not accuracies:
         return check
     error, (low, high) = 1 - statistics.fmean(accuracies), PRIOR_ERROR_BAND

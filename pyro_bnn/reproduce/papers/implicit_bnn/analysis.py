@@ -12,8 +12,9 @@ the t quantile at the Welch-Satterthwaite degrees of freedom times its standard 
   every run converged (or trained the paper's 300 epochs) and each method's accuracy lies within 0.02 of its row of
   the paper's Table 3 (:data:`~pyro_bnn.reproduce.papers.implicit_bnn.CIFAR_COMPARABLE`); the cubic by
   :func:`~pyro_bnn.reproduce.papers.implicit_bnn.cubic.cubic_check`. A cell that fails is *not comparable at this
-  scale*, with the reason and the numbers its runs reached (unjudged), never *does not hold*; a cell whose runs are
-  missing is *inconclusive*, so an unfinished grid never reads *holds*. Every headline counts its comparable cells
+  scale*, with the reason and the numbers its runs reached (unjudged), never *does not hold*; a cell missing any planned
+  run (a seed of either side) is *inconclusive*, *runs missing (k of n planned)*, so an unfinished grid never reads
+  *holds*. Every headline counts its comparable cells
   (:func:`~pyro_bnn.reproduce.report.overall_verdict`: *holds* when every comparable cell holds, *does not hold* when
   at least half do not, *no effect* when every one shows none, *not comparable* when none is comparable) and says
   how many there were (a cell whose runs are missing is not among them, and is counted apart: *with runs

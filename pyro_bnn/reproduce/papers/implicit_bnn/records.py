@@ -9,7 +9,7 @@ from typing import Any
 
 from pyro_bnn.reproduce.papers.implicit_bnn.plan import FIG_4_KNEE_WIDTH
 from pyro_bnn.reproduce.planned import Profile, RunRecord
-from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, select
+from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, planned, select
 
 METHOD_NAMES = {
     "node-noise": "node noise (K = 4)",
@@ -39,9 +39,10 @@ def _method_metrics(record: RunRecord, method: str) -> dict[str, float]:
     return {**{key: record.metrics[key] for key in ("accuracy", "nll", "ece")}, **conformal}
 
 
-def _method_records(records: list[RunRecord], method: str, **tags: object) -> list[RunRecord]:
+def _method_records(records: list[RunRecord], method: str, *, done: bool = True, **tags: object) -> list[RunRecord]:
+    """One method's LeNet records with ``tags``: the finished ones, or (``done=False``) every one, the runs planned."""
     stored = "deterministic" if method == "temperature" else method
-    found = select(records, part="lenet", method=stored, **tags)
+    found = (select if done else planned)(records, part="lenet", method=stored, **tags)
     if stored == "node-noise":
         found = [r for r in found if r.spec.tag("k") == "4"]
     return found

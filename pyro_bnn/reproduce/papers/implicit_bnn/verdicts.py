@@ -42,11 +42,14 @@ from pyro_bnn.reproduce.papers.implicit_bnn.records import (
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict, bound_text, no_effect_text
 from pyro_bnn.reproduce.report import (
     compare,
+    finite_seeds,
     format_mean_sd,
     markdown_table,
     mean_sd,
     overall_verdict,
     overall_width,
+    planned,
+    runs_missing,
     select,
 )
 
@@ -74,6 +77,7 @@ class Contrast:
         interval: For *no effect*, the interval's farther end from 0.
         paper: The paper's (node noise, rival) values for the cell, where it prints them.
         why: Why the cell is not comparable, in one phrase (empty when it is).
+        missing: ``runs missing (k of n planned)`` when the cell is not judged for want of runs (empty otherwise).
     """
 
     setting: str
@@ -87,6 +91,7 @@ class Contrast:
     interval: float | None = None
     paper: tuple[float, float] | None = None
     why: str = ""
+    missing: str = ""
 
     @property
     def label(self) -> str:
@@ -103,26 +108,37 @@ def contrast(
     within: float,
     paper: tuple[float, float] | None = None,
     why: str | None = None,
+    planned: tuple[int, int] | None = None,
 ) -> Contrast:
     """The verdict of one cell (see the module docstring): node noise's ``node`` values against the rival's, lower
     being better; ``within``: the interval inside which a comparable cell reads *no effect*; ``why``: the reason to
-    print when a check fails (by default both checks' reasons, named)."""
+    print when a check fails (by default both checks' reasons, named); ``planned``: the runs planned of node noise
+    and of the rival (default: as many as values), a cell short of any being *inconclusive*, ``runs missing (k of n
+    planned)``, whatever its values show."""
     node, rival = list(node), list(rival)
+    if planned is None:
+        absent = "" if node and rival else "runs missing"
+    else:
+        absent = runs_missing(*zip((len(node), len(rival)), planned, strict=True))
     if not node or not rival:
-        return Contrast(setting, node, rival, checks, Verdict.INCONCLUSIVE, "runs missing", math.nan, math.nan)
-    gap, half = compare(node, rival).gap, half_width(node, rival)
-    separated = compare(node, rival).separated
+        return Contrast(setting, node, rival, checks, Verdict.INCONCLUSIVE, absent, math.nan, math.nan, missing=absent)
+    (node_kept, rival_kept), left_out = finite_seeds({"node noise": node, "rival": rival}, "value")
+    result = compare(node_kept, rival_kept)
+    gap, half, separated = result.gap, result.half_width, result.separated
     interval = None
     if separated:
         verdict = Verdict.HOLDS if gap < 0 else Verdict.DOES_NOT_HOLD
         shows = f"node noise {'lower' if gap < 0 else 'higher'}, separated"
-    elif math.isnan(half):
+    elif min(len(node_kept), len(rival_kept)) < 2:
         verdict, shows = Verdict.INCONCLUSIVE, "fewer than 2 seeds"
     elif abs(gap) + half <= within:
         verdict, interval = Verdict.NO_EFFECT, abs(gap) + half
         shows = f"the interval lies within ±{bound_text(interval)}, inside the paper's smallest effect ±{within:g}"
     else:
         verdict, shows = Verdict.INCONCLUSIVE, "the seeds' spread covers the gap"
+    shows += f"; {left_out}" if left_out else ""
+    if absent:  # some seeds, not all: the numbers show what they reached, unjudged
+        return Contrast(setting, node, rival, checks, Verdict.INCONCLUSIVE, absent, gap, half, missing=absent)
     if all(check.comparable for check in checks):
         why = ""
     else:
@@ -141,6 +157,7 @@ def rival_contrasts(records: list[RunRecord], profile: Profile, claim: RivalClai
     for width in profile["widths"]:
         node_runs = _method_records(records, "node-noise", width=width)
         rival_runs = _method_records(records, claim.rival, width=width)
+        plan = tuple(len(_method_records(records, m, done=False, width=width)) for m in ("node-noise", claim.rival))
         checks = (
             COMPARABLE.check(node_runs, PUBLISHED_LENET_ACCURACY),
             COMPARABLE.check(rival_runs, PUBLISHED_LENET_ACCURACY),
@@ -149,20 +166,22 @@ def rival_contrasts(records: list[RunRecord], profile: Profile, claim: RivalClai
         if not claim.corrupted:
             node = [_metric(_method_metrics(r, "node-noise"), claim.metric) for r in node_runs]
             rival = [_metric(_method_metrics(r, claim.rival), claim.metric) for r in rival_runs]
-            cells.append(contrast(f"x{width}", node, rival, checks, within, why=why))
+            cells.append(contrast(f"x{width}", node, rival, checks, within, why=why, planned=plan))
             continue
         shifted = [r for r in node_runs if _has_corruptions(r)], [r for r in rival_runs if _has_corruptions(r)]
         for corruption in CORRUPTIONS:
             node = [_corrupted(r, "node-noise", corruption, claim.metric) for r in shifted[0]]
             rival = [_corrupted(r, claim.rival, corruption, claim.metric) for r in shifted[1]]
             name = CORRUPTION_NAMES[corruption].split(" (")[0]
-            cells.append(contrast(f"x{width}, {name}", node, rival, checks, within, why=why))
+            cells.append(contrast(f"x{width}, {name}", node, rival, checks, within, why=why, planned=plan))
     if claim.rival == "deterministic" and not claim.corrupted:
         column = ("error", "nll", "ece").index(claim.metric)
         for dataset, model in profile["cifar"]:
             published = PUBLISHED_TABLES_3_TO_5[(dataset, model)]
             groups = [select(records, part="cifar", dataset=dataset, model=model, method=m) for m in
                       ("node-noise", "deterministic")]  # fmt: skip
+            plan = tuple(len(planned(records, part="cifar", dataset=dataset, model=model, method=m)) for m in
+                         ("node-noise", "deterministic"))  # fmt: skip
             checks = tuple(
                 CIFAR_COMPARABLE.check(runs, 1 - published[m][0] / 100)
                 for runs, m in zip(groups, ("node-noise", "deterministic"), strict=True)
@@ -171,7 +190,7 @@ def rival_contrasts(records: list[RunRecord], profile: Profile, claim: RivalClai
             paper = (published["node-noise"][column], published["deterministic"][column])
             named = zip(("node noise", "deterministic"), checks, strict=True)
             why = "; ".join(f"{name}: {check.reason}" for name, check in named if check.reason)
-            cells.append(contrast(f"{dataset} {model}", node, rival, checks, within, paper, why))  # type: ignore[arg-type]
+            cells.append(contrast(f"{dataset} {model}", node, rival, checks, within, paper, why, plan))  # type: ignore[arg-type]
     return cells
 
 
@@ -216,7 +235,7 @@ def rival_headline(
         overall, against = every_cell_verdict(cells)
     else:
         overall, against = overall_verdict(verdicts), []
-    missing = sum(not (c.node and c.rival) for c in cells)  # inconclusive, so never holds, but not judged either
+    missing = sum(bool(c.missing) for c in cells)  # inconclusive, so never holds, but not judged either
     comparable = sum(v is not Verdict.NOT_COMPARABLE for v in verdicts) - missing
     parts = []
     for cell in cells:
@@ -224,8 +243,8 @@ def rival_headline(
             parts.append(
                 f"{cell.setting}: not comparable ({cell.why}); unjudged, {_numbers(cell, claim.metric)}: {cell.shows}"
             )
-        elif not (cell.node and cell.rival):
-            parts.append(f"{cell.setting}: {cell.label} (runs missing)")
+        elif cell.missing:
+            parts.append(f"{cell.setting}: {cell.label}, {cell.missing}")
         else:
             parts.append(f"{cell.setting}: {cell.label} ({_numbers(cell, claim.metric)}: {cell.shows})")
     interval = overall_width(overall, [c.interval for c in cells])
@@ -260,6 +279,9 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         runs = _method_records(records, method, width=width)
         return [_metric(r.metrics, "error") for r in runs], COMPARABLE.check(runs, PUBLISHED_LENET_ACCURACY)
 
+    def plan(method: str, width: int) -> int:  # the runs planned, of any status
+        return len(_method_records(records, method, done=False, width=width))
+
     within = NO_EFFECT_WITHIN["error"]
     verdicts, parts, rows, intervals, missing = [], [], [], [], 0
     for width in (w for w in profile["widths"] if w > knee):
@@ -280,8 +302,9 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
             verdict, shows = Verdict.NO_EFFECT, f"VI's change lies within ±{bound_text(abs(vi_rise.gap) + vi_half)}"
         else:
             verdict, shows = Verdict.INCONCLUSIVE, "the seeds' spread covers VI's change"
-        if not all((vi_k, vi_w, nn_k, nn_w)):
-            verdict, shows, missing = Verdict.INCONCLUSIVE, "runs missing", missing + 1
+        arms = ((vi_k, "vi", knee), (vi_w, "vi", width), (nn_k, "node-noise", knee), (nn_w, "node-noise", width))
+        if absent := runs_missing(*((len(done), plan(m, w)) for done, m, w in arms)):
+            verdict, shows, missing = Verdict.INCONCLUSIVE, absent, missing + 1
         elif failing:
             verdict = Verdict.NOT_COMPARABLE
         if verdict is Verdict.NO_EFFECT:
@@ -292,7 +315,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         )
         verdicts.append(verdict)
         judged = f"not comparable ({failing}); unjudged, {shows}" if verdict is Verdict.NOT_COMPARABLE else (
-            f"{verdict.value} ({shows})")  # fmt: skip
+            f"{verdict.value}, {shows}" if absent else f"{verdict.value} ({shows})")  # fmt: skip
         parts.append(f"{numbers}: {judged}")
         spread = "" if math.isnan(vi_half) else f" ± {vi_half:.2f}"
         rows.append(

@@ -17,9 +17,10 @@ t-test at level 0.05: a gap "is separated" when the seeds tell the two groups ap
   excludes the effect the paper reports); *inconclusive* otherwise (fewer than 2 seeds, or an interval wide enough to
   hold the paper's gap). Per objective, over the comparable cells: *holds* when every one
   holds, *does not hold* when at least half of them do not, *no effect* when every one shows none, *inconclusive*
-  otherwise; a cell without runs yet
-  counts as inconclusive, so an unfinished grid never reads *holds*; no comparable cell: *not comparable*. The
-  headline's tally of cells counts those without runs apart (*with runs missing*, as the table shows them).
+  otherwise; a cell missing any planned run (a seed of either activation: the grid's records are its plan) is not
+  judged and counts as inconclusive, *runs missing (k of n planned)*, so an unfinished grid never reads *holds*; no
+  comparable cell: *not comparable*. The headline's tally of cells counts those with runs missing apart (*with runs
+  missing*, as the table shows them).
 - **Slope sweep, per curve**: the paper's claim is that the highest ECE of the curve is at slope 0 (ReLU) ("In
   all configurations but one, the highest ECE corresponds to the slope of 0", section 2.2), so every other slope
   counts. The ECE at slope 0 against the ECE at each other slope, fixed contrasts at level 0.05 / (number of other
@@ -77,6 +78,7 @@ from pyro_bnn.reproduce.report import (
     metric_cells,
     overall_verdict,
     overall_width,
+    runs_missing,
     write_csv,
 )
 
@@ -87,11 +89,14 @@ AUTHORS_BINNING_NOTE = (
 )
 
 
-def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
-    table1 = [r for r in runs if r.config.activation in ACTIVATIONS]
+def _table_1(records: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
+    """Table 1 from the Bayesian runs' ``records``, of any status: those not done tell a cell its planned runs."""
+    plan = [r for r in records if r.config.activation in ACTIVATIONS]
+    table1 = [r for r in plan if r.status is Status.DONE]
     ece_key = judged_ece(table1)
     authors_binning = ece_key == ECE_SAMPLED_AUTHORS
-    cells = _cells(table1, lambda r: (r.spec.tag("objective"), r.config.dataset, r.config.model, r.config.activation))
+    key = lambda r: (r.spec.tag("objective"), r.config.dataset, r.config.model, r.config.activation)  # noqa: E731
+    cells, planned = _cells(table1, key), _cells(plan, key)
     write_csv(
         out / "table1.csv",
         [
@@ -143,9 +148,12 @@ def _table_1(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Sectio
                 relu = cells.get((objective, dataset, model, "relu"), [])
                 published = PUBLISHED_TABLE_1[(dataset, model)]
                 checks = table_1_check(leaky, relu, published)
-                if not (leaky and relu):
-                    # inconclusive for the overall verdict (an unfinished grid never reads holds), counted apart
-                    verdict, status, missing = Verdict.INCONCLUSIVE, "runs missing", missing + 1
+                arms = [(len(done), len(planned.get((objective, dataset, model, a), []))) for a, done in
+                        ((LEAKY, leaky), ("relu", relu))]  # fmt: skip
+                if absent := runs_missing(*arms):
+                    # a seed short of either arm: inconclusive for the overall verdict (an unfinished grid never
+                    # reads holds, however many seeds it has), counted apart
+                    verdict, status, missing = Verdict.INCONCLUSIVE, absent, missing + 1
                 elif not all(c.comparable for c in checks):
                     verdict = Verdict.NOT_COMPARABLE
                     reasons.append(f"{model} on {dataset}: {verdict.value} ({table_1_reason(checks)})")
@@ -268,14 +276,14 @@ def _ablation(records: list[RunRecord], runs: list[RunRecord], profile: Profile,
 
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
     """The report's sections and headlines for ``leaky-calibration`` (figures and CSV files written to ``out``)."""
-    runs = _bnn_runs(records)
-    table, headlines = _table_1(runs, profile, out)
+    runs, bnn = _bnn_runs(records), [r for r in records if r.spec.tag("part") == "bnn"]  # done; of any status
+    table, headlines = _table_1(bnn, profile, out)
     sections = [table]
     ablation = _ablation(records, runs, profile, out)
     if ablation is not None:
         sections.append(ablation)
     if profile["slopes"]:  # a profile of Table 1 alone (full-3fc) plans no sweep and no plateaus
-        sweep, sweep_headline = _sweep(runs, profile, out)
+        sweep, sweep_headline = _sweep(runs, profile, out, bnn)
         sections.append(sweep)
         headlines.append(sweep_headline)
     sections.append(_decalibration(runs, profile, out))

@@ -23,19 +23,32 @@ from pyro_bnn.reproduce.papers.leaky_calibration.verdicts import (
     table_1_reason,
 )
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Status, Verdict
-from pyro_bnn.reproduce.report import format_mean_sd, markdown_table, mean_sd, overall_verdict, write_csv
+from pyro_bnn.reproduce.report import (
+    format_mean_sd,
+    markdown_table,
+    mean_sd,
+    overall_verdict,
+    write_csv,
+)
 
 
-def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section, Headline]:
-    # Table 1's ReLU runs are the sweep's slope 0; only the sweep's seeds are used, so every slope has as many.
-    sweep = [
-        r
-        for r in runs
-        if r.spec.tag("objective") == "paper"
-        and _slope(r.config.activation) in profile["slopes"]
-        and r.config.seed < profile["sweep_seeds"]
-    ]
-    curves = _cells(sweep, lambda r: (r.config.model, r.config.dataset))
+def _sweep(
+    runs: list[RunRecord], profile: Profile, out: Path, records: list[RunRecord] | None = None
+) -> tuple[Section, Headline]:
+    """The sweep from the done Bayesian ``runs``; ``records``: the same of any status, the plan (default ``runs``)."""
+
+    def of_sweep(found: list[RunRecord]) -> list[RunRecord]:
+        # Table 1's ReLU runs are the sweep's slope 0; only the sweep's seeds are used, so every slope has as many
+        return [
+            r
+            for r in found
+            if r.spec.tag("objective") == "paper"
+            and _slope(r.config.activation) in profile["slopes"]
+            and r.config.seed < profile["sweep_seeds"]
+        ]
+
+    curve_of = lambda r: (r.config.model, r.config.dataset)  # noqa: E731
+    curves, planned = _cells(of_sweep(runs), curve_of), _cells(of_sweep(runs if records is None else records), curve_of)
     rows, csv_rows, verdicts, reasons, missing = [], [], [], [], 0
     figure = Figure(figsize=(10, 4))
     axes = figure.subplots(1, 2)
@@ -69,6 +82,10 @@ def _sweep(runs: list[RunRecord], profile: Profile, out: Path) -> tuple[Section,
             if len(slopes) < len(profile["slopes"]):
                 # inconclusive for the overall verdict (an unfinished grid never reads holds), counted apart
                 verdict, why = Verdict.INCONCLUSIVE, f"{len(slopes)} of {len(profile['slopes'])} slopes have runs"
+                status, missing = "runs missing", missing + 1
+            elif len(curve := curves.get((model, dataset), [])) < (of := len(planned.get((model, dataset), []))):
+                # every slope has runs, but not every seed: never judged on the seeds that happen to be there
+                verdict, why = Verdict.INCONCLUSIVE, f"{of - len(curve)} of {of} planned"
                 status, missing = "runs missing", missing + 1
             elif unlike:
                 verdict, why = Verdict.NOT_COMPARABLE, f"{unlike}; {why}"

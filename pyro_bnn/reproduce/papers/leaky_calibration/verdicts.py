@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.leaky_calibration.plan import COMPARABLE
 from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
-from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, compare, mean_sd
+from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, compare, finite_seeds, mean_sd
 
 ACCURACY_TOLERANCE = 0.02
 """How much lower Leaky's accuracy may be for "about equal accuracy" (the paper's Table 1 differs by up to 0.01)."""
@@ -64,7 +64,7 @@ def judged_ece(runs: list[RunRecord]) -> str:
 
 def _count(verdicts: list[Verdict], missing: int = 0) -> str:
     """The tally of ``verdicts`` by kind (``0 holds, 1 does not hold, ...``), ``missing`` of its *inconclusive* ones
-    counted apart (``, 2 with runs missing``): a cell without runs is *inconclusive* only so that
+    counted apart (``, 2 with runs missing``): a cell missing planned runs is *inconclusive* only so that
     :func:`~pyro_bnn.reproduce.report.overall_verdict` never reads an unfinished grid as *holds*; the tally says
     what the table shows, where such a cell reads *runs missing*."""
     counts = {kind: sum(v is kind for v in verdicts) for kind in Verdict}
@@ -84,10 +84,15 @@ def table_1_cell(
         paper_gap: The paper's ECE gap Leaky - ReLU in this cell; None: *no effect* is never said.
         ece_key: The ECE compared (:func:`judged_ece` of the grid's runs).
     """
-    ece = compare(_values(leaky, ece_key), _values(relu, ece_key))
+    # a run without a finite ECE is no seed of the comparison: count and name it (compare leaves it out)
+    by_seed = {name: [r.metrics.get(ece_key) for r in sorted(runs, key=lambda r: r.config.seed)]
+               for name, runs in (("Leaky", leaky), ("ReLU", relu))}  # fmt: skip
+    (leaky_ece, relu_ece), left_out = finite_seeds(by_seed, "ECE")
+    ece = compare(leaky_ece, relu_ece)
     acc = compare(_values(leaky, "accuracy"), _values(relu, "accuracy"))
     se = "n/a" if math.isnan(ece.standard_error) else f"{ece.standard_error:.3f}"
     numbers = f"ECE gap Leaky - ReLU {ece.gap:+.3f} (se {se}), accuracy gap {acc.gap:+.3f}"
+    numbers += f"; {left_out}" if left_out else ""
     if ece.separated and ece.gap > 0:
         return Verdict.DOES_NOT_HOLD, numbers + ": ReLU is better calibrated", None
     if ece.separated and ece.gap < 0:
@@ -96,7 +101,7 @@ def table_1_cell(
         if acc.gap >= -ACCURACY_TOLERANCE:
             return Verdict.HOLDS, numbers, None
         return Verdict.INCONCLUSIVE, numbers + ": Leaky is better calibrated, but may be less accurate", None
-    if min(len(leaky), len(relu)) < 2:
+    if min(len(leaky_ece), len(relu_ece)) < 2:
         return Verdict.INCONCLUSIVE, numbers + ": fewer than 2 seeds", None
     interval = f"95 % interval [{ece.gap - ece.half_width:+.3f}, {ece.gap + ece.half_width:+.3f}]"
     if paper_gap is not None and ece.farther_end < abs(paper_gap):

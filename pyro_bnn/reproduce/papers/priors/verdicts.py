@@ -18,7 +18,7 @@ from pyro_bnn.reproduce.comparability import CellCheck
 from pyro_bnn.reproduce.papers.priors.cells import Cells, absent_text, cell_name, gains
 from pyro_bnn.reproduce.papers.priors.plan import COMPARABLE, HYPERPRIORS, PUBLISHED
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Status, Verdict
-from pyro_bnn.reproduce.report import compare, mean_sd, overall_verdict, overall_width
+from pyro_bnn.reproduce.report import compare, finite_seeds, mean_sd, overall_verdict, overall_width
 
 MIN_GAIN = 0.005
 """A test-accuracy gain below half a point is no gain worth the name."""
@@ -214,7 +214,9 @@ def panel_check(cells: Cells, dataset: str, noise: str) -> CellCheck | None:
 def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -> tuple[Verdict, float | None, str]:
     """The verdict on one panel's per-seed gains ``values`` (the module docstring's first rule), the x of its *no
     effect within ±x* (or None), and the text a headline prints for it (``absent``: why a panel without gains has
-    none, from :func:`panel_absence`)."""
+    none, from :func:`panel_absence`). A seed without a finite gain is left out and named."""
+    (kept,), left_out = finite_seeds({"": values}, "gain")
+    note = f" ({left_out})" if left_out else ""
     if check is None or not values:
         return (
             Verdict.INCONCLUSIVE,
@@ -223,12 +225,14 @@ def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -
         )
     if not check.comparable:
         return Verdict.NOT_COMPARABLE, None, f"{Verdict.NOT_COMPARABLE.value} ({check.reason})"
-    if len(values) < 2:
-        return Verdict.INCONCLUSIVE, None, f"gain {values[0]:+.3f} on 1 seed, {Verdict.INCONCLUSIVE.value}"
-    verdict, width = _gain_verdict(values)
-    low, high = t_interval(values)
-    text = f"gain {effect_text(statistics.fmean(values), low, high)} over {len(values)} seeds"
-    return verdict, width, f"{text}: {gain_verdict_text(verdict, width, values)}"
+    if not kept:
+        return Verdict.INCONCLUSIVE, None, f"no finite gain on any of {len(values)} seeds, {Verdict.INCONCLUSIVE.value}"
+    if len(kept) < 2:
+        return Verdict.INCONCLUSIVE, None, f"gain {kept[0]:+.3f} on 1 seed{note}, {Verdict.INCONCLUSIVE.value}"
+    verdict, width = _gain_verdict(kept)
+    low, high = t_interval(kept)
+    text = f"gain {effect_text(statistics.fmean(kept), low, high)} over {len(kept)} seeds{note}"
+    return verdict, width, f"{text}: {gain_verdict_text(verdict, width, kept)}"
 
 
 def gain_verdict_text(verdict: Verdict, width: float | None, values: list[float]) -> str:
