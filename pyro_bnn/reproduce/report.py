@@ -60,6 +60,16 @@ def format_mean_sd(values: Sequence[float], digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if n > 1 else f"{mean:.{digits}f} (1 seed)"
 
 
+def format_mean(values: Sequence[float], digits: int = 3) -> str:
+    """The mean of the values to ``digits`` decimals; ``—`` when there are none."""
+    return f"{mean_sd(values)[0]:.{digits}f}" if len(values) else "—"
+
+
+def format_signed(value: float, digits: int = 3) -> str:
+    """A change with its sign, ``+0.123``; ``—`` for NaN (a change one of whose arms had no run)."""
+    return "—" if math.isnan(value) else f"{value:+.{digits}f}"
+
+
 CONFORMAL_NOTE = (
     "*Coverage* and *set size*: split conformal prediction sets at alpha = 0.1 with the threshold score (THR, a class "
     "is in the set when 1 - p is at most the calibrated quantile), calibrated on a seeded half of the test "

@@ -586,3 +586,10 @@ def test_a_cell_short_of_a_planned_seed_is_not_judged_and_never_reads_holds():
     assert degradation.verdict is Verdict.INCONCLUSIVE
     assert degradation.reason.startswith("0 of 1 cells comparable, 1 with runs missing; x2 -> x4: ")
     assert degradation.reason.endswith(": inconclusive at this scale, runs missing (1 of 12 planned).")
+    # a width with no run done is a dash in the text and the table (a partial grid's x4 read "nan -> nan % (+nan)")
+    for index in (-3, -2, -1):  # node noise's x4 seeds
+        sweep[index] = dataclasses.replace(sweep[index], status=Status.MISSING, metrics={})
+    section, (degradation, *_) = rival_verdicts(sweep, paper)
+    assert "node noise 11.05 -> — % (—): inconclusive at this scale, runs missing (3 of 12" in degradation.reason
+    rows = [line for table in section.tables for line in table.splitlines() if "past x2" in line]
+    assert "nan" not in degradation.reason and rows and not any("nan" in row for row in rows)

@@ -43,7 +43,9 @@ from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Ve
 from pyro_bnn.reproduce.report import (
     compare,
     finite_seeds,
+    format_mean,
     format_mean_sd,
+    format_signed,
     markdown_table,
     mean_sd,
     overall_verdict,
@@ -310,8 +312,9 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
         if verdict is Verdict.NO_EFFECT:
             intervals.append(abs(vi_rise.gap) + vi_half)
         numbers = (
-            f"x{knee} -> x{width}: VI {mean_sd(vi_k)[0]:.2f} -> {mean_sd(vi_w)[0]:.2f} % ({vi_rise.gap:+.2f}), node "
-            f"noise {mean_sd(nn_k)[0]:.2f} -> {mean_sd(nn_w)[0]:.2f} % ({nn_rise.gap:+.2f})"
+            f"x{knee} -> x{width}: VI {format_mean(vi_k, 2)} -> {format_mean(vi_w, 2)} % "
+            f"({format_signed(vi_rise.gap, 2)}), node noise {format_mean(nn_k, 2)} -> {format_mean(nn_w, 2)} % "
+            f"({format_signed(nn_rise.gap, 2)})"
         )
         verdicts.append(verdict)
         judged = f"not comparable ({failing}); unjudged, {shows}" if verdict is Verdict.NOT_COMPARABLE else (
@@ -322,7 +325,7 @@ def _degradation(records: list[RunRecord], profile: Profile) -> tuple[Headline, 
             [f"test error past x{knee} (VI rises, node noise does not)", f"x{width} vs x{knee}",
              f"{format_mean_sd(nn_w, 2)} (x{knee}: {format_mean_sd(nn_k, 2)})",
              f"VI {format_mean_sd(vi_w, 2)} (x{knee}: {format_mean_sd(vi_k, 2)})", "—",
-             f"VI {vi_rise.gap:+.2f}{spread}; node noise {nn_rise.gap:+.2f}", shows,
+             f"VI {format_signed(vi_rise.gap, 2)}{spread}; node noise {format_signed(nn_rise.gap, 2)}", shows,
              f"x{width}: {nn_w_check.summary}", f"x{width}: {vi_w_check.summary}",
              verdict.value if verdict is not Verdict.NO_EFFECT else no_effect_text(intervals[-1])]
         )  # fmt: skip
