@@ -14,7 +14,7 @@ from torch.func import functional_call
 
 from pyro_bnn.likelihoods.base import Likelihood
 from pyro_bnn.local_latents import LocalLatent
-from pyro_bnn.models.shapes import check_input_shape
+from pyro_bnn.models.shapes import check_input_shape, check_output_batch
 from pyro_bnn.nn.modes import has_running_statistics, network_mode
 from pyro_bnn.priors.base import ParameterSite, Prior, join_name
 
@@ -335,8 +335,9 @@ class BNN(nn.Module):
 
         Raises:
             ValueError: when the input shape differs from ``net.input_shape`` (where the net declares one), the
-                network cannot run on ``x`` (naming the dtypes when ``x``'s is not the parameters'), or ``y`` does not
-                fit the likelihood (e.g. labels >= num_classes).
+                network cannot run on ``x`` (naming the dtypes when ``x``'s is not the parameters'), its output is not
+                ``(N, ...)`` for ``x`` of N examples (a single example ``(D,)`` without its batch axis), or ``y`` does
+                not fit the likelihood (e.g. labels >= num_classes).
         """
         check_input_shape(self.net, x)
         # In eval mode: a check must not update batch norm's running statistics (nor spectral norm's vectors).
@@ -353,6 +354,7 @@ class BNN(nn.Module):
                         f"(convert the inputs with x.to({dtype})); torch: {said}"
                     ) from err
                 raise ValueError(f"the network cannot run on inputs of shape {tuple(x.shape)}: {err}") from err
+        check_output_batch(x, output)  # a single example without its batch axis runs through nn.Linear
         if y is not None:
             self.likelihood.check_targets(output, y)
         return output

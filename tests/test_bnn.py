@@ -182,3 +182,22 @@ def test_inputs_of_another_dtype_are_named_by_dtype_not_shape(dtype, torch_name)
     )
     with pytest.raises(ValueError, match=r"^the network cannot run on inputs of shape \(5, 3\): mat1 and mat2"):
         bnn.validate_batch(torch.randn(5, 3))
+
+
+def test_network_outputs_without_an_outputs_axis_are_refused():
+    """Outputs (N,) passed the check (a Gaussian's 1-D targets matched them) and training failed with a bare
+    IndexError; the likelihoods read outputs (N, outputs)."""
+    from pyro_bnn.likelihoods import Gaussian
+
+    bnn = BNN(nn.Sequential(nn.Linear(2, 1), nn.Flatten(0)), NormalPrior(0.0, 1.0), Gaussian(40))
+    with pytest.raises(ValueError) as error:
+        bnn.validate_batch(torch.randn(40, 2), torch.randn(40))
+    assert str(error.value) == (
+        "inputs of shape (40, 2) give network outputs of shape (40,), not (N, outputs) with N = 40, the inputs' first "
+        "axis: pass a batch of inputs (N, *input_shape) (a single example x as x.unsqueeze(0)) to a network whose "
+        "outputs are (N, outputs) (one output: (N, 1))"
+    )
+    with pytest.raises(
+        ValueError, match=r"^inputs of shape \(10, 2\) give network outputs of shape \(10,\)"
+    ):  # a batch
+        Trainer(bnn, "map").fit(BatchLoader(torch.randn(40, 2), torch.randn(40), 10), 1)

@@ -24,6 +24,13 @@ KLSchedule = Callable[[float], float]
 """Maps training progress in epochs (``epoch + step / steps_per_epoch``, starting at 0) to a KL weight >= 0."""
 
 
+def step_progress(epoch: int, step: int, num_steps: int) -> float:
+    """Training progress in epochs at ``step`` (1-based) of the ``num_steps`` steps of ``epoch`` (0-based): the
+    value the :class:`~pyro_bnn.infer.Trainer` calls its :data:`KLSchedule` with, ``epoch + (step - 1) / num_steps``
+    (a step is weighted by where it starts)."""
+    return epoch + (step - 1) / num_steps
+
+
 def check_kl_weight(weight: object) -> float:
     """A KL weight (a schedule's value times the minibatch weighting) as a ``float``, or a one-line ValueError:
     ``"KL weight must be a finite number >= 0, got -1.0"``. Every objective checks its weight with this, so a bad

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from pyro_bnn.bnn import BNN
 from pyro_bnn.guides import GuideSpec, parse_guide
+from pyro_bnn.infer.annealing import step_progress
 from pyro_bnn.infer.callbacks import last_checkpoint_text
 from pyro_bnn.infer.divergence import DIVERGENCE_ADVICE, NonFiniteLossError, non_finite_loss_message
 from pyro_bnn.infer.kl_weighting import minibatch_kl_weight
@@ -185,7 +186,7 @@ def train_epoch(trainer: Trainer, loader: Iterable, num_steps: int, epochs: int)
     used: dict[str, float] | None = None  # the rates the last step trained with (per-step schedules)
     for step, (x, y) in enumerate(bar, start=1):
         x, y = x.to(trainer.device, non_blocking=True), y.to(trainer.device, non_blocking=True)
-        kl_weight = trainer.kl_schedule(run.epoch + (step - 1) / num_steps)
+        kl_weight = trainer.kl_schedule(step_progress(run.epoch, step, num_steps))
         kl_weight *= minibatch_kl_weight(trainer.kl_weighting, step, num_steps)
         check = step % trainer.nan_check_every == 0 or step == num_steps
         try:

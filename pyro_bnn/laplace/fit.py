@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -194,6 +195,8 @@ def fit_laplace(
         prior_precision=precision,
         prior_mean=prior_mean,
     )
+    if options.subset is Subset.LAST_LAYER and options.prior_structure is PriorStructure.LAYERWISE:
+        la.__class__ = _per_tensor_prior_class(type(la))
     try:
         with on_model_device(net), _quiet_jit_script():
             la.fit(train_loader)
@@ -218,6 +221,30 @@ def fit_laplace(
         with on_model_device(net), _quiet_jit_script():
             _tune_prior_precision(la, precision, options)
     return LaplacePosterior(bnn, la, values, _sampled_sites(bnn, la, options))
+
+
+class _PerTensorPrior:
+    """A mixin of laplace-torch's last-layer Laplace classes whose ``prior_precision_diag`` (the precision of each
+    weight, ``(P,)``) also reads one precision per parameter tensor of the last layer (``(n_layers,)``: its weight,
+    then its bias), each spread over its tensor's entries as laplace-torch's all-weights classes spread theirs.
+    laplace-torch 0.3's last-layer classes take one precision or one per weight only ("Mismatch of prior and
+    model"), though they accept and tune ``n_layers`` of them."""
+
+    @property
+    def prior_precision_diag(self) -> torch.Tensor:
+        precision = self.prior_precision
+        if isinstance(precision, torch.Tensor) and precision.ndim == 1 and 1 < len(precision) == self.n_layers:
+            sizes = [param.numel() for param in self.model.last_layer.parameters()]  # the order of the weights
+            return precision.repeat_interleave(torch.tensor(sizes, device=precision.device))
+        return super().prior_precision_diag
+
+
+@functools.cache
+def _per_tensor_prior_class(cls: type) -> type:
+    """``cls`` (a laplace-torch last-layer Laplace class) with :class:`_PerTensorPrior`. Its ``_key`` is None:
+    ``laplace.Laplace`` picks its class by the ``_key`` of every subclass of ``BaseLaplace``, and must not pick this
+    one for ``cls``'s."""
+    return type(f"PerTensorPrior{cls.__name__}", (_PerTensorPrior, cls), {"_key": None})
 
 
 def _tune_prior_precision(la: Any, precision: float, options: LaplaceOptions) -> int:

@@ -38,7 +38,7 @@ class PriorStructure(str, Enum):
     SCALAR = "scalar"
     """One precision for every weight."""
     LAYERWISE = "layerwise"
-    """One precision per parameter tensor (``weight`` and ``bias`` of each layer apart)."""
+    """One precision per parameter tensor (``weight`` and ``bias`` of each layer apart; for the last layer, two)."""
 
 
 class Predictive(str, Enum):

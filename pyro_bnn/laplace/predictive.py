@@ -96,9 +96,9 @@ def predict_laplace(
     link = Link.PROBIT if link is None else link
     batches = data_batches(data, size, "predict_laplace", split_loader=True)
     device = next(iter(posterior.map_values.values())).device
-    probe = batches[0][0][:2].to(device)
-    bnn.validate_batch(probe)
-    layers = posterior.rank_one_layers(probe)
+    first = batches[0][0].to(device)
+    bnn.validate_batch(first)  # the whole batch, so that an error names the inputs' shape
+    layers = posterior.rank_one_layers(first[:2])
     if layers is None and batch_size is None:  # laplace-torch's full Jacobians: batches sized by their memory
         size = glm_batch_size(posterior)
         batches = split_batches(batches, size)

@@ -148,3 +148,24 @@ def check_input_shape(net: nn.Module, x: torch.Tensor) -> None:
         f"{type(net).__name__} expects inputs of shape (batch, {', '.join(map(str, expected))}), i.e. "
         f"per-example shape {expected}; found per-example shape {found} (x.shape = {tuple(x.shape)}){hint}"
     )
+
+
+def check_output_batch(x: torch.Tensor, output: torch.Tensor) -> None:
+    """Checks that the network's output on inputs ``(N, *input_shape)`` is ``(N, ...)``, with at least two axes.
+
+    The model's data plate has ``x.shape[0]`` examples and the likelihoods read outputs as ``(..., N, outputs)``. A
+    single example without the batch axis (``x`` of shape ``(D,)``) passes :func:`check_input_shape` for a net
+    without ``input_shape``, since ``nn.Linear`` takes 1-D inputs; its output ``(C,)`` was read as C examples
+    (``predict``'s probabilities ``(S, C)``) or failed deep inside laplace-torch. Outputs ``(N,)`` without an
+    outputs axis failed in training (an IndexError) and predicted means ``(S, N)``.
+
+    Raises:
+        ValueError: one line naming both shapes and the expected ``(N, ...)``.
+    """
+    n = x.shape[0] if x.dim() else None
+    if output.dim() < 2 or output.shape[0] != n:
+        raise ValueError(
+            f"inputs of shape {tuple(x.shape)} give network outputs of shape {tuple(output.shape)}, not "
+            f"(N, outputs) with N = {n}, the inputs' first axis: pass a batch of inputs (N, *input_shape) (a single "
+            "example x as x.unsqueeze(0)) to a network whose outputs are (N, outputs) (one output: (N, 1))"
+        )

@@ -23,6 +23,7 @@ from pyro_bnn._io import write_json_atomically
 from pyro_bnn.data import DatasetName, DatasetSplits, Task
 from pyro_bnn.evaluation import regression_metrics
 from pyro_bnn.guides import GuideKind, parse_guide
+from pyro_bnn.infer.annealing import parse_kl_schedule, step_progress
 from pyro_bnn.laplace import LaplaceOptions, Link, Predictive, fit_laplace, import_laplace, predict_laplace
 from pyro_bnn.laplace.fit import prior_start
 from pyro_bnn.likelihoods import KLScale
@@ -89,9 +90,10 @@ def check_laplace_run(
         FileNotFoundError: not a run folder, or no checkpoint.
         FileExistsError: :attr:`LaplaceRun.out_file` exists and ``overwrite`` is not set.
         ValueError: the run's guide is not a point estimate with random weights (``map``); its model has node noise,
-            a hyperprior, the ``paper`` KL scale, a temperature other than 1, or a prior other than a Normal
-            without ``prior_precision``; a bad option, or one that does not apply to the run or the predictive (one
-            line each).
+            a hyperprior, the ``paper`` KL scale, a temperature other than 1, a KL schedule (``kl_anneal``) whose
+            weight is not 1 throughout the epoch its weights come from, or a prior other than a Normal without
+            ``prior_precision``; a bad option, or one that does not apply to the run or the predictive (one line
+            each).
         ImportError: laplace-torch is not installed (naming the extra).
     """
     predictive = enum_member(Predictive, predictive, "Laplace predictive")
@@ -116,6 +118,7 @@ def check_laplace_run(
             f"{run} was trained at temperature {config.temperature:g}; Laplace fits the curvature of the untempered "
             "posterior, so its MAP must be untempered too (temperature 1)"
         )
+    _check_final_kl_weight(run, config, state)
     bnn = runs.meta_bnn(config)
     if bnn.hyper_site_names:
         raise ValueError(f"{run} has the hierarchical prior {config.prior!r}; Laplace needs a fixed prior")
@@ -132,6 +135,36 @@ def check_laplace_run(
             f"{options.structure.value}); pass --overwrite to replace it, or another --subset or --structure"
         )
     return laplace
+
+
+def _check_final_kl_weight(run: Path, config: RunConfig, state: dict[str, Any]) -> None:
+    """Refuses a run whose KL schedule (``--kl-anneal``) weighted the prior by other than 1 at a step of the epoch its
+    checkpoint's weights come from: the last one, or with early stopping (``--patience``, whose best epoch is
+    restored) any from the best one on. A KL weight w is the tempered posterior at T = w (the trainer's KL weight is
+    schedule x T), whose mode is not the posterior's; a warm-up that ended before that epoch is fine.
+
+    The steps are the trainer's (:func:`~pyro_bnn.infer.annealing.step_progress`), their number per epoch the
+    checkpoint's ``global_step / epoch``."""
+    epochs, steps = state.get("epoch"), state.get("global_step")
+    if not (isinstance(epochs, int) and epochs > 0 and isinstance(steps, int) and steps > 0):
+        epochs, steps = config.epochs, config.epochs  # no step count: one weight per epoch, at its start
+    num_steps = max(1, round(steps / epochs))
+    first = epochs
+    if config.patience:  # EarlyStopping(restore_best=True) keeps its best epoch's weights in its state
+        best = [e.get("best_epoch") for e in state.get("callbacks", {}).values() if isinstance(e, dict)]
+        first = min([epochs, *(b for b in best if isinstance(b, int) and b > 0)])
+    schedule = parse_kl_schedule(config.kl_anneal)
+    for epoch in range(first - 1, epochs):
+        for step in range(1, num_steps + 1):
+            weight = schedule(step_progress(epoch, step, num_steps))
+            if not math.isclose(weight, 1.0, rel_tol=1e-9):
+                best = f" (its best, restored epoch: {first})" if first < epochs else ""
+                raise ValueError(
+                    f"{run} was trained with --kl-anneal {config.kl_anneal}: its KL weight at step {step}/{num_steps} "
+                    f"of epoch {epoch + 1}/{epochs}{best} is {weight:.6g}, not 1; a KL weight w trains the posterior "
+                    "tempered at T = w, and Laplace fits the curvature of the untempered one: train the MAP with a "
+                    "warm-up that ends before its final epoch, or with --kl-anneal constant (weight 1)"
+                )
 
 
 def _check_applies(

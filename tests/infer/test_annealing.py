@@ -11,6 +11,7 @@ from pyro_bnn.infer import (
     minibatch_kl_weight,
     parse_kl_schedule,
 )
+from pyro_bnn.infer.annealing import step_progress
 
 
 @pytest.mark.parametrize("num_steps", [1, 2, 7, 50, 600, 5000])
@@ -53,6 +54,12 @@ def test_linear_warmup():
 def test_cyclical():
     schedule = cyclical(4, ramp_fraction=0.5)
     assert [schedule(t) for t in (0, 1, 2, 3, 4, 5)] == pytest.approx([0, 0.5, 1, 1, 0, 0.5])
+
+
+def test_step_progress_is_where_a_step_starts():
+    # what the trainer weights step 2 of 3 of the second epoch by, and what `pyro-bnn laplace` re-evaluates
+    assert [step_progress(1, step, 3) for step in (1, 2, 3)] == [1.0, 1 + 1 / 3, 1 + 2 / 3]
+    assert step_progress(0, 1, 1) == 0.0
 
 
 @pytest.mark.parametrize(

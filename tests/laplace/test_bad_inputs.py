@@ -165,6 +165,28 @@ def test_predict_laplace_refuses_a_link_where_none_applies():
     assert predict_laplace(posterior, x, num_samples=5).means.shape == (5, 3, 1)
 
 
+BATCH_AXIS = (
+    r"^inputs of shape \(2,\) give network outputs of shape \(2,\), not \(N, outputs\) with N = 2, the inputs' "
+    r"first axis: pass a batch of inputs \(N, \*input_shape\) \(a single example x as x.unsqueeze\(0\)\) to a "
+    r"network whose outputs are \(N, outputs\) \(one output: \(N, 1\)\)$"
+)
+
+
+@pytest.mark.parametrize(("structure", "predictive"), [("kron", "glm"), ("full", "glm"), ("diag", "mc")])
+def test_predict_laplace_names_one_example_without_its_batch_axis(structure, predictive):
+    # one example x of shape (2,) went through the network (nn.Linear takes 1-D inputs) and ended in laplace-torch's
+    # "einsum(): the number of subscripts in the equation (2) does not match the number of dimensions (1)"
+    net = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 2))  # its outputs (2,) as many as the inputs
+    bnn, point, _ = _regression(net=net, likelihood=Categorical(N))
+    loader = BatchLoader(torch.randn(N, 2), torch.arange(N) % 2, 4)
+    posterior = fit_laplace(bnn, point, loader, structure=structure, tune_prior=False)
+    x = torch.randn(2)
+    with pytest.raises(ValueError, match=BATCH_AXIS) as err:
+        predict_laplace(posterior, x, predictive=predictive)
+    _one_line(err)
+    assert predict_laplace(posterior, x.unsqueeze(0), predictive=predictive).probs.shape[1:] == (1, 2)
+
+
 def test_fit_laplace_names_data_and_points_that_are_not_finite_or_do_not_fit():
     bnn, point, loader = _regression()
     x, y = next(iter(BatchLoader(*_data(), N)))

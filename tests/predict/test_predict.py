@@ -221,6 +221,22 @@ def test_bad_arguments():
         predict(bnn, guide, X, num_samples=2).metrics()
 
 
+def test_one_example_without_its_batch_axis_is_refused():
+    # nn.Linear takes x of shape (4,): the 3 outputs were read as 3 examples, probs (S, 3) with no N axis
+    bnn = _bnn()
+    guide = _guide(bnn)
+    x = torch.randn(4)
+    message = (
+        r"^inputs of shape \(4,\) give network outputs of shape \(3,\), not \(N, outputs\) with N = 4, the inputs' "
+        r"first axis: pass a batch of inputs \(N, \*input_shape\) \(a single example x as x.unsqueeze\(0\)\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        predict(bnn, guide, x, num_samples=2)
+    with pytest.raises(ValueError, match=message):
+        predict_posterior_mean(bnn, guide, x)
+    assert predict(bnn, guide, x.unsqueeze(0), num_samples=2).probs.shape == (2, 1, 3)
+
+
 @pytest.mark.parametrize(
     ("data", "match"),
     [
