@@ -140,7 +140,8 @@ def test_a_cell_with_an_arm_not_run_is_inconclusive_and_not_counted_comparable(t
     records = [r for r in _prior_grid(mixture_curve=RISING) if r.spec.tag("prior") == "mixture-0.5"]
     _, headlines = _error_table(_cells(records), QUICK, tmp_path)
     prior = headlines[0]
-    assert prior.verdict is Verdict.INCONCLUSIVE and prior.reason.startswith("0 of 1 cells comparable")
+    assert prior.verdict is Verdict.INCONCLUSIVE
+    assert prior.reason.startswith("0 of 1 cells comparable with the paper's, 1 with runs missing. runs missing; ")
     assert "Gaussian: no run done yet" in prior.reason and "nan" not in prior.reason
     assert "3 of 3 runs at the cap, still improving" in prior.reason
 
@@ -154,7 +155,7 @@ def test_an_unfinished_grid_never_reads_holds_for_the_weighting_claim(tmp_path):
     _, headlines = _error_table(_cells(records), QUICK, tmp_path)
     weighting = headlines[1]
     assert weighting.verdict is not Verdict.HOLDS, weighting.reason
-    assert weighting.reason.startswith("1 of 2 priors comparable with the paper's. ")
+    assert weighting.reason.startswith("1 of 2 priors comparable with the paper's, 1 with runs missing. ")
     assert "Blundell: no run done yet" in weighting.reason
 
 
@@ -240,6 +241,80 @@ def test_pruning_is_judged_on_comparable_networks_only(tmp_path, curve, snr, mag
     comparable = int(expected is not Verdict.NOT_COMPARABLE)
     assert headline.reason.startswith(f"{comparable} of 1 cells comparable with the paper's. ")
     assert "Training of these networks: converged" in section.text
+
+
+def _not_run(record: RunRecord) -> RunRecord:
+    """``record`` as the grid holds a planned run not done yet: its spec, no numbers."""
+    return dataclasses.replace(record, status=Status.MISSING, metrics={}, history=[])
+
+
+def _with_seed_missing(records: list[RunRecord], cell, seed: int) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The grid's records with ``cell``'s ``seed`` not run yet, and the done ones among them."""
+    grid = [_not_run(r) if (_cells([r]).popitem()[0], r.config.seed) == (cell, seed) else r for r in records]
+    return grid, [r for r in grid if r.status is Status.DONE]
+
+
+def test_a_prior_arm_short_of_a_planned_seed_is_runs_missing_not_holds(tmp_path):
+    """Blundell's ordering held on 3 + 3 seeds; with the mixture's seed 0 not run, the cell was judged on the 2 it had
+    and still read *holds* (nothing said of the missing run). Now: inconclusive, tallied with runs missing."""
+    blundell = [_bbb_run(MIX, s, 1 - 0.0170 - d) for s, d in enumerate((0, 1e-4, -1e-4))]
+    blundell += [_bbb_run(GAUSS, s, 1 - 0.0195 - d) for s, d in enumerate((0, 1e-4, -1e-4))]
+    grid, done = _with_seed_missing(blundell, MIX, 0)  # left: 1.71 and 1.69 %
+    assert _error_table(_cells(done), QUICK, tmp_path)[1][0].verdict is Verdict.HOLDS  # hand-made: nothing planned
+    section, headlines = _error_table(_cells(done), QUICK, tmp_path, grid)
+    prior = headlines[0]
+    assert prior.verdict is Verdict.INCONCLUSIVE
+    assert prior.reason == (
+        "0 of 1 cells comparable with the paper's, 1 with runs missing. runs missing (1 of 6 planned); scale mixture "
+        "(π = 0.5): 2 of 3 runs done; unjudged, test error scale mixture (π = 0.5) 1.70 ± 0.01 %, Gaussian 1.95 ± "
+        "0.01 %"
+    )
+    rows = {tuple(row.split(" | ")[:2]): row.split(" | ") for row in section.tables[0].splitlines()[2:]}
+    seeds = section.tables[0].splitlines()[0].split(" | ").index("seeds")
+    assert rows[("| " + bbb.PRIOR_LABELS["mixture-0.5"], bbb.WEIGHTINGS["uniform"])][seeds] == "2 of 3"
+    assert rows[("| " + bbb.PRIOR_LABELS["gaussian"], bbb.WEIGHTINGS["uniform"])][seeds] == "3"
+    # every planned run done: judged as before
+    assert _error_table(_cells(blundell), QUICK, tmp_path, blundell)[1][0].verdict is Verdict.HOLDS
+
+
+def test_a_weighting_cell_short_of_a_planned_seed_never_reads_holds(tmp_path):
+    """Blundell's weighting separated lower under both priors: *holds*, also with the mixture's Blundell seed 0 not
+    run. Now that prior's cell is inconclusive, runs missing, and so is the headline."""
+    records = [_bbb_run(("gaussian", "blundell", "bbb"), s, GAUSSIAN + 0.003 - d) for s, d in
+               enumerate((0, 1e-4, -1e-4))]  # fmt: skip
+    records += [_bbb_run(GAUSS, s, GAUSSIAN - d) for s, d in enumerate((0, 1e-4, -1e-4))]
+    records += [_bbb_run(("mixture-0.5", "blundell", "bbb"), s, MIXTURE + 0.003 - d) for s, d in
+                enumerate((0, 1e-4, -1e-4))]  # fmt: skip
+    records += [_bbb_run(MIX, s, MIXTURE - d) for s, d in enumerate((0, 1e-4, -1e-4))]
+    grid, done = _with_seed_missing(records, ("mixture-0.5", "blundell", "bbb"), 0)  # left: 1.74 and 1.72 %
+    assert _error_table(_cells(done), QUICK, tmp_path)[1][1].verdict is Verdict.HOLDS  # judged on 2 + 3 seeds
+    weighting = _error_table(_cells(done), QUICK, tmp_path, grid)[1][1]
+    assert weighting.verdict is Verdict.INCONCLUSIVE
+    assert weighting.reason.startswith("1 of 2 priors comparable with the paper's, 1 with runs missing. ")
+    assert (
+        f"{bbb.PRIOR_LABELS['mixture-0.5']}: inconclusive at this scale (runs missing (1 of 6 planned); Blundell: 2 "
+        "of 3 runs done; unjudged, test error Blundell 1.73 ± 0.01 %, uniform 2.03 ± 0.01 %)"
+    ) in weighting.reason
+    assert _error_table(_cells(records), QUICK, tmp_path, records)[1][1].verdict is Verdict.HOLDS
+
+
+def test_pruning_short_of_a_planned_network_is_runs_missing(tmp_path):
+    snr, magnitude = (0.02, 0.40, 0.80), (0.02, 0.30, 0.60)  # Singh's finding, on converged networks
+    records = [_pruned(i, FLAT, [v + d for v in snr], [v - d for v in magnitude]) for i, d in
+               enumerate((0.0, 0.0004, -0.0004))]  # fmt: skip
+    grid, done = _with_seed_missing(records, MIX, 0)
+    assert _pruning(_cells(done), QUICK, tmp_path)[1].verdict is Verdict.DOES_NOT_HOLD  # judged on 2 networks
+    _, headline = _pruning(_cells(done), QUICK, tmp_path, grid)
+    assert headline.verdict is Verdict.INCONCLUSIVE
+    assert headline.reason.startswith(
+        "0 of 1 cells comparable with the paper's, 1 with runs missing. the pruned networks: runs missing (1 of 3 "
+        "planned); unjudged; 75 % pruned: test error |μ|/σ 40.00 ± 0.06 % against |μ| 30.00 ± 0.06 %"
+    )
+    # no pruned network at all (hand-made): runs missing, not counted comparable
+    _, headline = _pruning({}, QUICK, tmp_path)
+    assert headline.verdict is Verdict.INCONCLUSIVE
+    assert headline.reason.startswith("0 of 1 cells comparable with the paper's, 1 with runs missing. ")
+    assert _pruning(_cells(records), QUICK, tmp_path, records)[1].verdict is Verdict.DOES_NOT_HOLD
 
 
 # --- paper 004 -------------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     absences_by_panel,
     cell_check,
     effect_text,
+    gain_arms,
     no_effect_width,
     panel_notes,
     welch_interval,
@@ -570,4 +571,61 @@ def test_a_seed_without_a_finite_gain_is_left_out_and_named():
         Verdict.INCONCLUSIVE,
         None,
         "no finite gain on any of 2 seeds, inconclusive at this scale",
+    )
+
+
+def _not_run(records: list[RunRecord], noise: str, family: str, scale: str, seed: int) -> list[RunRecord]:
+    """``records`` with one run, as the grid holds a planned run not done yet: its spec, no numbers."""
+    key = (noise, family, scale, str(seed))
+    return [
+        dataclasses.replace(r, status=Status.MISSING, metrics={}, history=[])
+        if tuple(r.spec.tag(k) for k in ("noise", "family", "scale", "seed")) == key
+        else r
+        for r in records
+    ]
+
+
+def test_a_gain_short_of_a_planned_seed_is_runs_missing_not_holds():
+    """A gain of +0.033 held on 4 seeds; with the hierarchical cell's seed 3 not run it held on the 3 the panel had,
+    nothing said of the fourth (the noise headline too). Now both read *inconclusive*, runs missing, tallied apart."""
+    records = _not_run(_grid(gains={"high": 0.03, "low": 0.0}), "high", "laplace", "halfnormal", 3)
+    cells = Cells(records, _profile())
+    table, per_panel, checks = _gain_table(cells)
+    assert _hierarchical_headline(per_panel, checks, ("moons",)).verdict is Verdict.HOLDS  # hand-made: no plan read
+    arms = gain_arms(cells)
+    assert arms == {("moons", "high"): [(3, 4), (4, 4)], ("moons", "low"): [(4, 4), (4, 4)]}
+    hierarchical = _hierarchical_headline(per_panel, checks, ("moons",), arms=arms)
+    assert hierarchical.verdict is Verdict.INCONCLUSIVE
+    assert hierarchical.reason == (
+        "0 of 1 cells (data sets at the high noise) comparable with the paper's, 1 with runs missing; moons: "
+        "inconclusive at this scale, runs missing (1 of 8 planned)."
+    )
+    noisier = _noise_headline(per_panel, checks, ("moons",), arms=arms)
+    assert noisier.verdict is Verdict.INCONCLUSIVE
+    assert noisier.reason == (
+        "0 of 1 cells (data sets at both noises) comparable with the paper's, 1 with runs missing; moons: "
+        "inconclusive at this scale, runs missing (1 of 16 planned)."
+    )
+    row = next(line for line in table.splitlines() if line.startswith("| moons | high |"))
+    assert row.endswith(
+        "| converged 3/3, epochs 1000, accuracy 0.884 vs 0.851 | converged 4/4, epochs 1000, accuracy 0.853 | singly "
+        "/ singly | inconclusive at this scale, runs missing (1 of 8 planned) |"
+    )
+    # every planned run done: judged as before
+    complete = Cells(_grid(gains={"high": 0.03, "low": 0.0}), _profile())
+    _, per_panel, checks = _gain_table(complete)
+    assert _hierarchical_headline(per_panel, checks, ("moons",), arms=gain_arms(complete)).verdict is Verdict.HOLDS
+    assert _noise_headline(per_panel, checks, ("moons",), arms=gain_arms(complete)).verdict is Verdict.HOLDS
+
+
+def test_the_sparsity_verdict_short_of_a_planned_seed_is_runs_missing(tmp_path):
+    """Laplace at s = 1 sparser than Cauchy, separated on 4 seeds: *holds*, also with Cauchy's seed 3 not run. Now
+    inconclusive, runs missing; the complete grid still holds."""
+    complete = _grid(gains={"high": 0.03, "low": 0.0})
+    assert sparsity_section(Cells(complete, _profile()), tmp_path)[1].verdict is Verdict.HOLDS
+    _, headline = sparsity_section(Cells(_not_run(complete, "high", "cauchy", "1", 3), _profile()), tmp_path)
+    assert headline.verdict is Verdict.INCONCLUSIVE
+    assert headline.reason == (
+        "0 of 1 cells (data sets at the high noise) comparable with the paper's, 1 with runs missing; moons: "
+        "inconclusive at this scale, runs missing (1 of 8 planned)."
     )

@@ -27,7 +27,9 @@ Groups of per-seed values are compared with :func:`~pyro_bnn.reproduce.report.co
   both, *does not hold* when magnitude is separated below at one of them, *no effect* when neither fraction shows
   one, *inconclusive* otherwise; judged only when the pruned network's cell is comparable.
 
-A cell without finished runs makes its verdict inconclusive, so an unfinished grid never reads *holds*.
+A comparison short of any planned run (a seed of either arm, or of the pruned networks: the grid's records are its
+plan) is not judged on the seeds it has: it is *inconclusive*, *runs missing (k of n planned)*, so an unfinished grid
+never reads *holds*, and its headline tallies it apart (*with runs missing*).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import (
     _errors,
     _judged,
     _pct,
+    _planned,
     _training_cells,
     prior_check,
 )
@@ -74,11 +77,16 @@ from pyro_bnn.reproduce.report import (
 )
 
 
-def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Headline]]:
+def _error_table(
+    cells, profile: Profile, out: Path, records: list[RunRecord] | None = None
+) -> tuple[Section, list[Headline]]:
+    """The test-error table and the prior and KL-weighting headlines from the done runs by cell; ``records``: the
+    grid's records of any status, each cell's planned runs (None, hand-made cells: the runs done are all planned)."""
     rows, csv_rows = [], []
     for prior in profile["priors"]:
         for weighting in profile["weightings"]:
             runs = cells.get((prior, weighting, BASE_NORMALIZATION), [])
+            planned = _planned(records, (prior, weighting, BASE_NORMALIZATION), len(runs))
             published = ""
             if prior == "gaussian" and weighting == "uniform":
                 published = f"{100 * PUBLISHED['gaussian_error']:.2f} (Singh); {100 * PUBLISHED['blundell_error']:.2f}"
@@ -93,7 +101,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
                     _pct(_errors(runs, "posterior_mean_accuracy")),
                     *metric_cells(runs),
                     ", ".join(str(_best_epoch(r)) for r in runs) or "—",
-                    len(runs),
+                    len(runs) if len(runs) >= planned else f"{len(runs)} of {planned}",
                     published or "—",
                     *_training_cells(runs, (prior, weighting, BASE_NORMALIZATION)),
                 ]
@@ -138,7 +146,9 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
     base_cell, gaussian_cell = (BASE_PRIOR, "uniform", BASE_NORMALIZATION), ("gaussian", "uniform", BASE_NORMALIZATION)
     base, gaussian = cells.get(base_cell, []), cells.get(gaussian_cell, [])
     arms = (("scale mixture (π = 0.5)", base_cell, base), ("Gaussian", gaussian_cell, gaussian))
-    verdict, numbers, within, comparable = _judged(arms, _errors(base), _errors(gaussian), prior_check)
+    verdict, numbers, within, comparable, missing = _judged(
+        arms, _errors(base), _errors(gaussian), prior_check, records
+    )
     other = cells.get(("mixture-0.25", "uniform", BASE_NORMALIZATION), [])
     if other:
         numbers += f"; the π = 0.25 mixture: {_pct(_errors(other))} %"
@@ -146,15 +156,16 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
         "The scale-mixture prior gives a lower test error than the Gaussian prior (Blundell et al.; Singh found the "
         "opposite)",
         verdict,
-        f"{_comparable_count([comparable])}. {numbers}",
+        f"{_comparable_count([comparable], missing=int(missing))}. {numbers}",
         interval=within,
     )
-    verdicts, reasons, intervals, comparables = [], [], [], []
+    verdicts, reasons, intervals, comparables, missing = [], [], [], [], 0
     for prior in profile["priors"]:
         blundell_cell, uniform_cell = (prior, "blundell", BASE_NORMALIZATION), (prior, "uniform", BASE_NORMALIZATION)
         blundell, uniform = cells.get(blundell_cell, []), cells.get(uniform_cell, [])
         arms = (("Blundell", blundell_cell, blundell), ("uniform", uniform_cell, uniform))
-        verdict, numbers, within, comparable = _judged(arms, _errors(blundell), _errors(uniform))
+        verdict, numbers, within, comparable, short = _judged(arms, _errors(blundell), _errors(uniform), None, records)
+        missing += short
         if comparable and uniform_cell not in PUBLISHED_ACCURACY:
             numbers += "; no published accuracy for this prior, judged on convergence alone"
         verdicts.append(verdict)
@@ -165,7 +176,7 @@ def _error_table(cells, profile: Profile, out: Path) -> tuple[Section, list[Head
     weighting_headline = Headline(
         "Blundell's KL weighting lowers the test error (Singh: by 0.3 points)",
         overall,
-        f"{_comparable_count(comparables, 'priors')}. " + "; ".join(reasons),
+        f"{_comparable_count(comparables, 'priors', missing)}. " + "; ".join(reasons),
         interval=overall_width(overall, intervals),
     )
     all_runs = [r for runs in cells.values() for r in runs]
@@ -226,8 +237,8 @@ def _normalization_table(cells, profile: Profile) -> Section:
 def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
     """The report's sections and headlines for ``bayes-by-backprop`` (figures and CSV files written to ``out``)."""
     cells = _done(records)
-    errors, headlines = _error_table(cells, profile, out)
-    pruning, pruning_headline = _pruning(cells, profile, out)
+    errors, headlines = _error_table(cells, profile, out, records)
+    pruning, pruning_headline = _pruning(cells, profile, out, records)
     sections = [
         errors,
         _normalization_table(cells, profile),

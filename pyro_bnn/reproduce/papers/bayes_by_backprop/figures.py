@@ -24,10 +24,17 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     PRIOR_LABELS,
     PUBLISHED,
 )
-from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import _cell, _comparable_count, _pct, _verdict, cell_check
+from pyro_bnn.reproduce.papers.bayes_by_backprop.verdicts import (
+    _cell,
+    _comparable_count,
+    _pct,
+    _planned,
+    _verdict,
+    cell_check,
+)
 from pyro_bnn.reproduce.planned import Headline, Profile, RunRecord, Section, Verdict
 from pyro_bnn.reproduce.records import RUNS
-from pyro_bnn.reproduce.report import markdown_table, overall_width, write_csv
+from pyro_bnn.reproduce.report import markdown_table, overall_width, runs_missing, write_csv
 
 PRUNING_CLAIM_FRACTIONS = (0.75, 0.95)
 
@@ -125,9 +132,13 @@ def _histograms(cells, out: Path) -> Section:
     )
 
 
-def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
+def _pruning(cells, profile: Profile, out: Path, records: list[RunRecord] | None = None) -> tuple[Section, Headline]:
+    """The pruning table and headline from the done runs by cell; ``records``: the grid's records of any status,
+    the pruned cell's planned runs (None, hand-made cells: the runs done are all planned)."""
     cell = (BASE_PRIOR, BASE_WEIGHTING, BASE_NORMALIZATION)
     runs = [r for r in cells.get(cell, []) if "pruning" in r.metrics]
+    # a done run without pruning measured counts as missing: the verdict would read fewer seeds than planned
+    absent = runs_missing((len(runs), _planned(records, cell, len(runs))))
     check = cell_check(runs, cell)
     by_fraction: dict[float, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     csv_rows = []
@@ -161,7 +172,10 @@ def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
         intervals.append(within)
         reasons.append(f"{100 * fraction:g} % pruned: {numbers}")
     interval = None
-    if runs and not check.comparable:
+    if absent:
+        verdict = Verdict.INCONCLUSIVE
+        reasons.insert(0, f"the pruned networks: {absent}; unjudged")
+    elif not check.comparable:
         verdict = Verdict.NOT_COMPARABLE
         reasons.insert(0, f"the pruned networks: {check.reason}")
     elif all(v is Verdict.HOLDS for v in verdicts):
@@ -177,7 +191,8 @@ def _pruning(cells, profile: Profile, out: Path) -> tuple[Section, Headline]:
         "Pruning by signal-to-noise |μ|/σ keeps a lower test error than pruning by |μ| at 75-95 % pruned (Blundell "
         "et al.; Singh found the opposite)",
         verdict,
-        f"{_comparable_count([verdict is not Verdict.NOT_COMPARABLE])}. " + "; ".join(reasons),
+        f"{_comparable_count([not absent and verdict is not Verdict.NOT_COMPARABLE], missing=int(bool(absent)))}. "
+        + "; ".join(reasons),
         interval=interval,
     )
     figures = []

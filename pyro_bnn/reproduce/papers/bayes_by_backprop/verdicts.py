@@ -20,7 +20,7 @@ from pyro_bnn.reproduce.papers.bayes_by_backprop.plan import (
     PUBLISHED_ACCURACY,
 )
 from pyro_bnn.reproduce.planned import RunRecord, Status, Verdict, bound_text
-from pyro_bnn.reproduce.report import compare, finite_seeds, format_mean_sd
+from pyro_bnn.reproduce.report import compare, finite_seeds, format_mean_sd, planned, runs_missing
 
 
 def _cell(record: RunRecord) -> tuple[str, str, str]:
@@ -35,6 +35,16 @@ def _done(records: list[RunRecord]) -> dict[tuple[str, str, str], list[RunRecord
     for runs in cells.values():
         runs.sort(key=lambda r: r.config.seed)
     return cells
+
+
+def _planned(records: Sequence[RunRecord] | None, cell: tuple[str, str, str], done: int) -> int:
+    """The runs planned for ``cell`` ``(prior, weighting, inputs)``: the grid's ``records`` of it, of any status
+    (:func:`~pyro_bnn.reproduce.report.planned`, a grid's records being its plan); without records (hand-made
+    cells), the ``done`` runs the caller has."""
+    if records is None:
+        return done
+    prior, weighting, normalization = cell
+    return len(planned(records, prior=prior, weighting=weighting, normalization=normalization))
 
 
 def _errors(runs: list[RunRecord], key: str = "accuracy") -> list[float]:
@@ -115,34 +125,50 @@ def _judged(
     a: list[float],
     b: list[float],
     check_cell: Callable[[Sequence[RunRecord], tuple[str, str, str]], CellCheck] | None = None,
-) -> tuple[Verdict, str, float | None, bool]:
+    records: Sequence[RunRecord] | None = None,
+) -> tuple[Verdict, str, float | None, bool, bool]:
     """The verdict of one comparison of ``a`` (test errors of the first arm) against ``b`` (:func:`_verdict`), its
-    words, its interval, and whether it counts as comparable with the paper's (both arms ran and pass
-    ``check_cell``, by default :func:`cell_check`; the prior comparison passes :func:`prior_check`).
+    words, its interval, whether it counts as comparable with the paper's (both arms ran all their planned runs and
+    pass ``check_cell``, by default :func:`cell_check`; the prior comparison passes :func:`prior_check`), and
+    whether it has runs missing (the headline tallies such cells apart).
 
-    An arm without a run done makes the verdict *inconclusive*, so an unfinished grid never reads *holds*; its words
-    name that arm, the other's reason where it is not comparable, and the numbers of the arm that ran. Both arms ran
-    but one is not comparable: *not comparable at this scale*, with the reasons and the numbers."""
+    ``records``: the grid's records of any status, which tell each arm its planned runs (:func:`_planned`); None
+    (hand-made cells): an arm's runs are all it planned, so only an arm without any is short. A comparison short of
+    any planned run is *inconclusive*, ``runs missing (k of n planned)``, whatever the seeds it has show, so an
+    unfinished grid never reads *holds*; its words name the arms short, the other's reason where it is not
+    comparable, and the numbers of the arms that ran, unjudged. Every run done but an arm not comparable: *not
+    comparable at this scale*, with the reasons and the numbers."""
     check_cell = check_cell or cell_check
+    done = [len(runs) for _, _, runs in arms]
+    plan = [_planned(records, cell, len(runs)) for _, cell, runs in arms]
+    if records is None:  # nothing planned to count: only an arm without runs is short
+        absent = "" if all(done) else "runs missing"
+    else:
+        absent = runs_missing(*zip(done, plan, strict=True))
     reasons = []
-    for name, cell, runs in arms:
+    for (name, cell, runs), total in zip(arms, plan, strict=True):
         if not runs:
             reasons.append(f"{name}: no run done yet")
+        elif len(runs) < total:
+            reasons.append(f"{name}: {len(runs)} of {total} runs done")
         elif not (check := check_cell(runs, cell)).comparable:
             reasons.append(f"{name}: {check.reason}")
-    if not all(runs for _, _, runs in arms):
+    if absent:
         ran = [f"{name} {_pct(errors)} %" for (name, _, runs), errors in zip(arms, (a, b), strict=True) if runs]
-        words = "; ".join(reasons) + (f"; test error {', '.join(ran)}" if ran else "")
-        return Verdict.INCONCLUSIVE, words, None, False
+        words = "; ".join([absent, *reasons]) + (f"; unjudged, test error {', '.join(ran)}" if ran else "")
+        return Verdict.INCONCLUSIVE, words, None, False, True
     verdict, numbers, within = _verdict(a, b, arms[0][0], arms[1][0])
     if reasons:
-        return Verdict.NOT_COMPARABLE, f"{'; '.join(reasons)}; {numbers}", None, False
-    return verdict, numbers, within, True
+        return Verdict.NOT_COMPARABLE, f"{'; '.join(reasons)}; {numbers}", None, False, False
+    return verdict, numbers, within, True, False
 
 
-def _comparable_count(comparable: Sequence[bool], noun: str = "cells") -> str:
-    """``"1 of 2 priors comparable with the paper's"`` from one flag per cell."""
-    return f"{sum(comparable)} of {len(comparable)} {noun} comparable with the paper's"
+def _comparable_count(comparable: Sequence[bool], noun: str = "cells", missing: int = 0) -> str:
+    """``"1 of 2 priors comparable with the paper's"`` from one flag per cell, ``, 1 with runs missing`` added for
+    the ``missing`` of them with runs missing (not comparable: they are not judged; inconclusive, so the headline
+    never reads *holds*)."""
+    text = f"{sum(comparable)} of {len(comparable)} {noun} comparable with the paper's"
+    return text + (f", {missing} with runs missing" if missing else "")
 
 
 def _training_cells(runs: Sequence[RunRecord], cell: tuple[str, str, str]) -> list[str]:

@@ -45,7 +45,10 @@ differ, the batched-against-single offset measured in :data:`~.verdicts.BATCHED_
 gains): the rule itself is unchanged, as the offsets lie inside the gains' intervals.
 
 Cells are chosen (the tuned scale, the best cells) on the seeds every candidate of the panel has finished, so an
-interrupted grid does not favour the cells with more seeds.
+interrupted grid does not favour the cells with more seeds. A gain (or the noise comparison of two) whose chosen
+cells are short of any planned run (the grid's records are its plan: a seed not run, failed or not counted) is not
+judged on the seeds it has: it is *inconclusive*, *runs missing (k of n planned)*, so an unfinished grid never reads
+*holds*, and its headline tallies it apart (*with runs missing*).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from pyro_bnn.reproduce.papers.priors.cells import Cells as Cells
 from pyro_bnn.reproduce.papers.priors.cells import absent_text
 from pyro_bnn.reproduce.papers.priors.cells import add_validation_scores as add_validation_scores
 from pyro_bnn.reproduce.papers.priors.cells import cell_name as cell_name
+from pyro_bnn.reproduce.papers.priors.cells import gain_arms as gain_arms
 from pyro_bnn.reproduce.papers.priors.cells import gains as gains
 from pyro_bnn.reproduce.papers.priors.cells import metric as metric
 from pyro_bnn.reproduce.papers.priors.plan import ACCURACY_TOLERANCE, COMPARABLE, NOISE, PUBLISHED, TEST, TRAIN, VAL
@@ -92,7 +96,7 @@ from pyro_bnn.reproduce.papers.priors.verdicts import t_interval as t_interval
 from pyro_bnn.reproduce.papers.priors.verdicts import verdict_text as verdict_text
 from pyro_bnn.reproduce.papers.priors.verdicts import welch_interval as welch_interval
 from pyro_bnn.reproduce.planned import Section
-from pyro_bnn.reproduce.report import CONFORMAL_NOTE, format_mean_sd, markdown_table
+from pyro_bnn.reproduce.report import CONFORMAL_NOTE, format_mean_sd, markdown_table, runs_missing
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
 
@@ -232,7 +236,7 @@ def _results_section(cells: Cells, out: Path) -> tuple[Section, list[dict[str, A
 
 
 def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, float]], dict[tuple[str, str], CellCheck]]:
-    rows, per_panel, checks, crossed = [], {}, {}, False
+    rows, per_panel, checks, crossed, arms = [], {}, {}, False, gain_arms(cells)
     for dataset, noise in cells.panels():
         found, check = gains(cells, dataset, noise), panel_check(cells, dataset, noise)
         if found is None or check is None:
@@ -240,7 +244,8 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         values, hyper, fixed = found
         per_panel[(dataset, noise)], checks[(dataset, noise)] = values, check
         low, high = t_interval(list(values.values()))
-        verdict, width, _ = judge_gain(list(values.values()), check)
+        missing = runs_missing(*arms[(dataset, noise)])  # a cell short of planned runs: not judged on its seeds
+        verdict, width, text = judge_gain(list(values.values()), check, missing=missing)
         hyper_check, fixed_check = (cell_check(cells, dataset, noise, *c) for c in (hyper, fixed))
         crossing, paths = gain_paths(cells, dataset, noise, hyper, fixed)
         crossed |= crossing
@@ -250,7 +255,7 @@ def _gain_table(cells: Cells) -> tuple[str, dict[tuple[str, str], dict[int, floa
         rows.append(
             (dataset, noise, cell_name(*hyper), cell_name(*fixed), format_mean_sd(list(values.values())),
              f"[{low:+.3f}, {high:+.3f}]", hyper_check.summary, fixed_check.summary, trained,
-             gain_verdict_text(verdict, width, list(values.values())) if check.comparable
+             text if missing else gain_verdict_text(verdict, width, list(values.values())) if check.comparable
              else f"{verdict.value}: {check.reason}")
         )  # fmt: skip
     header = ["data set", "noise", "best hierarchical", "best tuned fixed", "test-accuracy gain", "95 % interval",

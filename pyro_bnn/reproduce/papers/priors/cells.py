@@ -12,7 +12,7 @@ from pyro_bnn.predict import Samples, predict
 from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior
 from pyro_bnn.reproduce.papers.priors.plan import HYPERPRIORS
 from pyro_bnn.reproduce.planned import Profile, RunRecord, Status
-from pyro_bnn.reproduce.report import mean_sd, select
+from pyro_bnn.reproduce.report import mean_sd, planned, select
 from pyro_bnn.runs.runs import build_bnn, load_data
 from pyro_bnn.runs.scoring import CONFORMAL_KEYS
 
@@ -49,6 +49,8 @@ class Cells:
 
     def __init__(self, records: list[RunRecord], profile: Profile) -> None:
         self.profile = profile
+        self.records = records
+        """Every record of the grid, of any status: its plan (:meth:`arm`)."""
         self.runs: dict[tuple[str, str, str, str], list[RunRecord]] = {}
         for record in select(records, part="synthetic"):
             key = tuple(record.spec.tag(k) for k in ("dataset", "noise", "family", "scale"))
@@ -70,6 +72,12 @@ class Cells:
             for (d, n, f, s), runs in self.runs.items()
             if self.not_done.get((d, n, f, s))
         ]
+
+    def arm(self, dataset: str, noise: str, family: str, scale: str) -> tuple[int, int]:
+        """One cell's ``(done, planned)`` runs: its counted runs and the grid's records of it, of any status
+        (:func:`~pyro_bnn.reproduce.report.planned`), for :func:`~pyro_bnn.reproduce.report.runs_missing`."""
+        tags = {"part": "synthetic", "dataset": dataset, "noise": noise, "family": family, "scale": scale}
+        return len(self.runs.get((dataset, noise, family, scale), [])), len(planned(self.records, **tags))
 
     def absent(
         self, dataset: str, noise: str, kind: str, pairs: list[tuple[str, str]] | None = None
@@ -192,3 +200,13 @@ def gains(cells: Cells, dataset: str, noise: str) -> tuple[dict[int, float], tup
     a, b = cells.values(dataset, noise, *hyper, "accuracy"), cells.values(dataset, noise, *fixed, "accuracy")
     shared = sorted(a.keys() & b.keys())
     return ({s: a[s] - b[s] for s in shared}, hyper, fixed) if shared else None
+
+
+def gain_arms(cells: Cells) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Per panel with a gain (:func:`gains`), the ``(done, planned)`` runs of its best hierarchical and best tuned
+    fixed cell (:meth:`Cells.arm`): a gain short of any planned run is not judged on the seeds it has."""
+    found = {}
+    for dataset, noise in cells.panels():
+        if (gain := gains(cells, dataset, noise)) is not None:
+            found[(dataset, noise)] = [cells.arm(dataset, noise, *cell) for cell in gain[1:]]
+    return found

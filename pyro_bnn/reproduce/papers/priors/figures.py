@@ -10,7 +10,9 @@ at level 0.05, the difference stated as mean ± the half-width of its 95 % inter
 unless both cells are comparable (:func:`~.analysis.cell_check`: every run converged; the paper gives no
 accuracy for them). *Holds* when Laplace's is larger and separated, *does not hold* when it is smaller and
 separated, *no effect within ±x* when the interval covers zero within ±:data:`SPARSITY_TIGHT` (x the larger of its
-ends in absolute value), *inconclusive* otherwise; one verdict over the comparable data sets.
+ends in absolute value), *inconclusive* otherwise; one verdict over the comparable data sets. A data set whose two
+cells are short of any planned run is not judged on the seeds it has: *inconclusive*, *runs missing (k of n
+planned)*, tallied apart.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pyro_bnn.reproduce.papers.priors.measures import draw_stored_posterior, sto
 from pyro_bnn.reproduce.papers.priors.plan import KL_WARMUP
 from pyro_bnn.reproduce.papers.priors.verdicts import PanelAbsence, headline_or_unjudged, not_judged
 from pyro_bnn.reproduce.planned import Headline, RunRecord, Section, Verdict
-from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict
+from pyro_bnn.reproduce.report import compare, format_mean_sd, markdown_table, overall_verdict, runs_missing
 from pyro_bnn.runs.runs import build_bnn, load_data
 
 NEAR_ZERO = 0.05
@@ -251,7 +253,7 @@ def _sparsity_verdict(laplace: list[float], cauchy: list[float], check: CellChec
 
 
 def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
-    rows, figures, verdicts, widths, reasons, comparable = [], [], [], [], [], []
+    rows, figures, verdicts, widths, reasons, comparable, missing = [], [], [], [], [], [], 0
     absent: dict[str, PanelAbsence] = {}  # per data set without both cells at s = SHARED_SCALE: its uncounted runs
     for dataset, noise in cells.panels():
         for family, scale, _ in cells.rows(dataset, noise):
@@ -275,9 +277,13 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
             }
         )
         verdict, width = _sparsity_verdict(laplace, cauchy, check)
+        # both families ran, but not every planned seed: never judged on the seeds it has, counted apart
+        arms = [cells.arm(dataset, noise, f, SHARED_SCALE) for f in ("laplace", "cauchy")]
+        if short := runs_missing(*arms) if laplace and cauchy else "":
+            verdict, width, missing = Verdict.INCONCLUSIVE, None, missing + 1
         verdicts.append(verdict)
         widths.append(width)
-        comparable.append(check.comparable if laplace and cauchy else None)
+        comparable.append(check.comparable and not short if laplace and cauchy else None)
         if not (laplace and cauchy):
             shared = [(f, SHARED_SCALE) for f in ("laplace", "cauchy")]
             absent[dataset] = PanelAbsence(counts=cells.absent(dataset, noise, "fixed", shared))
@@ -286,6 +292,9 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
                 f"{dataset}: not judged: no counted runs of both families at s = {SHARED_SCALE}"
                 + (f" ({found})" if found else "")
             )
+            continue
+        if short:
+            reasons.append(f"{dataset}: {verdict.value}, {short}")
             continue
         if verdict is Verdict.NOT_COMPARABLE:
             reasons.append(f"{dataset}: {verdict.value} ({check.reason})")
@@ -316,7 +325,7 @@ def sparsity_section(cells: Cells, out: Path) -> tuple[Section, Headline]:
         f"The Laplace prior's last-layer posterior is sparser (more mass within ±{NEAR_ZERO} of 0) than the Cauchy "
         f"prior's (both at s = {SHARED_SCALE}).",
         overall,
-        (f"{comparable_count(comparable, 'cells (data sets at the high noise)')}; " + "; ".join(reasons) + ".")
+        (f"{comparable_count(comparable, 'cells (data sets at the high noise)', missing)}; " + "; ".join(reasons) + ".")
         if reasons
         else "no high-noise runs.",
         widths,

@@ -17,6 +17,7 @@ from pyro_bnn.reproduce.papers.priors.analysis import (
     _tuning_section,
     absences_by_panel,
     add_validation_scores,
+    gain_arms,
     panel_notes,
 )
 from pyro_bnn.reproduce.papers.priors.cnn import cnn_section
@@ -50,10 +51,10 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         sections += [results, _comparability_section(cells, judged), loss_section(cells, out), map_section(cells, out)]
         sparsity, sparsity_headline = sparsity_section(cells, out)
         sections.append(sparsity)
-        absent, notes = absences_by_panel(cells), panel_notes(cells)
+        absent, notes, arms = absences_by_panel(cells), panel_notes(cells), gain_arms(cells)
         headlines += [
-            _hierarchical_headline(per_panel, checks, profile["datasets"], absent, notes),
-            _noise_headline(per_panel, checks, profile["datasets"], absent, notes, tuple(profile["noises"])),
+            _hierarchical_headline(per_panel, checks, profile["datasets"], absent, notes, arms),
+            _noise_headline(per_panel, checks, profile["datasets"], absent, notes, tuple(profile["noises"]), arms),
             sparsity_headline,
         ]
     cnn, cnn_headline = cnn_section(select(records, part="cnn"), out)

@@ -15,10 +15,16 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from pyro_bnn.reproduce.comparability import CellCheck
+from pyro_bnn.reproduce.papers.priors.batched import BATCHED_CHECK as BATCHED_CHECK
+from pyro_bnn.reproduce.papers.priors.batched import BATCHED_OFFSET as BATCHED_OFFSET
+from pyro_bnn.reproduce.papers.priors.batched import batched_offset_text as batched_offset_text
+from pyro_bnn.reproduce.papers.priors.batched import crossing_note as crossing_note
+from pyro_bnn.reproduce.papers.priors.batched import gain_paths as gain_paths
+from pyro_bnn.reproduce.papers.priors.batched import training_path as training_path
 from pyro_bnn.reproduce.papers.priors.cells import Cells, absent_text, cell_name, gains
 from pyro_bnn.reproduce.papers.priors.plan import COMPARABLE, HYPERPRIORS, PUBLISHED
-from pyro_bnn.reproduce.planned import Headline, RunRecord, Status, Verdict
-from pyro_bnn.reproduce.report import compare, finite_seeds, mean_sd, overall_verdict, overall_width
+from pyro_bnn.reproduce.planned import Headline, Status, Verdict
+from pyro_bnn.reproduce.report import compare, finite_seeds, mean_sd, overall_verdict, overall_width, runs_missing
 
 MIN_GAIN = 0.005
 """A test-accuracy gain below half a point is no gain worth the name."""
@@ -29,17 +35,6 @@ paper's accuracies are single measurements on 300 validation points, with a bino
 (moons) and 0.025 (circles); the difference of two such numbers has one of about 0.03, so a gain the paper's own
 numbers could have shown is at least twice that, 0.06. An interval within ±0.02 rules out every such gain with room
 to spare; wider intervals that cover zero say only that the seeds' spread covers the effect (*inconclusive*)."""
-
-
-BATCHED_CHECK = "bench/BATCHED_CHECK.md"
-"""Where batched training was measured against training one run at a time (the same cells and seeds)."""
-
-BATCHED_OFFSET = {("moons", "high"): 0.003, ("moons", "low"): 0.0006, ("circles", "high"): -0.0038,
-                  ("circles", "low"): -0.0006}  # fmt: skip
-"""Test accuracy of batched minus one-by-one training per panel, the median over its 15 fixed-scale cells (5 seeds
-each, the ``cpu`` profile's 1 000 steps) in :data:`BATCHED_CHECK`: the offset a gain of singly trained hierarchical
-cells over batched fixed-scale ones may carry (moons high: batched higher in 13 of 15 cells; circles high: lower in
-11 of 15; the cells of a panel share seeds, so their signs are correlated)."""
 
 
 class PanelAbsence(NamedTuple):
@@ -88,54 +83,6 @@ def headline_or_unjudged(
     runs (every entry of ``comparable`` None)."""
     none_counted = bool(comparable) and all(c is None for c in comparable)
     return PriorsHeadline(claim, overall, reason, overall_width(overall, widths), unjudged if none_counted else "")
-
-
-def training_path(runs: list[RunRecord]) -> tuple[str, str]:
-    """How a cell's runs trained: its kind (``singly``, ``batched`` or ``mixed``) and that in words (``singly``,
-    ``batched (32 to a batch)``, ``mixed (3 of 5 batched, 32 to a batch)``)."""
-    sizes = [int(r.metrics.get("batched_runs", 1)) for r in runs]
-    batched = [n for n in sizes if n > 1]
-    if not batched:
-        return "singly", "singly"
-    size = f"{min(batched)}" if min(batched) == max(batched) else f"{min(batched)}-{max(batched)}"
-    if len(batched) == len(sizes):
-        return "batched", f"batched ({size} to a batch)"
-    return "mixed", f"mixed ({len(batched)} of {len(sizes)} batched, {size} to a batch)"
-
-
-def gain_paths(
-    cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]
-) -> tuple[bool, list[str]]:
-    """Whether the two cells of a gain trained differently (one batched, the other singly or mixed: batch sizes
-    aside), and how each did in words, ``[hierarchical, fixed]`` (:func:`training_path`)."""
-    paths = [training_path(cells.runs.get((dataset, noise, *c), [])) for c in (hyper, fixed)]
-    return paths[0][0] != paths[1][0], [words for _, words in paths]
-
-
-def batched_offset_text(dataset: str, noise: str, *, brief: bool = False) -> str:
-    """The offset batching was measured to make in a panel (:data:`BATCHED_OFFSET`), in words: ``batched - single
-    +0.003`` (``brief``, a table cell) or with its source; where none was measured, that."""
-    offset = BATCHED_OFFSET.get((dataset, noise))
-    if offset is None:
-        return "not measured" if brief else f"no batched-against-single measurement for this panel in `{BATCHED_CHECK}`"
-    if brief:
-        return f"batched - single {offset:+.3f}"
-    return (
-        f"batched minus single test accuracy {offset:+.3f} (median over this panel's fixed-scale cells, "
-        f"`{BATCHED_CHECK}`, cpu profile)"
-    )
-
-
-def crossing_note(cells: Cells, dataset: str, noise: str, hyper: tuple[str, str], fixed: tuple[str, str]) -> str:
-    """Empty when the two cells of a gain trained the same way; else how each trained and the offset batching was
-    measured to make (:func:`batched_offset_text`), which the gain's interval does not include."""
-    crossed, paths = gain_paths(cells, dataset, noise, hyper, fixed)
-    if not crossed:
-        return ""
-    return (
-        f"hierarchical trained {paths[0]}, fixed scale {paths[1]}: {batched_offset_text(dataset, noise)}, "
-        "an offset the gain's interval does not account for"
-    )
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -211,10 +158,14 @@ def panel_check(cells: Cells, dataset: str, noise: str) -> CellCheck | None:
     return joint_check({cell_name(*c): cell_check(cells, dataset, noise, *c) for c in (hyper, fixed)})
 
 
-def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -> tuple[Verdict, float | None, str]:
+def judge_gain(
+    values: list[float], check: CellCheck | None, absent: str = "", missing: str = ""
+) -> tuple[Verdict, float | None, str]:
     """The verdict on one panel's per-seed gains ``values`` (the module docstring's first rule), the x of its *no
     effect within ±x* (or None), and the text a headline prints for it (``absent``: why a panel without gains has
-    none, from :func:`panel_absence`). A seed without a finite gain is left out and named."""
+    none, from :func:`panel_absence`; ``missing``: ``runs missing (k of n planned)`` where a cell of the gain is
+    short of planned runs, which leaves it *inconclusive*, not judged on the seeds it has). A seed without a finite
+    gain is left out and named."""
     (kept,), left_out = finite_seeds({"": values}, "gain")
     note = f" ({left_out})" if left_out else ""
     if check is None or not values:
@@ -223,6 +174,8 @@ def judge_gain(values: list[float], check: CellCheck | None, absent: str = "") -
             None,
             f"not judged: {absent or 'no counted runs of both a hierarchical and a tuned fixed cell'}",
         )
+    if missing:
+        return Verdict.INCONCLUSIVE, None, f"{Verdict.INCONCLUSIVE.value}, {missing}"
     if not check.comparable:
         return Verdict.NOT_COMPARABLE, None, f"{Verdict.NOT_COMPARABLE.value} ({check.reason})"
     if not kept:
@@ -279,19 +232,27 @@ def panel_absence(cells: Cells, dataset: str, noise: str) -> PanelAbsence:
     return PanelAbsence("; ".join(reasons), dict(counts), not unshared and bool(uncounted))
 
 
-def comparable_count(comparable: list[bool | None], what: str) -> str:
+def comparable_count(comparable: list[bool | None], what: str, missing: int = 0) -> str:
     """``1 of 2 cells (...) comparable with the paper's``: how many of a headline's cells it could judge; a cell
-    without counted runs (None) is not among them, and is counted apart."""
+    without counted runs (None) is not among them, and is counted apart; so are the ``missing`` (False) cells short
+    of planned runs (``, 1 with runs missing``)."""
     judged = [c for c in comparable if c is not None]
     without = len(comparable) - len(judged)
     if not judged:
         return f"None of the {len(comparable)} {what} has counted runs"
     text = f"{sum(judged)} of {len(judged)} {what} comparable with the paper's"
-    return text + (f" ({without} more without counted runs)" if without else "")
+    return (
+        text
+        + (f", {missing} with runs missing" if missing else "")
+        + (f" ({without} more without counted runs)" if without else "")
+    )
 
 
 Absence = dict[tuple[str, str], PanelAbsence]
 """Per panel without a gain: why (:func:`panel_absence`)."""
+
+GainArms = dict[tuple[str, str], list[tuple[int, int]]]
+"""Per panel with a gain, the ``(done, planned)`` runs of its two cells (:func:`~.cells.gain_arms`)."""
 
 
 def _hierarchical_headline(
@@ -300,21 +261,26 @@ def _hierarchical_headline(
     datasets,
     absent: Absence | None = None,
     notes: dict[tuple[str, str], str] | None = None,
+    arms: GainArms | None = None,
 ) -> Headline:
+    """The gain headline over ``datasets``; ``arms``: each panel's planned runs (None: hand-made, none counted)."""
     claim = "A hierarchical prior beats the tuned fixed scale on each data set (at the high noise)."
-    absent, notes = absent or {}, notes or {}
-    verdicts, widths, reasons, comparable = [], [], [], []
+    absent, notes, arms = absent or {}, notes or {}, arms or {}
+    verdicts, widths, reasons, comparable, missing = [], [], [], [], 0
     for dataset in datasets:
         values = list(per_panel.get((dataset, "high"), {}).values())
         check = checks.get((dataset, "high"))
-        verdict, width, text = judge_gain(values, check, absent.get((dataset, "high"), PanelAbsence()).text)
-        comparable.append(check.comparable if values and check is not None else None)
+        short = runs_missing(*arms.get((dataset, "high"), []))
+        verdict, width, text = judge_gain(values, check, absent.get((dataset, "high"), PanelAbsence()).text, short)
+        judged = bool(values) and check is not None
+        missing += bool(judged and short)  # inconclusive, never judged on the seeds it has: counted apart
+        comparable.append((check.comparable and not short) if judged else None)
         verdicts.append(verdict)
         widths.append(width)
-        note = notes.get((dataset, "high"))
+        note = None if short else notes.get((dataset, "high"))  # how unjudged cells trained says nothing
         reasons.append(f"{dataset}: {text}" + (f" ({note})" if note else ""))
     overall = overall_verdict(verdicts)
-    count = comparable_count(comparable, "cells (data sets at the high noise)")
+    count = comparable_count(comparable, "cells (data sets at the high noise)", missing)
     unjudged = not_judged(
         "both a hierarchical prior and a tuned fixed scale",
         {d: absent.get((d, "high"), PanelAbsence()) for d in datasets},
@@ -329,22 +295,25 @@ def _noise_headline(
     absent: Absence | None = None,
     notes: dict[tuple[str, str], str] | None = None,
     noises: tuple[str, ...] = ("high", "low"),
+    arms: GainArms | None = None,
 ) -> Headline:
-    """The noise headline over ``datasets``; not judged, saying so, where the profile's ``noises`` lack one."""
+    """The noise headline over ``datasets``; not judged, saying so, where the profile's ``noises`` lack one;
+    ``arms``: each panel's planned runs (None: hand-made, none counted)."""
     claim = "The hyperpriors' gain is larger on noisier data."
     if missing := [n for n in ("high", "low") if n not in noises]:
         unjudged = f"not judged: the profile trains no {' or '.join(missing)}-noise data"
         reason = "The cpu and paper profiles train both noises."
         return PriorsHeadline(claim, Verdict.INCONCLUSIVE, reason, None, unjudged)
-    absent, notes = absent or {}, notes or {}
-    verdicts, widths, reasons, comparable = [], [], [], []
+    absent, notes, arms = absent or {}, notes or {}, arms or {}
+    verdicts, widths, reasons, comparable, missing = [], [], [], [], 0
     for dataset in datasets:
         high = list(per_panel.get((dataset, "high"), {}).values())
         low = list(per_panel.get((dataset, "low"), {}).values())
         at = {noise: checks.get((dataset, noise)) for noise in ("high", "low")}
         width = None
         judged = bool(high and low) and None not in at.values()
-        comparable.append(all(c.comparable for c in at.values()) if judged else None)
+        short = runs_missing(*arms.get((dataset, "high"), []), *arms.get((dataset, "low"), []))
+        comparable.append(all(c.comparable for c in at.values()) and not short if judged else None)
         if not judged:
             why = "; ".join(
                 f"{noise} noise: {absent[(dataset, noise)].text}"
@@ -352,6 +321,8 @@ def _noise_headline(
                 if absent.get((dataset, noise), PanelAbsence()).text
             )
             verdict, text = Verdict.INCONCLUSIVE, f"not judged: {why or 'no counted runs of both cells at a noise'}"
+        elif short:  # never judged on the seeds it has, counted apart
+            verdict, text, missing = Verdict.INCONCLUSIVE, f"{Verdict.INCONCLUSIVE.value}, {short}", missing + 1
         elif not all(c.comparable for c in at.values()):
             why = "; ".join(f"{noise} noise: {c.reason}" for noise, c in at.items() if not c.comparable)
             verdict, text = Verdict.NOT_COMPARABLE, f"{Verdict.NOT_COMPARABLE.value} ({why})"
@@ -381,7 +352,7 @@ def _noise_headline(
         widths.append(width)
         reasons.append(f"{dataset}: {text}")
     overall = overall_verdict(verdicts)
-    count = comparable_count(comparable, "cells (data sets at both noises)")
+    count = comparable_count(comparable, "cells (data sets at both noises)", missing)
     unjudged = not_judged(
         "both a hierarchical prior and a tuned fixed scale at both noises",
         {f"{d} {n}": absent.get((d, n), PanelAbsence()) for d in datasets for n in ("high", "low")},
