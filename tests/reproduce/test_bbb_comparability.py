@@ -429,3 +429,28 @@ def test_fashion_paper_runs_are_judged(tmp_path):
     _, order = _accuracies(far, tmp_path)
     assert order.verdict is Verdict.NOT_COMPARABLE
     assert "from the paper's 0.876 (tolerance 0.01)" in order.reason
+
+
+def test_fashion_a_grid_short_of_a_planned_seed_never_reads_holds(tmp_path):
+    # three of the paper profile's five seeds done, each with the order and the out-of-domain scores as the claims
+    # want: judged on their own they hold (test_fashion_paper_runs_are_judged); with two seeds still to run, not
+    done = [_fashion_run(s, TUTORIAL + 0.002, profile="paper") for s in range(3)]
+    for headline in (_accuracies(done, tmp_path, planned=5)[1], _ood(done, tmp_path, planned=5)[1]):
+        assert headline.verdict is Verdict.INCONCLUSIVE, headline.reason
+        assert headline.reason.startswith(
+            "0 of 1 cells comparable with the tutorial's, 1 with runs missing; runs missing (2 of 5 planned); "
+            "unjudged, "
+        ), headline.reason
+    # through the analysis: the grid's records are its plan, the two runs not done yet among them
+    planned = [_fashion_run(s, TUTORIAL + 0.002, profile="paper") for s in range(5)]
+    scored = [record.metrics for record in planned]
+    for record in planned[3:]:
+        record.status, record.metrics = Status.MISSING, {}
+    analysis = BbbFashion().analyse(planned, fashion.PROFILES["paper"], tmp_path)
+    assert [h.verdict for h in analysis.headlines] == [Verdict.INCONCLUSIVE] * 2
+    assert all("runs missing (2 of 5 planned)" in h.reason for h in analysis.headlines)
+    # the whole plan done: judged as before
+    for record in planned[3:]:
+        record.status, record.metrics = Status.DONE, scored[record.config.seed]
+    analysis = BbbFashion().analyse(planned, fashion.PROFILES["paper"], tmp_path)
+    assert [h.verdict for h in analysis.headlines] == [Verdict.HOLDS] * 2

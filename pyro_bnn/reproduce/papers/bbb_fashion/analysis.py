@@ -7,7 +7,9 @@
   validation history to show it converged), and their mean test accuracy (the 10-sample ensemble's) lies within the
   tolerance of the tutorial's 87.65 %. Otherwise both read *not comparable at this scale*, with the reason and the
   numbers, never *does not hold*, and each headline says how many cells were comparable. The verdicts count seeds,
-  not an interval of an effect, so neither reads *no effect*.
+  not an interval of an effect, so neither reads *no effect*. Before either, a grid with any of its planned seeds
+  not done (or not scored) reads *inconclusive*, ``runs missing (k of n planned)``: an unfinished grid never reads
+  *holds*, however many seeds it has.
 - **Ensemble > posterior mean > single samples**, per seed: the 10-sample ensemble's test accuracy above the
   posterior-mean network's, and that above the best of the 10 single samples. *Holds* when the order holds in every
   seed, *does not hold* when it fails in more than half of them, *inconclusive* otherwise (and with one seed).
@@ -32,7 +34,14 @@ from pyro_bnn.reproduce.comparability import CellCheck, training_state
 from pyro_bnn.reproduce.figures import reliability_figure
 from pyro_bnn.reproduce.papers.bbb_fashion.plan import COMPARABLE, ENSEMBLE_DEFINITION, PAPER_EPOCHS, PUBLISHED
 from pyro_bnn.reproduce.planned import Analysis, Headline, Profile, RunRecord, Section, Status, Verdict
-from pyro_bnn.reproduce.report import CONFORMAL_COLUMNS, CONFORMAL_NOTE, format_mean_sd, markdown_table, write_csv
+from pyro_bnn.reproduce.report import (
+    CONFORMAL_COLUMNS,
+    CONFORMAL_NOTE,
+    format_mean_sd,
+    markdown_table,
+    runs_missing,
+    write_csv,
+)
 
 OOD_NAME = "MNIST"
 FASHION_CLASSES = ("T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")
@@ -58,9 +67,18 @@ def cell_check(runs: list[RunRecord]) -> CellCheck:
     return dataclasses.replace(check, reason=reason)
 
 
-def _gate(verdict: Verdict, reason: str, check: CellCheck, runs: list[RunRecord]) -> tuple[Verdict, str]:
+def _gate(
+    verdict: Verdict, reason: str, check: CellCheck, runs: list[RunRecord], planned: int | None
+) -> tuple[Verdict, str]:
     """``verdict`` when the cell is comparable (or has no runs yet), else *not comparable at this scale*; the reason
-    says how many cells were comparable."""
+    says how many cells were comparable. A cell short of any of its ``planned`` runs (None: as many as ``runs``) is
+    *inconclusive*, ``runs missing (k of n planned)``, whatever its seeds show: an unfinished grid never reads
+    *holds*."""
+    if runs and (absent := runs_missing((len(runs), len(runs) if planned is None else planned))):
+        return (
+            Verdict.INCONCLUSIVE,
+            f"0 of 1 cells comparable with the tutorial's, 1 with runs missing; {absent}; unjudged, {reason}",
+        )
     if runs and not check.comparable:
         return Verdict.NOT_COMPARABLE, f"0 of 1 cells comparable with the tutorial's ({check.reason}); {reason}"
     return verdict, f"{int(bool(runs))} of 1 cells comparable with the tutorial's; {reason}"
@@ -72,7 +90,7 @@ def _training(run: RunRecord) -> str:
     return f"{state.value}, {_epochs(run)} of {PAPER_EPOCHS} epochs"
 
 
-def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
+def _accuracies(runs: list[RunRecord], out: Path, planned: int | None = None) -> tuple[Section, Headline]:
     rows, csv_rows, ordered = [], [], []
     for run in runs:
         m = run.metrics
@@ -139,7 +157,7 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         else "no run done yet"
     )
     check = cell_check(runs)
-    verdict, reason = _gate(verdict, reason, check, runs)
+    verdict, reason = _gate(verdict, reason, check, runs, planned)
     headline = Headline(
         "The 10-sample ensemble is more accurate than the posterior-mean network, which is more accurate than any "
         "single posterior sample",
@@ -162,7 +180,7 @@ def _accuracies(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
     return section, headline
 
 
-def _ood(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
+def _ood(runs: list[RunRecord], out: Path, planned: int | None = None) -> tuple[Section, Headline]:
     runs = [r for r in runs if "ood" in r.metrics]
     rows, csv_rows = [], []
     for score in OodScore:
@@ -206,7 +224,7 @@ def _ood(runs: list[RunRecord], out: Path) -> tuple[Section, Headline]:
         else f"no run has scored {OOD_NAME} yet"
     )
     check = cell_check(runs)
-    verdict, reason = _gate(verdict, reason, check, runs)
+    verdict, reason = _gate(verdict, reason, check, runs, planned)
     headline = Headline(
         f"Out-of-domain inputs ({OOD_NAME} digits) get more uncertain predictions (higher predictive entropy and "
         "mutual information) than Fashion-MNIST test images",
@@ -277,6 +295,7 @@ def analyse(records: list[RunRecord], profile: Profile, out: Path) -> Analysis:
         (r for r in records if r.status is Status.DONE and "sample_accuracies" in r.metrics),
         key=lambda r: r.config.seed,
     )
-    accuracies, order_headline = _accuracies(runs, out)
-    ood, ood_headline = _ood(runs, out)
+    # the grid's records are its plan, one per seed: a seed not done yet leaves both claims unjudged
+    accuracies, order_headline = _accuracies(runs, out, planned=len(records))
+    ood, ood_headline = _ood(runs, out, planned=len(records))
     return Analysis([accuracies, ood], [order_headline, ood_headline])
