@@ -125,6 +125,24 @@ def _execute_in_worker(index: int, group: list[RunSpec], runs_dir, **options) ->
     return _execute_group(group, runs_dir, **options)
 
 
+STOP_SECONDS = 5.0
+"""How long a terminated pool worker may take to end before it is killed (:func:`_reap`)."""
+
+
+def _reap(workers) -> None:
+    """Waits for the terminated pool ``workers`` (:class:`multiprocessing.Process`) to end, killing any still alive
+    after :data:`STOP_SECONDS` in all. The pool's exit and the interpreter's (``multiprocessing`` joins every live
+    child at exit) wait for each of them, so one that outlived its SIGTERM would keep the interrupted grid alive for
+    as long as its run trains."""
+    deadline = time.monotonic() + STOP_SECONDS
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    for worker in workers:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+
+
 def _worker_death(exitcode: int | None) -> str:
     """How a pool worker ended, in a few words (``exitcode`` as :class:`multiprocessing.Process` gives it)."""
     if exitcode is None:
@@ -238,8 +256,10 @@ class LocalExecutor:
                 # Their runs resume from their last checkpoints; waiting for them to finish (the pool's own exit)
                 # took seconds and could hang on a worker blocked reading its queue. The pool has no public way to
                 # stop its processes, so they are found as this process's children started with it.
-                for child in set(multiprocessing.active_children()) - children_before:
+                stopping = set(multiprocessing.active_children()) - children_before
+                for child in stopping:
                     child.terminate()
+                _reap(stopping)
                 raise
         if not broken:
             return None
