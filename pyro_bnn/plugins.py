@@ -25,8 +25,9 @@ What each entry point names (:data:`GROUPS`):
   (:func:`~pyro_bnn.reproduce.papers.register_experiment`), so ``pyro-bnn reproduce NAME`` and ``--list`` see it.
 
 A plugin never replaces a registration: a name that is taken fails that plugin, and so does a plugin whose import or
-registration replaces or removes a guide, objective, model or paper registered before it (the registries are
-snapshotted before its module is imported, and put back exactly when it fails).
+registration replaces or removes a guide, objective, model, paper, measurement or runner registered before it (the
+registries are snapshotted before its module is imported, and put back exactly when it fails: what it registered
+before failing, a paper's measurements and runners included, is undone).
 
 **A plugin that fails** (its module does not import, or exits when imported: ``sys.exit()``, argparse reading the
 command line; its object is not what its group takes; registering it raises; it replaces a registration) is
@@ -192,6 +193,8 @@ class _Registrations:
     objectives: tuple
     models: dict
     papers: dict
+    measures: dict
+    runners: dict
 
     def meddling(self) -> str:
         """How the registries now differ from this snapshot other than by added names (a clause: ``replaced the
@@ -202,6 +205,8 @@ class _Registrations:
             ("objective", {e.name: e for e in self.objectives}, {e.name: e for e in now.objectives}, True),
             ("model", self.models, now.models, True),
             ("paper", self.papers, now.papers, False),
+            ("measurement", self.measures, now.measures, False),
+            ("runner", self.runners, now.runners, False),
         )
         for kind, before, after, by_value in pairs:
             for name, old in before.items():
@@ -216,13 +221,18 @@ class _Registrations:
         from pyro_bnn.guides.registry import restore_guides
         from pyro_bnn.infer.objective_registry import restore_objectives
         from pyro_bnn.models.registry import restore_models
+        from pyro_bnn.reproduce.measures import MEASURES
         from pyro_bnn.reproduce.papers import EXPERIMENTS
+        from pyro_bnn.reproduce.runners import RUNNERS
 
         restore_guides(self.guides)
         restore_objectives(self.objectives)
         restore_models(self.models)
-        EXPERIMENTS.clear()
-        EXPERIMENTS.update(self.papers)
+        # A paper's module registers its measurements and runners when imported: a failed one's must go too, or a
+        # grid would send the function of a module that does not import to its worker processes.
+        for registry, saved in ((EXPERIMENTS, self.papers), (MEASURES, self.measures), (RUNNERS, self.runners)):
+            registry.clear()
+            registry.update(saved)
 
 
 def _snapshot() -> _Registrations:
@@ -234,9 +244,18 @@ def _snapshot() -> _Registrations:
     from pyro_bnn.guides.registry import guide_families
     from pyro_bnn.infer.objective_registry import objective_entries
     from pyro_bnn.models.registry import model_registrations
-    from pyro_bnn.reproduce.papers import EXPERIMENTS
+    from pyro_bnn.reproduce.measures import MEASURES
+    from pyro_bnn.reproduce.papers import EXPERIMENTS  # the built-in papers register their measurements and runners
+    from pyro_bnn.reproduce.runners import RUNNERS
 
-    return _Registrations(guide_families(), objective_entries(), model_registrations(), dict(EXPERIMENTS))
+    return _Registrations(
+        guide_families(),
+        objective_entries(),
+        model_registrations(),
+        dict(EXPERIMENTS),
+        dict(MEASURES),
+        dict(RUNNERS),
+    )
 
 
 _REGISTER: dict[str, Callable[[object], tuple[str, ...]]] = {

@@ -1,8 +1,9 @@
 """What a plugin may not do (:mod:`pyro_bnn.plugins`), and the registrations the registries refuse when they are
 made rather than when they are used: a plugin whose import (or whose registering) replaces or removes a built-in
-guide, objective, model or paper fails and is undone exactly (every field, the order); a plugin that exits when
-imported is a failed plugin naming itself, not the end of the command; an objective, a guide family or a model
-that could never be used is refused in one line naming it. Every test leaves the registries as it found them."""
+guide, objective, model, paper, measurement or runner fails and is undone exactly (every field, the order); a plugin
+that exits when imported is a failed plugin naming itself, not the end of the command; an objective, a guide family
+or a model that could never be used is refused in one line naming it. Every test leaves the registries as it found
+them."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def register_sneaky():
     register_objective("sneaky-elbo")(Sneaky)
 """
 
+NUTS = "pyro_bnn.reproduce.papers.posterior_families_runs:nuts"  # a built-in paper's runner
 IMPORT_TIME_REPLACEMENTS = {
     "objective": 'register_objective("meanfield", replace=True)(Sneaky)',
     "guide": (
@@ -76,8 +78,23 @@ IMPORT_TIME_REPLACEMENTS = {
         "from pyro_bnn.reproduce.papers import EXPERIMENTS, register_experiment\n"
         'register_experiment(type(EXPERIMENTS["priors"])(), replace=True)'
     ),
+    "measurement": (
+        "from pyro_bnn.reproduce.measures import register_measure\n"
+        'register_measure("plateaus", lambda *args: {}, replace=True)'
+    ),
+    "runner": (
+        "from pyro_bnn.reproduce.runners import register_runner\n"
+        f"register_runner({NUTS!r}, lambda *args: None, replace=True)"
+    ),
 }
-REPLACED_NAME = {"objective": "meanfield", "guide": "flat", "model": "mlp", "paper": "priors"}
+REPLACED_NAME = {
+    "objective": "meanfield",
+    "guide": "flat",
+    "model": "mlp",
+    "paper": "priors",
+    "measurement": "plateaus",
+    "runner": NUTS,
+}
 
 
 @pytest.mark.parametrize("kind", sorted(IMPORT_TIME_REPLACEMENTS))

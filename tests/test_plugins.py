@@ -247,3 +247,36 @@ def test_register_experiment_refuses_a_taken_name_in_one_line():
         register_experiment(cls)
     unregister_experiment("no-such-paper")  # nothing to remove: no error
     assert list(EXPERIMENTS)[:2] == ["leaky-calibration", "bayes-by-backprop"]
+
+
+MEASFAIL_MODULE = """
+from pyro_bnn.reproduce.measures import register_measure
+from pyro_bnn.reproduce.runners import register_runner
+
+
+def leaked(result, folder, config, data_dirs, *args):
+    return {}
+
+
+register_measure("leaked_measure", leaked)
+register_runner("leaked_runner", leaked)
+raise RuntimeError("broken after registering a measure")
+"""
+
+
+def test_a_paper_plugin_that_fails_after_registering_a_measurement_leaves_none(plugin_path):
+    # It kept the measurement and the runner, which every later --workers grid sent to its workers, where their
+    # module does not import: every run failed with a PicklingError.
+    from pyro_bnn.reproduce.measures import MEASURES
+    from pyro_bnn.reproduce.runners import RUNNERS
+
+    _install(plugin_path, "measfail_plugin", MEASFAIL_MODULE, "[pyro_bnn.papers]\nmf = measfail_plugin:X\n", "mf")
+    measures, runners = dict(MEASURES), dict(RUNNERS)
+    with pytest.warns(PluginWarning) as caught:
+        load_plugins()
+    assert [str(w.message) for w in caught] == [
+        "plugin mf 0.1 (entry point pyro_bnn.papers:mf = measfail_plugin:X) failed: cannot import it: RuntimeError: "
+        "broken after registering a measure; skipped (PYRO_BNN_NO_PLUGINS=1 loads no plugin)"
+    ]
+    assert "leaked_measure" not in MEASURES and "leaked_runner" not in RUNNERS
+    assert MEASURES == measures and RUNNERS == runners
