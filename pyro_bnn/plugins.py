@@ -163,9 +163,12 @@ def _register_objectives(obj: object) -> tuple[str, ...]:
             "a pyro_bnn.objectives entry point names a callable taking no arguments that calls register_objective, "
             f"this one a {type(obj).__name__ if not isinstance(obj, type) else 'class'}"
         )
-    before = {entry.name for entry in objective_entries()}
+    before = objective_entries()
     obj()  # what it replaces, and everything it did when it raises, _try undoes
-    names = tuple(entry.name for entry in objective_entries() if entry.name not in before)
+    now = {entry.name: entry for entry in objective_entries()}
+    if any(now.get(entry.name) != entry for entry in before):
+        return ()  # it replaced or removed one: _try names it and undoes it (a replacement is no missing name)
+    names = tuple(name for name in now if name not in {entry.name for entry in before})
     if not names:
         raise ValueError("it registered no objective (call register_objective(...)(factory) in it)")
     return names
@@ -248,14 +251,8 @@ def _snapshot() -> _Registrations:
     from pyro_bnn.reproduce.papers import EXPERIMENTS  # the built-in papers register their measurements and runners
     from pyro_bnn.reproduce.runners import RUNNERS
 
-    return _Registrations(
-        guide_families(),
-        objective_entries(),
-        model_registrations(),
-        dict(EXPERIMENTS),
-        dict(MEASURES),
-        dict(RUNNERS),
-    )
+    registries = (model_registrations(), dict(EXPERIMENTS), dict(MEASURES), dict(RUNNERS))
+    return _Registrations(guide_families(), objective_entries(), *registries)
 
 
 _REGISTER: dict[str, Callable[[object], tuple[str, ...]]] = {
@@ -284,6 +281,10 @@ def _distribution(entry_point: EntryPoint) -> str:
 
 
 def _cause(err: BaseException) -> str:
+    from pyro_bnn.infer.objective_registry import ObjectiveTaken
+
+    if isinstance(err, ObjectiveTaken):  # its advice, replace=True, is what a plugin may not do
+        return f"ValueError: objective {err.name!r} is already registered; a plugin adds names, never replaces"
     if isinstance(err, SystemExit):  # sys.exit() or argparse at import: it would end every pyro-bnn command
         return f"SystemExit({err.code!r}): it exits when imported (sys.exit(), or argparse reading the command line)"
     return _one_line(err)

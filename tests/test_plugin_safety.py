@@ -347,3 +347,33 @@ def test_unregister_model_removes_a_model_and_its_arguments():
     unregister_model("TOY-model")
     assert model_registrations() == before
     unregister_model("toy-model")  # nothing to remove: no error
+
+
+def test_an_objective_callable_that_only_replaces_a_built_in_is_named_and_undone(install, registries):
+    # It said "it registered no objective", hiding the replacement of 'trace' that replace=True had made.
+    install(
+        REGISTER_SNEAKY.replace('register_objective("sneaky-elbo")', 'register_objective("trace", replace=True)'),
+        OBJECTIVE_ENTRY_POINT,
+    )
+    before = registries()
+    (plugin,) = load_plugins(on_error="record")
+    assert plugin.error == (
+        "registering it replaced the registered objective 'trace'; a plugin adds names, never replaces (undone)"
+    )
+    assert registries() == before and objective_entry("trace").factory is not sys.modules["sneaky_plugin"].Sneaky
+
+
+@pytest.mark.parametrize(("where", "verb"), [("callable", "register"), ("import", "import")])
+def test_an_objective_plugin_taking_a_name_says_a_plugin_never_replaces(install, registries, where, verb):
+    # register_objective's own advice, "pass replace=True", is what a plugin may not do (and then failed otherwise).
+    taken = 'register_objective("trace")(Sneaky)'
+    source = REGISTER_SNEAKY.replace('register_objective("sneaky-elbo")(Sneaky)', taken)
+    install(source if where == "callable" else REGISTER_SNEAKY + taken + "\n", OBJECTIVE_ENTRY_POINT)
+    before = registries()
+    (plugin,) = load_plugins(on_error="record")
+    assert plugin.message == (
+        "plugin sneaky-plugin 0.1 (entry point pyro_bnn.objectives:sneaky-elbo = sneaky_plugin:register_sneaky) "
+        f"failed: cannot {verb} it: ValueError: objective 'trace' is already registered; a plugin adds names, never "
+        "replaces"
+    )
+    assert registries() == before
