@@ -40,8 +40,11 @@ its plugins. Setting :data:`DISABLE_ENV` (``PYRO_BNN_NO_PLUGINS=1``) loads none.
 
 Each entry point is loaded once per process: calling :func:`load_plugins` again loads only the entry points it has
 not tried yet (a failed one is not retried, nor warned about twice). Runs that a grid hands to other processes
-(``pyro-bnn reproduce --workers N`` with N > 1, or ``--executor ray``) do not load plugins there: a grid whose runs
-use a plugin's guide or objective runs in-process (``--workers 1``, the default).
+(``pyro-bnn reproduce --workers N`` with N > 1, or ``--executor ray``) load no plugin there, yet run with a plugin's
+guide or objective as in the command's process: the grid hands each worker the guide families, objectives,
+measurements and runners its runs use (:mod:`pyro_bnn.reproduce.registries`), by module and name. So what a plugin
+registers must be importable (a module-level class or function, not a lambda): a grid whose runs use one that is not
+is refused before its runs start, in one line naming it.
 """
 
 from __future__ import annotations

@@ -330,3 +330,19 @@ def test_a_paper_plugin_that_fails_after_registering_a_measurement_leaves_none(p
     ]
     assert "leaked_measure" not in MEASURES and "leaked_runner" not in RUNNERS
     assert MEASURES == measures and RUNNERS == runners
+
+
+def test_the_module_docstring_says_what_a_grid_s_workers_receive():
+    # The Plugins page renders it: it said a grid using a plugin's guide or objective runs in-process, while such a
+    # --workers 2 grid ran in its workers (docs/plugins.md, "Limits").
+    import pyro_bnn.plugins
+
+    text = " ".join(pyro_bnn.plugins.__doc__.split())
+    assert "runs in-process" not in text
+    assert (
+        "load no plugin there, yet run with a plugin's guide or objective as in the command's process: the grid hands "
+        "each worker the guide families, objectives, measurements and runners its runs use "
+        "(:mod:`pyro_bnn.reproduce.registries`)" in text
+    )
+    limits = " ".join(DOCS.read_text(encoding="utf-8").split("## Limits")[1].split())
+    assert "the grid hands each worker the guide families, objectives, measurements and runners" in limits
