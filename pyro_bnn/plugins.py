@@ -25,8 +25,9 @@ What each entry point names (:data:`GROUPS`):
   (:func:`~pyro_bnn.reproduce.papers.register_experiment`), so ``pyro-bnn reproduce NAME`` and ``--list`` see it.
 
 A plugin never replaces a registration: a name that is taken fails that plugin, and so does a plugin whose import or
-registration replaces or removes a guide, objective, model or paper registered before it (the registries are
-snapshotted before its module is imported, and put back exactly when it fails).
+registration replaces or removes a guide, objective, model, paper, measurement or runner registered before it (the
+registries are snapshotted before its module is imported, and put back exactly when it fails: what it registered
+before failing, a paper's measurements and runners included, is undone).
 
 **A plugin that fails** (its module does not import, or exits when imported: ``sys.exit()``, argparse reading the
 command line; its object is not what its group takes; registering it raises; it replaces a registration) is
@@ -39,8 +40,11 @@ its plugins. Setting :data:`DISABLE_ENV` (``PYRO_BNN_NO_PLUGINS=1``) loads none.
 
 Each entry point is loaded once per process: calling :func:`load_plugins` again loads only the entry points it has
 not tried yet (a failed one is not retried, nor warned about twice). Runs that a grid hands to other processes
-(``pyro-bnn reproduce --workers N`` with N > 1, or ``--executor ray``) do not load plugins there: a grid whose runs
-use a plugin's guide or objective runs in-process (``--workers 1``, the default).
+(``pyro-bnn reproduce --workers N`` with N > 1, or ``--executor ray``) load no plugin there, yet run with a plugin's
+guide or objective as in the command's process: the grid hands each worker the guide families, objectives,
+measurements and runners its runs use (:mod:`pyro_bnn.reproduce.registries`), by module and name. So what a plugin
+registers must be importable (a module-level class or function, not a lambda): a grid whose runs use one that is not
+is refused before its runs start, in one line naming it.
 """
 
 from __future__ import annotations
@@ -162,9 +166,12 @@ def _register_objectives(obj: object) -> tuple[str, ...]:
             "a pyro_bnn.objectives entry point names a callable taking no arguments that calls register_objective, "
             f"this one a {type(obj).__name__ if not isinstance(obj, type) else 'class'}"
         )
-    before = {entry.name for entry in objective_entries()}
+    before = objective_entries()
     obj()  # what it replaces, and everything it did when it raises, _try undoes
-    names = tuple(entry.name for entry in objective_entries() if entry.name not in before)
+    now = {entry.name: entry for entry in objective_entries()}
+    if any(now.get(entry.name) != entry for entry in before):
+        return ()  # it replaced or removed one: _try names it and undoes it (a replacement is no missing name)
+    names = tuple(name for name in now if name not in {entry.name for entry in before})
     if not names:
         raise ValueError("it registered no objective (call register_objective(...)(factory) in it)")
     return names
@@ -192,6 +199,8 @@ class _Registrations:
     objectives: tuple
     models: dict
     papers: dict
+    measures: dict
+    runners: dict
 
     def meddling(self) -> str:
         """How the registries now differ from this snapshot other than by added names (a clause: ``replaced the
@@ -202,6 +211,8 @@ class _Registrations:
             ("objective", {e.name: e for e in self.objectives}, {e.name: e for e in now.objectives}, True),
             ("model", self.models, now.models, True),
             ("paper", self.papers, now.papers, False),
+            ("measurement", self.measures, now.measures, False),
+            ("runner", self.runners, now.runners, False),
         )
         for kind, before, after, by_value in pairs:
             for name, old in before.items():
@@ -216,13 +227,18 @@ class _Registrations:
         from pyro_bnn.guides.registry import restore_guides
         from pyro_bnn.infer.objective_registry import restore_objectives
         from pyro_bnn.models.registry import restore_models
+        from pyro_bnn.reproduce.measures import MEASURES
         from pyro_bnn.reproduce.papers import EXPERIMENTS
+        from pyro_bnn.reproduce.runners import RUNNERS
 
         restore_guides(self.guides)
         restore_objectives(self.objectives)
         restore_models(self.models)
-        EXPERIMENTS.clear()
-        EXPERIMENTS.update(self.papers)
+        # A paper's module registers its measurements and runners when imported: a failed one's must go too, or a
+        # grid would send the function of a module that does not import to its worker processes.
+        for registry, saved in ((EXPERIMENTS, self.papers), (MEASURES, self.measures), (RUNNERS, self.runners)):
+            registry.clear()
+            registry.update(saved)
 
 
 def _snapshot() -> _Registrations:
@@ -234,9 +250,12 @@ def _snapshot() -> _Registrations:
     from pyro_bnn.guides.registry import guide_families
     from pyro_bnn.infer.objective_registry import objective_entries
     from pyro_bnn.models.registry import model_registrations
-    from pyro_bnn.reproduce.papers import EXPERIMENTS
+    from pyro_bnn.reproduce.measures import MEASURES
+    from pyro_bnn.reproduce.papers import EXPERIMENTS  # the built-in papers register their measurements and runners
+    from pyro_bnn.reproduce.runners import RUNNERS
 
-    return _Registrations(guide_families(), objective_entries(), model_registrations(), dict(EXPERIMENTS))
+    registries = (model_registrations(), dict(EXPERIMENTS), dict(MEASURES), dict(RUNNERS))
+    return _Registrations(guide_families(), objective_entries(), *registries)
 
 
 _REGISTER: dict[str, Callable[[object], tuple[str, ...]]] = {
@@ -265,6 +284,10 @@ def _distribution(entry_point: EntryPoint) -> str:
 
 
 def _cause(err: BaseException) -> str:
+    from pyro_bnn.infer.objective_registry import ObjectiveTaken
+
+    if isinstance(err, ObjectiveTaken):  # its advice, replace=True, is what a plugin may not do
+        return f"ValueError: objective {err.name!r} is already registered; a plugin adds names, never replaces"
     if isinstance(err, SystemExit):  # sys.exit() or argparse at import: it would end every pyro-bnn command
         return f"SystemExit({err.code!r}): it exits when imported (sys.exit(), or argparse reading the command line)"
     return _one_line(err)

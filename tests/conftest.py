@@ -248,18 +248,23 @@ def interrupt_after() -> type[InterruptAfter]:
 
 
 def registry_state() -> tuple:
-    """Every registry's entries (guides, objectives, models, papers), compared by identity (guides, papers) or value
-    (objectives, models), in order: what a test that installs plugins must leave as it found."""
+    """Every registry's entries (guides, objectives, models, papers, measurements, runners), compared by identity
+    (guides, papers, measurements, runners) or value (objectives, models), in order: what a test that installs
+    plugins must leave as it found."""
     from pyro_bnn.guides.registry import guide_families
     from pyro_bnn.infer.objective_registry import objective_entries
     from pyro_bnn.models.registry import model_registrations
+    from pyro_bnn.reproduce.measures import MEASURES
     from pyro_bnn.reproduce.papers import EXPERIMENTS
+    from pyro_bnn.reproduce.runners import RUNNERS
 
     return (
         [(family.name, id(family)) for family in guide_families()],
         list(objective_entries()),
         list(model_registrations().items()),
         [(name, id(paper)) for name, paper in EXPERIMENTS.items()],
+        [(name, id(function)) for name, function in MEASURES.items()],
+        [(name, id(function)) for name, function in RUNNERS.items()],
     )
 
 
@@ -269,7 +274,7 @@ def registries() -> Callable[[], tuple]:
     return registry_state
 
 
-PLUGIN_MODULES = ("toy_plugin", "broken_plugin", "sneaky_plugin", "sneaky_interrupt")
+PLUGIN_MODULES = ("toy_plugin", "broken_plugin", "measfail_plugin", "sneaky_plugin", "sneaky_interrupt")
 """The modules the plugin tests write: forgotten by ``sys.modules`` before each test."""
 
 

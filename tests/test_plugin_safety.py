@@ -1,8 +1,9 @@
 """What a plugin may not do (:mod:`pyro_bnn.plugins`), and the registrations the registries refuse when they are
 made rather than when they are used: a plugin whose import (or whose registering) replaces or removes a built-in
-guide, objective, model or paper fails and is undone exactly (every field, the order); a plugin that exits when
-imported is a failed plugin naming itself, not the end of the command; an objective, a guide family or a model
-that could never be used is refused in one line naming it. Every test leaves the registries as it found them."""
+guide, objective, model, paper, measurement or runner fails and is undone exactly (every field, the order); a plugin
+that exits when imported is a failed plugin naming itself, not the end of the command; an objective, a guide family
+or a model that could never be used is refused in one line naming it. Every test leaves the registries as it found
+them."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def register_sneaky():
     register_objective("sneaky-elbo")(Sneaky)
 """
 
+NUTS = "pyro_bnn.reproduce.papers.posterior_families_runs:nuts"  # a built-in paper's runner
 IMPORT_TIME_REPLACEMENTS = {
     "objective": 'register_objective("meanfield", replace=True)(Sneaky)',
     "guide": (
@@ -76,8 +78,23 @@ IMPORT_TIME_REPLACEMENTS = {
         "from pyro_bnn.reproduce.papers import EXPERIMENTS, register_experiment\n"
         'register_experiment(type(EXPERIMENTS["priors"])(), replace=True)'
     ),
+    "measurement": (
+        "from pyro_bnn.reproduce.measures import register_measure\n"
+        'register_measure("plateaus", lambda *args: {}, replace=True)'
+    ),
+    "runner": (
+        "from pyro_bnn.reproduce.runners import register_runner\n"
+        f"register_runner({NUTS!r}, lambda *args: None, replace=True)"
+    ),
 }
-REPLACED_NAME = {"objective": "meanfield", "guide": "flat", "model": "mlp", "paper": "priors"}
+REPLACED_NAME = {
+    "objective": "meanfield",
+    "guide": "flat",
+    "model": "mlp",
+    "paper": "priors",
+    "measurement": "plateaus",
+    "runner": NUTS,
+}
 
 
 @pytest.mark.parametrize("kind", sorted(IMPORT_TIME_REPLACEMENTS))
@@ -330,3 +347,33 @@ def test_unregister_model_removes_a_model_and_its_arguments():
     unregister_model("TOY-model")
     assert model_registrations() == before
     unregister_model("toy-model")  # nothing to remove: no error
+
+
+def test_an_objective_callable_that_only_replaces_a_built_in_is_named_and_undone(install, registries):
+    # It said "it registered no objective", hiding the replacement of 'trace' that replace=True had made.
+    install(
+        REGISTER_SNEAKY.replace('register_objective("sneaky-elbo")', 'register_objective("trace", replace=True)'),
+        OBJECTIVE_ENTRY_POINT,
+    )
+    before = registries()
+    (plugin,) = load_plugins(on_error="record")
+    assert plugin.error == (
+        "registering it replaced the registered objective 'trace'; a plugin adds names, never replaces (undone)"
+    )
+    assert registries() == before and objective_entry("trace").factory is not sys.modules["sneaky_plugin"].Sneaky
+
+
+@pytest.mark.parametrize(("where", "verb"), [("callable", "register"), ("import", "import")])
+def test_an_objective_plugin_taking_a_name_says_a_plugin_never_replaces(install, registries, where, verb):
+    # register_objective's own advice, "pass replace=True", is what a plugin may not do (and then failed otherwise).
+    taken = 'register_objective("trace")(Sneaky)'
+    source = REGISTER_SNEAKY.replace('register_objective("sneaky-elbo")(Sneaky)', taken)
+    install(source if where == "callable" else REGISTER_SNEAKY + taken + "\n", OBJECTIVE_ENTRY_POINT)
+    before = registries()
+    (plugin,) = load_plugins(on_error="record")
+    assert plugin.message == (
+        "plugin sneaky-plugin 0.1 (entry point pyro_bnn.objectives:sneaky-elbo = sneaky_plugin:register_sneaky) "
+        f"failed: cannot {verb} it: ValueError: objective 'trace' is already registered; a plugin adds names, never "
+        "replaces"
+    )
+    assert registries() == before

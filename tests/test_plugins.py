@@ -6,6 +6,7 @@ loads none. Every test leaves the built-in registries as it found them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from pyro_bnn.cli import main
-from pyro_bnn.guides import guide_family, parse_guide
+from pyro_bnn.guides import Capability, guide_family, parse_guide
+from pyro_bnn.guides.registry import GuideFamily, register_guide, unregister_guide
 from pyro_bnn.infer.objective_registry import make_objective, objective_entries, objective_entry
 from pyro_bnn.plugins import (
     DISABLE_ENV,
@@ -29,6 +31,8 @@ from pyro_bnn.plugins import (
 )
 from pyro_bnn.reproduce import records
 from pyro_bnn.reproduce.papers import EXPERIMENTS, register_experiment, unregister_experiment
+from pyro_bnn.reproduce.planned import RunSpec
+from pyro_bnn.spec import Form
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
 
@@ -159,7 +163,7 @@ def test_reproduce_lists_and_runs_the_plugin_paper(toy, tmp_path, capsys):
 
 def test_a_spawned_worker_trains_with_the_plugin_guide_and_objective(toy, tmp_path):
     # A pool worker (--workers 2) is a fresh interpreter that loaded no plugin: the grid hands it the families and
-    # objectives registered from outside pyro_bnn, as it does the measurements.
+    # objectives registered from outside pyro_bnn that its runs use, as it does the measurements.
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -167,15 +171,61 @@ def test_a_spawned_worker_trains_with_the_plugin_guide_and_objective(toy, tmp_pa
 
     load_plugins(on_error="raise")
     spec = EXPERIMENTS["toypaper"].plan(EXPERIMENTS["toypaper"].profiles["quick"], 1, {})[0]
-    registries = _registries()
-    assert [family.name for family in registries.guides] == ["toyflat"]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        (record,) = pool.submit(
-            _execute_group, [spec], tmp_path / "runs", progress=False, threads=1, registries=registries
-        ).result()
+    register_guide(_lambda_guide())  # a notebook's family that no run uses: it failed every run, unpicklable
+    try:
+        registries = _registries([spec])
+        assert [family.name for family in registries.guides] == ["toyflat"]
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            (record,) = pool.submit(
+                _execute_group, [spec], tmp_path / "runs", progress=False, threads=1, registries=registries
+            ).result()
+    finally:
+        unregister_guide("nb-guide")
     assert record.status.value == "done", record.reason
     assert math.isfinite(record.metrics["nll"])
+
+
+def _lambda_guide() -> GuideFamily:
+    """The flat family under the name ``nb-guide``, built by a lambda (as a notebook writes it): it cannot travel."""
+    return GuideFamily(
+        Form("nb-guide", ()),
+        build=lambda spec, bnn: parse_guide("flat:0.05").build(bnn),
+        capabilities=guide_family("flat").capabilities - {Capability.BATCHED},
+    )
+
+
+def test_a_grid_sends_its_workers_only_the_registrations_its_runs_use(toy, tmp_path, monkeypatch):
+    from pyro_bnn.reproduce import executors
+    from pyro_bnn.reproduce.measures import MEASURES
+
+    load_plugins(on_error="raise")
+    (spec,) = EXPERIMENTS["toypaper"].plan(EXPERIMENTS["toypaper"].profiles["quick"], 1, {})
+    measured = RunSpec(spec.config, label="measured", measures=("sampled_label_ece:10",))
+    register_guide(_lambda_guide())
+    try:
+        registries = executors._registries([spec, measured])
+        assert [family.name for family in registries.guides] == ["toyflat"]  # not nb-guide, which no run uses
+        assert [entry.name for entry in registries.objectives] == ["toy-elbo"]
+        assert registries.measures == {"sampled_label_ece": MEASURES["sampled_label_ece"]}
+        assert registries.runners == {}
+        # A run that uses the lambda's family: the grid is refused before any run starts, in one line naming it.
+        uses = RunSpec(dataclasses.replace(spec.config, guide="nb-guide"), label="uses")
+        expected = (
+            "the grid's runs use the guide 'nb-guide', which cannot be sent to a worker process (AttributeError: "
+            "Can't pickle local object '_lambda_guide.<locals>.<lambda>'); register it from an importable module, "
+            "defined at module level (not a lambda or a local function), or run the grid in this process (--workers 1)"
+        )
+        with pytest.raises(ValueError) as raised:
+            executors._registries([spec, uses])
+        assert str(raised.value) == expected
+        monkeypatch.setattr(executors, "capped_workers", lambda workers, threads: (workers, ""))
+        with pytest.raises(ValueError) as raised:
+            next(executors.LocalExecutor(workers=2).run([spec, uses], tmp_path / "runs", progress=False))
+        assert str(raised.value) == expected
+        assert not (tmp_path / "runs").exists()
+    finally:
+        unregister_guide("nb-guide")
 
 
 def test_a_broken_plugin_is_one_warning_line_and_the_others_load(plugin_path, capsys):
@@ -247,3 +297,52 @@ def test_register_experiment_refuses_a_taken_name_in_one_line():
         register_experiment(cls)
     unregister_experiment("no-such-paper")  # nothing to remove: no error
     assert list(EXPERIMENTS)[:2] == ["leaky-calibration", "bayes-by-backprop"]
+
+
+MEASFAIL_MODULE = """
+from pyro_bnn.reproduce.measures import register_measure
+from pyro_bnn.reproduce.runners import register_runner
+
+
+def leaked(result, folder, config, data_dirs, *args):
+    return {}
+
+
+register_measure("leaked_measure", leaked)
+register_runner("leaked_runner", leaked)
+raise RuntimeError("broken after registering a measure")
+"""
+
+
+def test_a_paper_plugin_that_fails_after_registering_a_measurement_leaves_none(plugin_path):
+    # It kept the measurement and the runner, which every later --workers grid sent to its workers, where their
+    # module does not import: every run failed with a PicklingError.
+    from pyro_bnn.reproduce.measures import MEASURES
+    from pyro_bnn.reproduce.runners import RUNNERS
+
+    _install(plugin_path, "measfail_plugin", MEASFAIL_MODULE, "[pyro_bnn.papers]\nmf = measfail_plugin:X\n", "mf")
+    measures, runners = dict(MEASURES), dict(RUNNERS)
+    with pytest.warns(PluginWarning) as caught:
+        load_plugins()
+    assert [str(w.message) for w in caught] == [
+        "plugin mf 0.1 (entry point pyro_bnn.papers:mf = measfail_plugin:X) failed: cannot import it: RuntimeError: "
+        "broken after registering a measure; skipped (PYRO_BNN_NO_PLUGINS=1 loads no plugin)"
+    ]
+    assert "leaked_measure" not in MEASURES and "leaked_runner" not in RUNNERS
+    assert MEASURES == measures and RUNNERS == runners
+
+
+def test_the_module_docstring_says_what_a_grid_s_workers_receive():
+    # The Plugins page renders it: it said a grid using a plugin's guide or objective runs in-process, while such a
+    # --workers 2 grid ran in its workers (docs/plugins.md, "Limits").
+    import pyro_bnn.plugins
+
+    text = " ".join(pyro_bnn.plugins.__doc__.split())
+    assert "runs in-process" not in text
+    assert (
+        "load no plugin there, yet run with a plugin's guide or objective as in the command's process: the grid hands "
+        "each worker the guide families, objectives, measurements and runners its runs use "
+        "(:mod:`pyro_bnn.reproduce.registries`)" in text
+    )
+    limits = " ".join(DOCS.read_text(encoding="utf-8").split("## Limits")[1].split())
+    assert "the grid hands each worker the guide families, objectives, measurements and runners" in limits

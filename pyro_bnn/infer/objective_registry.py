@@ -35,6 +35,15 @@ if TYPE_CHECKING:
     from pyro_bnn.guides.spec import GuideSpec
 
 
+class ObjectiveTaken(ValueError):
+    """:func:`register_objective` without ``replace`` for a name another factory holds (``name``: that name), so
+    that a caller with its own rule (a plugin never replaces) can say so instead of advising ``replace=True``."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 @dataclass(frozen=True)
 class BatchedForm:
     """Which single-run objective a batch of runs computes (:class:`~pyro_bnn.batched.BatchedStep`): the antithetic
@@ -230,7 +239,7 @@ def register_objective(
         _check_factory(factory, key, checked_options)
         existing = _ENTRIES.get(key)
         if existing is not None and existing.factory is not factory and not replace:
-            raise ValueError(f"elbo {key!r} is already registered to {existing.factory!r}; pass replace=True")
+            raise ObjectiveTaken(f"elbo {key!r} is already registered to {existing.factory!r}; pass replace=True", key)
         _ENTRIES[key] = ObjectiveEntry(
             key, factory, checked_options, checked_requires, checked_excludes, " ".join(doc.split()), batched
         )

@@ -77,8 +77,8 @@ def _execute_group(
     """The records of one group: :func:`execute_run` for a single run, :func:`execute_batch` for several
     (``retried``: why this is the group's second attempt, kept in each record; ``code``: the grid's code version
     and training code, which a Ray task names instead of reading its own checkout; ``registries``: the parent's
-    measurements, runners, and guides and objectives registered from outside pyro_bnn, :func:`_registries`, which a
-    worker process registers before it runs the group)."""
+    measurements, runners, objectives and guides registered from outside pyro_bnn that the grid's runs use
+    (:func:`_registries`), which a worker process registers before it runs the group)."""
     if code[0]:
         inherit_code_version(*code)
     if registries is not None:
@@ -88,10 +88,14 @@ def _execute_group(
     return execute_batch(group, runs_dir, progress=progress, threads=threads, retried=retried)
 
 
-def _registries() -> Registries:
-    """This process's registrations a worker (a spawned process or a Ray task) lacks
-    (:mod:`pyro_bnn.reproduce.registries`): their functions travel by module and name."""
-    return parent_registries()
+def _registries(specs: list[RunSpec]) -> Registries:
+    """This process's registrations that ``specs`` use and a worker (a spawned process or a Ray task) lacks
+    (:mod:`pyro_bnn.reproduce.registries`): their functions travel by module and name.
+
+    Raises:
+        ValueError: One of them cannot travel (a lambda), before any run starts (one line naming it).
+    """
+    return parent_registries(specs)
 
 
 def _cores() -> int:

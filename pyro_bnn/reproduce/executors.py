@@ -49,6 +49,7 @@ from pyro_bnn.reproduce.ray_executor import RayExecutor
 from pyro_bnn.reproduce.ray_executor import check_ray_address as check_ray_address
 from pyro_bnn.reproduce.ray_executor import import_ray as import_ray
 from pyro_bnn.reproduce.records import Attempt, code_version, inherit_code_version, record_failure, training_code
+from pyro_bnn.reproduce.registries import Registries
 
 WORKER_MEMORY_BYTES = 2 << 30
 """Memory a pool worker is allowed for when capping ``workers``: a spawned process holding torch, Pyro and a full
@@ -191,9 +192,11 @@ class LocalExecutor:
             for group in groups:
                 yield from _execute_group(group, runs_dir, progress=progress, threads=self.threads)
             return
+        # What the runs use of this process's registrations, checked to travel before any run starts.
+        registries = _registries(specs)
         todo = list(range(len(groups)))  # the groups not recorded yet
         while todo:
-            stopped = yield from self._pool_round(groups, todo, runs_dir, workers)
+            stopped = yield from self._pool_round(groups, todo, runs_dir, workers, registries)
             if stopped is None:
                 return
             if stopped:  # the pool broke before any of its groups finished: no new pool would fare better
@@ -207,11 +210,13 @@ class LocalExecutor:
                         yield RunRecord(spec, Status.MISSING, reason="its process pool broke before it finished")
                 return
 
-    def _pool_round(self, groups: list[list[RunSpec]], todo: list[int], runs_dir: Path, workers: int):
-        """Runs the groups ``todo`` (indexes into ``groups``) in a new pool, yielding their records and removing each
-        recorded group from ``todo``. Returns None when the pool ended whole, else whether it broke without any group
-        recorded (the groups it was running in its other workers, and those it had not started, stay in ``todo``)."""
-        registries = _registries()
+    def _pool_round(
+        self, groups: list[list[RunSpec]], todo: list[int], runs_dir: Path, workers: int, registries: Registries
+    ):
+        """Runs the groups ``todo`` (indexes into ``groups``) in a new pool, each given ``registries``, yielding their
+        records and removing each recorded group from ``todo``. Returns None when the pool ended whole, else whether it
+        broke without any group recorded (the groups it was running in its other workers, and those it had not
+        started, stay in ``todo``)."""
         # spawn, not fork: a forked child inherits torch's thread pools and OpenMP state mid-flight.
         context = multiprocessing.get_context("spawn")
         started = context.SimpleQueue()  # (group, worker pid) as each group starts

@@ -246,7 +246,7 @@ class RayExecutor:
         task = self.ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run, max_retries=0)(_execute_group)
         waiting = [(group, "") for group in group_specs(specs, self.batch_runs)]
         code = (code_version(), training_code())  # what every task's records name
-        registries = _registries()
+        registries = _registries(specs)  # refused here, before any task, when one cannot travel
         limit = self.workers or len(waiting)
         in_flight: dict = {}
         runs_dir = Path(runs_dir).resolve()  # tasks may start in another working folder, or on another node

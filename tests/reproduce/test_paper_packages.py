@@ -177,6 +177,6 @@ def test_a_spawned_worker_takes_a_measurement_registered_in_its_parent_alone(tmp
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         (record,) = pool.submit(
-            _execute_group, [spec], tmp_path / "runs", progress=False, threads=1, registries=_registries()
+            _execute_group, [spec], tmp_path / "runs", progress=False, threads=1, registries=_registries([spec])
         ).result()
     assert record.metrics["toy_value"] == 42.5, record.reason
