@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
-from pyro_bnn.checks import dataclass_from_args, positive_float, positive_int
+from pyro_bnn.checks import dataclass_from_args, non_negative_int, positive_float, positive_int
 from pyro_bnn.errors import UserError
 
 T = TypeVar("T")
@@ -121,6 +121,9 @@ def _argument_type(name: str, parse: Callable[[str], Any], check: Callable[[Any,
 
 positive_int_arg = _argument_type("positive_int", int, positive_int, "an int >= 1")
 """A count option's ``type=``: an int >= 1 (``--epochs 0``: ``expected an int >= 1, got '0'``)."""
+
+non_negative_int_arg = _argument_type("non_negative_int", int, non_negative_int, "an int >= 0")
+"""A seed's or an optional count's ``type=``: an int >= 0 (``--seed -1``: ``expected an int >= 0, got '-1'``)."""
 
 positive_float_arg = _argument_type("positive_float", float, positive_float, "a finite number > 0")
 """A scale or temperature option's ``type=``: a finite number > 0 (``inf``, ``nan``, ``0`` refused)."""
