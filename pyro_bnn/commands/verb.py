@@ -1,18 +1,21 @@
 """What a verb of the ``pyro-bnn`` command is (:class:`Verb`), the one way from parsed arguments to an options object
-(:func:`options_from_args`) and the checks block every verb keeps (:func:`user_errors`)."""
+(:func:`options_from_args`), the checks block every verb keeps (:func:`user_errors`) and the argparse ``type=``
+checks of counts, scales and folders (:data:`positive_int_arg`, :data:`positive_float_arg`,
+:func:`existing_dir_arg`)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
-from pyro_bnn.checks import dataclass_from_args
+from pyro_bnn.checks import dataclass_from_args, non_negative_int, positive_float, positive_int
 from pyro_bnn.errors import UserError
 
 T = TypeVar("T")
@@ -99,6 +102,39 @@ def dataset_dir(text: str) -> tuple[str, str]:
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected DATASET=PATH (e.g. mnist=/data/mnist), got {text!r}")
     return name, path
+
+
+def _argument_type(name: str, parse: Callable[[str], Any], check: Callable[[Any, str], T], what: str):
+    """An argparse ``type=`` that parses the text with ``parse`` and checks it with ``check`` (a
+    :mod:`pyro_bnn.checks` function), refusing anything else as ``expected WHAT, got '0'`` (argparse names the
+    option): the one-line error and exit status 2 of a bad value, before any data is read."""
+
+    def convert(text: str) -> T:
+        try:
+            return check(parse(text), name)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+    convert.__name__ = name  # what argparse's own messages call the type
+    return convert
+
+
+positive_int_arg = _argument_type("positive_int", int, positive_int, "an int >= 1")
+"""A count option's ``type=``: an int >= 1 (``--epochs 0``: ``expected an int >= 1, got '0'``)."""
+
+non_negative_int_arg = _argument_type("non_negative_int", int, non_negative_int, "an int >= 0")
+"""A seed's or an optional count's ``type=``: an int >= 0 (``--seed -1``: ``expected an int >= 0, got '-1'``)."""
+
+positive_float_arg = _argument_type("positive_float", float, positive_float, "a finite number > 0")
+"""A scale or temperature option's ``type=``: a finite number > 0 (``inf``, ``nan``, ``0`` refused)."""
+
+
+def existing_dir_arg(text: str) -> str:
+    """A data folder option's ``type=``: the path of an existing folder, as given (``expected an existing folder,
+    got '/nonexistent'``)."""
+    if not os.path.isdir(os.path.expanduser(text)):
+        raise argparse.ArgumentTypeError(f"expected an existing folder, got {text!r}")
+    return text
 
 
 def options_from_args(base: type[T] | T, args: argparse.Namespace, **renames: str | Callable[[Any], Any]) -> T:

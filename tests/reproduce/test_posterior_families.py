@@ -14,7 +14,13 @@ from pyro_bnn.diagnostics.nuts import hidden_layers
 from pyro_bnn.predict import Prediction
 from pyro_bnn.reproduce import Verdict, reproduce, run_grid
 from pyro_bnn.reproduce.papers.posterior_families import PosteriorFamilies
-from pyro_bnn.reproduce.papers.posterior_families.analysis import best_families, best_value, dataset_table, headlines
+from pyro_bnn.reproduce.papers.posterior_families.analysis import (
+    best_families,
+    best_value,
+    dataset_table,
+    headlines,
+    summary_lines,
+)
 from pyro_bnn.reproduce.papers.posterior_families.plan import FAMILIES, PROFILES
 from pyro_bnn.reproduce.papers.posterior_families.scoring import (
     aligned_sd,
@@ -233,6 +239,37 @@ def test_best_family_and_the_ones_the_seeds_cannot_separate():
     assert "mean-field" not in found["ties"]
     ratio = best_families(_grid(), "moons", "sd_ratio_median", exclude=("nuts",))
     assert ratio["best"] == "sgld"  # 0.91 is closer to 1 than 1.3 on a log scale, and far closer than 0.41
+
+
+def _zero_ratio_grid(ratios=(0.0, 0.0, 0.0)) -> list[RunRecord]:
+    """Two families on sd ratio alone: KFAC at 1.20, 1.25, 1.30 and the last layer at ``ratios``."""
+    return [
+        record
+        for seed, ratio in enumerate(ratios)
+        for record in (
+            _record("moons", "laplace-kfac", seed, sd_ratio_median=1.2 + 0.05 * seed),
+            _record("moons", "laplace-last-layer", seed, sd_ratio_median=ratio),
+        )
+    ]
+
+
+def test_a_family_with_a_sd_ratio_of_0_is_never_tied_with_the_best():
+    # log 0 is -inf, infinitely far from 1: compare() used to drop the -inf scores and call the family a tie
+    found = best_families(_zero_ratio_grid(), "moons", "sd_ratio_median")
+    assert found == {"best": "laplace-kfac", "mean": pytest.approx(1.25), "ties": [], "worst": ["laplace-last-layer"]}
+    assert summary_lines(_zero_ratio_grid())[0] == (
+        "- **Weight marginals as wide as NUTS's (median sd ratio closest to 1)** on moons: Laplace, KFAC (sd ratio "
+        "(median) 1.25); separated from every other family; Laplace, last layer has sd ratio (median) 0.00 on every "
+        "seed, the farthest possible from 1."
+    )
+    # one seed at 0 makes the mean score -inf: separated, though not at the worst on every seed
+    mixed = best_families(_zero_ratio_grid((0.0, 1.2, 1.3)), "moons", "sd_ratio_median")
+    assert (mixed["best"], mixed["ties"], mixed["worst"]) == ("laplace-kfac", [], [])
+    # both at 0 on every seed: nothing tells them apart
+    both = [r for r in _zero_ratio_grid() if r.spec.tag("family") == "laplace-last-layer"]
+    both += [_record("moons", "laplace-kfac", seed, sd_ratio_median=0.0) for seed in range(3)]
+    tied = best_families(both, "moons", "sd_ratio_median")
+    assert (tied["best"], tied["ties"], tied["worst"]) == ("laplace-last-layer", ["laplace-kfac"], [])
 
 
 def test_verdicts_follow_the_rules():

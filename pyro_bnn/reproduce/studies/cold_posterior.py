@@ -11,7 +11,6 @@ asks (Wenzel et al., 2020): is some T < 1 better than T = 1 on test NLL, by more
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -21,11 +20,12 @@ from pathlib import Path
 
 import torch
 
+from pyro_bnn.commands.verb import ArgumentParser, existing_dir_arg, positive_float_arg, positive_int_arg
 from pyro_bnn.evaluation import mean_sd
 from pyro_bnn.reproduce.records import code_version, training_code
 from pyro_bnn.runs import RunConfig, train_run
 from pyro_bnn.runs.config_compare import normalized_config
-from pyro_bnn.runs.run_folder import CHECKPOINT
+from pyro_bnn.runs.run_folder import CHECKPOINT, check_writable
 from pyro_bnn.runs.runs import RESUME_MAY_CHANGE
 
 TEMPERATURES = (0.01, 0.1, 0.3, 1.0, 3.0)
@@ -249,21 +249,28 @@ def _figure(path: Path, table: list[dict]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # Every bad value is one line and exit status 2 here, before a run loads data or trains (the types, then the
+    # run configs and --out): a traceback minutes into a sweep loses the runs' work.
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output folder (runs/, table.md, table.json, sweep.png)")
-    parser.add_argument("--temperatures", type=float, nargs="+", default=list(TEMPERATURES))
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per temperature (default %(default)s)")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--train-subset", type=int, default=10_000)
-    parser.add_argument("--data-dir", default=None, help="Fashion-MNIST's folder (default: the usual places)")
+    parser.add_argument("--temperatures", type=positive_float_arg, nargs="+", default=list(TEMPERATURES))
+    parser.add_argument("--seeds", type=positive_int_arg, default=5, help="seeds per temperature (default %(default)s)")
+    parser.add_argument("--epochs", type=positive_int_arg, default=10)
+    parser.add_argument("--train-subset", type=positive_int_arg, default=10_000)
+    parser.add_argument("--data-dir", type=existing_dir_arg, default=None,
+                        help="Fashion-MNIST's folder (default: the usual places)")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # as a reproduction grid's runs: a run's numbers depend on its thread count
-    if args.seeds < 1 or any(not t > 0 for t in args.temperatures):
-        parser.error("--seeds must be >= 1 and every --temperatures value > 0")
     out = Path(args.out)
+    try:
+        base = base_config(args.data_dir, args.epochs, args.train_subset)
+        for t in args.temperatures:
+            RunConfig.from_dict({**json.loads(base.to_json()), "temperature": t}).resolved()
+        check_writable(out)
+    except ValueError as err:
+        parser.error(str(err))
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    base = base_config(args.data_dir, args.epochs, args.train_subset)
     temperatures = sorted(set(args.temperatures))
     command = "python -m pyro_bnn.reproduce.studies.cold_posterior " + " ".join(sys.argv[1:] if argv is None else argv)
     setting = (

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +21,17 @@ import pyro
 import torch
 
 from pyro_bnn.bnn import BNN
+from pyro_bnn.commands.verb import ArgumentParser, existing_dir_arg
 from pyro_bnn.data import load_dataset, parse_corruption
 from pyro_bnn.evaluation import entropy_decomposition, summarize
 from pyro_bnn.guides import mean_posterior_scale, parse_guide
 from pyro_bnn.infer import Callback, RuntimeOptions, Trainer
 from pyro_bnn.likelihoods import Categorical
 from pyro_bnn.models import build_model
+from pyro_bnn.nn.activations import parse_activation
 from pyro_bnn.predict import predict
 from pyro_bnn.priors import NormalPrior
+from pyro_bnn.runs.run_folder import check_writable
 
 GUIDES = (
     "autonormal:0.1",
@@ -168,24 +173,39 @@ def merge_full(folders: list[Path], out: Path) -> None:
     )
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuses what the measurement would fail on after minutes of work (``ValueError``, one line): a guide or an
+    activation spec it cannot parse, a ``--merge`` folder without a ``full.json``, an ``--out`` it cannot write."""
+    for spec in args.full or args.guides:
+        parse_guide(spec)
+    for activation in args.activations:
+        parse_activation(activation)
+    for folder in args.merge or ():
+        if not (Path(folder) / "full.json").is_file():
+            raise ValueError(f"--merge {folder}: expected a folder holding a --full run's full.json, found none")
+    check_writable(args.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/guide-defaults")
     parser.add_argument("--guides", nargs="*", default=list(GUIDES))
     parser.add_argument("--activations", nargs="*", default=list(ACTIVATIONS))
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir", type=existing_dir_arg, default=None)
     parser.add_argument(
         "--full", nargs="+", metavar="GUIDE", help="instead: the 10-epoch full-data check of these guides"
     )
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="instead: merge the full.json of --full runs")
     args = parser.parse_args(argv)
+    try:  # one line and exit status 2, before any data is read
+        _check_arguments(args)
+    except ValueError as err:
+        parser.error(str(err))
     if args.merge:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         merge_full([Path(d) for d in args.merge], out)
         return
-    for spec in args.full or args.guides:
-        parse_guide(spec)
     if args.full:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -205,7 +225,10 @@ def main(argv=None) -> None:
             rows.append(row)
             print(format_table([row], setting.epochs).splitlines()[-1], flush=True)
             partial.write_text(json.dumps({"setting": setting.__dict__, "rows": rows}, indent=2))
-    command = "python -m pyro_bnn.reproduce.studies.guide_defaults " + " ".join(argv or [])
+    # the arguments given, from the shell (argv None) as from Python, quoted so that the line can be pasted back
+    command = "python -m pyro_bnn.reproduce.studies.guide_defaults " + shlex.join(
+        sys.argv[1:] if argv is None else argv
+    )
     (out / "table.md").write_text(
         f"Command: `{command.strip()}`\n\n3FC, N(0, 1) prior on every weight and bias, Fashion-MNIST "
         f"{setting.train_subset} training images, batch {setting.batch_size}, Adam {setting.lr}, full-data ELBO; "

@@ -15,14 +15,18 @@ LeNet on 10 000 Fashion-MNIST images) and picks the default by :func:`choose_def
 
 from __future__ import annotations
 
-import argparse
 import json
+import shlex
 import statistics
+import sys
 from pathlib import Path
 
 from pyro_bnn._io import write_json_atomically
+from pyro_bnn.checks import positive_int
+from pyro_bnn.commands.verb import ArgumentParser, positive_int_arg
 from pyro_bnn.data import load_dataset
 from pyro_bnn.evaluation import mean_sd
+from pyro_bnn.guides import parse_guide
 from pyro_bnn.reproduce.studies.guide_rows import BLEND as BLEND
 from pyro_bnn.reproduce.studies.guide_rows import CANDIDATES as CANDIDATES
 from pyro_bnn.reproduce.studies.guide_rows import POINT_ESTIMATES as POINT_ESTIMATES
@@ -38,21 +42,43 @@ from pyro_bnn.reproduce.studies.guide_rows import measure as measure
 from pyro_bnn.reproduce.studies.guide_rows import measure_yardstick as measure_yardstick
 from pyro_bnn.runs.run_folder import check_writable
 
+COMMAND = "python -m pyro_bnn.reproduce.studies.guide_table"
+SUITE_GUIDES = (*CANDIDATES, "map")
+"""The guides ``--suite`` measures by default."""
+
+
+def suite_guides(guides: tuple[str, ...]) -> tuple[str, ...]:
+    """``guides`` with :data:`REFERENCE` added (the mutual-information check is against it), each parsed up front.
+
+    Raises:
+        ValueError: A spec that does not parse (``unknown guide 'nosuch'; ...``), or no weight-space candidate among
+            them (all point estimates): before any data is read or ``cells/`` made.
+    """
+    for guide in guides:
+        parse_guide(guide)
+    if REFERENCE not in guides:
+        guides = (*guides, REFERENCE)
+    if all(guide in POINT_ESTIMATES for guide in guides):
+        raise ValueError(f"--guides {' '.join(guides)}: no weight-space candidate (all are point estimates)")
+    return guides
+
 
 def run_suite(
     out: Path,
-    guides: tuple[str, ...] = (*CANDIDATES, "map"),
+    guides: tuple[str, ...] = SUITE_GUIDES,
     yardsticks: tuple[Yardstick, ...] = YARDSTICKS,
     seeds: tuple[int, ...] = (0, 1, 2),
+    command: str | None = None,
 ) -> dict:
     """Measures ``guides`` on every yardstick over ``seeds``, applies :func:`choose_default` to the candidates among
-    them and writes ``suite.md`` and ``suite.json`` to ``out``; returns what ``suite.json`` holds."""
+    them and writes ``suite.md`` and ``suite.json`` to ``out``; returns what ``suite.json`` holds. ``command``: the
+    command line to record (default: the one that asks for ``out`` and ``guides``)."""
+    if command is None:
+        given = [] if guides == SUITE_GUIDES else ["--guides", *guides]
+        command = f"{COMMAND} {shlex.join(['--suite', '--out', str(out), *given])}"
+    guides = suite_guides(guides)
     check_writable(out)
-    if REFERENCE not in guides:  # the mutual-information check is against it
-        guides = (*guides, REFERENCE)
     candidates = [guide for guide in guides if guide not in POINT_ESTIMATES]
-    if not candidates:
-        raise ValueError(f"--guides {' '.join(guides)}: no weight-space candidate (all are point estimates)")
     cell_folder = out / "cells"
     cell_folder.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict[str, list[dict]]] = {guide: {} for guide in guides}
@@ -83,7 +109,6 @@ def run_suite(
     }  # fmt: skip
     reference_stick = next((n for n in names if n.startswith("3FC")), names[-1])
     choice = choose_default(means, names, reference_stick)
-    command = f"python -m pyro_bnn.reproduce.studies.guide_table --suite --out {out}"
     lines = [
         "# The default guide on a suite of yardsticks",
         "",
@@ -149,8 +174,13 @@ def _cell(values: list[float], digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
 
-def run(out: Path, setting: Setting = Setting()) -> list[dict]:  # noqa: B008 (Setting: a frozen dataclass)
-    """Measures every row over the seeds and writes ``table.md`` and ``table.json`` to ``out``."""
+def run(out: Path, setting: Setting = Setting(), command: str | None = None) -> list[dict]:  # noqa: B008 (frozen)
+    """Measures every row over the seeds and writes ``table.md`` and ``table.json`` to ``out``. ``command``: the
+    command line to record (default: the one that asks for ``out`` and ``setting.epochs``)."""
+    positive_int(setting.epochs, "epochs")  # 0 epochs would write a table of untrained networks
+    if command is None:
+        given = [] if setting.epochs == Setting.epochs else ["--epochs", str(setting.epochs)]
+        command = f"{COMMAND} {shlex.join(['--out', str(out), *given])}"
     check_writable(out)  # before the runs: a bad --out is one line, not a lost measurement
     data = load_dataset("digits", seed=0)
     steps = len(data.loaders(setting.batch_size, seed=0)[0])
@@ -159,7 +189,6 @@ def run(out: Path, setting: Setting = Setting()) -> list[dict]:  # noqa: B008 (S
         per_seed = [measure(row, seed, setting, data) for seed in setting.seeds]
         results.append({"guide": row.label, "model": row.model, "caveat": row.caveat, "per_seed": per_seed})
         print(f"{row.label}: accuracy {_cell([r['accuracy'] for r in per_seed])}", flush=True)
-    command = f"python -m pyro_bnn.reproduce.studies.guide_table --out {out}"
     lines = [
         "# Which guide for which model",
         "",
@@ -188,16 +217,29 @@ def run(out: Path, setting: Setting = Setting()) -> list[dict]:  # noqa: B008 (S
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/guide-table")
-    parser.add_argument("--epochs", type=int, default=Setting.epochs)
+    parser.add_argument("--epochs", type=positive_int_arg, default=None, help=f"(default {Setting.epochs})")
     parser.add_argument("--suite", action="store_true", help="the default guide's yardstick suite (suite.md)")
     parser.add_argument("--guides", nargs="+", default=None, help="--suite: the guides measured (default: all)")
     args = parser.parse_args(argv)
+    # the arguments given (from the shell, argv is None), quoted so that the line can be pasted back
+    command = f"{COMMAND} {shlex.join(sys.argv[1:] if argv is None else argv)}"
+    guides = tuple(args.guides) if args.guides else SUITE_GUIDES
+    try:  # one line and exit status 2 before any data is read: a bad --out or guide, an option the mode ignores
+        if args.suite and args.epochs is not None:
+            raise ValueError("--epochs sets the table's runs; --suite trains each yardstick for its own epochs")
+        if not args.suite and args.guides:
+            raise ValueError("--guides chooses the guides of --suite; the table's rows are fixed")
+        if args.suite:
+            suite_guides(guides)
+        check_writable(args.out)
+    except ValueError as err:
+        parser.error(str(err))
     if args.suite:
-        run_suite(Path(args.out), tuple(args.guides) if args.guides else (*CANDIDATES, "map"))
+        run_suite(Path(args.out), guides, command=command)
     else:
-        run(Path(args.out), Setting(epochs=args.epochs))
+        run(Path(args.out), Setting(epochs=args.epochs or Setting.epochs), command=command)
     return 0
 
 

@@ -10,13 +10,14 @@ with weight-space VI and the baselines is ``pyro-bnn reproduce implicit-bnn`` (`
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from pyro_bnn.commands.verb import ArgumentParser, positive_int_arg
 from pyro_bnn.models import build_model
 from pyro_bnn.node_noise import add_node_noise, count_latents
 from pyro_bnn.runs import RunConfig, train_run
+from pyro_bnn.runs.run_folder import check_writable
 from pyro_bnn.runs.runs import load_data
 
 BASE = RunConfig(
@@ -100,14 +101,18 @@ def latents_report(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/node-noise")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=positive_int_arg, default=3)  # 0 wrote a table without a seed column
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--sweep", action="store_true", help="the learning-rate sweep (sweep-table.md; the default)")
     parser.add_argument("--latents", action="store_true", help="the large networks' latent counts (latents.md)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:  # one line and exit status 2 before the sweep trains
+        check_writable(args.out)
+    except ValueError as err:
+        parser.error(str(err))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.latents:

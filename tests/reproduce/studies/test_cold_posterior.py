@@ -156,3 +156,29 @@ def test_the_committed_sweep_is_read_back_at_its_command(tmp_path, monkeypatch):
     base = base_config(None, 10, 10_000)
     rows = [run_one(base, t, seed, tmp_path / "runs") for seed in range(5) for t in cold_posterior.TEMPERATURES]
     assert [r["nll"] for r in rows] == [r["nll"] for r in table["runs"]]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--temperatures", "inf"], "argument --temperatures: expected a finite number > 0, got 'inf'"),
+        (["--temperatures", "nan"], "argument --temperatures: expected a finite number > 0, got 'nan'"),
+        (["--temperatures", "0"], "argument --temperatures: expected a finite number > 0, got '0'"),
+        (["--epochs", "0"], "argument --epochs: expected an int >= 1, got '0'"),
+        (["--epochs", "-1"], "argument --epochs: expected an int >= 1, got '-1'"),
+        (["--train-subset", "0"], "argument --train-subset: expected an int >= 1, got '0'"),
+        (["--seeds", "0"], "argument --seeds: expected an int >= 1, got '0'"),
+        (["--data-dir", "/nonexistent"], "argument --data-dir: expected an existing folder, got '/nonexistent'"),
+        (["--out", "afile"], "--out {tmp}/afile exists and is not a folder"),
+    ],
+)
+def test_a_bad_argument_is_one_line_and_exit_2_before_any_run(args, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cold_posterior, "train_run", _no_training)
+    (tmp_path / "afile").write_text("")
+    args = [a.replace("afile", str(tmp_path / "afile")) for a in args]
+    with pytest.raises(SystemExit) as exit_:
+        cold_posterior.main(["--out", str(tmp_path / "sweep"), *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err  # PROG: error: MESSAGE, one line (PROG is the test runner's name here)
+    assert err.endswith(f": error: {message.format(tmp=tmp_path)}\n") and err.count("\n") == 1, err
+    assert not (tmp_path / "sweep").exists()

@@ -2,9 +2,11 @@
 
 import json
 import math
+import sys
 
 import pytest
 
+from pyro_bnn.data import load_dataset
 from pyro_bnn.reproduce.studies.guide_table import ROWS, Setting, run
 
 
@@ -92,3 +94,71 @@ def test_among_candidates_that_all_pass_the_smallest_worst_accuracy_gap_wins_and
     del means[REFERENCE]
     with pytest.raises(ValueError, match=REFERENCE):
         choose_default(means, ["s", "3FC"], "3FC")
+
+
+def _no_work(monkeypatch):
+    from pyro_bnn.reproduce.studies import guide_table
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("data was read")
+
+    monkeypatch.setattr(guide_table, "load_dataset", no_data)
+    return guide_table
+
+
+def test_the_recorded_command_holds_the_arguments_given(tmp_path, monkeypatch):
+    guide_table = _no_work(monkeypatch)
+    seen = {}
+    monkeypatch.setattr(guide_table, "run", lambda out, setting, command: seen.update(run=(setting.epochs, command)))
+    monkeypatch.setattr(guide_table, "run_suite", lambda out, guides, command: seen.update(suite=(guides, command)))
+    guide_table.main(["--out", "gtz", "--epochs", "1"])
+    assert seen["run"] == (1, "python -m pyro_bnn.reproduce.studies.guide_table --out gtz --epochs 1")
+    monkeypatch.setattr(sys, "argv", ["guide_table.py", "--suite", "--out", "g s", "--guides", "map", "flat:0.01"])
+    guide_table.main()  # from the shell: argv is None
+    command = "python -m pyro_bnn.reproduce.studies.guide_table --suite --out 'g s' --guides map flat:0.01"
+    assert seen["suite"] == (("map", "flat:0.01"), command)
+
+
+def test_run_and_run_suite_write_the_command_they_were_given_or_their_own(tmp_path, monkeypatch):
+    guide_table = _no_work(monkeypatch)
+    monkeypatch.setattr(guide_table, "load_dataset", lambda *args, **kwargs: load_dataset("moons", seed=0))
+    row = {"accuracy": 0.5, "ece": 0.1, "sigma": 0.01, "seconds": 1.0}
+    monkeypatch.setattr(guide_table, "measure", lambda *args: row)
+    guide_table.run(tmp_path / "a", Setting(epochs=1, seeds=(0,)))
+    written = json.loads((tmp_path / "a" / "table.json").read_text())["command"]
+    assert written == f"python -m pyro_bnn.reproduce.studies.guide_table --out {tmp_path / 'a'} --epochs 1"
+    assert f"Command: `{written}`" in (tmp_path / "a" / "table.md").read_text()
+    guide_table.run(tmp_path / "b", Setting(seeds=(0,)), command="python -m x --out b")
+    assert json.loads((tmp_path / "b" / "table.json").read_text())["command"] == "python -m x --out b"
+    cell = {"accuracy": 0.5, "ece": 0.1, "nll": 0.7, "sigma": 0.02, "mutual_information": 0.1, "seconds": 1.0}
+    monkeypatch.setattr(guide_table, "measure_yardstick", lambda *args: cell)
+    sticks = (guide_table.Yardstick("moons quick", "moons", "tanh-small", epochs=1, batch_size=128, lr=1e-2,
+                                    num_samples=4),)  # fmt: skip
+    result = guide_table.run_suite(tmp_path / "s", guides=("flat:0.01",), yardsticks=sticks, seeds=(0,))
+    suite = f"python -m pyro_bnn.reproduce.studies.guide_table --suite --out {tmp_path / 's'} --guides flat:0.01"
+    assert result["command"] == suite
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--out", "{tmp}/afile"], "--out {tmp}/afile exists and is not a folder"),
+        (["--epochs", "-1"], "argument --epochs: expected an int >= 1, got '-1'"),
+        (["--epochs", "0"], "argument --epochs: expected an int >= 1, got '0'"),
+        (["--suite", "--guides", "nosuch"], "unknown guide 'nosuch'; expected one of "),
+        (["--suite", "--epochs", "2"], "--epochs sets the table's runs; --suite trains each yardstick for its own"),
+        (["--guides", "map"], "--guides chooses the guides of --suite; the table's rows are fixed"),
+    ],
+)
+def test_a_bad_argument_is_one_line_and_exit_2_before_any_data_is_read(args, message, tmp_path, monkeypatch, capsys):
+    guide_table = _no_work(monkeypatch)
+    (tmp_path / "afile").write_text("")
+    args = [a.format(tmp=tmp_path) for a in args]
+    with pytest.raises(SystemExit) as exit_:
+        guide_table.main(args if "--out" in args else ["--out", str(tmp_path / "out"), *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err  # PROG: error: MESSAGE, one line
+    assert f": error: {message.format(tmp=tmp_path)}" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="epochs must be an int >= 1, got 0"):
+        guide_table.run(tmp_path / "out", Setting(epochs=0))

@@ -1,6 +1,7 @@
 """The summary of ``posterior-families``' report, written from the measured values: for each question (closest
 to NUTS, best NLL, best calibration, best out-of-domain detection, cheapest) the family with the best mean and
-the families the seeds do not separate from it (:func:`best_value`, :func:`summary_lines`).
+the families the seeds do not separate from it, and those at the worst possible value (a sd ratio of 0) on every
+seed (:func:`best_value`, :func:`summary_lines`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ def summary_lines(records: list[RunRecord]) -> list[str]:
             digits = COLUMNS[key][1]
             ties = ", ".join(NAMES[f] for f in found["ties"])
             tied = f"; the seeds do not separate it from {ties}" if ties else "; separated from every other family"
+            for family in found["worst"]:  # a ratio of 0 on every seed: no t-test needed, and none to be read as tied
+                mean = mean_sd(values(records, dataset, family, key))[0]
+                name, title = NAMES[family], COLUMNS[key][0]
+                tied += f"; {name} has {title} {mean:.{digits}f} on every seed, the farthest possible from 1"
             value = f"{COLUMNS[key][0]} {found['mean']:.{digits}f}"
             if key == "total_seconds":
                 value += f": {_cost_parts(records, dataset, found['best'])}"

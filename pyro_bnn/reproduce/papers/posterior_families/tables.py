@@ -130,16 +130,37 @@ def dataset_table(records: list[RunRecord], dataset: str, out: Path) -> tuple[st
 
 
 def _score(key: str, value: float) -> float:
-    """Larger is better."""
+    """Larger is better; ``-inf`` for a value of 0 or less in a closest-to-1 column (a ratio infinitely far from 1
+    on a log scale: no spread at all), the worst possible score."""
     better = COLUMNS[key][2]
     if better is None:
         return -abs(math.log(value)) if value > 0 else -math.inf
     return value if better else -value
 
 
+def _mean_score(scores: list[float]) -> float:
+    """The mean of per-seed scores, ``-inf`` when any seed scores ``-inf`` (unlike :func:`mean_sd`, which would
+    drop it and average the rest, or return NaN when every seed does)."""
+    return math.fsum(scores) / len(scores) if all(math.isfinite(s) for s in scores) else -math.inf
+
+
+def _tied(scores: list[float], best: list[float]) -> bool:
+    """Whether the seeds do not separate a family's per-seed ``scores`` from the best family's ``best``.
+
+    :func:`~pyro_bnn.reproduce.report.compare` averages the finite values alone and calls a group with fewer than 2
+    of them unseparated, so a family scoring ``-inf`` on its seeds would read as a tie with any best; its mean score
+    is ``-inf``, infinitely far below a best with a finite one, so it is separated (worse). Two families both at
+    ``-inf`` cannot be told apart."""
+    if not math.isfinite(_mean_score(scores)) or not math.isfinite(_mean_score(best)):
+        return _mean_score(scores) == _mean_score(best)
+    return not compare(scores, best).separated
+
+
 def best_families(records: list[RunRecord], dataset: str, key: str, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The family with the best mean of ``key`` on ``dataset`` and those whose seeds do not separate them from it
-    (Welch's t-test); ``{}`` when no family has the value."""
+    """The family with the best mean score of ``key`` on ``dataset`` (:func:`_score` per seed), those whose seeds
+    do not separate them from it (Welch's t-test on the scores, :func:`_tied`) and those at the worst possible
+    score on every seed (a sd ratio of 0: ``worst``, never ties); ``{}`` when no family has the value. ``mean`` is
+    the best family's mean value of ``key`` (not of its score)."""
     candidates = {}
     for family in FAMILIES:
         found = values(records, dataset, family, key)
@@ -147,7 +168,8 @@ def best_families(records: list[RunRecord], dataset: str, key: str, exclude: tup
             candidates[family] = found
     if not candidates:
         return {}
-    best = max(candidates, key=lambda f: _score(key, mean_sd(candidates[f])[0]))
-    ties = [f for f in candidates if f != best and not compare(
-        [_score(key, v) for v in candidates[f]], [_score(key, v) for v in candidates[best]]).separated]  # fmt: skip
-    return {"best": best, "mean": mean_sd(candidates[best])[0], "ties": ties}
+    scores = {f: [_score(key, v) for v in found] for f, found in candidates.items()}
+    best = max(candidates, key=lambda f: _mean_score(scores[f]))
+    ties = [f for f in candidates if f != best and _tied(scores[f], scores[best])]
+    worst = [f for f in candidates if f != best and f not in ties and all(s == -math.inf for s in scores[f])]
+    return {"best": best, "mean": mean_sd(candidates[best])[0], "ties": ties, "worst": worst}

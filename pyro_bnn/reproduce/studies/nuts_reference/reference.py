@@ -25,7 +25,6 @@ on ``[-4, 4]``) and writes ``nuts-cubic.md`` / ``.json``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -38,6 +37,7 @@ import torch
 
 from pyro_bnn._io import write_json_atomically, write_text_atomically
 from pyro_bnn.bnn import BNN
+from pyro_bnn.commands.verb import ArgumentParser, non_negative_int_arg, positive_int_arg
 from pyro_bnn.data import TensorSplit, load_dataset
 from pyro_bnn.diagnostics.arviz_export import (
     draw_samples,
@@ -61,6 +61,7 @@ from pyro_bnn.reproduce.studies.nuts_reference.comparison import (
     weight_space,
 )
 from pyro_bnn.reproduce.studies.nuts_reference.report import NOTES, markdown_report
+from pyro_bnn.runs.run_folder import check_writable
 
 REGRESSION_TARGET_SCALE = 10.0
 """The cubic set's targets are divided by this (x^3 reaches 27; the N(0, 1) prior's net would strain to)."""
@@ -268,18 +269,23 @@ def run(settings: Settings, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # every count is checked here, one line and exit status 2: a bad one used to fail after minutes of VI and NUTS
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=("classification", "regression"), default="classification")
     parser.add_argument("--out", default="results/diagnostics")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--num-chains", type=int, default=Settings.num_chains)
-    parser.add_argument("--num-samples", type=int, default=Settings.num_samples)
-    parser.add_argument("--warmup", type=int, default=Settings.warmup)
-    parser.add_argument("--max-tree-depth", type=int, default=Settings.max_tree_depth)
-    parser.add_argument("--workers", type=int, default=Settings.workers)
-    parser.add_argument("--vi-epochs", type=int, default=Settings.vi_epochs)
-    parser.add_argument("--vi-draws", type=int, default=Settings.vi_draws)
+    parser.add_argument("--seed", type=non_negative_int_arg, default=0)
+    parser.add_argument("--num-chains", type=positive_int_arg, default=Settings.num_chains)
+    parser.add_argument("--num-samples", type=positive_int_arg, default=Settings.num_samples)
+    parser.add_argument("--warmup", type=non_negative_int_arg, default=Settings.warmup)
+    parser.add_argument("--max-tree-depth", type=positive_int_arg, default=Settings.max_tree_depth)
+    parser.add_argument("--workers", type=positive_int_arg, default=Settings.workers)
+    parser.add_argument("--vi-epochs", type=positive_int_arg, default=Settings.vi_epochs)
+    parser.add_argument("--vi-draws", type=positive_int_arg, default=Settings.vi_draws)
     args = parser.parse_args(argv)
+    try:
+        check_writable(args.out)
+    except ValueError as err:
+        parser.error(str(err))
     settings = Settings(
         task=args.task,
         seed=args.seed,
