@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -124,6 +124,18 @@ def _execute_in_worker(index: int, group: list[RunSpec], runs_dir, **options) ->
     if _started is not None:
         _started.put((index, os.getpid()))
     return _execute_group(group, runs_dir, **options)
+
+
+def _as_finished(futures) -> Iterator[Future]:
+    """Each of ``futures`` as it finishes, as :func:`concurrent.futures.as_completed` yields them, but waiting at
+    most :data:`WATCH_SECONDS` at a time. The kernel may hand a Ctrl-C to any thread that does not block it, the
+    pool's own threads included, and Python raises KeyboardInterrupt in the main thread only when that thread next
+    runs: an untimed wait held an interrupted grid until one of its runs finished (a stack dump of the interrupt
+    test's grid showed its main thread still in ``as_completed`` 30 s after the SIGINT)."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=WATCH_SECONDS, return_when=FIRST_COMPLETED)
+        yield from done
 
 
 STOP_SECONDS = 5.0
@@ -243,7 +255,7 @@ class LocalExecutor:
             }
             pool_workers = set(multiprocessing.active_children()) - children_before  # started by the first submit
             try:
-                for future in as_completed(futures):
+                for future in _as_finished(futures):
                     index = futures[future]
                     try:
                         records = future.result()
