@@ -15,16 +15,9 @@ from pyro_bnn.reproduce.studies import node_noise_lenet
         (["--out", "{tmp}/afile"], "--out {tmp}/afile exists and is not a folder"),
     ],
 )
-def test_a_bad_argument_is_one_line_and_exit_2_before_the_sweep(args, message, tmp_path, monkeypatch, capsys):
+def test_a_bad_argument_is_one_line_and_exit_2_before_the_sweep(args, message, monkeypatch, refused):
     def no_sweep(*args, **kwargs):
         raise AssertionError("the sweep ran")
 
     monkeypatch.setattr(node_noise_lenet, "sweep", no_sweep)
-    (tmp_path / "afile").write_text("")
-    args = [a.format(tmp=tmp_path) for a in args]
-    with pytest.raises(SystemExit) as exit_:
-        node_noise_lenet.main(args if "--out" in args else ["--out", str(tmp_path / "out"), *args])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err  # PROG: error: MESSAGE, one line
-    assert f": error: {message.format(tmp=tmp_path)}\n" in err and err.count("\n") == 1, err
-    assert not (tmp_path / "out").exists()
+    refused(node_noise_lenet.main, args, message)
