@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
@@ -29,6 +29,15 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+    @contextmanager
+    def refusing(self) -> Iterator[None]:
+        """A ValueError raised inside this block (a check of the parsed arguments) ends as :meth:`error` does: one
+        line, exit status 2."""
+        try:
+            yield
+        except ValueError as err:
+            self.error(str(err))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -262,13 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # as a reproduction grid's runs: a run's numbers depend on its thread count
     out = Path(args.out)
-    try:
+    with parser.refusing():
         base = base_config(args.data_dir, args.epochs, args.train_subset)
         for t in args.temperatures:
             RunConfig.from_dict({**json.loads(base.to_json()), "temperature": t}).resolved()
         check_writable(out)
-    except ValueError as err:
-        parser.error(str(err))
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     temperatures = sorted(set(args.temperatures))

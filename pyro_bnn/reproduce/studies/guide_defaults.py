@@ -197,10 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--merge", nargs="+", metavar="DIR", help="instead: merge the full.json of --full runs")
     args = parser.parse_args(argv)
-    try:  # one line and exit status 2, before any data is read
+    with parser.refusing():  # one line and exit status 2, before any data is read
         _check_arguments(args)
-    except ValueError as err:
-        parser.error(str(err))
     if args.merge:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -234,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     # the arguments given (from the shell, argv is None), quoted so that the line can be pasted back
     command = f"{COMMAND} {shlex.join(sys.argv[1:] if argv is None else argv)}"
     guides = tuple(args.guides) if args.guides else SUITE_GUIDES
-    try:  # one line and exit status 2 before any data is read: a bad --out or guide, an option the mode ignores
+    with (
+        parser.refusing()
+    ):  # one line and exit status 2 before any data is read: a bad --out or guide, an option the mode ignores
         if args.suite and args.epochs is not None:
             raise ValueError("--epochs sets the table's runs; --suite trains each yardstick for its own epochs")
         if not args.suite and args.guides:
@@ -242,8 +244,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.suite:
             suite_guides(guides)
         check_writable(args.out)
-    except ValueError as err:
-        parser.error(str(err))
     if args.suite:
         run_suite(Path(args.out), guides, command=command)
     else:

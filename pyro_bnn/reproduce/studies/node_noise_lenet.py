@@ -109,10 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", action="store_true", help="the learning-rate sweep (sweep-table.md; the default)")
     parser.add_argument("--latents", action="store_true", help="the large networks' latent counts (latents.md)")
     args = parser.parse_args(argv)
-    try:  # one line and exit status 2 before the sweep trains
+    with parser.refusing():  # one line and exit status 2 before the sweep trains
         check_writable(args.out)
-    except ValueError as err:
-        parser.error(str(err))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.latents:

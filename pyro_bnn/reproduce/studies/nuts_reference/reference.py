@@ -282,10 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vi-epochs", type=positive_int_arg, default=Settings.vi_epochs)
     parser.add_argument("--vi-draws", type=positive_int_arg, default=Settings.vi_draws)
     args = parser.parse_args(argv)
-    try:
+    with parser.refusing():
         check_writable(args.out)
-    except ValueError as err:
-        parser.error(str(err))
     settings = Settings(
         task=args.task,
         seed=args.seed,
