@@ -171,7 +171,8 @@ def _register_objectives(obj: object) -> tuple[str, ...]:
     now = {entry.name: entry for entry in objective_entries()}
     if any(now.get(entry.name) != entry for entry in before):
         return ()  # it replaced or removed one: _try names it and undoes it (a replacement is no missing name)
-    names = tuple(name for name in now if name not in {entry.name for entry in before})
+    known = {entry.name for entry in before}
+    names = tuple(name for name in now if name not in known)
     if not names:
         raise ValueError("it registered no objective (call register_objective(...)(factory) in it)")
     return names
